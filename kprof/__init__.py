@@ -1,0 +1,12 @@
+"""kprof: time GPU kernels on the device, without synchronizing the host.
+
+    with kprof.profile() as p:
+        run_my_kernels()
+    print(p)
+
+The implementation lives in ``kprof_core``; this package is its public face.
+"""
+
+from kprof_core import *  # noqa: F403
+from kprof_core import __all__, __version__  # noqa: F401
+from kprof_core import capture  # noqa: F401

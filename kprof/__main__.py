@@ -1,0 +1,3 @@
+from kprof_core.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,127 @@
+"""What users put in their code: ``kprof.range``, ``kprof.kernel``, ``kprof.mark``, ``kprof.propagate``.
+
+Each costs one context-variable lookup outside a profile.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .recorder import KERNEL, RANGE, active, now
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _check_name(name: object, what: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"{what} name must be a str, not {type(name).__name__}")
+    if not name:
+        raise ValueError(f"{what} name must not be empty")
+    return name
+
+
+class range:  # noqa: A001 - the public name mirrors KernelAbstractions' ranges
+    """A named range: host time always, device time on backends with a current queue.
+
+    Use as ``with kprof.range("step"):`` or as a decorator ``@kprof.range("step")``. On each
+    backend where the calling thread has a current queue, timestamps are put on that queue at
+    entry and exit, so the range's device time is that of the work enqueued inside it.
+    """
+
+    __slots__ = ("_begun", "_h0", "_rec", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = _check_name(name, "range")
+        self._rec: Any = None
+
+    def __enter__(self) -> range:
+        rec = active()
+        self._rec = rec
+        if rec is not None:
+            self._begun = rec.device_range_begin()
+            self._h0 = now()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        rec = self._rec
+        if rec is None:
+            return
+        h1 = now()
+        self._rec = None
+        rec.host_range(self.name, self._h0, h1)
+        if self._begun:
+            rec.device_range_end(self.name, RANGE, self._begun, self._h0, h1)
+
+    def __call__(self, fn: F) -> F:
+        name = self.name
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with range(name):
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+def kernel(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any]:
+    """Wrap a callable so each call is timed as one named device entry (a kernel).
+
+    For work no plugin captures automatically (a CuPy ``RawKernel``, a library call): device
+    timestamps on the calling thread's current queue of each backend around the call; on a
+    backend without timestamps, or with no queue at all, the call is synchronized and timed on
+    the host (marked ``*``). Outside a profile the wrapper just calls ``fn``.
+    """
+    if not callable(fn):
+        raise TypeError(f"kprof.kernel wraps a callable, not {type(fn).__name__}")
+    label = _check_name(name, "kernel") if name is not None else (
+        getattr(fn, "__name__", None) or getattr(fn, "name", None) or type(fn).__name__)
+
+    @functools.wraps(fn)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        rec = active()
+        if rec is None:
+            return fn(*args, **kwargs)
+        begun = rec.device_range_begin()
+        h0 = now()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            h1 = now()
+            # The device row carries the host call too (as a launch), so no host range here.
+            if begun:
+                rec.device_range_end(label, KERNEL, begun, h0, h1)
+            elif rec.device:
+                rec.host_timed(label, KERNEL, h0, h1)
+
+    timed.__kprof_name__ = label  # type: ignore[attr-defined]
+    return timed
+
+
+def mark(name: str) -> None:
+    """Record an instant on the host timeline (shown as ``◆ name`` in the trace)."""
+    rec = active()
+    if rec is not None:
+        rec.mark(_check_name(name, "marker"), now())
+
+
+def propagate(fn: F) -> F:
+    """Run ``fn`` (later, in any thread) inside the calling context, and so inside its profile.
+
+    Threads start with an empty context, so work they do is not recorded. One line fixes that::
+
+        threading.Thread(target=kprof.propagate(work)).start()
+        executor.submit(kprof.propagate(work), arg)
+    """
+    if not callable(fn):
+        raise TypeError(f"kprof.propagate wraps a callable, not {type(fn).__name__}")
+    ctx = contextvars.copy_context()
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        # A copy per call: one context cannot be entered by two threads at once.
+        return ctx.copy().run(fn, *args, **kwargs)
+
+    return run  # type: ignore[return-value]

@@ -1,0 +1,188 @@
+"""Backends as the profiler sees them: a plugin's hooks resolved once into direct calls."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES = ("available", "not installed", "no device")
+
+
+class TimestampsUnsupported(NotImplementedError):
+    """Raised by the default ``elapsed_time``: the backend has no device timestamps."""
+
+
+class KprofError(RuntimeError):
+    """An error in kprof's own configuration or input that the user can fix."""
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What ``describe_backend`` reports about a backend (see ``kprof backends``)."""
+
+    status: str = "available"
+    library: str | None = None
+    library_version: str | None = None
+    devices: tuple[str, ...] = ()
+    timestamps: bool = True
+    detail: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES and not self.status.startswith("error"):
+            raise ValueError(
+                f"BackendInfo.status must be one of {', '.join(STATUSES)} or 'error: ...', "
+                f"not {self.status!r}"
+            )
+        object.__setattr__(self, "devices", tuple(self.devices))
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """What ``queue_info`` reports about one queue (stream) of a backend."""
+
+    device: str
+    label: str
+    device_key: Any = None
+
+    def key(self) -> Any:
+        return self.device if self.device_key is None else self.device_key
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Where a device timestamp lies on the host clock (``time.perf_counter_ns``)."""
+
+    host_ns: int
+    error_ns: int
+    method: str
+
+
+# The hooks kprof resolves per backend, in the order of their spec arguments.
+RESOLVED_HOOKS: dict[str, tuple[str, ...]] = {
+    "describe_backend": ("backend",),
+    "record_timestamp": ("backend",),
+    "elapsed_time": ("backend", "start", "stop"),
+    "timestamp_done": ("backend", "token"),
+    "release_timestamp": ("backend", "token"),
+    "current_queue": ("backend",),
+    "queue_info": ("backend", "queue"),
+    "synchronize": ("backend", "queue"),
+    "install_capture": ("backend",),
+    "remove_capture": ("backend",),
+    "align_clock": ("backend", "token", "launch_window"),
+    "demo_workload": ("backend", "size"),
+}
+
+
+def _adapt(fn: Callable[..., Any], argnames: tuple[str, ...], spec: tuple[str, ...]) -> Callable[..., Any]:
+    """Return a callable taking the spec's arguments positionally.
+
+    pluggy lets an implementation accept a subset of the spec's arguments; the direct call
+    must pass exactly those, so we adapt once here rather than on every call.
+    """
+    if argnames == spec:
+        return fn
+    positions = [spec.index(a) for a in argnames]
+
+    def call(*args: Any) -> Any:
+        return fn(*[args[i] for i in positions])
+
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
+
+
+class Backend:
+    """One backend: its name, its plugin, and its hooks as plain callables.
+
+    Plugins receive this object as the ``backend`` argument of every hook. ``state`` is a dict
+    the plugin may keep its own data in (pools, patched originals); kprof never reads it.
+    """
+
+    # Resolved hook callables, filled in by ``resolve``.
+    describe_backend: Callable[..., Any]
+    record_timestamp: Callable[..., Any]
+    elapsed_time: Callable[..., Any]
+    timestamp_done: Callable[..., Any]
+    release_timestamp: Callable[..., Any]
+    current_queue: Callable[..., Any]
+    queue_info: Callable[..., Any]
+    synchronize: Callable[..., Any]
+    install_capture: Callable[..., Any]
+    remove_capture: Callable[..., Any]
+    align_clock: Callable[..., Any]
+    demo_workload: Callable[..., Any]
+
+    def __init__(self, name: str, plugin: object, distribution: str | None = None,
+                 version: str | None = None) -> None:
+        self.name = name
+        self.plugin = plugin
+        self.distribution = distribution
+        self.version = version
+        self.state: dict[str, Any] = {}
+        self.implemented: frozenset[str] = frozenset()
+        self.broken: str | None = None
+        self._info: BackendInfo | None = None
+
+    def __repr__(self) -> str:
+        return f"<kprof.Backend {self.name!r}>"
+
+    # -- resolution -------------------------------------------------------------------------
+
+    def resolve(self, impls: dict[str, tuple[Callable[..., Any], tuple[str, ...]]],
+                defaults: dict[str, tuple[Callable[..., Any], tuple[str, ...]]]) -> None:
+        """Bind each hook to this plugin's implementation, or to the default one."""
+        for hook, spec in RESOLVED_HOOKS.items():
+            fn, argnames = impls.get(hook) or defaults[hook]
+            setattr(self, hook, _adapt(fn, argnames, spec))
+        self.implemented = frozenset(impls)
+
+    @property
+    def has_timestamps(self) -> bool:
+        """Whether the plugin implements both timestamp hooks."""
+        return "record_timestamp" in self.implemented and "elapsed_time" in self.implemented
+
+    # -- description -----------------------------------------------------------------------
+
+    def info(self, refresh: bool = False) -> BackendInfo:
+        """The plugin's ``describe_backend`` answer; errors become an ``error: ...`` status."""
+        if self._info is not None and not refresh:
+            return self._info
+        try:
+            info = self.describe_backend(self)
+            if info is None:
+                info = BackendInfo(timestamps=self.has_timestamps)
+            elif not isinstance(info, BackendInfo):
+                raise TypeError(
+                    f"describe_backend returned {type(info).__name__}, expected kprof.BackendInfo"
+                )
+            if not self.has_timestamps and info.timestamps:
+                info = BackendInfo(info.status, info.library, info.library_version,
+                                   info.devices, False, info.detail)
+        except Exception as exc:  # a broken plugin is reported, never fatal
+            info = BackendInfo(status=f"error: {type(exc).__name__}: {exc}", timestamps=False)
+            warnings.warn(
+                f"kprof: backend {self.name!r} ({self.plugin_label}) failed to describe itself: "
+                f"{type(exc).__name__}: {exc}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        self._info = info
+        return info
+
+    @property
+    def plugin_label(self) -> str:
+        if self.distribution:
+            return f"{self.distribution} {self.version or ''}".strip()
+        return getattr(self.plugin, "__name__", type(self.plugin).__name__)
+
+    def disable(self, reason: str) -> None:
+        """Stop using this backend for the rest of the process, after a hook misbehaved."""
+        if self.broken is None:
+            self.broken = reason
+            warnings.warn(
+                f"kprof: backend {self.name!r} ({self.plugin_label}) disabled: {reason}",
+                RuntimeWarning,
+                stacklevel=3,
+            )

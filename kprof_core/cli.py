@@ -1,0 +1,228 @@
+"""The ``kprof`` command: ``backends``, ``demo``, ``run`` and ``merge``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import runpy
+import sys
+import traceback
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from .backend import KprofError
+
+
+def _backend_rows() -> list[dict[str, Any]]:
+    from .plugins import registry
+
+    rows = []
+    for b in registry.all():
+        info = b.info()
+        rows.append({
+            "name": b.name,
+            "plugin": b.distribution or b.plugin_label,
+            "plugin_version": b.version,
+            "status": info.status,
+            "timestamps": "device" if info.timestamps and b.has_timestamps else "host fallback",
+            "devices": list(info.devices),
+            "library": info.library,
+            "library_version": info.library_version,
+            "error": info.status[len("error: "):] if info.status.startswith("error") else None,
+            "detail": info.detail,
+        })
+    return rows
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rows = _backend_rows()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    if not rows:
+        print("No kprof backend plugins are installed (entry-point group 'kprof.backends').")
+        print("Install one, e.g.: pip install 'kprof[opencl]'")
+        return 0
+    table = [("Backend", "Plugin", "Library", "Devices", "Timestamps", "Status")]
+    for r in rows:
+        lib = (f"{r['library']} {r['library_version']}" if r["library_version"]
+               else f"{r['library'] or '?'} (not installed)")
+        plugin = f"{r['plugin']} {r['plugin_version'] or ''}".strip()
+        devices = "; ".join(r["devices"]) or "-"
+        status = r["status"] + (f" ({r['detail']})" if r["detail"] else "")
+        table.append((r["name"], plugin, lib, devices, r["timestamps"], status))
+    widths = [max(len(row[i]) for row in table) for i in range(5)]
+    for i, row in enumerate(table):
+        print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5])
+        if i == 0:
+            print("  ".join("─" * w for w in widths) + "  " + "─" * len("Status"))
+    return 0
+
+
+def _write_outputs(p: Any, args: argparse.Namespace) -> None:
+    """Exports asked for on the command line; a failed export is reported, the run goes on."""
+    targets = [("chrome_trace", getattr(args, "trace_file", None)),
+               ("html", getattr(args, "html", None)),
+               ("save", getattr(args, "output", None))]
+    for kind, path in targets:
+        if not path:
+            continue
+        try:
+            if kind == "save":
+                path = _expand_output(path)
+                p.save(path)
+            elif kind == "chrome_trace":
+                p.export_chrome_trace(path)
+            else:
+                p.export_html(path)
+            print(f"kprof: wrote {path}", file=sys.stderr)
+        except Exception as exc:
+            print(f"kprof: could not write {path}: {exc}", file=sys.stderr)
+
+
+def _expand_output(path: str) -> str:
+    """Fill ``{rank}``, ``{pid}`` and ``{host}`` in an output path (for MPI launchers)."""
+    from .provenance import process_identity
+
+    ident = process_identity()
+    try:
+        return path.format(rank=ident.get("rank") if ident.get("rank") is not None else 0,
+                           pid=os.getpid(), host=ident.get("host", "host"))
+    except (KeyError, IndexError, ValueError) as exc:
+        raise KprofError(f"bad output path {path!r}: use only {{rank}}, {{pid}} and {{host}} ({exc})") from None
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    p = run_demo(backend=args.backend, steps=args.steps, size=args.size, trace=args.print_trace)
+    print(p.report())
+    _write_outputs(p, args)
+    return 0
+
+
+def _exit_code(code: object) -> int:
+    """What Python's own exit would turn ``SystemExit(code)`` into."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .profiler import profile
+
+    script = args.script
+    if args.module:
+        target_desc = f"module {script}"
+    else:
+        if not os.path.isfile(script):
+            print(f"kprof run: can't open file {script!r}: no such file", file=sys.stderr)
+            return 2
+        target_desc = script
+    backends = [b for b in args.backends.split(",") if b] if args.backends else None
+    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    sys.argv = [script, *args.args]
+    if not args.module:
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
+    code = 0
+    prof = profile(device=not args.no_device, trace=args.print_trace, backends=backends)
+    p = prof.__enter__()
+    try:
+        try:
+            if args.module:
+                runpy.run_module(script, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(script, run_name="__main__")
+        except SystemExit as exc:
+            code = _exit_code(exc.code)
+        except KeyboardInterrupt:
+            traceback.print_exc()
+            code = 130
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    finally:
+        prof.__exit__(None, None, None)
+        sys.argv = saved_argv
+        if saved_path0 is not None:
+            sys.path[0] = saved_path0
+    sys.stdout.flush()
+    print(p.report(), file=sys.stdout)
+    _write_outputs(p, args)
+    if code:
+        print(f"kprof run: {target_desc} exited with code {code}", file=sys.stderr)
+    return code
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from .merge import merge_command
+
+    return merge_command(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="kprof", description="Time GPU kernels on the device without synchronizing the host.")
+    parser.add_argument("--version", action="version", version=f"kprof {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    b = sub.add_parser("backends", help="list backend plugins, their devices and what they can time")
+    b.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    b.set_defaults(func=cmd_backends)
+
+    def outputs(p: argparse.ArgumentParser) -> None:
+        p.add_argument("-t", "--print-trace", action="store_true",
+                       help="print the chronological trace after the summary")
+        p.add_argument("--trace", dest="trace_file", metavar="FILE.json",
+                       help="write a Chrome/Perfetto trace")
+        p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML timeline")
+        p.add_argument("-o", "--output", metavar="FILE.kprof",
+                       help="save the profile ({rank}, {pid}, {host} are filled in)")
+
+    d = sub.add_parser("demo", help="profile a reference workload on the first available backend")
+    d.add_argument("--backend", help="the backend to run on (default: first available)")
+    d.add_argument("--steps", type=int, default=10, help="steps (default 10)")
+    d.add_argument("--size", type=int, default=4 * 1024 * 1024, help="elements (default 4M floats)")
+    outputs(d)
+    d.set_defaults(func=cmd_demo)
+
+    r = sub.add_parser("run", help="profile a Python script, as python -m cProfile does")
+    r.add_argument("-m", dest="module", action="store_true", help="run a module (like python -m)")
+    r.add_argument("--backends", metavar="A,B", help="only these backends (comma-separated)")
+    r.add_argument("--no-device", action="store_true", help="host records only (device=False)")
+    outputs(r)
+    r.add_argument("script", help="the script (or module, with -m)")
+    r.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    r.set_defaults(func=cmd_run)
+
+    m = sub.add_parser("merge", help="merge saved profiles (one per rank) onto one timeline")
+    m.add_argument("files", nargs="+", help="saved profiles (.kprof)")
+    m.add_argument("-o", "--output", metavar="FILE.json", help="write a Chrome/Perfetto trace")
+    m.add_argument("--html", metavar="FILE.html", help="write an HTML timeline")
+    m.add_argument("--save", metavar="FILE.kprof", help="save the merged profile")
+    m.set_defaults(func=cmd_merge)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args))
+    except KprofError as exc:
+        print(f"kprof: {exc}", file=sys.stderr)
+        return 2

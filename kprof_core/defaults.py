@@ -1,0 +1,75 @@
+"""kprof's built-in plugin: the hooks' defaults, which report no support.
+
+Registered like any plugin but consulted last: a backend's own implementation always wins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .backend import Alignment, Backend, BackendInfo, QueueInfo, TimestampsUnsupported
+from .hookspecs import hookimpl
+
+
+@hookimpl(trylast=True)
+def describe_backend(backend: Backend) -> BackendInfo | None:
+    return None
+
+
+@hookimpl(trylast=True)
+def record_timestamp(backend: Backend) -> Any | None:
+    return None
+
+
+@hookimpl(trylast=True)
+def elapsed_time(backend: Backend, start: Any, stop: Any) -> int:
+    raise TimestampsUnsupported(f"backend {backend.name!r} has no device timestamps")
+
+
+@hookimpl(trylast=True)
+def timestamp_done(backend: Backend, token: Any) -> bool | None:
+    return None
+
+
+@hookimpl(trylast=True)
+def release_timestamp(backend: Backend, token: Any) -> None:
+    return None
+
+
+@hookimpl(trylast=True)
+def current_queue(backend: Backend) -> Any | None:
+    return None
+
+
+@hookimpl(trylast=True)
+def queue_info(backend: Backend, queue: Any) -> QueueInfo | None:
+    # Number queues in the order kprof first sees them (the queue objects stay referenced by
+    # the profile that asks, so ids are not reused meanwhile).
+    numbers = backend.state.setdefault("kprof.queue_numbers", {})
+    n = numbers.setdefault(id(queue), len(numbers) + 1)
+    return QueueInfo(device="device", label=f"queue {n}")
+
+
+@hookimpl(trylast=True)
+def synchronize(backend: Backend, queue: Any) -> None:
+    return None
+
+
+@hookimpl(trylast=True)
+def install_capture(backend: Backend) -> None:
+    return None
+
+
+@hookimpl(trylast=True)
+def remove_capture(backend: Backend) -> None:
+    return None
+
+
+@hookimpl(trylast=True)
+def align_clock(backend: Backend, token: Any, launch_window: tuple[int, int]) -> Alignment | None:
+    return None
+
+
+@hookimpl(trylast=True)
+def demo_workload(backend: Backend, size: int) -> Any | None:
+    return None

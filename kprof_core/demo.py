@@ -1,0 +1,42 @@
+"""``kprof demo``: the reference workload (KernelAbstractions #837's mul2/add) under a profile."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .annotations import range as kprof_range
+from .backend import Backend, KprofError
+from .plugins import registry
+from .profiler import profile
+from .session import Profile
+
+
+def pick_workload(backend: str | None, size: int) -> tuple[Backend, Any]:
+    """The first available backend (or the one named) that offers a demo workload."""
+    candidates = registry.usable([backend] if backend else None)
+    if backend and not candidates:
+        info = registry.get(backend).info()
+        raise KprofError(f"backend {backend!r} is not available here: {info.status}"
+                         + (f" ({info.detail})" if info.detail else ""))
+    for b in candidates:
+        step = b.demo_workload(b, size)
+        if step is not None:
+            return b, step
+    names = ", ".join(b.name for b in registry.all()) or "none installed"
+    raise KprofError(
+        "no available backend offers a demo workload (backends: " + names + "). "
+        "Install the OpenCL CPU device, which works on any machine: pip install 'kprof[opencl]'"
+    )
+
+
+def run_demo(backend: str | None = None, steps: int = 10, size: int = 4 * 1024 * 1024,
+             trace: bool = False) -> Profile:
+    if steps < 1 or size < 1:
+        raise KprofError("--steps and --size must be positive")
+    b, step = pick_workload(backend, size)
+    step()  # warm up: the first launch of a kernel compiles it (PoCL: ~200 ms)
+    with profile(trace=trace, backends=[b.name]) as p:
+        for _ in range(steps):
+            with kprof_range("step"):
+                step()
+    return p

@@ -1,0 +1,194 @@
+"""Finding backend plugins (entry points), isolating broken ones, resolving their hooks."""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from importlib import metadata
+from typing import Any
+
+import pluggy
+
+from . import defaults, hookspecs
+from .backend import RESOLVED_HOOKS, Backend, BackendInfo, KprofError
+
+ENTRY_POINT_GROUP = "kprof.backends"
+ENV_DISABLE_AUTOLOAD = "KPROF_DISABLE_PLUGIN_AUTOLOAD"
+ENV_PLUGINS = "KPROF_PLUGINS"
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+def env_flag(name: str) -> bool:
+    """Read a boolean kprof environment variable; a value we can't read is a clear error."""
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise KprofError(
+        f"{name}={raw!r} is not understood: use 1, true, yes or on to enable it, "
+        f"or 0, false, no, off or an empty value to disable it"
+    )
+
+
+def env_plugin_names() -> list[str] | None:
+    """The backends named in KPROF_PLUGINS (comma-separated), or None when it is unset."""
+    raw = os.environ.get(ENV_PLUGINS)
+    if raw is None or not raw.strip():
+        return None
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    for n in names:
+        if not n.replace("_", "").replace("-", "").replace(".", "").isalnum():
+            raise KprofError(
+                f"{ENV_PLUGINS}={raw!r}: {n!r} is not a backend name; "
+                f"give a comma-separated list such as 'opencl,cuda'"
+            )
+    return names
+
+
+class _BrokenPlugin:
+    """Stands in for a plugin that failed to load, so that it is still listed with its error."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+class Registry:
+    """The process-wide set of backends. Loaded lazily: ``import kprof`` loads no plugin."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._backends: dict[str, Backend] | None = None
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.pm.register(defaults, name="kprof.defaults")
+        self._defaults = self._impls_of(defaults)
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def _impls_of(self, plugin: object) -> dict[str, tuple[Any, tuple[str, ...]]]:
+        found: dict[str, tuple[Any, tuple[str, ...]]] = {}
+        for hook in RESOLVED_HOOKS:
+            caller = getattr(self.pm.hook, hook)
+            for impl in caller.get_hookimpls():
+                if impl.plugin is plugin:
+                    found[hook] = (impl.function, tuple(impl.argnames))
+        return found
+
+    def _load(self) -> dict[str, Backend]:
+        backends: dict[str, Backend] = {}
+        if env_flag(ENV_DISABLE_AUTOLOAD):
+            return backends
+        wanted = env_plugin_names()
+        seen: set[str] = set()
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name in seen:  # the same distribution visible twice on sys.path
+                continue
+            seen.add(ep.name)
+            if wanted is not None and ep.name not in wanted:
+                continue
+            dist = getattr(ep, "dist", None)
+            dist_name = dist.metadata["Name"] if dist is not None else None
+            dist_version = dist.version if dist is not None else None
+            try:
+                plugin = ep.load()
+                backend = self._add(ep.name, plugin, dist_name, dist_version)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                warnings.warn(
+                    f"kprof: backend plugin {ep.name!r} ({ep.value}"
+                    f"{', ' + dist_name + ' ' + str(dist_version) if dist_name else ''}) "
+                    f"failed to load and is skipped: {error}",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                backend = Backend(ep.name, _BrokenPlugin(error), dist_name, dist_version)
+                backend.resolve({}, self._defaults)
+                backend._info = BackendInfo(status=f"error: {error}", timestamps=False)
+            backends[ep.name] = backend
+        if wanted is not None:
+            missing = [n for n in wanted if n not in backends]
+            if missing:
+                known = sorted(ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
+                raise KprofError(
+                    f"{ENV_PLUGINS} names unknown backend(s) {', '.join(missing)}; "
+                    f"installed backends: {', '.join(known) or 'none'}"
+                )
+        return backends
+
+    def _add(self, name: str, plugin: object, dist: str | None = None,
+             version: str | None = None) -> Backend:
+        # pluggy checks every hookimpl's arguments against the spec at registration.
+        self.pm.register(plugin, name=f"{ENTRY_POINT_GROUP}:{name}")
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError:
+            self.pm.unregister(plugin)
+            raise
+        backend = Backend(name, plugin, dist, version)
+        backend.resolve(self._impls_of(plugin), self._defaults)
+        return backend
+
+    def _ensure(self) -> dict[str, Backend]:
+        if self._backends is None:
+            with self._lock:
+                if self._backends is None:
+                    self._backends = self._load()
+        return self._backends
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def all(self) -> list[Backend]:
+        """Every discovered backend, broken ones included, in discovery order."""
+        return list(self._ensure().values())
+
+    def get(self, name: str) -> Backend:
+        backends = self._ensure()
+        if not isinstance(name, str):
+            raise TypeError(f"a backend name must be a str, not {type(name).__name__}")
+        try:
+            return backends[name]
+        except KeyError:
+            raise KprofError(
+                f"unknown backend {name!r}; known backends: {', '.join(backends) or 'none'}"
+            ) from None
+
+    def usable(self, names: list[str] | None = None) -> list[Backend]:
+        """Backends a profile can use: available and not disabled after an error."""
+        chosen = [self.get(n) for n in names] if names is not None else self.all()
+        return [b for b in chosen if b.broken is None and b.info().status == "available"]
+
+    def register(self, plugin: object, name: str) -> Backend:
+        """Register a backend plugin object directly (not through an entry point)."""
+        if not isinstance(name, str) or not name:
+            raise ValueError("a backend needs a non-empty str name")
+        with self._lock:
+            backends = self._ensure()
+            if name in backends:
+                raise KprofError(f"a backend named {name!r} is already registered")
+            backend = self._add(name, plugin)
+            backends[name] = backend
+            return backend
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            backend = self._ensure().pop(name, None)
+            if backend is None:
+                raise KprofError(f"no backend named {name!r} is registered")
+            if not isinstance(backend.plugin, _BrokenPlugin):
+                self.pm.unregister(backend.plugin)
+
+    def reset(self) -> None:
+        """Forget every plugin, so the next use rediscovers them (tests, environment changes)."""
+        with self._lock:
+            for backend in (self._backends or {}).values():
+                if not isinstance(backend.plugin, _BrokenPlugin) and self.pm.is_registered(backend.plugin):
+                    self.pm.unregister(backend.plugin)
+            self._backends = None
+
+
+registry = Registry()

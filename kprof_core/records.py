@@ -1,0 +1,220 @@
+"""What a profile holds once captured: compact columnar tables and the record views over them.
+
+A million launches must fit in bounded memory, so rows live in ``array('q')`` columns (8 bytes
+per field) with names, queues and threads interned; ``KernelRecord`` and ``RangeRecord`` objects
+are built only when asked for.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+# Kinds of device records.
+KERNEL, COPY, RANGE = 0, 1, 2
+KIND_NAMES = {KERNEL: "kernel", COPY: "copy", RANGE: "range"}
+KIND_CODES = {v: k for k, v in KIND_NAMES.items()}
+
+# Flags of device records.
+HOST_TIMED = 1  # timed on the host: the backend has no timestamps (or no current queue)
+UNRESOLVED = 2  # the device never gave a time (see Profile.unresolved for why)
+PLACED = 4  # start is already on the host timeline (rows merged from a nested profile)
+
+
+@dataclass(frozen=True)
+class QueueRecord:
+    """One queue (stream) of one device of one backend, as it appears in reports."""
+
+    backend: str
+    device: str
+    label: str
+    device_key: str
+
+    def row_name(self, thread: str | None = None) -> str:
+        name = f"{self.backend_title} {self.device}, {self.label}"
+        return f"{name}, {thread}" if thread else name
+
+    @property
+    def backend_title(self) -> str:
+        return {"opencl": "OpenCL", "cuda": "CUDA", "hip": "HIP"}.get(self.backend, self.backend)
+
+
+@dataclass(frozen=True)
+class ThreadRecord:
+    """A thread (and asyncio task, if any) that launched work or entered ranges."""
+
+    ident: int
+    name: str
+    task: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}, task {self.task}" if self.task else self.name
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """One piece of device work: a kernel, a copy, or the device time of a ``kprof.range``.
+
+    Times are nanoseconds on the host clock (``time.perf_counter_ns``); ``start_ns`` is where
+    the work started on the device, placed on that clock (see ``Profile.alignment``), and
+    ``duration_ns`` its device duration. ``launch_start_ns``/``launch_end_ns`` bracket the
+    host call that enqueued it. ``host_timed`` records were timed on the host (marked ``*``).
+    ``error`` says why a record has no device time, when it has none.
+    """
+
+    name: str
+    kind: str
+    backend: str
+    device: str
+    queue: str
+    thread: str
+    start_ns: int
+    duration_ns: int
+    launch_start_ns: int
+    launch_end_ns: int
+    nbytes: int | None
+    host_timed: bool
+    error: str | None = None
+
+    @property
+    def end_ns(self) -> int:
+        return self.start_ns + self.duration_ns
+
+
+@dataclass(frozen=True)
+class RangeRecord:
+    """A named host range (``kprof.range``, or the host side of a captured launch)."""
+
+    name: str
+    thread: str
+    start_ns: int
+    duration_ns: int
+    kind: str = "range"
+
+    @property
+    def end_ns(self) -> int:
+        return self.start_ns + self.duration_ns
+
+
+@dataclass(frozen=True)
+class MarkerRecord:
+    name: str
+    thread: str
+    time_ns: int
+
+
+class Interner:
+    """Maps values to small ints and back; rows store the ints."""
+
+    __slots__ = ("index", "values")
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self.index: dict[Any, int] = {}
+
+    def __call__(self, value: Any) -> int:
+        i = self.index.get(value)
+        if i is None:
+            i = self.index[value] = len(self.values)
+            self.values.append(value)
+        return i
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+class DeviceTable:
+    """Device records, one column per field."""
+
+    COLUMNS = ("name", "kind", "queue", "thread", "launch_start", "launch_end", "start",
+               "duration", "nbytes", "flags")
+
+    def __init__(self) -> None:
+        for c in self.COLUMNS:
+            setattr(self, c, array("q"))
+
+    name: array[int]
+    kind: array[int]
+    queue: array[int]
+    thread: array[int]
+    launch_start: array[int]
+    launch_end: array[int]
+    start: array[int]
+    duration: array[int]
+    nbytes: array[int]
+    flags: array[int]
+
+    def append(self, name: int, kind: int, queue: int, thread: int, launch_start: int,
+               launch_end: int, start: int, duration: int, nbytes: int, flags: int) -> int:
+        self.name.append(name)
+        self.kind.append(kind)
+        self.queue.append(queue)
+        self.thread.append(thread)
+        self.launch_start.append(launch_start)
+        self.launch_end.append(launch_end)
+        self.start.append(start)
+        self.duration.append(duration)
+        self.nbytes.append(nbytes)
+        self.flags.append(flags)
+        return len(self.name) - 1
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def row(self, i: int) -> tuple[int, ...]:
+        return tuple(getattr(self, c)[i] for c in self.COLUMNS)
+
+
+class HostTable:
+    """Host ranges and markers (markers have kind MARK and end == start)."""
+
+    RANGE, MARK = 0, 1
+    COLUMNS = ("name", "kind", "thread", "start", "end")
+
+    def __init__(self) -> None:
+        for c in self.COLUMNS:
+            setattr(self, c, array("q"))
+
+    name: array[int]
+    kind: array[int]
+    thread: array[int]
+    start: array[int]
+    end: array[int]
+
+    def append(self, name: int, kind: int, thread: int, start: int, end: int) -> None:
+        self.name.append(name)
+        self.kind.append(kind)
+        self.thread.append(thread)
+        self.start.append(start)
+        self.end.append(end)
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+
+def iter_device_records(table: DeviceTable, names: list[str], queues: list[QueueRecord],
+                        threads: list[ThreadRecord], errors: dict[int, str],
+                        origin: int = 0) -> Iterator[KernelRecord]:
+    """Build record views; times are given relative to ``origin``."""
+    for i in range(len(table)):
+        q = queues[table.queue[i]]
+        flags = table.flags[i]
+        nbytes = table.nbytes[i]
+        yield KernelRecord(
+            name=names[table.name[i]],
+            kind=KIND_NAMES[table.kind[i]],
+            backend=q.backend,
+            device=q.device,
+            queue=q.label,
+            thread=threads[table.thread[i]].label,
+            start_ns=table.start[i] - origin,
+            duration_ns=table.duration[i],
+            launch_start_ns=table.launch_start[i] - origin,
+            launch_end_ns=table.launch_end[i] - origin,
+            nbytes=None if nbytes < 0 else nbytes,
+            host_timed=bool(flags & HOST_TIMED),
+            error=errors.get(i) if flags & UNRESOLVED else None,
+        )

@@ -1,0 +1,200 @@
+"""``Profile``: what a profile recorded, as data that reports, exports and files are made from."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .processors import SummaryRow, summarize
+from .records import (
+    COPY,
+    HOST_TIMED,
+    KERNEL,
+    RANGE,
+    UNRESOLVED,
+    DeviceTable,
+    HostTable,
+    KernelRecord,
+    MarkerRecord,
+    QueueRecord,
+    RangeRecord,
+    ThreadRecord,
+    iter_device_records,
+)
+
+if TYPE_CHECKING:
+    from .recorder import DeviceClock, Recorder
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Per-name statistics of a profile, section by section."""
+
+    span_ns: int
+    host: list[SummaryRow]
+    device: list[SummaryRow]
+    device_ranges: list[SummaryRow]
+    markers: list[tuple[str, int]] = field(default_factory=list)
+
+    def device_row(self, name: str) -> SummaryRow:
+        """The device-side row of one name (kernels and copies), or KeyError."""
+        for r in self.device:
+            if r.name == name:
+                return r
+        raise KeyError(f"no device-side activity named {name!r}; names: {[r.name for r in self.device]}")
+
+    def host_row(self, name: str) -> SummaryRow:
+        for r in self.host:
+            if r.name == name:
+                return r
+        raise KeyError(f"no host-side activity named {name!r}; names: {[r.name for r in self.host]}")
+
+
+class Profile:
+    """The result of ``kprof.profile()``: print it, or read its records.
+
+    ``kernels`` (device work: kernels and copies), ``device_ranges`` (device time of
+    ``kprof.range`` blocks), ``ranges`` (host ranges), ``launches`` (the host calls that
+    enqueued the kernels), ``markers``. Times in records are nanoseconds relative to the
+    profile's start. ``summary()`` gives per-name statistics.
+    """
+
+    def __init__(self, trace: bool = False, backends: list[str] | None = None) -> None:
+        self.trace = trace
+        self.backends = list(backends or [])
+        self.start_ns = 0
+        self.end_ns = 0
+        self.table = DeviceTable()
+        self.host = HostTable()
+        self.names: list[str] = []
+        self.queues: list[QueueRecord] = []
+        self.threads: list[ThreadRecord] = []
+        self.errors: dict[int, str] = {}
+        self.clocks: dict[str, DeviceClock] = {}
+        self.meta: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+        self._finished = False
+
+    def _load(self, rec: Recorder) -> None:
+        self.table, self.host = rec.table, rec.host
+        self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
+        self.errors, self.clocks = rec.errors, rec.clocks
+        self._finished = True
+
+    # -- records ------------------------------------------------------------------------------
+
+    @property
+    def span_ns(self) -> int:
+        """Nanoseconds from the profile's start to the end of its block or of the last device
+        work it recorded, whichever is later (launches don't wait, so work can finish after)."""
+        end = self.end_ns
+        t = self.table
+        for i in range(len(t)):
+            if not t.flags[i] & UNRESOLVED:
+                e = t.start[i] + t.duration[i]
+                if e > end:
+                    end = e
+        return max(0, end - self.start_ns)
+
+    def _device(self, kinds: tuple[int, ...]) -> list[KernelRecord]:
+        recs = iter_device_records(self.table, self.names, self.queues, self.threads,
+                                   self.errors, self.start_ns)
+        kind = self.table.kind
+        return [r for i, r in enumerate(recs) if kind[i] in kinds]
+
+    @property
+    def kernels(self) -> list[KernelRecord]:
+        """Device records of kernels and copies, in the order they were harvested."""
+        return self._device((KERNEL, COPY))
+
+    @property
+    def device_ranges(self) -> list[KernelRecord]:
+        """The device time of ``kprof.range``/``kprof.kernel`` blocks, one record per queue."""
+        return self._device((RANGE,))
+
+    @property
+    def unresolved(self) -> list[KernelRecord]:
+        """Device records that got no device time, each with its ``error``."""
+        return [r for r in self._device((KERNEL, COPY, RANGE)) if r.error is not None]
+
+    @property
+    def ranges(self) -> list[RangeRecord]:
+        """Host ranges (``kprof.range``), in the order they ended."""
+        h, o = self.host, self.start_ns
+        return [RangeRecord(self.names[h.name[i]], self.threads[h.thread[i]].label,
+                            h.start[i] - o, h.end[i] - h.start[i])
+                for i in range(len(h)) if h.kind[i] == HostTable.RANGE]
+
+    @property
+    def launches(self) -> list[RangeRecord]:
+        """The host side of every captured launch (the enqueue call), in harvest order."""
+        t, o = self.table, self.start_ns
+        return [RangeRecord(self.names[t.name[i]], self.threads[t.thread[i]].label,
+                            t.launch_start[i] - o, t.launch_end[i] - t.launch_start[i], "launch")
+                for i in range(len(t)) if t.kind[i] != RANGE]
+
+    @property
+    def markers(self) -> list[MarkerRecord]:
+        h, o = self.host, self.start_ns
+        return [MarkerRecord(self.names[h.name[i]], self.threads[h.thread[i]].label, h.start[i] - o)
+                for i in range(len(h)) if h.kind[i] == HostTable.MARK]
+
+    def kernel_times(self, name: str) -> list[int]:
+        """Device durations (ns) of every kernel or copy called ``name``."""
+        t = self.table
+        try:
+            nid = self.names.index(name)
+        except ValueError:
+            return []
+        return [t.duration[i] for i in range(len(t))
+                if t.name[i] == nid and t.kind[i] != RANGE and not t.flags[i] & UNRESOLVED]
+
+    # -- summaries ------------------------------------------------------------------------------
+
+    def summary(self) -> Summary:
+        t, h, names = self.table, self.host, self.names
+        span = self.span_ns
+        n = len(t)
+        kind, flags, name, dur, nbytes = t.kind, t.flags, t.name, t.duration, t.nbytes
+        resolved = [i for i in range(n) if not flags[i] & UNRESOLVED]
+        device = summarize(((names[name[i]], bool(flags[i] & HOST_TIMED), dur[i], nbytes[i])
+                            for i in resolved if kind[i] != RANGE), span)
+        dranges = summarize(((names[name[i]], bool(flags[i] & HOST_TIMED), dur[i], -1)
+                             for i in resolved if kind[i] == RANGE), span)
+        ls, le = t.launch_start, t.launch_end
+        host_items = [(names[name[i]], False, le[i] - ls[i], -1) for i in range(n) if kind[i] != RANGE]
+        host_items += [(names[h.name[i]], False, h.end[i] - h.start[i], -1)
+                       for i in range(len(h)) if h.kind[i] == HostTable.RANGE]
+        markers: dict[str, int] = {}
+        for i in range(len(h)):
+            if h.kind[i] == HostTable.MARK:
+                markers[names[h.name[i]]] = markers.get(names[h.name[i]], 0) + 1
+        return Summary(span, summarize(host_items, span), device, dranges,
+                       sorted(markers.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """(host ranges, device kernels and copies) recorded."""
+        h, t = self.host, self.table
+        nr = sum(1 for k in h.kind if k == HostTable.RANGE)
+        nk = sum(1 for k in t.kind if k != RANGE)
+        return nr, nk
+
+    # -- output -------------------------------------------------------------------------------------
+
+    def report(self, trace: bool | None = None) -> str:
+        """The printed report: the summary, and the trace when ``trace`` (default: as profiled)."""
+        from .renderers.console import render
+
+        return render(self, self.trace if trace is None else trace)
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def __repr__(self) -> str:
+        nr, nk = self.counts
+        return f"<kprof.Profile {self.span_ns} ns, {nr} ranges, {nk} kernels>"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the report
+        p.text(self.report())
