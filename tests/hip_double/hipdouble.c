@@ -22,8 +22,15 @@
  *     memcpy/memset when the stream reaches it, then waits
  *     bytes / HIPDOUBLE_BYTES_PER_US microseconds (default 1000 bytes/us,
  *     i.e. 1 GB/s; "inf" means no simulated time).
- *   - Events are stamped with CLOCK_MONOTONIC when the stream's worker reaches
- *     the record; hipEventElapsedTime is the difference in milliseconds.
+ *   - Each stream keeps a device clock (CLOCK_MONOTONIC ns): an operation
+ *     starts at the later of its enqueue time and the end of the previous
+ *     operation on that stream, and ends its duration later. An event record
+ *     is stamped with its start time, so elapsed times are what an ideal
+ *     device would measure and worker-thread scheduling jitter never shows
+ *     (a kernel bracketed by records enqueued together measures exactly its
+ *     duration). Completion itself is real: the worker does not finish an
+ *     operation (nor let hipEventQuery succeed) before its end time has
+ *     passed on the host clock.
  *   - Environment variables are read at each call that uses them.
  *
  * Control API (plain C, call through ctypes on the SAME file hip-python
@@ -51,7 +58,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -222,6 +228,10 @@ static int g_hung;              /* "hang" kernels currently stalled */
 static __thread hipError_t t_last_error = hipSuccess;
 static __thread int t_device = 0;
 
+/* Ceiling for any simulated duration (~146 years): keeps start + duration
+ * far from int64 overflow, which would turn an endless op into an instant one. */
+#define MAX_OP_NS ((uint64_t)INT64_MAX / 2)
+
 static int64_t now_ns(void)
 {
     struct timespec ts;
@@ -288,7 +298,8 @@ struct op {
     struct op *next;
     enum op_kind kind;
     uint64_t seq;
-    uint64_t ns; /* simulated device time */
+    int64_t t_submit; /* host clock at enqueue */
+    uint64_t ns;      /* simulated device time */
     void *dst;
     const void *src;
     size_t bytes;
@@ -304,6 +315,7 @@ struct hd_stream {
     pthread_cond_t work_cv;
     struct op *head, *tail;
     struct op *cur; /* executing now; still counts as pending */
+    int64_t t_free; /* device clock: end of the last completed op */
     /* Streams with a live worker, destroyed-but-draining ones included, so
      * that device-wide waits see all outstanding work. */
     struct hd_stream *all_next, *all_prev;
@@ -335,7 +347,6 @@ struct hd_function {
 
 struct hd_alloc {
     struct obj hdr; /* key = the user pointer */
-    size_t bytes;
 };
 
 static struct hd_stream *g_null_stream;
@@ -372,24 +383,29 @@ static struct hd_event *live_event(struct hd_event *ev, uint64_t id)
     return (o && o->id == id) ? ev : NULL;
 }
 
-/* Called and returns with g_lock held. */
-static void run_op(struct op *op)
+/* Runs op, which starts at device time `start`, and returns its end time.
+ * Called and returns with g_lock held. */
+static int64_t run_op(struct op *op, int64_t start)
 {
     struct hd_event *ev;
+    int64_t end = start, t0;
     switch (op->kind) {
     case OP_SLEEP:
+        end = start + (int64_t)op->ns;
         pthread_mutex_unlock(&g_lock);
-        wait_until(now_ns() + (int64_t)op->ns);
+        wait_until(end);
         pthread_mutex_lock(&g_lock);
         break;
     case OP_COPY:
     case OP_SET:
         pthread_mutex_unlock(&g_lock);
+        t0 = now_ns();
         if (op->kind == OP_COPY)
             memmove(op->dst, op->src, op->bytes);
         else
             memset(op->dst, op->value, op->bytes);
-        wait_until(now_ns() + (int64_t)op->ns);
+        end = start + (now_ns() - t0) + (int64_t)op->ns;
+        wait_until(end);
         pthread_mutex_lock(&g_lock);
         break;
     case OP_HANG:
@@ -398,6 +414,9 @@ static void run_op(struct op *op)
         while (g_release_gen <= op->hang_gen)
             pthread_cond_wait(&g_cv, &g_lock);
         g_hung--;
+        end = now_ns(); /* the hang lasted until the release, in real time */
+        if (end < start)
+            end = start;
         break;
     case OP_RECORD:
         ev = live_event(op->ev, op->ev_id);
@@ -405,16 +424,19 @@ static void run_op(struct op *op)
          * another stream; the event reflects the latest record only. */
         if (ev && op->ev_seq > ev->done_seq) {
             ev->done_seq = op->ev_seq;
-            ev->t_ns = now_ns();
+            ev->t_ns = start;
         }
         break;
     case OP_WAIT_EVENT:
         while ((ev = live_event(op->ev, op->ev_id)) && ev->done_seq < op->ev_seq)
             pthread_cond_wait(&g_cv, &g_lock);
+        if (ev && ev->t_ns > end)
+            end = ev->t_ns;
         break;
     case OP_EXIT:
         break;
     }
+    return end;
 }
 
 static void *worker(void *arg)
@@ -434,7 +456,7 @@ static void *worker(void *arg)
         if (op->kind == OP_EXIT)
             break;
         s->cur = op;
-        run_op(op);
+        s->t_free = run_op(op, op->t_submit > s->t_free ? op->t_submit : s->t_free);
         s->cur = NULL;
         free(op);
         pthread_cond_broadcast(&g_cv);
@@ -492,10 +514,13 @@ static void init_once(void)
         abort();
 }
 
-/* Called with g_lock held. Takes ownership of op. Returns its sequence. */
-static uint64_t enqueue(struct hd_stream *s, struct op *op)
+/* Called with g_lock held. Takes ownership of op. Returns its sequence.
+ * Ops enqueued by one API call share one submit time, so that waking the
+ * worker in between does not open a gap on the device clock. */
+static uint64_t enqueue_at(struct hd_stream *s, struct op *op, int64_t t_submit)
 {
     op->seq = ++g_seq;
+    op->t_submit = t_submit;
     op->next = NULL;
     if (s->tail)
         s->tail->next = op;
@@ -504,6 +529,11 @@ static uint64_t enqueue(struct hd_stream *s, struct op *op)
     s->tail = op;
     pthread_cond_signal(&s->work_cv);
     return op->seq;
+}
+
+static uint64_t enqueue(struct hd_stream *s, struct op *op)
+{
+    return enqueue_at(s, op, now_ns());
 }
 
 static struct op *op_new(enum op_kind kind)
@@ -610,9 +640,8 @@ static uint64_t transfer_ns(size_t bytes)
         if (!*end && r > 0) /* NaN fails r > 0 too */
             rate = r;
     }
-    if (isinf(rate))
-        return 0;
-    return (uint64_t)((double)bytes * 1000.0 / rate);
+    double ns = (double)bytes * 1000.0 / rate; /* 0 for rate = inf */
+    return ns >= (double)MAX_OP_NS ? MAX_OP_NS : (uint64_t)ns;
 }
 
 /* ---- device and runtime --------------------------------------------------- */
@@ -863,12 +892,12 @@ hipError_t hipEventCreate(hipEvent_t *event)
 }
 
 /* Called with g_lock held; ev and s already validated. */
-static void record_locked(struct hd_event *ev, struct hd_stream *s, struct op *op)
+static void record_locked(struct hd_event *ev, struct hd_stream *s, struct op *op, int64_t t)
 {
     op->ev = ev;
     op->ev_id = ev->hdr.id;
     op->ev_seq = ++ev->record_seq;
-    enqueue(s, op);
+    enqueue_at(s, op, t);
 }
 
 hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream)
@@ -887,7 +916,7 @@ hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream)
         free(op);
         UNLOCK_RETURN(hipErrorInvalidHandle);
     }
-    record_locked(ev, s, op);
+    record_locked(ev, s, op, now_ns());
     UNLOCK_RETURN(hipSuccess);
 }
 
@@ -1047,17 +1076,21 @@ hipError_t hipModuleGetFunction(hipFunction_t *function, hipModule_t module, con
 /* Called with g_lock held; s validated. The kernel's duration is its grid size
  * in microseconds, so tests choose kernel times through the launch geometry. */
 static hipError_t launch_locked(const char *name, uint32_t gx, uint32_t gy, uint32_t gz,
-                                struct hd_stream *s, struct op *op)
+                                struct hd_stream *s, struct op *op, int64_t t)
 {
-    unsigned __int128 us = (unsigned __int128)gx * gy * gz;
+    uint64_t us;
     if (name && strcmp(name, "hang") == 0) {
         op->kind = OP_HANG;
         op->hang_gen = g_release_gen;
     } else {
         op->kind = OP_SLEEP;
-        op->ns = us > UINT64_MAX / 2000 ? UINT64_MAX / 2 : (uint64_t)us * 1000;
+        /* gx * gy fits in 64 bits; the rest can overflow. */
+        if (__builtin_mul_overflow((uint64_t)gx * gy, (uint64_t)gz, &us) || us > MAX_OP_NS / 1000)
+            op->ns = MAX_OP_NS;
+        else
+            op->ns = us * 1000;
     }
-    enqueue(s, op);
+    enqueue_at(s, op, t);
     return hipSuccess;
 }
 
@@ -1086,7 +1119,7 @@ hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned int gridDimX, unsigne
         free(op);
         UNLOCK_RETURN(hipErrorInvalidHandle);
     }
-    UNLOCK_RETURN(launch_locked(fn->name, gridDimX, gridDimY, gridDimZ, s, op));
+    UNLOCK_RETURN(launch_locked(fn->name, gridDimX, gridDimY, gridDimZ, s, op, now_ns()));
 }
 
 /* Shared by hipLaunchKernel and hipExtLaunchKernel. There is no host stub to
@@ -1100,6 +1133,7 @@ static hipError_t launch_by_address(const void *function_address, dim3 grid, dim
     struct hd_event *e0 = NULL, *e1 = NULL;
     struct op *op = op_new(OP_SLEEP), *r0 = op_new(OP_RECORD), *r1 = op_new(OP_RECORD);
     hipError_t e = hipSuccess;
+    int64_t t;
     if (!function_address)
         e = hipErrorInvalidDeviceFunction;
     else if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z)
@@ -1120,14 +1154,15 @@ static hipError_t launch_by_address(const void *function_address, dim3 grid, dim
         e = hipErrorInvalidHandle;
         goto out;
     }
+    t = now_ns();
     if (e0) {
-        record_locked(e0, s, r0);
+        record_locked(e0, s, r0, t);
         r0 = NULL;
     }
-    launch_locked(fn ? fn->name : NULL, grid.x, grid.y, grid.z, s, op);
+    launch_locked(fn ? fn->name : NULL, grid.x, grid.y, grid.z, s, op, t);
     op = NULL;
     if (e1) {
-        record_locked(e1, s, r1);
+        record_locked(e1, s, r1, t);
         r1 = NULL;
     }
     pthread_mutex_unlock(&g_lock);
@@ -1178,7 +1213,6 @@ static hipError_t alloc_new(void **ptr, size_t size, int kind)
         free(a);
         return hipErrorOutOfMemory;
     }
-    a->bytes = size;
     pthread_mutex_lock(&g_lock);
     reg_add(&a->hdr, (uintptr_t)mem, kind);
     pthread_mutex_unlock(&g_lock);
