@@ -1,0 +1,308 @@
+"""The OpenCL backend on a real device (PoCL's CPU device in CI): capture, timing, attribution."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+import warnings
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kprof
+
+cl = pytest.importorskip("pyopencl")
+cla = pytest.importorskip("pyopencl.array")
+
+import kprof_opencl  # noqa: E402
+from kprof_opencl import capture as ocl_capture  # noqa: E402
+from kprof_opencl.queues import is_pocl_cpu  # noqa: E402
+
+QUEUED, SUBMIT, START, END = (cl.profiling_info.QUEUED, cl.profiling_info.SUBMIT,
+                              cl.profiling_info.START, cl.profiling_info.END)
+COMPLETE = cl.command_execution_status.COMPLETE
+
+SOURCE = """
+__kernel void scale(__global float *x) { x[get_global_id(0)] *= 2.0f; }
+__kernel void spin(__global float *x, int n) {
+    size_t i = get_global_id(0);
+    float v = x[i];
+    for (int k = 0; k < n; ++k) v = v * 0.999f + 0.5f;
+    x[i] = v;
+}
+"""
+
+
+def _device() -> Any:
+    dev = kprof_opencl.default_device()
+    if dev is None:
+        pytest.skip("OpenCL finds no device here (pip install pocl-binary-distribution)")
+    return dev
+
+
+@pytest.fixture(scope="module")
+def queue() -> Any:
+    return kprof_opencl.profiling_queue(_device())
+
+
+@pytest.fixture(scope="module")
+def program(queue: Any) -> Any:
+    prg = cl.Program(queue.context, SOURCE).build()
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
+    # First launches compile (PoCL does it on the device side): keep that out of most tests.
+    prg.scale(queue, (64,), None, x)
+    spin = cl.Kernel(prg, "spin")
+    spin.set_scalar_arg_dtypes([None, np.int32])
+    spin(queue, (64,), None, x, np.int32(1))
+    queue.finish()
+    return prg
+
+
+def profile() -> kprof.profile:
+    return kprof.profile(backends=["opencl"])
+
+
+def own_duration(ev: Any) -> int:
+    return int(ev.get_profiling_info(END) - ev.get_profiling_info(START))
+
+
+def test_kernels_are_named_counted_and_timed_by_their_own_events(queue: Any, program: Any) -> None:
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 256)
+    scale = cl.Kernel(program, "scale")
+    events = []
+    with profile() as p:
+        for _ in range(5):
+            events.append(scale(queue, (256,), None, x))  # Kernel.__call__ → _cl.enqueue_nd_range_kernel
+        for _ in range(2):  # what loopy-generated code calls
+            events.append(cl.enqueue_nd_range_kernel(queue, scale, (256,), None))
+    rows = [r for r in p.kernels if r.kind == "kernel"]
+    assert [r.name for r in rows] == ["scale"] * 7
+    assert [r.duration_ns for r in rows] == [own_duration(ev) for ev in events]
+    assert all(not r.host_timed and r.error is None for r in rows)
+    assert {r.queue for r in rows} == {queue._kprof_label}
+    assert {r.device for r in rows} == {queue.device.name.strip()}
+    # The host side: one launch row per call, bracketing the native enqueue only.
+    assert len(p.launches) == 7
+
+
+def test_copies_are_named_and_sized(queue: Any) -> None:
+    ctx = queue.context
+    host = np.arange(1000, dtype=np.float32)
+    back = np.empty_like(host)
+    a = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, host.nbytes)
+    b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, host.nbytes)
+    events = []
+    with profile() as p:
+        events.append(cl.enqueue_copy(queue, a, host))  # host → device
+        events.append(cl.enqueue_copy(queue, b, a, byte_count=400))  # device → device
+        events.append(cl.enqueue_copy(queue, b, a))  # device → device, whole buffer
+        events.append(cl.enqueue_fill_buffer(queue, b, np.float32(0), 0, 800))
+        events.append(cl.enqueue_copy(queue, back, a))  # device → host (blocking)
+        events.append(cl.enqueue_copy(queue, a, host, buffer_origin=(0, 0), host_origin=(0, 0),
+                                      region=(64, 3)))  # rectangular host → device
+    got = [(r.name, r.nbytes, r.kind) for r in p.kernels]
+    assert got == [
+        ("[copy host to device]", 4000, "copy"),
+        ("[copy device to device]", 400, "copy"),
+        ("[copy device to device]", 4000, "copy"),
+        ("[fill device memory]", 800, "copy"),
+        ("[copy device to host]", 4000, "copy"),
+        ("[copy host to device]", 64 * 3, "copy"),
+    ]
+    assert [r.duration_ns for r in p.kernels] == [own_duration(ev) for ev in events]
+    np.testing.assert_array_equal(back, host)
+    summary = p.summary()
+    assert summary.device_row("[copy device to device]").calls == 2
+
+
+def test_image_copies_are_sized_in_bytes(queue: Any) -> None:
+    if not queue.device.image_support:
+        pytest.skip("the device has no image support")
+    fmt = cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT)
+    make = getattr(cl, "create_image", cl.Image)
+    img = make(queue.context, cl.mem_flags.READ_WRITE, fmt, shape=(8, 4))
+    pixels = np.ones((4, 8, 4), dtype=np.float32)
+    out = np.empty_like(pixels)
+    with profile() as p:
+        cl.enqueue_copy(queue, img, pixels, origin=(0, 0), region=(8, 4))
+        cl.enqueue_copy(queue, out, img, origin=(0, 0), region=(8, 4))
+    assert [(r.name, r.nbytes) for r in p.kernels] == [
+        ("[copy host to device]", 8 * 4 * 16), ("[copy device to host]", 8 * 4 * 16)]
+
+
+def test_pyopencl_array_operations_are_captured(queue: Any) -> None:
+    host = np.arange(2048, dtype=np.float32)
+    with profile() as p:
+        a = cla.to_device(queue, host)  # enqueue_copy → _cl._enqueue_write_buffer
+        b = a * 3 + 1  # elementwise kernels → Kernel.__call__
+        c = b.copy()  # _cl._enqueue_copy_buffer
+        d = cla.zeros(queue, 100, np.float32)  # enqueue_fill → _cl._enqueue_fill_buffer
+        got = c.get()  # _cl._enqueue_read_buffer
+    np.testing.assert_allclose(got, host * 3 + 1)
+    assert not d.get().any()
+    kinds = Counter((r.kind, r.name) for r in p.kernels if r.kind == "copy")
+    assert kinds[("copy", "[copy host to device]")] == 1
+    assert kinds[("copy", "[copy device to device]")] == 1
+    assert kinds[("copy", "[copy device to host]")] == 1
+    assert kinds[("copy", "[fill device memory]")] == 1
+    kernels = [r for r in p.kernels if r.kind == "kernel"]
+    assert len(kernels) >= 1  # the elementwise operation(s)
+    assert all(r.name and not r.name.startswith("<") for r in kernels)
+    assert all(not r.host_timed and r.error is None for r in p.kernels)
+
+
+def test_launches_do_not_synchronize_the_host(queue: Any, program: Any) -> None:
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 4096)
+    spin = cl.Kernel(program, "spin")
+    spin.set_scalar_arg_dtypes([None, np.int32])
+    n = 40
+    with profile() as p:
+        events = [spin(queue, (4096,), None, x, np.int32(2000)) for _ in range(n)]
+        # Right after the loop, work is still queued: nobody waited for it per launch.
+        incomplete = sum(ev.command_execution_status != COMPLETE for ev in events)
+    assert incomplete > 0
+    assert len(p.kernels) == n
+    assert [r.duration_ns for r in p.kernels] == [own_duration(ev) for ev in events]
+
+
+def test_first_launch_compilation_is_not_device_time(queue: Any) -> None:
+    # A source PoCL has never seen, so its kernel cache cannot hide the compilation.
+    src = f"__kernel void fresh(__global float *x) {{ x[get_global_id(0)] += {uuid.uuid4().int % 997}.0f; }}"
+    prg = cl.Program(queue.context, src).build()
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
+    with profile() as p:
+        first = prg.fresh(queue, (64,), None, x)
+        second = prg.fresh(queue, (64,), None, x)
+    queue.finish()
+    compile_gap = first.get_profiling_info(START) - first.get_profiling_info(SUBMIT)
+    steady_gap = second.get_profiling_info(START) - second.get_profiling_info(SUBMIT)
+    d_first, d_second = (r.duration_ns for r in p.kernels)
+    assert d_first == own_duration(first) and d_second == own_duration(second)
+    if is_pocl_cpu(queue.device):
+        # PoCL compiles for the device between submit and start: not in START..END.
+        assert compile_gap > 10 * d_first
+        assert compile_gap > 10 * steady_gap
+
+
+def test_queue_without_profiling_falls_back_to_host_timing_and_says_so_once(queue: Any, program: Any) -> None:
+    plain = cl.CommandQueue(queue.context, queue.device)  # no PROFILING_ENABLE
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
+    host = np.zeros(64, dtype=np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with profile() as p:
+            for _ in range(3):
+                program.scale(plain, (64,), None, x)
+            cl.enqueue_copy(plain, host, x)
+    ours = [w for w in caught if issubclass(w.category, kprof_opencl.ProfilingDisabledWarning)]
+    assert len(ours) == 1
+    assert "PROFILING_ENABLE" in str(ours[0].message)
+    assert "profiling_queue" in str(ours[0].message)
+    assert [(r.name, r.host_timed) for r in p.kernels] == [("scale", True)] * 3 + [
+        ("[copy device to host]", True)]
+    assert all(r.error is None for r in p.kernels)
+    assert "*" in p.report()
+
+
+def test_patches_are_restored_exactly_after_an_exception(queue: Any, program: Any) -> None:
+    targets = ocl_capture.patch_targets()
+    names = {name for _, name in targets}
+    assert {"enqueue_nd_range_kernel", "_enqueue_read_buffer", "_enqueue_write_buffer",
+            "_enqueue_copy_buffer", "_enqueue_fill_buffer"} <= names
+    assert any(owner is cl for owner, name in targets if name == "enqueue_nd_range_kernel")
+    before = [(owner, name, getattr(owner, name)) for owner, name in targets]
+    with pytest.raises(ZeroDivisionError), profile():
+        for owner, name, original in before:
+            assert getattr(owner, name) is not original, f"{owner.__name__}.{name} is not patched"
+        program.scale(queue, (64,), None, cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 256))
+        1 / 0  # noqa: B018
+    for owner, name, original in before:
+        assert getattr(owner, name) is original, f"{owner.__name__}.{name} was not restored"
+
+
+def test_work_outside_the_profile_is_untouched(queue: Any, program: Any) -> None:
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 1024)
+    spin = cl.Kernel(program, "spin")
+    spin.set_scalar_arg_dtypes([None, np.int32])
+    before = [spin(queue, (1024,), None, x, np.int32(3000)) for _ in range(5)]  # still running
+    other: list[Any] = []
+    with profile() as p:
+        # A thread that did not inherit the profile's context is not recorded either.
+        t = threading.Thread(target=lambda: other.append(program.scale(queue, (1024,), None, x)))
+        t.start()
+        t.join()
+        mine = program.scale(queue, (1024,), None, x)
+    assert [r.name for r in p.kernels] == ["scale"]
+    assert p.kernels[0].duration_ns == own_duration(mine)
+    assert all(ev.command_execution_status == COMPLETE for ev in before)
+
+
+def test_two_queues_on_two_threads_are_separate_rows(queue: Any, program: Any) -> None:
+    second = kprof_opencl.profiling_queue(queue)
+    assert second.context == queue.context
+    barrier = threading.Barrier(2)
+
+    def work(q: Any, n: int) -> None:
+        x = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 4 * 128)
+        scale = cl.Kernel(program, "scale")
+        barrier.wait()
+        for _ in range(n):
+            scale(q, (128,), None, x)
+        q.finish()
+
+    with profile() as p:
+        threads = [threading.Thread(target=kprof.propagate(work), args=(q, n), name=f"worker-{n}")
+                   for q, n in ((queue, 3), (second, 5))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    rows = Counter((r.queue, r.thread) for r in p.kernels)
+    assert rows == {(queue._kprof_label, "worker-3"): 3, (second._kprof_label, "worker-5"): 5}
+    assert queue._kprof_label != second._kprof_label
+    assert len({r.device for r in p.kernels}) == 1
+
+
+def test_range_is_timed_on_the_current_queue(queue: Any, program: Any) -> None:
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 256)
+    with kprof_opencl.use_queue(queue), profile() as p:
+        assert kprof_opencl.current_queue() is queue
+        with kprof.range("step"):
+            program.scale(queue, (256,), None, x)
+            program.scale(queue, (256,), None, x)
+    (dr,) = p.device_ranges
+    k1, k2 = p.kernels
+    assert dr.name == "step" and not dr.host_timed and dr.error is None
+    # Markers around the range bracket the kernels enqueued inside it, on the device.
+    assert dr.start_ns <= k1.start_ns and k2.end_ns <= dr.end_ns
+
+
+def test_pocl_clock_alignment_places_work_after_its_launch(queue: Any, program: Any) -> None:
+    if not is_pocl_cpu(queue.device):
+        pytest.skip("CLOCK_MONOTONIC_RAW alignment is PoCL's")
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 256)
+    with profile() as p:
+        for _ in range(10):
+            program.scale(queue, (256,), None, x)
+    (clk,) = p.clocks.values()
+    assert "CLOCK_MONOTONIC_RAW" in clk.method
+    assert clk.error_ns is not None and clk.error_ns < 1_000_000
+    assert clk.shift_ns <= clk.error_ns  # the mapping itself put no work before its launch
+    for r in p.kernels:
+        assert r.start_ns >= r.launch_start_ns
+    starts = [r.start_ns for r in p.kernels]
+    assert starts == sorted(starts)
+
+
+def test_demo_workload_records_mul2_add_and_step() -> None:
+    from kprof_core.demo import run_demo
+
+    _device()
+    p = run_demo(backend="opencl", steps=3, size=4096)
+    s = p.summary()
+    assert s.device_row("mul2").calls == 3 and s.device_row("add").calls == 3
+    assert s.host_row("step").calls == 3
+    assert not any(r.host_timed for r in p.kernels)
+    assert [r.name for r in p.device_ranges] == ["step"] * 3
