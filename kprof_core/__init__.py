@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from . import mpi
 from .annotations import kernel, mark, propagate, range
 from .backend import Alignment, Backend, BackendInfo, KprofError, QueueInfo, TimestampsUnsupported
+from .combine import combine
 from .hookspecs import hookimpl, hookspec
 from .plugins import registry
 from .processors import SummaryRow
 from .profiler import profile
 from .records import KernelRecord, MarkerRecord, RangeRecord
 from .session import Profile, Summary
+from .storage import load
 from .timefmt import format_time
 
 __version__ = "0.1.0"
@@ -53,12 +56,15 @@ __all__ = [
     "TimestampsUnsupported",
     "__version__",
     "backends",
+    "combine",
     "format_time",
     "get_backend",
     "hookimpl",
     "hookspec",
     "kernel",
+    "load",
     "mark",
+    "mpi",
     "profile",
     "propagate",
     "range",

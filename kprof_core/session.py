@@ -81,6 +81,9 @@ class Profile:
         self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
         self.errors, self.clocks = rec.errors, rec.clocks
         self._finished = True
+        from .provenance import fill_meta
+
+        fill_meta(self.meta)  # rank, clock domain and wall anchor: what merging needs
 
     # -- records ------------------------------------------------------------------------------
 
@@ -182,6 +185,16 @@ class Profile:
         return nr, nk
 
     # -- output -------------------------------------------------------------------------------------
+
+    def save(self, path: Any, compress: bool = True) -> None:
+        """Save to a ``.kprof`` file (a path or a binary file); ``kprof.load`` reads it back.
+
+        The format is documented in ``kprof_core.storage``; ``compress=False`` writes the
+        columns raw (larger, a little faster).
+        """
+        from .storage import save
+
+        save(self, path, compress=compress)
 
     def report(self, trace: bool | None = None) -> str:
         """The printed report: the summary, and the trace when ``trace`` (default: as profiled)."""
