@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
 import warnings
 from typing import Any
@@ -104,8 +105,25 @@ def _warn_not_profiling(queue: Any) -> None:
         f"pyopencl.CommandQueue(ctx, properties=pyopencl.command_queue_properties.PROFILING_ENABLE), "
         f"or kprof_opencl.profiling_queue(ctx).",
         ProfilingDisabledWarning,
-        stacklevel=4,
+        stacklevel=_user_stacklevel(),
     )
+
+
+_OURS = frozenset({"kprof", "kprof_core", "kprof_opencl", "pyopencl"})
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside kprof and PyOpenCL (its generated invokers
+    included), so that a warning points at the user's line."""
+    frame = sys._getframe(2)  # the caller of our caller: warnings.warn counts from there
+    level = 2
+    while frame is not None:
+        name = str(frame.f_globals.get("__name__", ""))
+        if not (name.split(".")[0] in _OURS or frame.f_code.co_filename.startswith("<generated")):
+            return level
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return 2
 
 
 def queue_label(queue: Any) -> str:

@@ -132,6 +132,21 @@ def test_image_copies_are_sized_in_bytes(queue: Any) -> None:
         ("[copy host to device]", 8 * 4 * 16), ("[copy device to host]", 8 * 4 * 16)]
 
 
+def test_shared_virtual_memory_copies_and_fills_are_captured(queue: Any) -> None:
+    if not getattr(queue.device, "svm_capabilities", 0):
+        pytest.skip("the device has no shared virtual memory")
+    host = np.arange(256, dtype=np.float32)
+    svm = cl.SVMAllocation(queue.context, host.nbytes, 0, 0)
+    with profile() as p:
+        cl.enqueue_copy(queue, svm, host)  # → _cl._enqueue_svm_memcpy
+        cl.enqueue_copy(queue, svm, host, byte_count=100)
+        cl.enqueue_svm_memfill(queue, svm, np.float32(1))  # → _cl._enqueue_svm_memfill
+        queue.finish()
+    assert [(r.name, r.nbytes) for r in p.kernels] == [
+        ("[copy shared virtual memory]", host.nbytes), ("[copy shared virtual memory]", 100),
+        ("[fill device memory]", host.nbytes)]
+
+
 def test_pyopencl_array_operations_are_captured(queue: Any) -> None:
     host = np.arange(2048, dtype=np.float32)
     with profile() as p:
@@ -170,11 +185,11 @@ def test_launches_do_not_synchronize_the_host(queue: Any, program: Any) -> None:
 def test_first_launch_compilation_is_not_device_time(queue: Any) -> None:
     # A source PoCL has never seen, so its kernel cache cannot hide the compilation.
     src = f"__kernel void fresh(__global float *x) {{ x[get_global_id(0)] += {uuid.uuid4().int % 997}.0f; }}"
-    prg = cl.Program(queue.context, src).build()
+    fresh = cl.Kernel(cl.Program(queue.context, src).build(), "fresh")
     x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
     with profile() as p:
-        first = prg.fresh(queue, (64,), None, x)
-        second = prg.fresh(queue, (64,), None, x)
+        first = fresh(queue, (64,), None, x)
+        second = fresh(queue, (64,), None, x)
     queue.finish()
     compile_gap = first.get_profiling_info(START) - first.get_profiling_info(SUBMIT)
     steady_gap = second.get_profiling_info(START) - second.get_profiling_info(SUBMIT)
@@ -200,6 +215,7 @@ def test_queue_without_profiling_falls_back_to_host_timing_and_says_so_once(queu
     assert len(ours) == 1
     assert "PROFILING_ENABLE" in str(ours[0].message)
     assert "profiling_queue" in str(ours[0].message)
+    assert ours[0].filename == __file__  # it points at the user's launch, not at kprof
     assert [(r.name, r.host_timed) for r in p.kernels] == [("scale", True)] * 3 + [
         ("[copy device to host]", True)]
     assert all(r.error is None for r in p.kernels)

@@ -99,16 +99,19 @@ def test_describe_without_platforms_says_no_device(backend: kprof.Backend,
 
 
 def test_record_timestamp_needs_a_current_profiling_queue(backend: kprof.Backend, queue: Any) -> None:
-    assert plugin.record_timestamp(backend) is None  # this thread has no current queue
+    with kprof_opencl.use_queue(None):  # this thread has no current queue
+        assert plugin.record_timestamp(backend) is None
+        assert plugin.current_queue(backend) is None
     plain = cl.CommandQueue(queue.context, queue.device)
     with pytest.warns(kprof_opencl.ProfilingDisabledWarning), kprof_opencl.use_queue(plain):
         assert plugin.record_timestamp(backend) is None
+    before = plugin.current_queue(backend)
     with kprof_opencl.use_queue(queue):
         assert plugin.current_queue(backend) is queue
         ev = plugin.record_timestamp(backend)
         assert isinstance(ev, cl.Event)
         assert ev.command_type == cl.command_type.MARKER
-    assert plugin.current_queue(backend) is None  # restored on exit
+    assert plugin.current_queue(backend) is before  # restored on exit
     ev.wait()
 
 
