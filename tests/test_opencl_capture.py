@@ -322,3 +322,20 @@ def test_demo_workload_records_mul2_add_and_step() -> None:
     assert s.host_row("step").calls == 3
     assert not any(r.host_timed for r in p.kernels)
     assert [r.name for r in p.device_ranges] == ["step"] * 3
+
+
+def test_an_unknown_native_signature_gets_the_generic_wrapper(queue: Any, program: Any) -> None:
+    native = cl._cl.enqueue_nd_range_kernel
+
+    def other_native(*args: Any, **kwargs: Any) -> Any:  # no signature in its docstring
+        return native(*args, **kwargs)
+
+    wrapper = ocl_capture.kernel_wrapper(other_native, kprof.get_backend("opencl"))
+    assert wrapper.__name__ == "enqueue_nd_range_kernel_any"
+    scale = cl.Kernel(program, "scale")
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)  # kept alive: set_args doesn't
+    scale.set_args(x)
+    assert wrapper(queue, scale, (64,), None).wait() is None  # outside a profile: straight through
+    with profile() as p:
+        ev = wrapper(queue, scale, (64,), None, wait_for=None)
+    assert [(r.name, r.duration_ns) for r in p.kernels] == [("scale", own_duration(ev))]
