@@ -41,7 +41,7 @@ class range:  # noqa: A001 - the public name mirrors KernelAbstractions' ranges
         rec = active()
         self._rec = rec
         if rec is not None:
-            self._begun = rec.device_range_begin()
+            self._begun = rec.device_range_begin(self.name)
             self._h0 = now()
         return self
 
@@ -84,7 +84,7 @@ def kernel(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any
         rec = active()
         if rec is None:
             return fn(*args, **kwargs)
-        begun = rec.device_range_begin()
+        begun = rec.device_range_begin(label)
         h0 = now()
         try:
             return fn(*args, **kwargs)

@@ -73,6 +73,8 @@ RESOLVED_HOOKS: dict[str, tuple[str, ...]] = {
     "remove_capture": ("backend",),
     "align_clock": ("backend", "token", "launch_window"),
     "demo_workload": ("backend", "size"),
+    "range_push": ("backend", "name"),
+    "range_pop": ("backend",),
 }
 
 
@@ -113,6 +115,8 @@ class Backend:
     remove_capture: Callable[..., Any]
     align_clock: Callable[..., Any]
     demo_workload: Callable[..., Any]
+    range_push: Callable[..., Any]
+    range_pop: Callable[..., Any]
 
     def __init__(self, name: str, plugin: object, distribution: str | None = None,
                  version: str | None = None) -> None:
@@ -122,6 +126,8 @@ class Backend:
         self.version = version
         self.state: dict[str, Any] = {}
         self.implemented: frozenset[str] = frozenset()
+        #: Whether the plugin mirrors ranges (implements ``range_push``): checked per range.
+        self.mirrors_ranges = False
         self.broken: str | None = None
         self._info: BackendInfo | None = None
 
@@ -137,6 +143,7 @@ class Backend:
             fn, argnames = impls.get(hook) or defaults[hook]
             setattr(self, hook, _adapt(fn, argnames, spec))
         self.implemented = frozenset(impls)
+        self.mirrors_ranges = "range_push" in self.implemented
 
     @property
     def has_timestamps(self) -> bool:

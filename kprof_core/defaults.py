@@ -71,5 +71,15 @@ def align_clock(backend: Backend, token: Any, launch_window: tuple[int, int]) ->
 
 
 @hookimpl(trylast=True)
+def range_push(backend: Backend, name: str) -> None:
+    return None
+
+
+@hookimpl(trylast=True)
+def range_pop(backend: Backend) -> None:
+    return None
+
+
+@hookimpl(trylast=True)
 def demo_workload(backend: Backend, size: int) -> Any | None:
     return None

@@ -209,6 +209,28 @@ def align_clock(
 
 
 # ---------------------------------------------------------------------------------------------
+# Mirroring ranges into the vendor's tools (optional)
+# ---------------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def range_push(backend: Backend, name: str) -> None:
+    """A ``kprof.range`` (or a ``kprof.kernel`` call) named ``name`` begins on the calling thread.
+
+    For plugins that mirror kprof's ranges into the vendor's own tools (NVTX ranges for Nsight,
+    rocTX for rocprof). Called on the user's thread, inside a profile, only on backends where
+    the thread has a current queue, just before the range's start timestamp; every call is
+    matched by one ``range_pop`` on the same thread, in nested (stack) order. Keep it short.
+    kprof calls it only on backends that implement it; there is no default behaviour.
+    """
+
+
+@hookspec(firstresult=True)
+def range_pop(backend: Backend) -> None:
+    """The range of the matching ``range_push`` ends (after its stop timestamp)."""
+
+
+# ---------------------------------------------------------------------------------------------
 # The demo
 # ---------------------------------------------------------------------------------------------
 

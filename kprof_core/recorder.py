@@ -159,8 +159,11 @@ class Recorder:
         self._incoming.append((None, _MARK, name, None, _who(), time_ns, time_ns,
                                None, None, -1, 0))
 
-    def device_range_begin(self) -> list[tuple[Backend, Any, Any]] | None:
-        """Timestamps on every backend where the calling thread has a current queue."""
+    def device_range_begin(self, name: str) -> list[tuple[Backend, Any, Any]] | None:
+        """Timestamps on every backend where the calling thread has a current queue.
+
+        Backends that mirror ranges (``range_push``) are told ``name`` first.
+        """
         if not self.device:
             return None
         begun = []
@@ -171,6 +174,8 @@ class Recorder:
                 q = b.current_queue(b)
                 if q is None:
                     continue
+                if b.mirrors_ranges:
+                    b.range_push(b, name)
                 tok = b.record_timestamp(b) if b.has_timestamps else None
             except Exception as exc:
                 self._hook_failed(b, "record_timestamp", exc)
@@ -200,6 +205,11 @@ class Recorder:
             except Exception as exc:
                 self._hook_failed(b, "record_timestamp", exc)
                 continue
+            if b.mirrors_ranges:
+                try:
+                    b.range_pop(b)
+                except Exception as exc:
+                    self._hook_failed(b, "range_pop", exc)
             self._incoming.append((b, kind, name, q, who, start_ns, end_ns, tok, stop, -1, flags))
         if len(self._incoming) >= self.harvest_every:
             self._pressure()
