@@ -1,1 +1,87 @@
-"""placeholder"""
+"""kprof's CUDA backend, on CuPy (``pip install 'kprof[cuda]'``, or ``kprof[cuda13]``).
+
+Device times come from CUDA events drawn from a pool (no event is created per launch once
+warm), recorded on the calling thread's current CuPy stream, and read later without
+synchronizing: kprof polls ``cudaEventQuery`` and reads ``cudaEventElapsedTime``.
+
+What is captured on CUDA
+------------------------
+CuPy has no kernel-launch hook, and its kernel types (``RawKernel``, ``RawModule`` functions,
+``ElementwiseKernel``, ``ReductionKernel``, ufuncs such as ``cupy.add``) are immutable Cython
+types whose launches reach ``cuLaunchKernel`` through C-level calls. kprof does not change
+CuPy's behaviour to reach them, so:
+
+Captured automatically while a profile is active (CuPy imported before it started):
+
+- Copies device → host through ``cupy.ndarray.get`` (and what calls it: ``cupy.asnumpy``,
+  ``ndarray.tolist``, ...), and host → device through ``cupy.ndarray.set``, and
+  ``cupy.asarray``/``cupy.array`` called with a ``numpy.ndarray``: one row each,
+  ``[copy device to host]``/``[copy host to device]``, with the bytes moved and their device
+  time on the stream the copy used. A ``get`` of a non-contiguous array includes the kernel
+  that makes it contiguous.
+
+Timed when you ask (device time of everything enqueued on the thread's current stream):
+
+- ``with kprof.range("name"):`` around any CuPy code: all its kernels, copies and library
+  calls (cuBLAS, cuFFT, cuSOLVER, CUB...) enqueued on the current stream, as one range.
+- :func:`kernel` (``kprof_cuda.kernel(k)``): each call of a ``RawKernel``,
+  ``ElementwiseKernel``, ``ReductionKernel``, ufunc or any callable, as one named kernel row.
+
+Not captured:
+
+- Individual kernels that CuPy launches inside array operations (``a + b``, ``cupy.sum``,
+  ``x @ y``) outside a range or a wrapped callable: per-kernel records need CUPTI.
+- Copies made by ``cupy.copyto``, ``ndarray.copy``, ``cupy.asarray`` of lists or device
+  arrays, ``MemoryPointer.copy_*`` and direct ``cupy.cuda.runtime.memcpy*`` calls.
+- Calls through names bound before the profile started (``from cupy import asarray``).
+- Work on streams other than the thread's current one (a range times the current stream).
+- Work enqueued while a stream is being captured into a CUDA graph (its events never
+  complete: such rows are reported unresolved).
+
+Streams and threads: every (device, stream) is its own queue row, labelled ``legacy default
+stream``, ``per-thread default stream (<thread>)`` or ``stream N`` (numbered as first seen).
+Rows of one device are placed side by side using the elapsed time between their events.
+Device times are placed on the host clock by calibration (see :mod:`kprof_cuda.clock`).
+
+NVTX: when the ``nvtx`` package is installed, every ``kprof.range`` and ``kprof_cuda.kernel``
+call on a thread using CuPy is also an NVTX range (domain ``kprof``), for Nsight Systems.
+
+Importing this package does not import CuPy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import kprof
+
+from .events import PoolStats
+
+__all__ = ["PoolStats", "kernel", "pool_stats"]
+
+
+def kernel(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any]:
+    """Wrap a CuPy kernel (``RawKernel``, ``ElementwiseKernel``, ...) or any callable so that
+    each call is timed on the device as one kernel row.
+
+    The row is named ``name``, else the kernel's own ``.name`` (the CUDA function name), else
+    the callable's ``__name__``. Outside a profile the wrapper just calls through::
+
+        spin = kprof_cuda.kernel(cupy.RawKernel(source, "spin"))
+        spin((blocks,), (threads,), (x, n))
+    """
+    if not callable(fn):
+        raise TypeError(f"kprof_cuda.kernel wraps a CuPy kernel or a callable, "
+                        f"not {type(fn).__name__}")
+    if name is None:
+        own = getattr(fn, "name", None)
+        name = own if isinstance(own, str) and own else getattr(fn, "__name__", None)
+    return kprof.kernel(fn, name)
+
+
+def pool_stats(device: int | None = None) -> PoolStats:
+    """The CUDA event pool's counts (created, in use, free), for one device or summed."""
+    from .plugin import plugin
+
+    return plugin.stats(device)

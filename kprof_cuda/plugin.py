@@ -1,1 +1,403 @@
-"""placeholder"""
+"""kprof backend plugin ``cuda``: device timestamps from pooled CuPy events.
+
+The entry point (``cuda = "kprof_cuda.plugin"``) is this module; its hook functions are the
+bound methods of one :class:`CudaPlugin`. Tests build their own ``CudaPlugin`` around a fake
+CuPy and register it under another name.
+
+Importing this module does not import CuPy (nor ``cupy_backends``): ``describe_backend`` does
+the latter, and CuPy itself is only used once the user's program has imported it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import kprof
+from kprof import capture
+
+from . import nvtx as _nvtx
+from .api import LEGACY_STREAMS, NOT_READY, PER_THREAD_STREAM, CupyApi, describe
+from .clock import Calibration, align, calibrate
+from .events import EventPool, PoolStats, Stamp
+
+if TYPE_CHECKING:
+    from kprof_core.patching import Patcher
+    from kprof_core.recorder import Recorder
+
+__all__ = ["CudaPlugin", "plugin"]
+
+_modules = sys.modules
+_tls = threading.local()
+_now = time.perf_counter_ns
+_COPY = capture.COPY
+
+#: Free events kept per device when capture is removed (the rest are destroyed).
+KEEP_FREE_EVENTS = 4096
+#: How long ``elapsed_time`` waits for an event that is not done, in seconds.
+WAIT_TIMEOUT_S = 60.0
+
+
+def _thread_key() -> object:
+    """An object standing for the calling thread (a thread ident may be reused by a later
+    thread; this object is not, while a queue key holds it)."""
+    try:
+        return _tls.key
+    except AttributeError:
+        key = _tls.key = object()
+        return key
+
+
+class Queue:
+    """A CUDA stream as kprof sees it: one per (device, stream), and per thread for the
+    per-thread default stream (same handle, a different stream in every thread)."""
+
+    __slots__ = ("device", "label", "stream")
+
+    def __init__(self, device: int, stream: Any, label: str) -> None:
+        self.device = device
+        self.stream = stream
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"<kprof_cuda.Queue {self.label} on device {self.device}>"
+
+
+class CudaPlugin:
+    """The CUDA backend: every hook, as methods over one set of pools and caches.
+
+    ``api`` builds the CuPy bindings (:class:`kprof_cuda.api.CupyApi`) the first time they are
+    needed; ``module`` is the name whose presence in ``sys.modules`` means the program uses
+    CuPy; ``describe`` answers ``describe_backend``; ``nvtx`` loads the NVTX bindings.
+    """
+
+    def __init__(self, api: Callable[[], Any] = CupyApi, module: str = "cupy",
+                 describe: Callable[[], kprof.BackendInfo] = describe,
+                 nvtx: Callable[[], Any] = _nvtx.load) -> None:
+        self._api_factory = api
+        self._module = module
+        self._describe = describe
+        self._nvtx_loader = nvtx
+        self.api: Any = None
+        self.pool = EventPool(self._new_event)
+        self._lock = threading.RLock()
+        self._queues: dict[tuple[Any, ...], Queue] = {}
+        self._stream_numbers: dict[int, int] = {}
+        self._calibrations: dict[int, Calibration] = {}
+        self._calibration_streams: dict[int, Any] = {}
+        self._device_labels: dict[int, str] = {}
+        self._nvtx: Any = None
+        self._nvtx_loaded = False
+        self._patcher: Patcher | None = None
+
+    # -- loading ------------------------------------------------------------------------------
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self.api is None:
+                self.api = self._api_factory()
+        return self.api
+
+    def _new_event(self, device: int) -> Any:
+        return (self.api or self._load()).new_event(device)
+
+    def stats(self, device: int | None = None) -> PoolStats:
+        """Event pool counts (created, in use, free), for one device or all of them."""
+        return self.pool.stats(device)
+
+    # -- describing ---------------------------------------------------------------------------
+
+    @kprof.hookimpl
+    def describe_backend(self, backend: kprof.Backend) -> kprof.BackendInfo:
+        return self._describe()
+
+    # -- queues -------------------------------------------------------------------------------
+
+    @kprof.hookimpl
+    def current_queue(self, backend: kprof.Backend) -> Queue | None:
+        # A program that never imported CuPy does not use CUDA here: recording an event would
+        # create a CUDA context (hundreds of ms, device memory) for nothing.
+        if self._module not in _modules:
+            return None
+        api = self.api or self._load()
+        dev = api.get_device()
+        return self._queue(dev, api.current_stream(dev))
+
+    def _queue(self, dev: int, stream: Any) -> Queue:
+        ptr = stream.ptr
+        key: tuple[Any, ...] = (dev, ptr)
+        if ptr == PER_THREAD_STREAM:
+            key = (dev, ptr, _thread_key())
+        q = self._queues.get(key)
+        if q is None:
+            q = self._new_queue(key, dev, stream)
+        return q
+
+    def _new_queue(self, key: tuple[Any, ...], dev: int, stream: Any) -> Queue:
+        with self._lock:
+            q = self._queues.get(key)
+            if q is not None:
+                return q
+            ptr = stream.ptr
+            if ptr in LEGACY_STREAMS:
+                label = "legacy default stream"
+            elif ptr == PER_THREAD_STREAM:
+                label = f"per-thread default stream ({threading.current_thread().name})"
+            else:
+                n = self._stream_numbers[dev] = self._stream_numbers.get(dev, 0) + 1
+                label = f"stream {n}"
+            if dev not in self._calibrations:
+                self._calibrate_first(dev)
+            # Holds the stream alive while capture is installed, so its handle (the key) is
+            # not reused by another stream meanwhile; kprof's recorder holds it as long.
+            q = self._queues[key] = Queue(dev, stream, label)
+            return q
+
+    @kprof.hookimpl
+    def queue_info(self, backend: kprof.Backend, queue: Queue) -> kprof.QueueInfo:
+        return kprof.QueueInfo(device=self._device_label(queue.device), label=queue.label,
+                               device_key=queue.device)
+
+    def _device_label(self, dev: int) -> str:
+        label = self._device_labels.get(dev)
+        if label is None:
+            try:
+                label = f"CUDA {dev} ({(self.api or self._load()).device_name(dev)})"
+            except Exception:
+                label = f"CUDA {dev}"
+            self._device_labels[dev] = label
+        return label
+
+    @kprof.hookimpl
+    def synchronize(self, backend: kprof.Backend, queue: Queue | None) -> None:
+        if queue is not None:
+            queue.stream.synchronize()
+            return
+        if self._module in _modules:
+            api = self.api or self._load()
+            api.current_stream(api.get_device()).synchronize()
+
+    # -- timestamps ---------------------------------------------------------------------------
+
+    @kprof.hookimpl
+    def record_timestamp(self, backend: kprof.Backend) -> Stamp | None:
+        api = self.api
+        if api is None:  # CuPy not in use (current_queue said so first)
+            return None
+        dev = api.get_device()
+        pool = self.pool.devices.get(dev) or self.pool.get(dev)
+        stamp = pool.take()
+        try:
+            api.event_record(stamp.ptr, api.current_stream(dev).ptr)
+        except BaseException:
+            pool.give(stamp)
+            raise
+        return stamp
+
+    @kprof.hookimpl
+    def timestamp_done(self, backend: kprof.Backend, token: Stamp) -> bool:
+        status = self.api.event_query(token.ptr)
+        if status == 0:
+            return True
+        if status == NOT_READY:
+            return False
+        # An event whose work failed never completes: say why instead of waiting for it.
+        raise self.api.error(status)
+
+    @kprof.hookimpl
+    def elapsed_time(self, backend: kprof.Backend, start: Stamp, stop: Stamp) -> int:
+        query = self.api.event_query
+        for token in (stop, start):
+            if query(token.ptr) != 0:
+                self._wait(token)
+        # cudaEventElapsedTime: float milliseconds (single precision, ~0.5 µs resolution).
+        return round(self.api.get_elapsed_time(start, stop) * 1e6)
+
+    def _wait(self, token: Stamp) -> None:
+        """Poll until the event is done, sleeping between polls: other threads keep running
+        (``Event.synchronize`` would hold this thread in the driver, unbounded)."""
+        query = self.api.event_query
+        deadline = time.monotonic() + WAIT_TIMEOUT_S
+        pause = 1e-5
+        while True:
+            status = query(token.ptr)
+            if status == 0:
+                return
+            if status != NOT_READY:
+                raise self.api.error(status)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CUDA event on device {token.device} not done after "
+                                   f"{WAIT_TIMEOUT_S:g} s; the device may be hung")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.005)
+
+    @kprof.hookimpl
+    def release_timestamp(self, backend: kprof.Backend, token: Stamp) -> None:
+        self.pool.give(token)
+
+    # -- clocks -------------------------------------------------------------------------------
+
+    def _calibrate(self, dev: int) -> Calibration:
+        api = self.api or self._load()
+        pool = self.pool.get(dev)
+        with api.using_device(dev):
+            stream = self._calibration_streams.get(dev)
+            if stream is None:
+                stream = self._calibration_streams[dev] = api.new_stream(dev)
+            return calibrate(pool.take, pool.give, api.event_record, api.event_query,
+                             stream.ptr, api.error)
+
+    def _calibrate_first(self, dev: int) -> None:
+        """The calibration a profile's times are placed from (see :mod:`kprof_cuda.clock`)."""
+        try:
+            self._calibrations[dev] = self._calibrate(dev)
+        except Exception:  # placement then relies on the end-of-profile calibration alone
+            pass
+
+    @kprof.hookimpl
+    def align_clock(self, backend: kprof.Backend, token: Stamp,
+                    launch_window: tuple[int, int]) -> kprof.Alignment:
+        last = self._calibrate(token.device)
+        try:
+            return align(lambda cal: self.elapsed_time(backend, cal, token),
+                         self._calibrations.get(token.device), last)
+        finally:
+            self.pool.give(last.stamp)
+
+    # -- NVTX ---------------------------------------------------------------------------------
+
+    @kprof.hookimpl
+    def range_push(self, backend: kprof.Backend, name: str) -> None:
+        n = self._nvtx
+        if n is not None:
+            n.push(name)
+
+    @kprof.hookimpl
+    def range_pop(self, backend: kprof.Backend) -> None:
+        n = self._nvtx
+        if n is not None:
+            n.pop()
+
+    # -- capture ------------------------------------------------------------------------------
+
+    @kprof.hookimpl
+    def install_capture(self, backend: kprof.Backend) -> None:
+        if not self._nvtx_loaded:  # loaded once, kept: a range may end after its profile
+            self._nvtx = self._nvtx_loader()
+            self._nvtx_loaded = True
+        mod = _modules.get(self._module)
+        if mod is None:  # CuPy imported later: kprof.range and kprof_cuda.kernel still work
+            return
+        from .capture import install
+
+        self._load()
+        import numpy
+
+        self._patcher = install(self, backend, mod, numpy.ndarray)
+
+    @kprof.hookimpl
+    def remove_capture(self, backend: kprof.Backend) -> None:
+        patcher, self._patcher = self._patcher, None
+        if patcher is not None:
+            patcher.restore()
+        with self._lock:
+            for cal in self._calibrations.values():
+                self.pool.give(cal.stamp)
+            self._calibrations.clear()
+            self._queues.clear()  # drop the streams we held
+            self._stream_numbers.clear()
+        self.pool.trim(KEEP_FREE_EVENTS)
+
+    def timed_copy(self, backend: kprof.Backend, rec: Recorder, name: str, stream: Any,
+                   nbytes: int, fn: Callable[..., Any], args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Any:
+        """Call ``fn`` with pooled events around it on ``stream`` (None: the current one) and
+        record it as a copy. kprof's own failures never reach the caller: the backend is
+        disabled and ``fn`` runs untimed."""
+        t0 = _now()
+        api = self.api
+        pool = start = stop = None
+        try:
+            if stream is None:
+                dev = api.get_device()
+                stream = api.current_stream(dev)
+            else:
+                dev = stream.device_id
+                if dev < 0:  # the NULL/per-thread singletons: whichever device is current
+                    dev = api.get_device()
+            q = self._queue(dev, stream)
+            if rec.device:
+                pool = self.pool.get(dev)
+                start = pool.take()
+                api.event_record(start.ptr, stream.ptr)
+        except Exception as exc:
+            if start is not None and pool is not None:
+                pool.give(start)
+            backend.disable(f"timing a CuPy copy failed: {type(exc).__name__}: {exc}")
+            return fn(*args, **kwargs)
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException:
+            if start is not None and pool is not None:
+                pool.give(start)  # never handed to kprof
+            raise
+        if start is not None and pool is not None:
+            try:
+                stop = pool.take()
+                api.event_record(stop.ptr, stream.ptr)
+            except Exception as exc:
+                pool.give(start)
+                if stop is not None:
+                    pool.give(stop)
+                backend.disable(f"timing a CuPy copy failed: {type(exc).__name__}: {exc}")
+                return result
+        if nbytes < 0:
+            nbytes = getattr(result, "nbytes", -1)
+        rec.launch(backend, _COPY, name, q, t0, _now(), start, stop, nbytes)
+        return result
+
+    # -- the demo -----------------------------------------------------------------------------
+
+    @kprof.hookimpl
+    def demo_workload(self, backend: kprof.Backend, size: int) -> Callable[[], None] | None:
+        import cupy
+
+        from . import kernel
+
+        x = cupy.ones(size, dtype=cupy.float32)
+        y = cupy.ones(size, dtype=cupy.float32)
+        z = cupy.empty_like(x)
+        mul2 = kernel(cupy.ElementwiseKernel("", "float32 x", "x = x * 2", "mul2"))
+        add = kernel(cupy.ElementwiseKernel("float32 x, float32 y", "float32 z", "z = x + y",
+                                            "add"))
+        mul2(x)  # compile both now, so that a step measures launches only
+        add(x, y, z)
+        cupy.cuda.get_current_stream().synchronize()
+
+        def step() -> None:
+            mul2(x)
+            add(x, y, z)
+
+        return step
+
+
+#: The instance behind the ``cuda`` entry point.
+plugin = CudaPlugin()
+
+describe_backend = plugin.describe_backend
+current_queue = plugin.current_queue
+queue_info = plugin.queue_info
+synchronize = plugin.synchronize
+record_timestamp = plugin.record_timestamp
+timestamp_done = plugin.timestamp_done
+elapsed_time = plugin.elapsed_time
+release_timestamp = plugin.release_timestamp
+align_clock = plugin.align_clock
+range_push = plugin.range_push
+range_pop = plugin.range_pop
+install_capture = plugin.install_capture
+remove_capture = plugin.remove_capture
+demo_workload = plugin.demo_workload
