@@ -175,7 +175,11 @@ class Recorder:
                 if q is None:
                     continue
                 if b.mirrors_ranges:
-                    b.range_push(b, name)
+                    try:
+                        b.range_push(b, name)
+                    except Exception as exc:
+                        self._hook_failed(b, "range_push", exc)
+                        continue
                 tok = b.record_timestamp(b) if b.has_timestamps else None
             except Exception as exc:
                 self._hook_failed(b, "record_timestamp", exc)
