@@ -27,6 +27,7 @@ from .session import Profile
 from .timefmt import format_time
 
 MEASURED = "measured against rank 0 (MPI ping-pong)"
+REFERENCE = "the reference clock (rank 0 of the MPI job)"
 SAME_CLOCK = "same host clock"
 WALL = "wall clocks (time.time_ns), as synchronized as NTP keeps them"
 UNKNOWN = "no alignment information: assumed to share the first profile's clock"
@@ -77,7 +78,8 @@ def clock_placements(profiles: Sequence[Profile]) -> list[ClockPlacement]:
         off = p.meta.get("clock_offset_ns")
         if isinstance(off, int) and not isinstance(off, bool):
             err = p.meta.get("clock_error_ns")
-            note(i, ClockPlacement(off, err if isinstance(err, int) else None, MEASURED))
+            method = REFERENCE if p.meta.get("clock_reference") is True else MEASURED
+            note(i, ClockPlacement(off, err if isinstance(err, int) else None, method))
     if not domains and profiles:
         # Nothing measured: the timeline is the clock of the lowest rank (else the first).
         ranks = [p.meta.get("rank") for p in profiles]

@@ -14,7 +14,7 @@ exact within ``RTT / 2``. Each rank's ``meta`` then holds ``clock_offset_ns`` (t
 entry and exit offsets: add it to the rank's times to put them on the root's clock),
 ``clock_error_ns`` (the larger half-RTT plus half the change of offset over the block, which
 bounds the error anywhere in it if the clocks drift linearly), ``clock_drift`` (change of
-offset per ns) and ``clock_sync`` (both measurements).
+offset per ns) and ``clock_sync`` (both measurements); the root's has ``clock_reference``.
 
 mpi4py is imported only when a profile is entered (``pip install 'kprof[mpi]'``).
 
@@ -238,6 +238,8 @@ class profile:
             shift_profile(local, self._skew)
             local.meta["test_clock_skew_ns"] = self._skew
         local.meta.update(clock_meta(self._start, end))
+        if result.rank == self.root:
+            local.meta["clock_reference"] = True  # the clock every other rank is put on
         if self.output:
             path = self._expand(self.output, result)
             local.save(path)

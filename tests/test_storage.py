@@ -7,6 +7,7 @@ import json
 import random
 import struct
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ def state(p: kprof.Profile) -> dict[str, Any]:
 
 
 def build(names: list[str], queues: list[QueueRecord], threads: list[ThreadRecord],
-          device_rows: list[tuple[int, ...]], host_rows: list[tuple[int, ...]],
+          device_rows: Sequence[tuple[int, ...]], host_rows: Sequence[tuple[int, ...]],
           errors: dict[int, str] | None = None, meta: dict[str, Any] | None = None,
           clocks: dict[str, DeviceClock] | None = None, start: int = 0, end: int = 0) -> kprof.Profile:
     p = kprof.Profile(trace=True, backends=["testdev"])

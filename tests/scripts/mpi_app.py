@@ -2,7 +2,7 @@
 
     mpiexec -n 2 python mpi_app.py OUT_DIR [testdev|opencl]
 
-Rank r launches ``work`` r + 1 times and ``only-rank-r`` once, then a host range ``probe``
+Rank r launches ``work`` r + 1 times and ``only_rank_r`` once, then a host range ``probe``
 bracketed by raw ``perf_counter_ns`` readings (unaffected by KPROF_TEST_CLOCK_SKEW_NS). Each
 rank saves ``OUT_DIR/prof-{rank}.kprof``; rank 0 saves the gathered, combined profile as
 ``OUT_DIR/all.kprof`` and the probe brackets as ``OUT_DIR/probes.json``, and prints the report.
@@ -28,25 +28,23 @@ def run_kernels(backend: str, rank: int) -> None:
         with q:
             for _ in range(rank + 1):
                 q.launch("work", 100)
-            q.launch(f"only-rank-{rank}", 20)
+            q.launch(f"only_rank_{rank}", 20)
         return
     import numpy as np
     import pyopencl as cl
 
     ctx = cl.create_some_context(interactive=False)
-    queue = cl.CommandQueue(ctx)
-    prg = cl.Program(ctx, """
-        __kernel void work(__global float *a) { a[get_global_id(0)] += 1.0f; }
-        __kernel void only(__global float *a) { a[get_global_id(0)] *= 2.0f; }
+    queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    prg = cl.Program(ctx, f"""
+        __kernel void work(__global float *a) {{ a[get_global_id(0)] += 1.0f; }}
+        __kernel void only_rank_{rank}(__global float *a) {{ a[get_global_id(0)] *= 2.0f; }}
     """).build()
     a = np.zeros(64, dtype=np.float32)
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
+    work, only = cl.Kernel(prg, "work"), cl.Kernel(prg, f"only_rank_{rank}")
     for _ in range(rank + 1):
-        prg.work(queue, a.shape, None, buf)
-    k = cl.Kernel(prg, "only")
-    k.set_args(buf)
-    with kprof.kernel(f"only-rank-{rank}"):
-        cl.enqueue_nd_range_kernel(queue, k, a.shape, None)
+        work(queue, a.shape, None, buf)
+    only(queue, a.shape, None, buf)
     queue.finish()
 
 
