@@ -12,8 +12,8 @@ current stream) before and after the native call, and hands both to
 ``Recorder.launch``. A call that returns an error code is returned to the caller unchanged;
 nothing is recorded for it (it did no device work; the caller has the error), and its
 events go back to the pool.
-If kprof's own event record fails, the backend is disabled (kprof warns once) and the
-user's call still runs.
+If kprof's own event record fails where the user's call succeeds, the backend is disabled
+(kprof warns once); the user's call runs either way.
 
 Kernel names come from ``hipModuleGetFunction``, which is wrapped too while capture is
 installed: every name it hands out is remembered for the life of the process. Functions
@@ -110,8 +110,12 @@ def make_wrappers(backend: kprof.Backend, originals: dict[str, Any]) -> dict[str
                 start = record_event(stream)
         except Exception as exc:  # kprof's own failure must not cost the user's launch
             _release(start)
-            disable(exc)
-            return call(*args)
+            result = call(*args)
+            # A bad stream fails our event and the launch alike: the user's error, theirs to
+            # see. Only an event failing where the launch works is kprof's: stop capturing.
+            if not _error_of(result):
+                disable(exc)
+            return result
         try:
             result = call(*args)
         except BaseException:

@@ -179,8 +179,12 @@ def failed_launch() -> Any:
     with profile() as p:
         launch(f, 100, s)
         bad = hip.hipModuleLaunchKernel(f, 0, 1, 1, 1, 1, 1, 0, s, None, None)  # zero grid
+        # Not a stream: our event record fails as the launch does; the user's error only.
+        no_stream = hip.hipModuleLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, 0x1234, None, None)
         launch(f, 100, s)
-    return {"returned": [int(x) for x in bad], "records": records(p), "report": p.report()}
+    return {"returned": [int(x) for x in bad], "no_stream": [int(x) for x in no_stream],
+            "records": records(p), "report": p.report(),
+            "broken": kprof.get_backend("hip").broken}
 
 
 @scenario

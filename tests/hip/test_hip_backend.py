@@ -98,6 +98,19 @@ def test_no_hip_runtime(tmp_path: Path) -> None:
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
 
+def test_hip_python_not_installed(hip_double: Path) -> None:
+    code = ("import sys\n"
+            "sys.modules['hip'] = None  # what an absent package looks like to import\n"
+            "import kprof\n"
+            "info = kprof.get_backend('hip').info()\n"
+            "print(info.status, '|', info.library, '|', info.library_version, '|', info.detail)\n")
+    proc = run_child(["-c", code], child_env(hip_double))
+    assert proc.returncode == 0, proc.stderr
+    status, library, version, detail = proc.stdout.strip().split(" | ")
+    assert (status, library) == ("not installed", "hip-python")
+    assert "pip install 'kprof[hip]'" in detail
+
+
 def test_importing_the_plugin_does_not_import_hip_python() -> None:
     code = ("import sys, kprof_hip, kprof_hip.plugin\n"
             "print(sorted(m for m in sys.modules if m == 'hip' or m.startswith(('hip.', 'rocm'))))")
@@ -173,6 +186,8 @@ def test_launches_do_not_synchronize(batch: Results) -> None:
 def test_failed_launch_is_returned_unchanged_and_not_recorded(batch: Results) -> None:
     data = batch["failed_launch"]
     assert data["returned"] == [1]  # (hipErrorInvalidValue,) as from the native call
+    assert data["no_stream"] == [400]  # hipErrorInvalidHandle, and kprof carries on
+    assert data["broken"] is None
     assert len(data["records"]) == 2  # the failed launch did no work: no record for it
     assert all(r["error"] is None for r in data["records"])
     assert at_least(data["records"][1]["duration"], 100)
