@@ -107,7 +107,7 @@ def test_hip_python_not_installed(hip_double: Path) -> None:
     proc = run_child(["-c", code], child_env(hip_double))
     assert proc.returncode == 0, proc.stderr
     status, library, version, detail = proc.stdout.strip().split(" | ")
-    assert (status, library) == ("not installed", "hip-python")
+    assert (status, library, version) == ("not installed", "hip-python", "None")
     assert "pip install 'kprof[hip]'" in detail
 
 
