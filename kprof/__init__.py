@@ -8,5 +8,8 @@ The implementation lives in ``kprof_core``; this package is its public face.
 """
 
 from kprof_core import *  # noqa: F403
-from kprof_core import __all__, __version__  # noqa: F401
-from kprof_core import capture  # noqa: F401
+from kprof_core import (  # noqa: F401
+    __all__,
+    __version__,
+    capture,
+)

@@ -23,7 +23,7 @@ def _check_name(name: object, what: str) -> str:
     return name
 
 
-class range:  # noqa: A001 - the public name mirrors KernelAbstractions' ranges
+class range:  # the public name mirrors KernelAbstractions' ranges
     """A named range: host time always, device time on backends with a current queue.
 
     Use as ``with kprof.range("step"):`` or as a decorator ``@kprof.range("step")``. On each
@@ -31,7 +31,7 @@ class range:  # noqa: A001 - the public name mirrors KernelAbstractions' ranges
     entry and exit, so the range's device time is that of the work enqueued inside it.
     """
 
-    __slots__ = ("_begun", "_h0", "_rec", "name")
+    __slots__ = ("_begun", "_h0", "_rec", "_t0", "name")
 
     def __init__(self, name: str) -> None:
         self.name = _check_name(name, "range")
@@ -41,6 +41,9 @@ class range:  # noqa: A001 - the public name mirrors KernelAbstractions' ranges
         rec = active()
         self._rec = rec
         if rec is not None:
+            # _t0 comes before the timestamps (no device work of the range can start earlier,
+            # placement relies on it); the host range starts after them.
+            self._t0 = now()
             self._begun = rec.device_range_begin(self.name)
             self._h0 = now()
         return self
@@ -53,7 +56,7 @@ class range:  # noqa: A001 - the public name mirrors KernelAbstractions' ranges
         self._rec = None
         rec.host_range(self.name, self._h0, h1)
         if self._begun:
-            rec.device_range_end(self.name, RANGE, self._begun, self._h0, h1)
+            rec.device_range_end(self.name, RANGE, self._begun, self._t0, h1)
 
     def __call__(self, fn: F) -> F:
         name = self.name
@@ -84,6 +87,7 @@ def kernel(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any
         rec = active()
         if rec is None:
             return fn(*args, **kwargs)
+        t0 = now()  # before the timestamps: no device work of the call can start earlier
         begun = rec.device_range_begin(label)
         h0 = now()
         try:
@@ -92,9 +96,11 @@ def kernel(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any
             h1 = now()
             # The device row carries the host call too (as a launch), so no host range here.
             if begun:
-                rec.device_range_end(label, KERNEL, begun, h0, h1)
+                rec.device_range_end(label, KERNEL, begun, t0, h1)
             elif rec.device:
                 rec.host_timed(label, KERNEL, h0, h1)
+            else:
+                rec.host_launch(label, h0, h1)
 
     timed.__kprof_name__ = label  # type: ignore[attr-defined]
     return timed

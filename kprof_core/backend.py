@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 STATUSES = ("available", "not installed", "no device")
+_disable_lock = threading.Lock()
 
 
 class TimestampsUnsupported(NotImplementedError):
@@ -186,10 +188,12 @@ class Backend:
 
     def disable(self, reason: str) -> None:
         """Stop using this backend for the rest of the process, after a hook misbehaved."""
-        if self.broken is None:
+        with _disable_lock:  # threads may fail at once: one of them warns
+            if self.broken is not None:
+                return
             self.broken = reason
-            warnings.warn(
-                f"kprof: backend {self.name!r} ({self.plugin_label}) disabled: {reason}",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+        warnings.warn(
+            f"kprof: backend {self.name!r} ({self.plugin_label}) disabled: {reason}",
+            RuntimeWarning,
+            stacklevel=3,
+        )

@@ -21,7 +21,7 @@ work that it must wait for the oldest (which bounds the live device events).
 
 from __future__ import annotations
 
-from .recorder import COPY, KERNEL, Recorder, active, now
 from .patching import Patcher
+from .recorder import COPY, KERNEL, Recorder, active, now
 
 __all__ = ["COPY", "KERNEL", "Patcher", "Recorder", "active", "now"]

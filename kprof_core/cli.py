@@ -118,6 +118,7 @@ def _exit_code(code: object) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .plugins import registry
     from .profiler import profile
 
     script = args.script
@@ -129,12 +130,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 2
         target_desc = script
     backends = [b for b in args.backends.split(",") if b] if args.backends else None
-    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
-    sys.argv = [script, *args.args]
-    if not args.module:
-        sys.path[0] = os.path.dirname(os.path.abspath(script))
-    code = 0
     prof = profile(device=not args.no_device, trace=args.print_trace, backends=backends)
+    # Load the plugins before the script's directory goes on sys.path: a file there must not
+    # be imported in place of an installed plugin.
+    registry.all()
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [script, *args.args]
+    # As python does: sys.path[0] is the script's directory, or the working directory for -m.
+    sys.path.insert(0, os.getcwd() if args.module else os.path.dirname(os.path.abspath(script)))
+    code = 0
     p = prof.__enter__()
     try:
         try:
@@ -153,8 +157,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         prof.__exit__(None, None, None)
         sys.argv = saved_argv
-        if saved_path0 is not None:
-            sys.path[0] = saved_path0
+        sys.path[:] = saved_path
     sys.stdout.flush()
     print(p.report(), file=sys.stdout)
     _write_outputs(p, args)

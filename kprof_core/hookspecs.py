@@ -25,7 +25,10 @@ once or twice per launch: keep them short. Hooks that read results (``timestamp_
 harvests completed work, on whichever thread harvests, possibly while other threads launch.
 
 An exception raised by a hook is caught by kprof: it warns once, naming the plugin and the
-error, stops using that backend for the rest of the process, and keeps everything recorded.
+error, stops using that backend for the rest of the process, and keeps everything recorded
+(records it can no longer time are kept as unresolved, with the reason). A hook that returns
+the wrong type counts as raising. ``queue_info`` and ``align_clock`` are the exceptions: kprof
+warns and falls back (a generic queue name; placement by launch time) but keeps the backend.
 """
 
 from __future__ import annotations
@@ -95,8 +98,11 @@ def elapsed_time(backend: Backend, start: Any, stop: Any) -> int:
     ``start`` and ``stop`` may be the same token: for a launch whose own event spans its work
     (an OpenCL event), return the work's duration. In general ``start`` stands for the moment
     its work began and ``stop`` for the moment its work ended.
+    Anything but an int (or an integer type such as ``numpy.int64``) is a plugin error: kprof
+    warns once and stops using the backend, as if the hook had raised.
     The default raises :class:`kprof.TimestampsUnsupported`.
     """
+    raise NotImplementedError  # a specification: plugins implement it
 
 
 @hookspec(firstresult=True)
@@ -116,7 +122,9 @@ def release_timestamp(backend: Backend, token: Any) -> None:
 
     Called exactly once for every token ``record_timestamp`` returned and tokens kprof was
     handed by a capture, after the last ``elapsed_time`` that uses it (or when the profile is
-    abandoned). The default does nothing.
+    abandoned). It may be called for a token the device has not reached yet (kprof gave up
+    waiting for it, or the work was reported after its profile ended): a pool must not hand
+    such a token out again before the device has reached it. The default does nothing.
     """
 
 

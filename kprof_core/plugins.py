@@ -44,10 +44,15 @@ def env_plugin_names() -> list[str] | None:
     for n in names:
         if not n.replace("_", "").replace("-", "").replace(".", "").isalnum():
             raise KprofError(
-                f"{ENV_PLUGINS}={raw!r}: {n!r} is not a backend name; "
-                f"give a comma-separated list such as 'opencl,cuda'"
+                f"{ENV_PLUGINS}={raw!r}: {n!r} is not a backend name; give a comma-separated "
+                f"list of installed backends ({', '.join(installed_names()) or 'none installed'})"
             )
     return names
+
+
+def installed_names() -> list[str]:
+    """The names of every backend entry point of the installed distributions."""
+    return sorted({ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)})
 
 
 class _BrokenPlugin:
@@ -84,8 +89,16 @@ class Registry:
         if env_flag(ENV_DISABLE_AUTOLOAD):
             return backends
         wanted = env_plugin_names()
+        eps = metadata.entry_points(group=ENTRY_POINT_GROUP)
+        if wanted is not None:  # check before loading anything
+            missing = [n for n in wanted if n not in eps.names]
+            if missing:
+                raise KprofError(
+                    f"{ENV_PLUGINS} names unknown backend(s) {', '.join(missing)}; "
+                    f"installed backends: {', '.join(sorted(eps.names)) or 'none'}"
+                )
         seen: set[str] = set()
-        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        for ep in eps:
             if ep.name in seen:  # the same distribution visible twice on sys.path
                 continue
             seen.add(ep.name)
@@ -110,14 +123,6 @@ class Registry:
                 backend.resolve({}, self._defaults)
                 backend._info = BackendInfo(status=f"error: {error}", timestamps=False)
             backends[ep.name] = backend
-        if wanted is not None:
-            missing = [n for n in wanted if n not in backends]
-            if missing:
-                known = sorted(ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
-                raise KprofError(
-                    f"{ENV_PLUGINS} names unknown backend(s) {', '.join(missing)}; "
-                    f"installed backends: {', '.join(known) or 'none'}"
-                )
         return backends
 
     def _add(self, name: str, plugin: object, dist: str | None = None,
@@ -147,9 +152,9 @@ class Registry:
         return list(self._ensure().values())
 
     def get(self, name: str) -> Backend:
-        backends = self._ensure()
         if not isinstance(name, str):
             raise TypeError(f"a backend name must be a str, not {type(name).__name__}")
+        backends = self._ensure()
         try:
             return backends[name]
         except KeyError:
@@ -185,9 +190,9 @@ class Registry:
     def reset(self) -> None:
         """Forget every plugin, so the next use rediscovers them (tests, environment changes)."""
         with self._lock:
-            for backend in (self._backends or {}).values():
-                if not isinstance(backend.plugin, _BrokenPlugin) and self.pm.is_registered(backend.plugin):
-                    self.pm.unregister(backend.plugin)
+            for name, plugin in self.pm.list_name_plugin():
+                if plugin is not defaults:
+                    self.pm.unregister(plugin, name)
             self._backends = None
 
 

@@ -19,10 +19,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 ENV_TIMEOUT = "KPROF_RESOLVE_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
 
-# Capture is installed while any profile is active, anywhere in the process.
+# A backend's capture is installed while any profile that uses it is active, anywhere in the
+# process: installed by the first, removed by the last (profiles may use different backends).
 _capture_lock = threading.Lock()
-_capture_users = 0
-_captured: list[Backend] = []
+_capture_users: dict[Backend, int] = {}
+_installed: set[Backend] = set()  # remove_capture only what install_capture did install
 
 
 def resolve_timeout(value: float | None) -> float:
@@ -37,42 +38,47 @@ def resolve_timeout(value: float | None) -> float:
                 f"{ENV_TIMEOUT}={raw!r} is not a number of seconds; set it to a positive number "
                 f"such as 30, or unset it for the default ({DEFAULT_TIMEOUT:g} s)"
             ) from None
-        source = ENV_TIMEOUT
-    else:
-        source = "timeout"
+        if not value > 0:
+            raise KprofError(
+                f"{ENV_TIMEOUT}={raw!r}: the resolve timeout must be a positive number of "
+                f"seconds; set it to e.g. 30, or unset it for the default ({DEFAULT_TIMEOUT:g} s)"
+            )
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{source} must be a number of seconds, not {type(value).__name__}")
+        raise TypeError(f"profile(timeout=...) must be a number of seconds, not {type(value).__name__}")
     if not value > 0:
-        raise ValueError(f"{source} must be a positive number of seconds, not {value!r}")
+        raise ValueError(f"profile(timeout=...) must be a positive number of seconds, not {value!r}")
     return float(value)
 
 
 def _install(backends: list[Backend]) -> None:
-    global _capture_users
     with _capture_lock:
-        _capture_users += 1
-        if _capture_users > 1:
-            return
         for b in backends:
+            users = _capture_users.get(b, 0)
+            _capture_users[b] = users + 1
+            if users or b.broken is not None:
+                continue
             try:
                 b.install_capture(b)
-                _captured.append(b)
+                _installed.add(b)
             except Exception as exc:
                 b.disable(f"install_capture raised {type(exc).__name__}: {exc}")
-                try:
+                try:  # undo whatever it did install
                     b.remove_capture(b)
                 except Exception:
                     pass
 
 
-def _uninstall() -> None:
-    global _capture_users
+def _uninstall(backends: list[Backend]) -> None:
     with _capture_lock:
-        _capture_users -= 1
-        if _capture_users > 0:
-            return
-        while _captured:
-            b = _captured.pop()
+        for b in reversed(backends):
+            users = _capture_users.pop(b, 0) - 1
+            if users > 0:
+                _capture_users[b] = users
+                continue
+            if b not in _installed:
+                continue
+            _installed.discard(b)
             try:
                 b.remove_capture(b)
             except Exception as exc:
@@ -86,7 +92,7 @@ def _uninstall() -> None:
 
 def capture_installed() -> bool:
     """Whether automatic capture is installed right now (some profile is active)."""
-    return _capture_users > 0
+    return bool(_capture_users)
 
 
 class profile:
@@ -96,8 +102,9 @@ class profile:
     records are kept. ``trace``: print a chronological trace after the summary.
     ``synchronize``: synchronize after every launch (for debugging; perturbs what it measures).
     ``backends``: names of the backends to use (default: every available one).
-    ``timeout``: how long, in seconds, to wait for one timestamp when resolving (default 60,
-    or ``KPROF_RESOLVE_TIMEOUT``); past it the record is marked unresolved.
+    ``timeout``: how long, in seconds and in all, to wait for the device when resolving at
+    the end (default 60, or ``KPROF_RESOLVE_TIMEOUT``); records whose work had not completed
+    by then are marked unresolved, with the reason, and the profile ends normally.
 
     Only the context that entered the profile is recorded: code it calls, asyncio tasks it
     creates, and threads that run their target through ``kprof.propagate``.
@@ -114,7 +121,8 @@ class profile:
         if self._backend_names is not None:
             for n in self._backend_names:
                 if not isinstance(n, str):
-                    raise TypeError(f"backends must be names (str), not {type(n).__name__}")
+                    raise TypeError(f"profile(backends=...) takes backend names (str), "
+                                    f"not {type(n).__name__} {n!r}")
         self.device = device
         self.trace = trace
         self.synchronize = synchronize
@@ -138,6 +146,7 @@ class profile:
         return result
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # Returns None: an exception raised in the block propagates unchanged.
         rec, result = self._recorder, self.result
         assert rec is not None and result is not None
         result.end_ns = now()
@@ -150,14 +159,14 @@ class profile:
         try:
             rec.finish()
         except BaseException:
-            rec.abandon()
+            rec.abandon()  # interrupted while waiting for the device: keep what was resolved
             raise
         finally:
-            _uninstall()
+            _uninstall(rec.backends)
             result._load(rec)
             self._recorder = None
-        if rec.parent is not None:
-            rec.parent.absorb(rec)
+            if rec.parent is not None:
+                rec.parent.absorb(rec)
 
     def __call__(self, fn: F) -> F:
         if not callable(fn):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 import time
 import warnings
+from asyncio import _get_running_loop as _running_loop  # C functions: cheap on the launch path
+from asyncio import current_task as _current_task
 from collections import deque
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -43,26 +45,42 @@ _ACTIVE: ContextVar[Recorder | None] = ContextVar("kprof_active_recorder", defau
 #: call this first and call straight through when it returns None.
 active = _ACTIVE.get
 
-_get_ident = threading.get_ident
-try:  # a C function: the cheapest way to ask whether an event loop runs on this thread
-    from asyncio import _get_running_loop as _running_loop
-    from asyncio import current_task as _current_task
-except ImportError:  # pragma: no cover
-    _running_loop = None  # type: ignore[assignment]
-
 # Host-only entries travel through the same deque as launches, tagged with these kinds.
-_HOST_RANGE, _MARK = 10, 11
+_HOST_RANGE, _MARK, _HOST_LAUNCH = 10, 11, 12
+_HOST_KINDS = {_HOST_RANGE: HostTable.RANGE, _MARK: HostTable.MARK, _HOST_LAUNCH: HostTable.LAUNCH}
 HOST_QUEUE = QueueRecord("host", "host", "host", "host")
+
+
+class _ThreadKey:
+    """One thread, for as long as a profile refers to it.
+
+    Made on a thread's first kprof call and kept in a thread-local, so that two threads never
+    share a key even when the second reuses the first's ident, and the thread's name is known
+    even if it has ended by the time its work is harvested.
+    """
+
+    __slots__ = ("ident", "name")
+
+    def __init__(self) -> None:
+        t = threading.current_thread()
+        self.ident = t.ident or 0
+        self.name = t.name
+
+
+_tls = threading.local()
 
 
 def _who() -> Any:
     """The launching thread, and its asyncio task when one is running."""
-    ident = _get_ident()
-    if _running_loop is not None and _running_loop() is not None:
+    try:
+        key = _tls.key
+    except AttributeError:
+        key = _tls.key = _ThreadKey()
+    if _running_loop() is not None:
         task = _current_task()
         if task is not None:
-            return (ident, task.get_name())
-    return ident
+            return (key, task.get_name())
+    return key
 
 
 @dataclass
@@ -85,10 +103,11 @@ class Recorder:
     """Collects what one ``kprof.profile()`` captures.
 
     Plugins call :meth:`launch`; everything else is kprof's. Thread-safe: any number of
-    threads may launch while one of them harvests.
+    threads may launch while one of them harvests. Only the thread holding ``_harvest_lock``
+    takes entries out of ``_incoming`` or touches the tables; the others only append.
     """
 
-    #: Harvest when this many entries are pending.
+    #: Try a harvest when this many entries are pending.
     harvest_every = 2048
     #: Never hold more than this many pending entries (and so live device tokens): past it the
     #: launching thread waits for the oldest work to finish (the device is that far behind).
@@ -98,19 +117,27 @@ class Recorder:
                  synchronize: bool = False, timeout: float = 60.0,
                  parent: Recorder | None = None) -> None:
         self.backends = list(backends)
+        self._selected = frozenset(self.backends)
         self.device = device
         self.synchronize = synchronize
         self.timeout = timeout
         self.parent = parent
         self._incoming: deque[tuple[Any, ...]] = deque()
         self._harvest_lock = threading.Lock()
+        # The launch path compares the pending count with this one number: it also sends every
+        # launch to _pressure once the profile has closed (then it is 0).
+        self._next_harvest = min(self.harvest_every, self.max_pending)
+        self._closed = False  # the profile's block has ended: what comes in now is late
+        self._finished = False  # everything is resolved and placed; tables are final
         self.table = DeviceTable()
         self.host = HostTable()
         self.names = Interner()
         self.queues: list[QueueRecord] = []
         self._queue_ids: dict[tuple[int, int], tuple[Any, int]] = {}
+        self._queue_index: dict[QueueRecord, int] = {}
         self.threads: list[ThreadRecord] = []
         self._thread_ids: dict[Any, int] = {}
+        self._thread_index: dict[ThreadRecord, int] = {}
         self.errors: dict[int, str] = {}
         self.clocks: dict[str, DeviceClock] = {}
         # Per device key: the first token seen there (kept alive), its launch window, and the
@@ -119,6 +146,7 @@ class Recorder:
         self._ref_tokens: set[int] = set()
         self._warned: set[str] = set()
         self.pending_high_water = 0
+        self.late_dropped = 0
 
     # -- the launch path (plugins) ------------------------------------------------------------
 
@@ -130,34 +158,58 @@ class Recorder:
         ``stop`` are tokens around the work (they may be the same object, e.g. the launch's
         own OpenCL event), or ``None`` when the backend has no timestamps: the launch is then
         synchronized here and timed on the host. ``nbytes`` is a copy's size, or -1.
+        Every token handed here is given back through ``release_timestamp``.
         """
+        if not self.device or backend not in self._selected:
+            self._untimed(backend, name, start_ns, end_ns, start, stop)
+            return
         flags = 0
-        if start is None or not self.device:
-            if self.device and start is None:
-                try:
-                    backend.synchronize(backend, queue)
-                except Exception as exc:
-                    self._hook_failed(backend, "synchronize", exc)
-                stop = now()
-                flags = HOST_TIMED
-            start = None
+        if start is None:
+            if stop is not None:
+                self._release(backend, None, stop)
+            self._sync(backend, queue)
+            stop = now()
+            flags = HOST_TIMED
         elif self.synchronize:
-            backend.synchronize(backend, queue)
-        entry = (backend, kind, name, queue, _who(), start_ns, end_ns, start, stop, nbytes, flags)
+            self._sync(backend, queue)
+        incoming = self._incoming
+        incoming.append((backend, kind, name, queue, _who(), start_ns, end_ns, start, stop,
+                         nbytes, flags))
+        if len(incoming) >= self._next_harvest:
+            self._pressure()
+
+    def _untimed(self, backend: Backend, name: str, start_ns: int, end_ns: int,
+                 start: Any, stop: Any) -> None:
+        """A launch this profile does not time: keep its host call (``device=False``), or
+        drop it (a backend the profile was not asked to use); give its tokens back."""
+        self._release(backend, start, stop)
+        if backend in self._selected:
+            self._append((None, _HOST_LAUNCH, name, None, _who(), start_ns, end_ns,
+                          None, None, -1, 0))
+
+    def _append(self, entry: tuple[Any, ...]) -> None:
         incoming = self._incoming
         incoming.append(entry)
-        if len(incoming) >= self.harvest_every:
+        if len(incoming) >= self._next_harvest:
             self._pressure()
+
+    def _sync(self, backend: Backend, queue: Any) -> None:
+        try:
+            backend.synchronize(backend, queue)
+        except Exception as exc:
+            self._hook_failed(backend, "synchronize", exc)
 
     # -- the host side (kprof.range, kprof.mark) ----------------------------------------------
 
     def host_range(self, name: str, start_ns: int, end_ns: int) -> None:
-        self._incoming.append((None, _HOST_RANGE, name, None, _who(), start_ns, end_ns,
-                               None, None, -1, 0))
+        self._append((None, _HOST_RANGE, name, None, _who(), start_ns, end_ns, None, None, -1, 0))
 
     def mark(self, name: str, time_ns: int) -> None:
-        self._incoming.append((None, _MARK, name, None, _who(), time_ns, time_ns,
-                               None, None, -1, 0))
+        self._append((None, _MARK, name, None, _who(), time_ns, time_ns, None, None, -1, 0))
+
+    def host_launch(self, name: str, start_ns: int, end_ns: int) -> None:
+        """The host call of a launch, without device time (``kprof.kernel`` with ``device=False``)."""
+        self._append((None, _HOST_LAUNCH, name, None, _who(), start_ns, end_ns, None, None, -1, 0))
 
     def device_range_begin(self, name: str) -> list[tuple[Backend, Any, Any]] | None:
         """Timestamps on every backend where the calling thread has a current queue.
@@ -172,137 +224,176 @@ class Recorder:
                 continue
             try:
                 q = b.current_queue(b)
-                if q is None:
-                    continue
-                if b.mirrors_ranges:
-                    try:
-                        b.range_push(b, name)
-                    except Exception as exc:
-                        self._hook_failed(b, "range_push", exc)
-                        continue
-                tok = b.record_timestamp(b) if b.has_timestamps else None
             except Exception as exc:
-                self._hook_failed(b, "record_timestamp", exc)
+                self._hook_failed(b, "current_queue", exc)
                 continue
-            if self.synchronize and tok is None:
-                b.synchronize(b, q)
+            if q is None:
+                continue
+            if b.mirrors_ranges:
+                try:
+                    b.range_push(b, name)
+                except Exception as exc:
+                    self._hook_failed(b, "range_push", exc)
+                    continue
+            tok = None
+            if b.has_timestamps:
+                try:
+                    tok = b.record_timestamp(b)
+                except Exception as exc:
+                    self._hook_failed(b, "record_timestamp", exc)
+                    self._range_pop(b)  # keep the vendor tool's range stack balanced
+                    continue
+            if tok is None and self.synchronize:
+                self._sync(b, q)
             begun.append((b, q, tok))
         return begun
 
     def device_range_end(self, name: str, kind: int, begun: list[tuple[Backend, Any, Any]],
                          start_ns: int, end_ns: int) -> None:
-        """Close what ``device_range_begin`` opened; host-time the backends without tokens."""
+        """Close what ``device_range_begin`` opened; host-time the backends without tokens.
+
+        ``start_ns`` must be taken before ``device_range_begin``: no work of the range can
+        start on the device before it (placement relies on that).
+        """
         who = _who()
         for b, q, tok in begun:
-            stop = None
-            flags = 0
-            try:
-                if tok is not None:
-                    stop = b.record_timestamp(b)
-                if tok is None or stop is None:
-                    b.synchronize(b, q)
-                    stop = now()
-                    flags = HOST_TIMED
-                    if tok is not None:
-                        self._release(b, tok)
-                    tok = None
-            except Exception as exc:
-                self._hook_failed(b, "record_timestamp", exc)
+            if b.broken is not None:  # disabled meanwhile: nothing more is asked of it
+                self._release(b, tok, None)
+                self._range_pop(b)
                 continue
-            if b.mirrors_ranges:
+            stop: Any = None
+            flags = 0
+            if tok is not None:
                 try:
-                    b.range_pop(b)
+                    stop = b.record_timestamp(b)
                 except Exception as exc:
-                    self._hook_failed(b, "range_pop", exc)
-            self._incoming.append((b, kind, name, q, who, start_ns, end_ns, tok, stop, -1, flags))
-        if len(self._incoming) >= self.harvest_every:
-            self._pressure()
+                    self._hook_failed(b, "record_timestamp", exc)
+                    self._release(b, tok, None)
+                    self._range_pop(b)
+                    continue
+            if stop is None:
+                self._release(b, tok, None)
+                tok = None
+                self._sync(b, q)
+                stop = now()
+                flags = HOST_TIMED
+            elif self.synchronize:
+                self._sync(b, q)
+            self._range_pop(b)
+            self._append((b, kind, name, q, who, start_ns, end_ns, tok, stop, -1, flags))
+
+    def _range_pop(self, b: Backend) -> None:
+        if b.mirrors_ranges:
+            try:
+                b.range_pop(b)
+            except Exception as exc:
+                self._hook_failed(b, "range_pop", exc)
 
     def host_timed(self, name: str, kind: int, start_ns: int, end_ns: int) -> None:
         """A device entry with no backend at all (``kprof.kernel`` outside any queue)."""
-        self._incoming.append((None, kind, name, None, _who(), start_ns, end_ns, None, end_ns,
-                               -1, HOST_TIMED))
+        self._append((None, kind, name, None, _who(), start_ns, end_ns, None, end_ns, -1,
+                      HOST_TIMED))
 
     # -- harvesting -----------------------------------------------------------------------------
 
     def _pressure(self) -> None:
-        self.pending_high_water = max(self.pending_high_water, len(self._incoming))
-        self.harvest(wait=False)
-        # Still too far behind: wait for the oldest work, which bounds live device tokens.
-        while len(self._incoming) > self.max_pending:
-            self.harvest(wait=True, limit=len(self._incoming) - self.max_pending // 2)
+        incoming = self._incoming
+        n = len(incoming)
+        if n > self.pending_high_water:
+            self.pending_high_water = n
+        if not self._closed:
+            self.harvest(wait=False)
+            # Still too far behind: wait for the oldest work, which bounds live device tokens.
+            while len(incoming) > self.max_pending and not self._closed:
+                self.harvest(wait=True, limit=len(incoming) - self.max_pending // 2)
+            # When nothing was done, try again only after another harvest_every launches.
+            self._next_harvest = min(len(incoming) + self.harvest_every, self.max_pending)
+        if self._closed:
+            self._next_harvest = 0  # may have raced with finish() setting it
+            self._late()
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows, oldest first; returns how many were taken.
 
         Without ``wait`` it stops at the first entry whose work is not done. With ``wait`` it
-        waits for each (cooperatively, at most ``timeout`` seconds per entry).
+        waits for them (cooperatively, at most ``timeout`` seconds in all). It takes at most
+        what was pending when it started, so launching threads cannot keep it busy forever.
         """
         if not self._harvest_lock.acquire(blocking=wait):
             return 0
-        taken = 0
         try:
-            incoming = self._incoming
-            while incoming and (limit is None or taken < limit):
-                entry = incoming.popleft()
-                try:
-                    if not self._take(entry, wait):
-                        incoming.appendleft(entry)
-                        break
-                except BaseException:
-                    # Never lose an entry to an interrupt (KeyboardInterrupt while waiting).
-                    incoming.appendleft(entry)
-                    raise
-                taken += 1
+            if self._finished:
+                return 0
+            deadline = time.monotonic() + self.timeout if wait else None
+            return self._harvest(limit, deadline)
         finally:
             self._harvest_lock.release()
+
+    def _harvest(self, limit: int | None, deadline: float | None) -> int:
+        """The harvest proper; the caller holds ``_harvest_lock`` (so entries only get added)."""
+        incoming = self._incoming
+        n = len(incoming) if limit is None else min(limit, len(incoming))
+        taken = 0
+        while taken < n:
+            entry = incoming.popleft()
+            try:
+                done = self._take(entry, deadline)
+            except BaseException:
+                # Never lose an entry to an interrupt (KeyboardInterrupt while waiting).
+                incoming.appendleft(entry)
+                raise
+            if not done:
+                incoming.appendleft(entry)
+                break
+            taken += 1
         return taken
 
-    def _take(self, entry: tuple[Any, ...], wait: bool) -> bool:
+    def _take(self, entry: tuple[Any, ...], deadline: float | None) -> bool:
+        """Make a row of one entry; False (and no change) when its work is not done and we
+        may not wait (``deadline`` is None)."""
         backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags = entry
-        if kind == _HOST_RANGE or kind == _MARK:
-            self.host.append(self.names(name), HostTable.RANGE if kind == _HOST_RANGE else HostTable.MARK,
-                             self._thread_id(who), h0, h1)
+        if kind in _HOST_KINDS:
+            self.host.append(self.names(name), _HOST_KINDS[kind], self._thread_id(who), h0, h1)
             return True
-        qid = self._queue_id(backend, queue)
-        tid = self._thread_id(who)
-        nid = self.names(name)
-        if flags & HOST_TIMED or start is None:
+        if start is None:
             # Host timed: from the launch's start to after it synchronized (stop is a host time).
             end = stop if isinstance(stop, int) else h1
-            self.table.append(nid, kind, qid, tid, h0, h1, h0, end - h0, nbytes, flags | HOST_TIMED | PLACED)
+            self.table.append(self.names(name), kind, self._queue_id(backend, queue),
+                              self._thread_id(who), h0, h1, h0, end - h0, nbytes,
+                              flags | HOST_TIMED | PLACED)
             return True
-        assert backend is not None
         error = None
         dur = rel = 0
         if backend.broken is not None:
             error = f"backend disabled: {backend.broken}"
         else:
+            hook = "timestamp_done"
             try:
                 done = backend.timestamp_done(backend, stop)
                 if not done:
-                    if not wait:
+                    if deadline is None:
                         return False
-                    if done is not None:
-                        error = self._wait(backend, stop)
-            except Exception as exc:
-                error = f"timestamp_done raised {type(exc).__name__}: {exc}"
-            if error is None:
-                try:
+                    if done is not None:  # None: it can't tell, so elapsed_time waits itself
+                        error = self._wait(backend, stop, deadline)
+                if error is None:
+                    hook = "elapsed_time"
                     dur = self._elapsed(backend, start, stop)
-                    dkey = self.queues[qid].device_key
+                    dkey = self.queues[self._queue_id(backend, queue)].device_key
                     ref = self._refs.get(dkey)
                     if ref is None:
                         self._refs[dkey] = (backend, start, h0, h1)
                         self._ref_tokens.add(id(start))
-                        rel = 0
                     else:
                         rel = self._elapsed(backend, ref[1], stop) - dur
-                except Exception as exc:
-                    error = f"{type(exc).__name__}: {exc}"
+            except Exception as exc:
+                error = self._hook_failed(backend, hook, exc)
+        qid = self._queue_id(backend, queue)
+        tid = self._thread_id(who)
+        nid = self.names(name)
         self._release(backend, start, stop)
         if error is not None:
-            row = self.table.append(nid, kind, qid, tid, h0, h1, h0, 0, nbytes, flags | UNRESOLVED | PLACED)
+            row = self.table.append(nid, kind, qid, tid, h0, h1, h0, 0, nbytes,
+                                    flags | UNRESOLVED | PLACED)
             self.errors[row] = error
         else:
             self.table.append(nid, kind, qid, tid, h0, h1, rel, dur, nbytes, flags)
@@ -312,47 +403,39 @@ class Recorder:
         ns = backend.elapsed_time(backend, start, stop)
         if type(ns) is not int:
             if isinstance(ns, bool) or not hasattr(ns, "__index__"):
-                key = f"{backend.name}:elapsed_type"
-                if key not in self._warned:
-                    self._warned.add(key)
-                    warnings.warn(
-                        f"kprof: backend {backend.name!r} ({backend.plugin_label}): elapsed_time "
-                        f"returned {type(ns).__name__}, expected int nanoseconds; its records are "
-                        f"marked unresolved",
-                        RuntimeWarning,
-                        stacklevel=2,
-                    )
-                raise TypeError(f"elapsed_time returned {type(ns).__name__}, expected int")
+                raise _BadReturn(f"elapsed_time returned {type(ns).__name__} {ns!r}, expected "
+                                 f"int nanoseconds")
             ns = int(ns)
         return ns
 
-    def _wait(self, backend: Backend, token: Any) -> str | None:
-        """Poll until the token is done, sleeping a little more each time; None when done."""
-        deadline = time.monotonic() + self.timeout
+    def _wait(self, backend: Backend, token: Any, deadline: float) -> str | None:
+        """Poll until the token is done, sleeping a little more each time; None when done.
+
+        ``deadline`` is shared by a whole harvest: a device that stopped making progress costs
+        one timeout in all, not one per pending entry.
+        """
         pause = 1e-5
         while not backend.timestamp_done(backend, token):
-            if time.monotonic() > deadline:
-                return f"the device did not reach the timestamp within {self.timeout:g} s (KPROF_RESOLVE_TIMEOUT)"
+            if time.monotonic() >= deadline:
+                return (f"the device did not reach the timestamp within {self.timeout:g} s "
+                        f"(set profile(timeout=...) or KPROF_RESOLVE_TIMEOUT to wait longer)")
             time.sleep(pause)  # releases the GIL: other threads keep running
             pause = min(pause * 2, 0.005)
         return None
 
-    def _release(self, backend: Backend, *tokens: Any) -> None:
-        released: set[int] = set()
-        for tok in tokens:
-            if tok is None or id(tok) in released or id(tok) in self._ref_tokens:
+    def _release(self, backend: Backend, start: Any, stop: Any) -> None:
+        """Give tokens back once (``start`` may be ``stop``); reference tokens stay for now."""
+        refs = self._ref_tokens
+        for tok in (start, stop) if stop is not start else (start,):
+            if tok is None or id(tok) in refs:
                 continue
-            released.add(id(tok))
             try:
                 backend.release_timestamp(backend, tok)
             except Exception as exc:
                 self._hook_failed(backend, "release_timestamp", exc)
 
     def _queue_id(self, backend: Backend | None, queue: Any) -> int:
-        if backend is None:
-            key = (0, 0)
-        else:
-            key = (id(backend), id(queue))
+        key = (0, 0) if backend is None else (id(backend), id(queue))
         hit = self._queue_ids.get(key)
         if hit is not None:
             return hit[1]
@@ -363,7 +446,8 @@ class Recorder:
             try:
                 info = backend.queue_info(backend, queue)
                 if info is not None and not isinstance(info, QueueInfo):
-                    raise TypeError(f"queue_info returned {type(info).__name__}, expected kprof.QueueInfo")
+                    raise _BadReturn(f"queue_info returned {type(info).__name__}, expected "
+                                     f"kprof.QueueInfo")
             except Exception as exc:
                 self._hook_failed(backend, "queue_info", exc, disable=False)
                 info = None
@@ -371,48 +455,82 @@ class Recorder:
                 info = QueueInfo(device=backend.name, label="queue")
             rec = QueueRecord(backend.name, info.device, info.label,
                               f"{backend.name}:{info.key()}")
+        qid = self._intern_queue(rec)
         # Keep the queue object alive so its id cannot be reused by another queue.
-        self._queue_ids[key] = (queue, len(self.queues))
-        self.queues.append(rec)
-        return len(self.queues) - 1
+        self._queue_ids[key] = (queue, qid)
+        return qid
 
     def _thread_id(self, who: Any) -> int:
         tid = self._thread_ids.get(who)
         if tid is None:
-            ident, task = (who if isinstance(who, tuple) else (who, None))
-            thread = threading._active.get(ident)  # type: ignore[attr-defined]
-            name = thread.name if thread is not None else f"thread {ident}"
-            tid = self._thread_ids[who] = len(self.threads)
-            self.threads.append(ThreadRecord(ident, name, task))
+            key, task = who if isinstance(who, tuple) else (who, None)
+            tid = self._thread_ids[who] = self._intern_thread(ThreadRecord(key.ident, key.name, task))
         return tid
 
-    def _hook_failed(self, backend: Backend, hook: str, exc: BaseException, disable: bool = True) -> None:
-        reason = f"{hook} raised {type(exc).__name__}: {exc}"
+    def _hook_failed(self, backend: Backend, hook: str, exc: BaseException,
+                     disable: bool = True) -> str:
+        """Warn once about a misbehaving hook (and stop using the backend); returns why."""
+        if isinstance(exc, _BadReturn):
+            reason = str(exc)
+        else:
+            reason = f"{hook} raised {type(exc).__name__}: {exc}"
         if disable:
             backend.disable(reason)
         elif reason not in self._warned:
             self._warned.add(reason)
             warnings.warn(f"kprof: backend {backend.name!r} ({backend.plugin_label}): {reason}",
                           RuntimeWarning, stacklevel=3)
+        return reason
 
     # -- the end --------------------------------------------------------------------------------
 
     def finish(self) -> None:
-        """Resolve everything pending (bounded waits), then place device times on the host clock."""
-        while self._incoming:
-            self.harvest(wait=True)
-        self._place()
-        for backend, tok, _h0, _h1 in self._refs.values():
-            self._ref_tokens.discard(id(tok))
-            self._release(backend, tok)
-        self._refs.clear()
-        self._queue_ids.clear()  # drop references to the user's queues
+        """Resolve everything launched before now (waiting at most ``timeout`` in all), then
+        place device times on the host clock. Work reported later is dropped."""
+        self._close()
+        with self._harvest_lock:
+            if self._finished:
+                return
+            self._harvest(None, time.monotonic() + self.timeout)
+            self._end()
 
     def abandon(self) -> None:
-        """Give every token back without reading it (used when resolving itself failed)."""
-        while self._incoming:
-            backend, *_rest, start, stop, _n, _f = self._incoming.popleft()
-            if backend is not None:
+        """End without resolving what is pending (resolving itself was interrupted): give
+        every token back, keep and place the rows made so far."""
+        self._close()
+        with self._harvest_lock:
+            if not self._finished:
+                self._end()
+
+    def _close(self) -> None:
+        self._closed = True
+        self._next_harvest = 0
+
+    def _end(self) -> None:
+        """Called once, holding the lock: the tables become final."""
+        self._finished = True
+        self._drop_late()
+        try:
+            self._place()
+        finally:
+            for backend, tok, _h0, _h1 in self._refs.values():
+                self._ref_tokens.discard(id(tok))
+                self._release(backend, tok, None)
+            self._refs.clear()
+            self._queue_ids.clear()  # drop references to the user's queues
+
+    def _late(self) -> None:
+        """Entries that arrived after the profile ended (a thread that outlived it)."""
+        with self._harvest_lock:
+            if self._finished:  # otherwise finish() is still at work and takes them
+                self._drop_late()
+
+    def _drop_late(self) -> None:
+        incoming = self._incoming
+        while incoming:
+            backend, *_rest, start, stop, _n, _f = incoming.popleft()
+            self.late_dropped += 1
+            if start is not None:  # a device entry (host-timed ones hold a host time in stop)
                 self._release(backend, start, stop)
 
     def _place(self) -> None:
@@ -427,7 +545,8 @@ class Recorder:
             try:
                 alignment = backend.align_clock(backend, tok, (h0, h1))
                 if alignment is not None and not isinstance(alignment, Alignment):
-                    raise TypeError(f"align_clock returned {type(alignment).__name__}, expected kprof.Alignment")
+                    raise _BadReturn(f"align_clock returned {type(alignment).__name__}, "
+                                     f"expected kprof.Alignment")
             except Exception as exc:
                 self._hook_failed(backend, "align_clock", exc, disable=False)
                 alignment = None
@@ -453,6 +572,8 @@ class Recorder:
     def absorb(self, child: Recorder) -> None:
         """Take a finished nested profile's rows, so the outer profile has them too."""
         with self._harvest_lock:
+            if self._finished:  # the outer profile ended first (the inner ran in a thread)
+                return
             qmap = [self._intern_queue(q) for q in child.queues]
             tmap = [self._intern_thread(th) for th in child.threads]
             nmap = [self.names(n) for n in child.names.values]
@@ -470,22 +591,19 @@ class Recorder:
                 self.clocks.setdefault(k, v)
 
     def _intern_queue(self, q: QueueRecord) -> int:
-        key = (-1, hash(q))
-        hit = self._queue_ids.get(key)
-        if hit is None:
-            for i, existing in enumerate(self.queues):
-                if existing == q:
-                    hit = self._queue_ids[key] = (None, i)
-                    break
-            else:
-                hit = self._queue_ids[key] = (None, len(self.queues))
-                self.queues.append(q)
-        return hit[1]
+        qid = self._queue_index.get(q)
+        if qid is None:
+            qid = self._queue_index[q] = len(self.queues)
+            self.queues.append(q)
+        return qid
 
     def _intern_thread(self, th: ThreadRecord) -> int:
-        key = th.ident if th.task is None else (th.ident, th.task)
-        tid = self._thread_ids.get(key)
+        tid = self._thread_index.get(th)
         if tid is None:
-            tid = self._thread_ids[key] = len(self.threads)
+            tid = self._thread_index[th] = len(self.threads)
             self.threads.append(th)
         return tid
+
+
+class _BadReturn(TypeError):
+    """A hook returned a value of the wrong type (the message says which and what was expected)."""

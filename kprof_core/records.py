@@ -169,9 +169,13 @@ class DeviceTable:
 
 
 class HostTable:
-    """Host ranges and markers (markers have kind MARK and end == start)."""
+    """Host ranges and markers (markers have kind MARK and end == start).
 
-    RANGE, MARK = 0, 1
+    LAUNCH rows are the host calls of launches profiled with ``device=False`` (with device
+    timing on, a launch's host call lives in its ``DeviceTable`` row instead).
+    """
+
+    RANGE, MARK, LAUNCH = 0, 1, 2
     COLUMNS = ("name", "kind", "thread", "start", "end")
 
     def __init__(self) -> None:

@@ -131,11 +131,15 @@ class Profile:
 
     @property
     def launches(self) -> list[RangeRecord]:
-        """The host side of every captured launch (the enqueue call), in harvest order."""
-        t, o = self.table, self.start_ns
+        """The host side of every captured launch (the enqueue call), in harvest order
+        (with ``device=False``, launches have only this host side)."""
+        t, h, o = self.table, self.host, self.start_ns
         return [RangeRecord(self.names[t.name[i]], self.threads[t.thread[i]].label,
                             t.launch_start[i] - o, t.launch_end[i] - t.launch_start[i], "launch")
-                for i in range(len(t)) if t.kind[i] != RANGE]
+                for i in range(len(t)) if t.kind[i] != RANGE] + [
+                RangeRecord(self.names[h.name[i]], self.threads[h.thread[i]].label,
+                            h.start[i] - o, h.end[i] - h.start[i], "launch")
+                for i in range(len(h)) if h.kind[i] == HostTable.LAUNCH]
 
     @property
     def markers(self) -> list[MarkerRecord]:
@@ -168,7 +172,7 @@ class Profile:
         ls, le = t.launch_start, t.launch_end
         host_items = [(names[name[i]], False, le[i] - ls[i], -1) for i in range(n) if kind[i] != RANGE]
         host_items += [(names[h.name[i]], False, h.end[i] - h.start[i], -1)
-                       for i in range(len(h)) if h.kind[i] == HostTable.RANGE]
+                       for i in range(len(h)) if h.kind[i] != HostTable.MARK]
         markers: dict[str, int] = {}
         for i in range(len(h)):
             if h.kind[i] == HostTable.MARK:

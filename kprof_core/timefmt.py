@@ -21,11 +21,14 @@ def format_time(ns: float) -> str:
         return f"{sign}inf"
     if a < 999.5:
         return f"{sign}{a:.0f} ns"
-    if a < 999.5e3:
-        return f"{sign}{a / 1e3:.3g} µs"
-    if a < 999.5e6:
-        return f"{sign}{a / 1e6:.3g} ms"
-    return f"{sign}{a / 1e9:.3g} s"
+    for scale, unit in ((1e3, "µs"), (1e6, "ms")):
+        # Decide on the rounded text, not the value: 999.5 µs must not print as '1e+03 µs'.
+        text = f"{a / scale:.3g}"
+        if "e" not in text and float(text) < 1000:
+            return f"{sign}{text} {unit}"
+    text = f"{a / 1e9:.3g}"
+    # Past 999.5 s, whole seconds: more digits rather than an exponent.
+    return f"{sign}{text if 'e' not in text and float(text) < 1000 else f'{a / 1e9:.0f}'} s"
 
 
 def format_bytes(n: float) -> str:
@@ -34,7 +37,9 @@ def format_bytes(n: float) -> str:
         raise ValueError("a size cannot be negative")
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1023.5 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
+            text = f"{n:.3g}"
+            # 1000 to 1023 of a unit: four digits rather than an exponent ('1e+03').
+            return f"{n:.0f} {unit}" if unit == "B" or "e" in text else f"{text} {unit}"
         n /= 1024
     raise AssertionError  # pragma: no cover
 

@@ -48,6 +48,7 @@ class Queue:
     def __init__(self, name: str | None = None) -> None:
         self.index = next(_counter)
         self.name = name or f"q{self.index}"
+        self.markers_recorded = 0  # timestamps put on this queue (scope tests count them)
         self._commands: _queue.SimpleQueue[Any] = _queue.SimpleQueue()
         self._worker = threading.Thread(target=self._run, name=f"testdev-{self.name}", daemon=True)
         self._worker.start()
@@ -83,6 +84,7 @@ class Queue:
 
     def record(self, marker: Marker) -> Marker:
         """Enqueue a timestamp."""
+        self.markers_recorded += 1
         self._commands.put(("marker", marker))
         return marker
 

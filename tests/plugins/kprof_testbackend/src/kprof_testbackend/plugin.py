@@ -48,8 +48,11 @@ def elapsed_time(backend: kprof.Backend, start: device.Marker, stop: device.Mark
 @kprof.hookimpl
 def release_timestamp(backend: kprof.Backend, token: device.Marker) -> None:
     live.discard(id(token))
-    token.reset()
-    pool.append(token)
+    # A token kprof gave up on (a timeout) is still queued: the device will stamp it later, so
+    # it must not be handed out again. Real pools do the same with pending events.
+    if token.done:
+        token.reset()
+        pool.append(token)
 
 
 @kprof.hookimpl
@@ -87,7 +90,12 @@ def install_capture(backend: kprof.Backend) -> None:
             return original(self, name, duration_us)
         t0 = capture.now()
         start = self.record(_take()) if rec.device else None
-        original(self, name, duration_us)
+        try:
+            original(self, name, duration_us)
+        except BaseException:
+            if start is not None:  # the launch failed: nothing will report this token
+                release_timestamp(backend, start)
+            raise
         stop = self.record(_take()) if rec.device else None
         rec.launch(backend, capture.KERNEL, name, self, t0, capture.now(), start, stop)
 
