@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import warnings
 from collections.abc import Callable
@@ -155,7 +156,11 @@ class Backend:
     # -- description -----------------------------------------------------------------------
 
     def info(self, refresh: bool = False) -> BackendInfo:
-        """The plugin's ``describe_backend`` answer; errors become an ``error: ...`` status."""
+        """The plugin's ``describe_backend`` answer; errors become an ``error: ...`` status,
+        as does a hook failure that disabled the backend (``broken``)."""
+        if self.broken is not None:
+            return dataclasses.replace(self._info or BackendInfo(), status=f"error: {self.broken}",
+                                       timestamps=False)
         if self._info is not None and not refresh:
             return self._info
         try:

@@ -136,6 +136,22 @@ def test_ranges_never_shift_the_device(instant: InstantClock) -> None:
     assert not instant.live
 
 
+def test_profile_as_a_decorator(tdq: Any) -> None:
+    q = tdq()
+
+    @kprof.profile()
+    def work(n: int) -> str:
+        with q:
+            for _ in range(n):
+                q.launch("k")
+        return "result"
+
+    assert work(3) == "result"
+    assert [k.name for k in work.last_profile.kernels] == ["k"] * 3  # type: ignore[attr-defined]
+    assert work(1) == "result"  # a new profile per call
+    assert len(work.last_profile.kernels) == 1  # type: ignore[attr-defined]
+
+
 def test_summary_data(tdq: Any) -> None:
     q = tdq()
     with kprof.profile() as p, q:
