@@ -14,7 +14,10 @@ live: set[int] = set()  # ids of markers handed to kprof and not yet released
 
 
 def _take() -> device.Marker:
-    m = pool.pop() if pool else device.Marker()
+    try:  # not "pool.pop() if pool": another thread may take the last one in between
+        m = pool.pop()
+    except IndexError:
+        m = device.Marker()
     live.add(id(m))
     return m
 
