@@ -18,7 +18,8 @@ Captured automatically while a profile is active (CuPy imported before it starte
   ``cupy.asarray``/``cupy.array`` called with a ``numpy.ndarray``: one row each,
   ``[copy device to host]``/``[copy host to device]``, with the bytes moved and their device
   time on the stream the copy used. A ``get`` of a non-contiguous array includes the kernel
-  that makes it contiguous.
+  that makes it contiguous. ``cupy.asarray``/``cupy.array`` first stage the data in pinned
+  host memory: on an idle stream their device time includes that staging (see below).
 
 Timed when you ask (device time of everything enqueued on the thread's current stream):
 
@@ -37,6 +38,12 @@ Not captured:
 - Work on streams other than the thread's current one (a range times the current stream).
 - Work enqueued while a stream is being captured into a CUDA graph (its events never
   complete: such rows are reported unresolved).
+
+What a device time means: events are recorded on the stream before and after the call, so a
+row's device time runs from when the stream reached the first event to when it reached the
+second. Work queued earlier on the stream is not counted; but if the stream sat idle while the
+host was still preparing the work (compiling a kernel on first use, staging a copy), that wait
+is counted.
 
 Streams and threads: every (device, stream) is its own queue row, labelled ``legacy default
 stream``, ``per-thread default stream (<thread>)`` or ``stream N`` (numbered as first seen).

@@ -43,8 +43,14 @@ def install(plugin: CudaPlugin, backend: Any, cupy_mod: Any, host_array: type) -
     patcher = Patcher()
     active = capture.active
     timed = plugin.timed_copy
-    nd = cupy_mod.ndarray
+    nd = getattr(cupy_mod, "ndarray", None)
+    if isinstance(nd, type) and callable(getattr(nd, "get", None)) and callable(getattr(nd, "set", None)):
+        _patch_ndarray(patcher, nd, backend, active, timed)
+    _patch_host_functions(patcher, cupy_mod, backend, active, timed, host_array)
+    return patcher
 
+
+def _patch_ndarray(patcher: Patcher, nd: Any, backend: Any, active: Any, timed: Any) -> None:
     get = nd.get
 
     def ndarray_get(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -66,8 +72,20 @@ def install(plugin: CudaPlugin, backend: Any, cupy_mod: Any, host_array: type) -
     for attr, fn in (("get", ndarray_get), ("set", ndarray_set)):
         fn.__name__ = fn.__qualname__ = attr
         fn.__doc__ = getattr(nd, attr).__doc__
-        patcher.patch(nd, attr, fn)
+        _try_patch(patcher, nd, attr, fn)
 
+
+def _try_patch(patcher: Patcher, owner: Any, attr: str, replacement: Any) -> None:
+    """Patch if the owner lets us (a CuPy whose ``ndarray`` became an immutable type would
+    not): such a copy is then just not captured, and nothing else changes."""
+    try:
+        patcher.patch(owner, attr, replacement)
+    except (TypeError, AttributeError):
+        pass
+
+
+def _patch_host_functions(patcher: Patcher, cupy_mod: Any, backend: Any, active: Any,
+                          timed: Any, host_array: type) -> None:
     def from_host(original: Callable[..., Any], source: str) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             rec = active()
@@ -86,5 +104,4 @@ def install(plugin: CudaPlugin, backend: Any, cupy_mod: Any, host_array: type) -
     for attr, source in (("asarray", "a"), ("array", "obj")):
         original = getattr(cupy_mod, attr, None)
         if callable(original):
-            patcher.patch(cupy_mod, attr, from_host(original, source))
-    return patcher
+            _try_patch(patcher, cupy_mod, attr, from_host(original, source))

@@ -1,0 +1,369 @@
+"""The CUDA backend on a real NVIDIA GPU (run by ``scripts/gpu_check.sh``; skipped without one).
+
+Checks device times against ``cupyx.profiler.benchmark``, that launches do not synchronize,
+that threads on their own streams are placed side by side, that the event pool creates no
+event per launch once warm, ranges, copies and the clock alignment; and measures the host
+cost per launch. Figures go to the JSON file named by ``KPROF_GPU_FIGURES`` (if set).
+
+Works from a plain checkout (``PYTHONPATH=.``): when the ``cuda`` entry point is not
+installed, the plugin module is registered directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import kprof
+import kprof_cuda
+from kprof_cuda.clock import METHOD
+
+cupy = pytest.importorskip("cupy")
+numpy = pytest.importorskip("numpy")
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not cupy.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+FIGURES: dict[str, Any] = {}
+
+SPIN = r"""
+extern "C" __global__ void spin_ns(unsigned long long ns) {
+    // Busy-wait on the GPU's nanosecond clock: a kernel of a known duration, whatever the SM
+    // clock frequency does.
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+"""
+EMPTY = r"""extern "C" __global__ void empty_k() {}"""
+
+MS = 1_000_000
+
+
+@pytest.fixture(scope="module", autouse=True)
+def figures() -> Iterator[dict[str, Any]]:
+    dev = cupy.cuda.Device()
+    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+    rt = cupy.cuda.runtime.runtimeGetVersion()
+    drv = cupy.cuda.runtime.driverGetVersion()
+    FIGURES["environment"] = {
+        "device": props["name"].decode(),
+        "devices": cupy.cuda.runtime.getDeviceCount(),
+        "cupy": cupy.__version__,
+        "cuda_runtime": f"{rt // 1000}.{rt % 1000 // 10}",
+        "cuda_driver": f"{drv // 1000}.{drv % 1000 // 10}",
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    yield FIGURES
+    path = os.environ.get("KPROF_GPU_FIGURES")
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(FIGURES, f, indent=2)
+
+
+@pytest.fixture(scope="module")
+def cuda() -> kprof.Backend:
+    """The ``cuda`` backend, registered from the source tree when not installed."""
+    try:
+        b = kprof.get_backend("cuda")
+    except kprof.KprofError:
+        import kprof_cuda.plugin
+
+        b = kprof.register_backend(kprof_cuda.plugin, "cuda")
+    info = b.info(refresh=True)
+    assert info.status == "available", info
+    FIGURES["environment"]["kprof_backend"] = {"devices": list(info.devices), "detail": info.detail}
+    return b
+
+
+@pytest.fixture(scope="module")
+def spin() -> Any:
+    k = cupy.RawKernel(SPIN, "spin_ns")
+    k((1,), (1,), (numpy.uint64(1000),))  # compile and load now
+    cupy.cuda.Device().synchronize()
+    return k
+
+
+@pytest.fixture(scope="module")
+def empty() -> Any:
+    k = cupy.RawKernel(EMPTY, "empty_k")
+    k((1,), (1,), ())
+    cupy.cuda.Device().synchronize()
+    return k
+
+
+def profile() -> kprof.profile:
+    return kprof.profile(backends=["cuda"])
+
+
+def spin_args(ns: int) -> tuple[tuple[int], tuple[int], tuple[Any]]:
+    return (1,), (1,), (numpy.uint64(ns),)
+
+
+# -- device times ---------------------------------------------------------------------------------
+
+
+def test_kernel_time_matches_cupyx_benchmark(cuda: kprof.Backend, spin: Any) -> None:
+    from cupyx.profiler import benchmark
+
+    args = spin_args(2 * MS)
+    n = 30
+    res = benchmark(spin, args, n_repeat=n, n_warmup=3, name="spin_ns")
+    bench_ns = statistics.median(res.gpu_times[0]) * 1e9
+    k = kprof_cuda.kernel(spin)
+    with profile() as p:
+        for _ in range(n):
+            k(*args)
+    rows = [x for x in p.kernels if x.name == "spin_ns"]
+    assert len(rows) == n and all(x.error is None and not x.host_timed for x in rows)
+    ours = statistics.median(x.duration_ns for x in rows)
+    rel = (ours - bench_ns) / bench_ns
+    FIGURES["kernel_vs_benchmark"] = {
+        "kernel": "spin_ns (2 ms on %globaltimer), 1 thread", "runs": n,
+        "kprof_median_ns": ours, "cupyx_benchmark_median_ns": round(bench_ns),
+        "relative_difference": round(rel, 5),
+        "kprof_min_ns": min(x.duration_ns for x in rows),
+        "kprof_max_ns": max(x.duration_ns for x in rows),
+    }
+    assert abs(rel) < 0.02
+    assert abs(ours - 2 * MS) < 0.02 * 2 * MS  # and both agree with the kernel's own clock
+
+
+def test_launches_do_not_synchronize(cuda: kprof.Backend, spin: Any) -> None:
+    n, each = 50, 2 * MS
+    k = kprof_cuda.kernel(spin)
+    args = spin_args(each)
+    stream = cupy.cuda.get_current_stream()
+    with profile() as p:
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            k(*args)
+        host_ns = time.perf_counter_ns() - t0
+        stream_done = stream.done
+        probe = cuda.record_timestamp(cuda)  # a token behind the kernels just launched
+        last_done = cuda.timestamp_done(cuda, probe)
+        cuda.release_timestamp(cuda, probe)
+        in_use = kprof_cuda.pool_stats().in_use
+    rows = [x for x in p.kernels if x.name == "spin_ns"]
+    FIGURES["no_synchronization"] = {
+        "launches": n, "kernel_ns": each, "device_total_ns": n * each,
+        "host_loop_ns": host_ns, "stream_done_after_loop": stream_done,
+        "last_token_done_after_loop": last_done, "events_in_use_after_loop": in_use,
+    }
+    assert not stream_done and not last_done  # the host got ahead of the device
+    assert host_ns < n * each  # far less, in practice: the loop did not wait for kernels
+    assert len(rows) == n and all(x.error is None for x in rows)
+    assert all(abs(x.duration_ns - each) < 0.02 * each for x in rows)
+
+
+def test_range_device_time(cuda: kprof.Backend, spin: Any) -> None:
+    with profile() as p:
+        with kprof.range("three spins"):
+            for _ in range(3):
+                spin(*spin_args(MS))
+    [r] = p.device_ranges
+    [h] = [x for x in p.ranges if x.name == "three spins"]
+    FIGURES["range"] = {"device_ns": r.duration_ns, "host_ns": h.duration_ns,
+                        "expected_device_ns": 3 * MS, "queue": r.queue, "device": r.device}
+    assert (r.name, r.backend, r.error) == ("three spins", "cuda", None)
+    assert abs(r.duration_ns - 3 * MS) < 0.02 * 3 * MS
+    assert h.duration_ns < 3 * MS  # the range's host side did not wait for its kernels
+
+
+def test_clock_alignment(cuda: kprof.Backend, spin: Any) -> None:
+    k = kprof_cuda.kernel(spin)
+    cupy.cuda.get_current_stream().synchronize()  # an idle stream: the kernel starts at once
+    with profile() as p:
+        k(*spin_args(MS))
+    [x] = p.kernels
+    [clock] = p.clocks.values()
+    after_launch = x.start_ns - x.launch_start_ns
+    FIGURES["clock"] = {"method": clock.method, "error_ns": clock.error_ns,
+                        "shift_ns": clock.shift_ns,
+                        "first_kernel_start_after_launch_start_ns": after_launch,
+                        "launch_call_ns": x.launch_end_ns - x.launch_start_ns}
+    assert clock.method == METHOD
+    assert clock.error_ns is not None and clock.error_ns < 1 * MS
+    # A correct alignment never puts work before its launch by more than its error bound, so
+    # kprof never has to shift the device by more than that.
+    assert clock.shift_ns <= clock.error_ns
+    assert after_launch >= 0
+
+
+# -- streams and threads --------------------------------------------------------------------------
+
+
+def test_three_threads_on_their_own_streams_side_by_side(cuda: kprof.Backend, spin: Any) -> None:
+    k = kprof_cuda.kernel(spin)
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with cupy.cuda.Stream(non_blocking=True) as s:
+                barrier.wait()
+                for _ in range(3):
+                    k(*spin_args(5 * MS))
+                s.synchronize()
+        except BaseException as exc:  # surfaced below, not lost in the thread
+            errors.append(exc)
+
+    with profile() as p:
+        threads = [threading.Thread(target=kprof.propagate(work), name=f"worker{i}")
+                   for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    rows = [x for x in p.kernels if x.name == "spin_ns"]
+    assert len(rows) == 9 and all(x.error is None for x in rows)
+    by_thread: dict[str, list[Any]] = {}
+    for x in rows:
+        by_thread.setdefault(x.thread, []).append(x)
+    assert sorted(by_thread) == ["worker0", "worker1", "worker2"]
+    queues = {t: {x.queue for x in xs} for t, xs in by_thread.items()}
+    assert all(len(q) == 1 for q in queues.values())  # one stream per thread
+    assert len({next(iter(q)) for q in queues.values()}) == 3  # three different rows
+    spans = {t: (min(x.start_ns for x in xs), max(x.end_ns for x in xs))
+             for t, xs in by_thread.items()}
+    overlap = min(e for _, e in spans.values()) - max(s for s, _ in spans.values())
+    FIGURES["three_streams"] = {"queues": sorted(next(iter(q)) for q in queues.values()),
+                                "spans_ns": {t: e - s for t, (s, e) in spans.items()},
+                                "common_overlap_ns": overlap}
+    assert overlap > 0  # the three streams ran side by side on the device
+
+
+def test_several_devices_each_have_their_clock(cuda: kprof.Backend, spin: Any) -> None:
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("one device")
+    k = kprof_cuda.kernel(spin)
+    with profile() as p:
+        for d in (0, 1):
+            with cupy.cuda.Device(d):
+                k(*spin_args(MS))
+    assert len({x.device for x in p.kernels}) == 2 and len(p.clocks) == 2
+    assert all(x.error is None for x in p.kernels)
+
+
+# -- the pool and the cost per launch -------------------------------------------------------------
+
+
+def test_no_event_is_created_per_launch_once_warm(cuda: kprof.Backend, empty: Any) -> None:
+    k = kprof_cuda.kernel(empty)
+    n = 500
+
+    def batch() -> int:
+        with profile() as p:
+            for _ in range(n):
+                k((1,), (1,), ())
+        assert len(p.kernels) == n and all(x.error is None for x in p.kernels)
+        return kprof_cuda.pool_stats().created
+
+    first = batch()
+    second = batch()
+    stats = kprof_cuda.pool_stats()
+    FIGURES["pool"] = {"launches_per_batch": n, "created_after_first": first,
+                       "created_after_second": second, "in_use_after": stats.in_use,
+                       "free_after": stats.free}
+    assert second == first
+    assert stats.in_use == 0
+
+
+def _per_launch_ns(fn: Callable[[], None], n: int, repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        cupy.cuda.Device().synchronize()
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter_ns() - t0) / n)
+    cupy.cuda.Device().synchronize()
+    return best
+
+
+def test_cost_per_launch(cuda: kprof.Backend, empty: Any) -> None:
+    n = 3000
+    grid = ((1,), (1,), ())
+    wrapped = kprof_cuda.kernel(empty)
+
+    def raw() -> None:
+        empty(*grid)
+
+    def kprof_wrapped() -> None:
+        wrapped(*grid)
+
+    def two_new_events() -> None:  # what the reference implementation did per launch
+        a = cupy.cuda.Event()
+        a.record()
+        empty(*grid)
+        b = cupy.cuda.Event()
+        b.record()
+
+    def ranged() -> None:
+        with kprof.range("r"):
+            pass
+
+    figures = {"unprofiled_ns": _per_launch_ns(raw, n),
+               "wrapped_outside_profile_ns": _per_launch_ns(kprof_wrapped, n),
+               "two_new_events_per_launch_ns": _per_launch_ns(two_new_events, n)}
+    created = kprof_cuda.pool_stats().created
+    with profile() as p:
+        figures["profiled_ns"] = _per_launch_ns(kprof_wrapped, n)
+        figures["empty_range_profiled_ns"] = _per_launch_ns(ranged, n)
+        figures["unprofiled_inside_profile_ns"] = _per_launch_ns(raw, n)
+    figures["overhead_ns"] = figures["profiled_ns"] - figures["unprofiled_ns"]
+    figures["events_created_during"] = kprof_cuda.pool_stats().created - created
+    figures["launches_profiled"] = len(p.kernels)
+    FIGURES["cost_per_launch"] = {k: round(v) for k, v in figures.items()}
+    assert len(p.kernels) == 3 * n and all(x.error is None for x in p.kernels)
+    assert 0 < figures["unprofiled_ns"] < figures["profiled_ns"]
+
+
+# -- copies and NVTX ------------------------------------------------------------------------------
+
+
+def test_copies_are_captured(cuda: kprof.Backend) -> None:
+    host = numpy.ones(16 * 1024 * 1024, dtype=numpy.float32)  # 64 MiB
+    d = cupy.asarray(host)  # warm: pinned staging buffers, memory pool
+    d.get()
+    cupy.cuda.Device().synchronize()
+    with profile() as p:
+        d = cupy.asarray(host)
+        back = d.get()
+        d.set(host)
+        cupy.asnumpy(d)
+        small = cupy.asarray([1, 2, 3])  # a list: not captured (documented)
+    assert back.nbytes == host.nbytes and small.size == 3
+    rows = p.kernels
+    assert [(x.name, x.kind, x.nbytes) for x in rows] == [
+        ("[copy host to device]", "copy", host.nbytes), ("[copy device to host]", "copy", host.nbytes),
+        ("[copy host to device]", "copy", host.nbytes), ("[copy device to host]", "copy", host.nbytes)]
+    assert all(x.error is None and x.duration_ns > 0 for x in rows)
+    FIGURES["copies_64MiB"] = {
+        f"{how} {x.name}": {"device_ns": x.duration_ns, "host_ns": x.launch_end_ns - x.launch_start_ns,
+                            "GB_per_s": round(x.nbytes / x.duration_ns, 2)}
+        for how, x in zip(("cupy.asarray", "ndarray.get", "ndarray.set", "cupy.asnumpy"), rows)}
+
+
+def test_nvtx_ranges(cuda: kprof.Backend, spin: Any) -> None:
+    pytest.importorskip("nvtx")
+    with profile() as p, kprof.range("nvtx range"):
+        spin(*spin_args(MS))
+    from kprof_cuda.plugin import plugin
+
+    assert plugin._nvtx is not None
+    assert [r.name for r in p.device_ranges] == ["nvtx range"]
