@@ -367,3 +367,13 @@ def test_nvtx_ranges(cuda: kprof.Backend, spin: Any) -> None:
 
     assert plugin._nvtx is not None
     assert [r.name for r in p.device_ranges] == ["nvtx range"]
+
+
+def test_demo_workload(cuda: kprof.Backend) -> None:
+    step = cuda.demo_workload(cuda, 1 << 20)
+    assert step is not None
+    with profile() as p:
+        for _ in range(5):
+            step()
+    assert [x.name for x in p.kernels] == ["mul2", "add"] * 5
+    assert all(x.error is None and x.duration_ns > 0 for x in p.kernels)
