@@ -158,6 +158,11 @@ class profile:
             _ACTIVE.set(rec.parent)
         try:
             rec.finish()
+        except Exception as err:
+            # A bug of kprof's must not replace the user's exception or break their program.
+            rec.abandon()
+            warnings.warn(f"kprof: resolving the profile failed ({type(err).__name__}: {err}); "
+                          f"what was resolved before is kept", RuntimeWarning, stacklevel=2)
         except BaseException:
             rec.abandon()  # interrupted while waiting for the device: keep what was resolved
             raise

@@ -147,6 +147,7 @@ class Recorder:
         self._warned: set[str] = set()
         self.pending_high_water = 0
         self.late_dropped = 0
+        self.dropped_bad = 0
 
     # -- the launch path (plugins) ------------------------------------------------------------
 
@@ -338,6 +339,9 @@ class Recorder:
             entry = incoming.popleft()
             try:
                 done = self._take(entry, deadline)
+            except Exception as exc:  # a malformed entry (a plugin's bug): never the user's problem
+                self._bad_entry(entry, exc)
+                done = True
             except BaseException:
                 # Never lose an entry to an interrupt (KeyboardInterrupt while waiting).
                 incoming.appendleft(entry)
@@ -398,6 +402,18 @@ class Recorder:
         else:
             self.table.append(nid, kind, qid, tid, h0, h1, rel, dur, nbytes, flags)
         return True
+
+    def _bad_entry(self, entry: tuple[Any, ...], exc: Exception) -> None:
+        """Drop an entry kprof cannot make a row of; warn once per profile."""
+        backend, _kind, name, *_rest, start, stop, _n, _f = entry
+        self.dropped_bad += 1
+        if "bad entry" not in self._warned:
+            self._warned.add("bad entry")
+            who = f"backend {backend.name!r} ({backend.plugin_label})" if backend else "kprof"
+            warnings.warn(f"kprof: a record of {name!r} from {who} was dropped, as it could not "
+                          f"be read: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+        if backend is not None and start is not None:
+            self._release(backend, start, stop)
 
     def _elapsed(self, backend: Backend, start: Any, stop: Any) -> int:
         ns = backend.elapsed_time(backend, start, stop)

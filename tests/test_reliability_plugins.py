@@ -267,3 +267,25 @@ def test_nothing_is_imported_from_the_working_directory(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "script ran" in out.stdout
     assert not marker.exists()
+
+
+def test_a_malformed_launch_report_is_dropped_with_one_warning(testbackends: Any,
+                                                               tdq: Any) -> None:
+    from kprof_testbackend import plugin
+
+    q = tdq()
+    b = kprof.get_backend("testdev")
+    with caught_warnings() as caught, kprof.profile() as p, q:
+        rec = kprof.capture.active()
+        assert rec is not None
+        for _ in range(2):  # a plugin's bug: a name that is not a str
+            t0 = kprof.capture.now()
+            start, stop = plugin.record_timestamp(b), plugin.record_timestamp(b)
+            rec.launch(b, kprof.capture.KERNEL, ["not", "a", "name"], q, t0,  # type: ignore[arg-type]
+                       kprof.capture.now(), start, stop)
+        q.launch("fine")
+    [msg] = [str(w.message) for w in caught if "dropped" in str(w.message)]
+    assert "['not', 'a', 'name']" in msg and "TypeError" in msg and "kprof-testbackend" in msg
+    assert [k.name for k in p.kernels] == ["fine"]
+    assert rec.dropped_bad == 2
+    assert not plugin.live
