@@ -203,31 +203,37 @@ class profile:
         self.gather, self.output, self.root, self.rounds = gather, output, root, rounds
         self._inner = _profile(**profile_kwargs)
         self._result: MPIProfile | None = None
+        self._own: Any = None
         self._start: ClockSync | None = None
         self._skew = 0
 
     def __enter__(self) -> MPIProfile:
         if self._result is not None:
             raise RuntimeError("this kprof.mpi.profile() is already active")
-        if self._comm is None:
-            self._comm = _import_mpi().COMM_WORLD
-        comm = self._comm
-        rank, size = comm.Get_rank(), comm.Get_size()
+        user = self._comm if self._comm is not None else _import_mpi().COMM_WORLD
+        rank, size = user.Get_rank(), user.Get_size()
+        # Everything that can fail is checked before the first collective call, so that a
+        # bad setting fails on every rank alike instead of leaving the others waiting.
         if not 0 <= self.root < size:
             raise ValueError(f"root={self.root} is not a rank of this communicator (size {size})")
         self._skew = test_clock_skew_ns(rank)
-        self._start = measure_clock_offset(comm, self.root, self.rounds, self._clock)
-        local = self._inner.__enter__()
-        self._result = MPIProfile(rank, size, self.root, local)
-        return self._result
+        result = MPIProfile(rank, size, self.root, Profile())
+        if self.output:
+            self._expand(self.output, result)
+        # kprof's own communicator: its messages can never match the application's.
+        self._own = user.Dup()
+        self._start = measure_clock_offset(self._own, self.root, self.rounds, self._clock)
+        result.local = self._inner.__enter__()
+        self._result = result
+        return result
 
     def _clock(self) -> int:
         return time.perf_counter_ns() + self._skew
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        result, comm = self._result, self._comm
-        assert result is not None and self._start is not None
-        self._result = None
+        result, comm = self._result, self._own
+        assert result is not None and self._start is not None and comm is not None
+        self._result, self._own = None, None
         self._inner.__exit__(exc_type, exc, tb)
         local = result.local
         local.meta.update(rank=result.rank, world_size=result.size, rank_source="kprof.mpi")
@@ -249,6 +255,7 @@ class profile:
             if profiles is not None:
                 result.ranks = profiles
                 result.combined = combine(profiles)
+        comm.Free()
 
     @staticmethod
     def _expand(pattern: str, result: MPIProfile) -> str:

@@ -257,3 +257,15 @@ def test_without_mpi4py_the_error_says_what_to_install(monkeypatch: pytest.Monke
     with pytest.raises(kprof.KprofError, match=r"pip install 'kprof\[mpi\]'"):
         with kprof.mpi.profile():
             pass
+
+
+def test_bad_settings_fail_before_any_exchange(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checked before the first collective call (ScriptedComm has no Dup: reaching it would
+    be an AttributeError), so every rank fails alike instead of leaving others waiting."""
+    with pytest.raises(kprof.KprofError, match=r"bad output path '\{nope\}\.kprof'"):
+        kprof.mpi.profile(comm=ScriptedComm(1), output="{nope}.kprof").__enter__()
+    with pytest.raises(ValueError, match="root=2 is not a rank"):
+        kprof.mpi.profile(comm=ScriptedComm(1), root=2).__enter__()
+    monkeypatch.setenv("KPROF_TEST_CLOCK_SKEW_NS", "soon")
+    with pytest.raises(kprof.KprofError, match="KPROF_TEST_CLOCK_SKEW_NS"):
+        kprof.mpi.profile(comm=ScriptedComm(1)).__enter__()
