@@ -36,8 +36,11 @@ Not captured:
   arrays, ``MemoryPointer.copy_*`` and direct ``cupy.cuda.runtime.memcpy*`` calls.
 - Calls through names bound before the profile started (``from cupy import asarray``).
 - Work on streams other than the thread's current one (a range times the current stream).
-- Work enqueued while a stream is being captured into a CUDA graph (its events never
-  complete: such rows are reported unresolved).
+  A range or wrapped call must end on the device it began on: events of two devices cannot
+  be compared (CUDA reports an invalid handle, and kprof stops using the backend).
+- Work enqueued on a stream while it is being captured into a CUDA graph: kprof's events
+  become part of the graph instead of timestamps, so such rows get no device time (they are
+  reported unresolved; not yet checked on a GPU). Don't profile graph capture itself.
 
 What a device time means: events are recorded on the stream before and after the call, so a
 row's device time runs from when the stream reached the first event to when it reached the
