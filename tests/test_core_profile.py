@@ -264,6 +264,8 @@ def test_an_exception_propagates_and_records_are_kept(tdq: Any) -> None:
 def test_capture_installed_on_first_enter_removed_on_last_exit(tdq: Any) -> None:
     q = tdq()
     original, plain_original = device.Queue.launch, device.PlainQueue.launch
+    # Outside a profile the library's own functions are in place, not kprof's wrappers.
+    assert (original.__qualname__, plain_original.__qualname__) == ("Queue.launch", "PlainQueue.launch")
     with kprof.profile() as outer:
         installed = device.Queue.launch
         assert installed is not original and device.PlainQueue.launch is not plain_original

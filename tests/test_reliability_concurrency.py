@@ -19,7 +19,7 @@ THREADS, LAUNCHES = 8, 10_000
 
 def test_eight_threads_under_one_profile(tdq: Any) -> None:
     queues = [tdq() for _ in range(THREADS)]
-    start = threading.Barrier(THREADS)
+    start = threading.Barrier(THREADS, timeout=30)
 
     def work(q: device.Queue) -> None:
         start.wait()
@@ -44,7 +44,7 @@ def test_eight_threads_under_one_profile(tdq: Any) -> None:
 
 def test_two_profiles_in_two_threads_see_only_their_own_work(tdq: Any) -> None:
     queues = [tdq(), tdq()]
-    both_in = threading.Barrier(2)
+    both_in = threading.Barrier(2, timeout=30)
     results: dict[int, kprof.Profile] = {}
 
     def work(i: int) -> None:

@@ -42,7 +42,7 @@ def test_keyboard_interrupt_while_resolving(tdq: Any) -> None:
     q = tdq()
     original = device.Queue.launch
     q.hang.clear()
-    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
     with pytest.raises(KeyboardInterrupt):
         with kprof.profile(timeout=30) as p, q:
             q.launch("done", 10)
