@@ -5,6 +5,8 @@ Registered like any plugin but consulted last: a backend's own implementation al
 
 from __future__ import annotations
 
+import itertools
+import weakref
 from typing import Any
 
 from .backend import Alignment, Backend, BackendInfo, QueueInfo, TimestampsUnsupported
@@ -43,10 +45,20 @@ def current_queue(backend: Backend) -> Any | None:
 
 @hookimpl(trylast=True)
 def queue_info(backend: Backend, queue: Any) -> QueueInfo | None:
-    # Number queues in the order kprof first sees them (the queue objects stay referenced by
-    # the profile that asks, so ids are not reused meanwhile).
-    numbers = backend.state.setdefault("kprof.queue_numbers", {})
-    n = numbers.setdefault(id(queue), len(numbers) + 1)
+    # Number queues in the order kprof first sees them. Weakly held, so that a process that
+    # makes queues without end does not grow this; objects that can't be (or can't be hashed)
+    # are numbered by id, which stays unique while the profile asking holds the queue.
+    numbers = backend.state.setdefault("kprof.queue_numbers", weakref.WeakKeyDictionary())
+    by_id = backend.state.setdefault("kprof.queue_numbers_by_id", {})
+    counter = backend.state.setdefault("kprof.queue_counter", itertools.count(1))
+    try:
+        n = numbers.get(queue)
+        if n is None:
+            n = numbers[queue] = next(counter)
+    except TypeError:
+        n = by_id.get(id(queue))
+        if n is None:
+            n = by_id[id(queue)] = next(counter)
     return QueueInfo(device="device", label=f"queue {n}")
 
 

@@ -49,3 +49,35 @@ def test_a_thousand_profiles_in_a_row(tdq: Any) -> None:
     assert (device.Queue.launch, device.PlainQueue.launch) == originals
     assert device.Queue.launch is originals[0] and device.PlainQueue.launch is originals[1]
     assert not profiler.capture_installed()
+
+
+class FreshQueues:
+    """A backend with a current queue and no queue_info: kprof's default names the queues."""
+
+    queue: Any = None
+
+    @kprof.hookimpl
+    def current_queue(self, backend: kprof.Backend) -> Any:
+        return self.queue
+
+
+def test_default_queue_names_do_not_accumulate() -> None:
+    plugin = FreshQueues()
+    backend = kprof.register_backend(plugin, "fresh")
+
+    class Q:
+        pass
+
+    with kprof.profile(backends=["fresh"]) as p:
+        for q in (Q(), Q(), Q()):
+            plugin.queue = q
+            kprof.kernel(lambda: None, name="k")()
+    assert sorted(k.queue for k in p.kernels) == ["queue 1", "queue 2", "queue 3"]
+    for _ in range(1000):
+        plugin.queue = Q()
+        with kprof.profile(backends=["fresh"]):
+            kprof.kernel(lambda: None, name="k")()
+    plugin.queue = None
+    del q  # the loop variable still holds the last queue
+    gc.collect()
+    assert len(backend.state["kprof.queue_numbers"]) == 0
