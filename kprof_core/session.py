@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, overload
 
 from .processors import SummaryRow, summarize
 from .records import (
@@ -215,3 +215,40 @@ class Profile:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the report
         p.text(self.report())
+
+    # -- exports (kprof_core.renderers.chrome, .html and kprof_core.exports) ------------------------
+
+    def export_chrome_trace(self, path: str | os.PathLike[str] | IO[str]) -> None:
+        """Write a Chrome trace / Perfetto JSON file (open it in ui.perfetto.dev)."""
+        from .renderers.chrome import write_chrome_trace
+
+        write_chrome_trace(path, [self])
+
+    def export_html(self, path: str | os.PathLike[str] | IO[str]) -> None:
+        """Write a self-contained HTML timeline (zoom, pan, tooltips) with the summary tables."""
+        from .renderers.html import write_html
+
+        write_html(path, [self])
+
+    @overload
+    def to_json(self, path: None = None) -> dict[str, Any]: ...
+    @overload
+    def to_json(self, path: str | os.PathLike[str] | IO[str]) -> None: ...
+
+    def to_json(self, path: str | os.PathLike[str] | IO[str] | None = None) -> dict[str, Any] | None:
+        """The records, summary and meta as JSON-able data; with ``path``, written there as JSON."""
+        from .exports import to_json
+
+        return to_json(self, path)
+
+    def to_csv(self, path: str | os.PathLike[str] | IO[str] | None = None) -> str | None:
+        """Every record as CSV: the text when ``path`` is None, else written there."""
+        from .exports import to_csv
+
+        return to_csv(self, path)
+
+    def to_dataframe(self) -> Any:
+        """Every record as a ``pandas.DataFrame`` (needs pandas: ``pip install pandas``)."""
+        from .exports import to_dataframe
+
+        return to_dataframe(self)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from ..processors import SummaryRow
-from ..records import RANGE, UNRESOLVED, HostTable
+from ..records import HOST_TIMED, QueueRecord
 from ..timefmt import format_rate, format_time
+from .timeline import DEVICE, HOST_RANGE, MARK, Timeline, Track, device_title
 
 if TYPE_CHECKING:
     from ..session import Profile
@@ -72,40 +74,31 @@ def render_summary(p: Profile) -> list[str]:
 
 
 def trace_rows(p: Profile) -> list[tuple[int, int | None, str, str, int]]:
-    """Chronological ``(start, duration, on, name, depth)`` rows, times relative to the start."""
-    t, h, names, o = p.table, p.host, p.names, p.start_ns
-    thread_no = {i: f"thread {i + 1}" for i in range(len(p.threads))}
-    rows: list[tuple[int, int, str, str, int, bool]] = []  # start, end, on, name, kind, marker
-    for i in range(len(h)):
-        marker = h.kind[i] == HostTable.MARK
-        rows.append((h.start[i] - o, h.end[i] - o, thread_no[h.thread[i]],
-                     names[h.name[i]], 0, marker))
-    for i in range(len(t)):
-        name = names[t.name[i]]
-        if t.kind[i] != RANGE:
-            rows.append((t.launch_start[i] - o, t.launch_end[i] - o, thread_no[t.thread[i]], name, 0, False))
-        if t.flags[i] & UNRESOLVED:
-            continue
-        q = p.queues[t.queue[i]]
-        on = q.row_name(thread_no[t.thread[i]])
-        if t.flags[i] & 1:  # host timed
-            name += " *"
-        rows.append((t.start[i] - o, t.start[i] - o + t.duration[i], on, name, 0, False))
-    # Longer first at equal starts, so enclosing ranges come before what they contain.
-    rows.sort(key=lambda r: (r[0], -(r[1] - r[0])))
-    out: list[tuple[int, int | None, str, str, int]] = []
-    open_until: dict[str, list[int]] = {}
-    for start, end, on, name, _k, marker in rows:
-        stack = open_until.setdefault(on, [])
-        while stack and stack[-1] <= start and not (stack[-1] == start and end == start):
-            stack.pop()
-        depth = len(stack)
-        if marker:
-            out.append((start, None, on, "◆ " + name, depth))
-            continue
-        out.append((start, end - start, on, name, depth))
-        stack.append(end)
-    return out
+    """Chronological ``(start, duration, on, name, depth)`` rows, times relative to the start.
+
+    ``on`` is the row: ``thread N`` for host records (ranges, launches, markers), the queue and
+    launching thread for device records (``OpenCL <device>, queue 1, thread 2``). ``depth`` is
+    the nesting level within that row; markers have no duration and read ``◆ name``; records
+    timed on the host end in ``*``; unresolved device records are left out (their launch stays).
+    """
+    tl = Timeline(p)
+    names, t, h, o = p.names, p.table, p.host, p.start_ns
+
+    def rows(track: Track) -> Iterator[tuple[int, int | None, str, str, int]]:
+        on = tl.row_name(track)
+        for item, depth in zip(track.items, track.depths):
+            s, e = tl.bounds(item)
+            i, tag = item >> 2, item & 3
+            if tag == MARK:
+                yield s - o, None, on, "◆ " + names[h.name[i]], depth
+                continue
+            name = names[h.name[i]] if tag == HOST_RANGE else names[t.name[i]]
+            if tag == DEVICE and t.flags[i] & HOST_TIMED:
+                name += " *"
+            yield s - o, e - s, on, name, depth
+
+    # Each track is already in order (enclosing entries first); merge them by start.
+    return list(heapq.merge(*(rows(tr) for tr in tl.tracks()), key=lambda r: r[0]))
 
 
 def render_trace(p: Profile) -> list[str]:
@@ -118,12 +111,13 @@ def render_trace(p: Profile) -> list[str]:
     out += [f" {a:>{w[0]}}  {b:>{w[1]}}  {c:<{w[2]}}  {n}".rstrip() for a, b, c, n in cells]
     if p.clocks:
         out += ["", "Device clocks placed on the host timeline:"]
-        out += [f"  {c.backend} {c.device}: {c.describe()}" for c in p.clocks.values()]
+        out += [f"  {device_title(QueueRecord(c.backend, c.device, '', ''))}: {c.describe()}"
+                for c in p.clocks.values()]
     return out
 
 
 def render(p: Profile, trace: bool = False) -> str:
     out = render_summary(p)
     if trace:
-        out += [""] + render_trace(p)
+        out += ["", *render_trace(p)]
     return "\n".join(out)

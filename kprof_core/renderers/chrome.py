@@ -1,0 +1,241 @@
+"""Chrome trace / Perfetto JSON, streamed to disk event by event.
+
+Layout (see :mod:`.timeline` for which record goes on which track):
+
+- ``{"displayTimeUnit": "ns", "baseTimeNanoseconds": B, "otherData": {...}, "traceEvents": [...]}``;
+  ``ts``/``dur`` are microseconds with three decimals (exact nanoseconds) relative to ``B``, a
+  host ``perf_counter_ns`` time (plus each profile's ``meta["clock_offset_ns"]``, which a merge
+  of several processes sets so they share one timeline).
+- One process per profile's host side (``host <host> pid <pid>``, or its label such as
+  ``rank 0``) and one per device (``OpenCL <device>``, under the label when several profiles
+  are written); one track per thread and per queue (and launching thread).
+- Complete (``X``) events: host ranges and launches on thread tracks; kernels, copies and the
+  device time of ranges on queue tracks. Markers are instant (``i``) events.
+- A flow arrow from each launch to its device record: ``s`` at the launch's start on its
+  thread, ``f`` (``bp: "e"``) at the kernel's start, sharing an ``id`` unique in the file.
+- ``args``: ``kind``, ``queue``, ``thread``, ``bytes``, ``host_timed``; a launch the device
+  never timed (unresolved) keeps its slice with ``unresolved: <why>`` and has no kernel slice
+  nor flow. Host-timed records are drawn on their queue with host times.
+- Metadata: ``process_name``, ``process_labels`` (host, pid, rank; the device clock's
+  alignment method and error bound), ``process_sort_index``, ``thread_name``,
+  ``thread_sort_index``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Any
+
+from ..backend import KprofError
+from ..exports import Target, open_text
+from ..records import HOST_TIMED, KIND_NAMES, RANGE, UNRESOLVED, QueueRecord
+from .timeline import DEVICE, HOST_RANGE, LAUNCH, MARK, Timeline, device_title, thread_title
+
+if TYPE_CHECKING:
+    from ..session import Profile
+
+FLUSH_EVERY = 4096
+
+
+def _us(ns: int) -> str:
+    """Integer nanoseconds as exact microseconds with three decimals."""
+    # Exact: a double holds ns/1000 far closer than the half-unit of the third decimal, for
+    # any time below ~10^15 ns (ts are relative to the trace's base).
+    return f"{ns / 1000:.3f}"
+
+
+def check_profiles(profiles: Sequence[Profile], labels: Sequence[str] | None) -> list[str | None]:
+    """Validate the arguments of a writer; return each profile's label (None: unlabelled)."""
+    from ..session import Profile
+
+    if isinstance(profiles, Profile):
+        profiles = [profiles]
+    if not profiles:
+        raise ValueError("no profiles to write: pass a sequence with at least one Profile")
+    for p in profiles:
+        if not isinstance(p, Profile):
+            raise TypeError(f"expected kprof.Profile objects, got {type(p).__name__}")
+        if p.start_ns and p.end_ns < p.start_ns:
+            raise KprofError("this profile is still running: export it after its `with` block ends")
+    if labels is not None:
+        if isinstance(labels, str) or len(labels) != len(profiles):
+            raise ValueError(f"labels must be a sequence of {len(profiles)} names, one per profile")
+        return [str(x) for x in labels]
+    if len(profiles) == 1:
+        return [None]
+    return [f"rank {p.meta['rank']}" if p.meta.get("rank") is not None
+            else f"host {p.meta.get('host', '?')} pid {p.meta.get('pid', '?')}" for p in profiles]
+
+
+def offset_of(p: Profile) -> int:
+    """The profile's ``meta["clock_offset_ns"]`` (default 0), checked."""
+    off = p.meta.get("clock_offset_ns", 0)
+    if isinstance(off, bool) or not isinstance(off, int):
+        raise TypeError(f"profile.meta['clock_offset_ns'] must be an int (ns), not {off!r}")
+    return off
+
+
+def first_time(p: Profile) -> int:
+    """The earliest time a profile holds (its start, or an earlier record), on its own clock."""
+    t, h = p.table, p.host
+    cands = [p.start_ns] if p.start_ns else []
+    for col in (t.launch_start, t.start, h.start):
+        if len(col):
+            cands.append(min(col))
+    return min(cands, default=0)
+
+
+def host_name(p: Profile, label: str | None) -> str:
+    return label or f"host {p.meta.get('host', '?')} pid {p.meta.get('pid', '?')}"
+
+
+class _Events:
+    """Writes comma-separated JSON events in batches."""
+
+    def __init__(self, f: IO[str]) -> None:
+        self.f = f
+        self.buf: list[str] = []
+        self.first = True
+
+    def flush(self) -> None:
+        if self.buf:
+            self.f.write(("\n" if self.first else ",\n") + ",\n".join(self.buf))
+            self.first = False
+            self.buf.clear()
+
+
+def write_chrome_trace(target: Target, profiles: Sequence[Profile],
+                       labels: Sequence[str] | None = None) -> None:
+    """Write one or more profiles as one Chrome trace / Perfetto JSON file.
+
+    ``target`` is a path (written atomically; an unwritable one raises
+    :class:`kprof_core.exports.ExportError`) or an open text file. ``labels`` name each
+    profile's processes (default: ``rank N`` from ``meta["rank"]``, else host and pid, when
+    there are several). Events are streamed: memory does not grow with the number of events.
+    """
+    names = check_profiles(profiles, labels)
+    offsets = [offset_of(p) for p in profiles]
+    base = min(first_time(p) + off for p, off in zip(profiles, offsets))
+    from .. import __version__
+
+    other = {
+        "kprof_version": __version__,
+        "profiles": [{
+            "label": name,
+            "host": p.meta.get("host"),
+            "pid": p.meta.get("pid"),
+            "rank": p.meta.get("rank"),
+            "clock_offset_ns": off,
+            "start_us": float(_us(p.start_ns + off - base)) if p.start_ns else 0.0,
+            "clocks": [f"{device_title(QueueRecord(c.backend, c.device, '', ''))}: {c.describe()}"
+                       for c in p.clocks.values()],
+        } for p, name, off in zip(profiles, names, offsets)],
+    }
+    with open_text(target, "Chrome trace") as f:
+        f.write(f'{{"displayTimeUnit": "ns", "baseTimeNanoseconds": {base}, '
+                f'"otherData": {json.dumps(other, default=str)}, "traceEvents": [')
+        ev = _Events(f)
+        pid, flow_base = 1, 0
+        for p, name, off in zip(profiles, names, offsets):
+            pid = _write_profile(ev, p, name, off - base, pid, flow_base)
+            flow_base += len(p.table)
+        ev.flush()
+        f.write("\n]}\n")
+
+
+def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, pid: int,
+                   flow_base: int) -> int:
+    """Emit one profile's processes, tracks and events; return the next free pid."""
+    tl = Timeline(p)
+    t, h = p.table, p.host
+    dumps = json.dumps
+    jnames = [dumps(n) for n in p.names]
+    tlabels = [dumps(x) for x in tl.thread_labels]
+    qlabels = [dumps(q.label) for q in p.queues]
+    clocks = {k: c.describe() for k, c in p.clocks.items()}
+    buf = ev.buf
+
+    def meta(kind: str, pid_: int, args: dict[str, Any], tid: int | None = None) -> None:
+        tid_part = "" if tid is None else f',"tid":{tid}'
+        buf.append(f'{{"ph":"M","name":"{kind}","pid":{pid_}{tid_part},"args":{dumps(args)}}}')
+
+    # A launch names its queue in full ("OpenCL dev, queue 1"); a kernel, on its queue's track,
+    # only the queue's label.
+    qrows = [dumps(f"{device_title(q)}, {q.label}") for q in p.queues]
+    kinds = [dumps(KIND_NAMES[k]) for k in sorted(KIND_NAMES)]
+    host_ident = [f"host {p.meta.get('host', '?')}", f"pid {p.meta.get('pid', '?')}"]
+    if p.meta.get("rank") is not None:
+        host_ident.append(f"rank {p.meta['rank']}")
+
+    for proc in tl.processes:
+        if proc.kind == "host":
+            pname = host_name(p, label)
+            plabels = ", ".join(host_ident)
+        else:
+            pname = f"{label}: {proc.name}" if label else proc.name
+            clock = clocks.get(proc.device_key or "")
+            plabels = f"clock: {clock}" if clock else ""
+        meta("process_name", pid, {"name": pname})
+        meta("process_sort_index", pid, {"sort_index": pid})
+        if plabels:
+            meta("process_labels", pid, {"labels": plabels})
+        for tid, track in enumerate(proc.tracks, 1):
+            tname = track.name
+            if track.kind == "thread":
+                tname = thread_title(p.threads[track.thread], track.name)
+                if track.lane:
+                    tname += f" (overlap {track.lane})"
+            meta("thread_name", pid, {"name": tname}, tid)
+            meta("thread_sort_index", pid, {"sort_index": tid}, tid)
+            where = f'"pid":{pid},"tid":{tid}'
+            for item in track.items:
+                i, tag = item >> 2, item & 3
+                if tag == LAUNCH:
+                    s = t.launch_start[i]
+                    d = max(0, t.launch_end[i] - s)
+                    ts = f"{(s + shift) / 1000:.3f}"
+                    flags = t.flags[i]
+                    extra = ""
+                    if flags & UNRESOLVED:
+                        extra = f',"unresolved":{dumps(p.errors.get(i, "unresolved"))}'
+                    buf.append(f'{{"ph":"X","cat":"launch","name":{jnames[t.name[i]]},{where},'
+                               f'"ts":{ts},"dur":{d / 1000:.3f},"args":{{"kind":{kinds[t.kind[i]]},'
+                               f'"queue":{qrows[t.queue[i]]}{extra}}}}}')
+                    if not flags & UNRESOLVED:
+                        buf.append(f'{{"ph":"s","cat":"launch","name":"launch",'
+                                   f'"id":{flow_base + i + 1},{where},"ts":{ts}}}')
+                elif tag == DEVICE:
+                    s = t.start[i]
+                    ts = f"{(s + shift) / 1000:.3f}"
+                    k = t.kind[i]
+                    nb = t.nbytes[i]
+                    extra = f',"bytes":{nb}' if nb >= 0 else ""
+                    if t.flags[i] & HOST_TIMED:
+                        extra += ',"host_timed":true'
+                    buf.append(f'{{"ph":"X","cat":{kinds[k]},"name":{jnames[t.name[i]]},{where},'
+                               f'"ts":{ts},"dur":{max(0, t.duration[i]) / 1000:.3f},"args":{{'
+                               f'"kind":{kinds[k]},"queue":{qlabels[t.queue[i]]},'
+                               f'"thread":{tlabels[t.thread[i]]}{extra}}}}}')
+                    if k != RANGE:
+                        buf.append(f'{{"ph":"f","bp":"e","cat":"launch","name":"launch",'
+                                   f'"id":{flow_base + i + 1},{where},"ts":{ts}}}')
+                elif tag == HOST_RANGE:
+                    s = h.start[i]
+                    buf.append(f'{{"ph":"X","cat":"range","name":{jnames[h.name[i]]},{where},'
+                               f'"ts":{(s + shift) / 1000:.3f},"dur":{max(0, h.end[i] - s) / 1000:.3f},'
+                               f'"args":{{"kind":"range"}}}}')
+                elif tag == MARK:
+                    buf.append(f'{{"ph":"i","s":"t","cat":"marker","name":{jnames[h.name[i]]},'
+                               f'{where},"ts":{(h.start[i] + shift) / 1000:.3f},"args":{{"kind":"marker"}}}}')
+                if len(buf) >= FLUSH_EVERY:
+                    ev.flush()
+        pid += 1
+    ev.flush()
+    return pid
+
+
+def export_chrome_trace(p: Profile, path: str | os.PathLike[str] | IO[str]) -> None:
+    """``Profile.export_chrome_trace``: one profile, unlabelled."""
+    write_chrome_trace(path, [p])

@@ -1,0 +1,214 @@
+"""A self-contained HTML timeline: one file, no network, with the summary tables below it.
+
+The page (``timeline.html`` with ``timeline.js`` inlined) draws the rows of :mod:`.timeline`
+(a header per process, a row per thread and per queue) on a canvas, with zoom (wheel), pan
+(drag) and a tooltip per entry. The data is embedded as columnar JSON, streamed to the file
+track by track; the script draws only what the view shows, so ~100k records stay responsive.
+The summary tables are rendered here, as static HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from array import array
+from collections.abc import Iterable, Sequence
+from itertools import islice
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from ..exports import Target, open_text
+from ..processors import SummaryRow
+from ..records import COPY, HOST_TIMED, KERNEL, UNRESOLVED, QueueRecord
+from ..timefmt import format_rate, format_time
+from .chrome import check_profiles, first_time, host_name, offset_of
+from .console import COLUMNS, FOOTNOTE
+from .timeline import DEVICE, HOST_RANGE, LAUNCH, MARK, Timeline, device_title, thread_title
+
+if TYPE_CHECKING:
+    from ..session import Profile
+
+HERE = Path(__file__).parent
+DATA_SLOT = "<!--KPROF_DATA-->"
+CHUNK = 8192
+
+# Kind codes in the page's ``k`` column (see timeline.js).
+K_LAUNCH, K_KERNEL, K_COPY, K_DEVICE_RANGE, K_RANGE, K_MARK = range(6)
+
+
+def _js(value: object) -> str:
+    """JSON for inside a <script> element: no '<' that could close it."""
+    return json.dumps(value, default=str).replace("<", "\\u003c")
+
+
+def _numbers(f: IO[str], values: Iterable[int]) -> None:
+    """Write a JSON array of ints in chunks, without holding them all as text."""
+    it = iter(values)
+    sep = "["
+    while chunk := list(islice(it, CHUNK)):
+        f.write(sep + ",".join(map(str, chunk)))
+        sep = ","
+    f.write("[]" if sep == "[" else "]")
+
+
+def write_html(target: Target, profiles: Sequence[Profile], labels: Sequence[str] | None = None) -> None:
+    """Write one or more profiles as one self-contained HTML timeline with summary tables.
+
+    ``target`` is a path (written atomically; an unwritable one raises
+    :class:`kprof_core.exports.ExportError`) or an open text file; ``labels`` as for
+    :func:`kprof_core.renderers.chrome.write_chrome_trace`.
+    """
+    from .. import __version__
+
+    names = check_profiles(profiles, labels)
+    offsets = [offset_of(p) for p in profiles]
+    base = min(first_time(p) + off for p, off in zip(profiles, offsets))
+    end = max(p.start_ns + p.span_ns + off for p, off in zip(profiles, offsets))
+    if len(profiles) == 1:
+        p0 = profiles[0]
+        title = f"kprof timeline: {names[0] or host_name(p0, None)}"
+    else:
+        title = f"kprof timeline: {len(profiles)} profiles"
+    page = (HERE / "timeline.html").read_text(encoding="utf-8")
+    script = (HERE / "timeline.js").read_text(encoding="utf-8")
+    summary = "\n".join(_summary_html(p, name if len(profiles) > 1 else None)
+                        for p, name in zip(profiles, names))
+    page = (page.replace("{{TITLE}}", html.escape(title)).replace("{{VERSION}}", __version__)
+            .replace("{{SUMMARY}}", summary))
+    head, tail = page.split(DATA_SLOT)
+    tail = tail.replace("{{SCRIPT}}", script)
+    with open_text(target, "HTML timeline") as f:
+        f.write(head)
+        f.write(f'{{"base_ns":{base},"span_ns":{max(0, end - base)},"profiles":[')
+        for k, (p, name, off) in enumerate(zip(profiles, names, offsets)):
+            if k:
+                f.write(",")
+            _write_profile(f, p, name, off - base)
+        f.write("]}")
+        f.write(tail)
+
+
+def _write_profile(f: IO[str], p: Profile, label: str | None, shift: int) -> None:
+    tl = Timeline(p)
+    t, h = p.table, p.host
+    f.write(f'{{"label":{_js(label)},"start_ns":{p.start_ns + shift},"names":{_js(p.names)},'
+            '"processes":[')
+    for pi, proc in enumerate(tl.processes):
+        if proc.kind == "host":
+            pname = host_name(p, label)
+        else:
+            pname = f"{label}: {proc.name}" if label else proc.name
+        f.write(("," if pi else "") + f'{{"name":{_js(pname)},"kind":{_js(proc.kind)},"tracks":[')
+        for ti, track in enumerate(proc.tracks):
+            name = track.name
+            if track.kind == "thread":
+                name = thread_title(p.threads[track.thread], name)
+                if track.lane:
+                    name += f" (overlap {track.lane})"
+            items = track.items
+            starts, durs = array("q"), array("q")
+            for it in items:
+                b0, b1 = tl.bounds(it)
+                starts.append(b0 + shift)
+                durs.append(b1 - b0)
+            f.write(("," if ti else "") + f'{{"name":{_js(name)},"kind":{_js(track.kind)},'
+                    f'"depth":{track.max_depth + 1},"md":{max(durs, default=0)},"s":')
+            _numbers(f, starts)
+            f.write(',"d":')
+            _numbers(f, durs)
+            f.write(',"n":')
+            _numbers(f, (h.name[it >> 2] if it & 3 >= HOST_RANGE else t.name[it >> 2]
+                         for it in items))
+            f.write(',"k":')
+            _numbers(f, (_kind(p, it) for it in items))
+            f.write(',"z":')
+            _numbers(f, track.depths)
+            if track.kind == "queue" and any(t.nbytes[it >> 2] >= 0 for it in items):
+                f.write(',"b":')
+                _numbers(f, (t.nbytes[it >> 2] for it in items))
+            if any(_flags(p, it) for it in items):
+                f.write(',"f":')
+                _numbers(f, (_flags(p, it) for it in items))
+            f.write("}")
+        f.write("]}")
+    f.write("]}")
+
+
+def _kind(p: Profile, item: int) -> int:
+    tag = item & 3
+    if tag == LAUNCH:
+        return K_LAUNCH
+    if tag == HOST_RANGE:
+        return K_RANGE
+    if tag == MARK:
+        return K_MARK
+    k = p.table.kind[item >> 2]
+    return K_KERNEL if k == KERNEL else K_COPY if k == COPY else K_DEVICE_RANGE
+
+
+def _flags(p: Profile, item: int) -> int:
+    tag = item & 3
+    if tag == DEVICE:
+        return 1 if p.table.flags[item >> 2] & HOST_TIMED else 0
+    if tag == LAUNCH:
+        return 2 if p.table.flags[item >> 2] & UNRESOLVED else 0
+    return 0
+
+
+# -- the summary tables ------------------------------------------------------------------------------
+
+
+def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> str:
+    headers = [*COLUMNS, *(["Throughput"] if throughput else [])]
+    out = [f"<h3>{html.escape(title)}</h3>", "<table><thead><tr>"]
+    out += [f"<th>{html.escape(c)}</th>" for c in headers]
+    out.append('<th class="name">Name</th></tr></thead><tbody>')
+    for r in rows:
+        cells = [f"{r.percent:.1f} %", format_time(r.total_ns), str(r.calls), format_time(r.avg_ns),
+                 format_time(r.min_ns), format_time(r.max_ns), format_time(r.median_ns)]
+        if throughput:
+            cells.append(format_rate(r.nbytes, r.total_ns) if r.nbytes else "")
+        out.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells)
+                   + f'<td class="name">{html.escape(r.label)}</td></tr>')
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _summary_html(p: Profile, label: str | None) -> str:
+    s = p.summary()
+    nr, nk = p.counts
+    out = [f"<h2>{html.escape(label)}</h2>" if label else "<h2>Summary</h2>",
+           f"<p>Profiled {format_time(p.span_ns)}, recording {nr} range{'s' * (nr != 1)} and "
+           f"{nk} kernel{'s' * (nk != 1)}.</p>"]
+    out.append(_table("Host-side activity", s.host) if s.host
+               else "<p>No host-side activity was recorded.</p>")
+    out.append(_table("Device-side activity", s.device, any(r.nbytes for r in s.device)) if s.device
+               else "<p>No device-side activity was recorded.</p>")
+    if s.device_ranges:
+        out.append(_table("Device-side ranges (device time of the work enqueued inside each)",
+                          s.device_ranges))
+    if s.markers:
+        out.append("<h3>Markers</h3><table><thead><tr><th>Count</th><th class=\"name\">Marker"
+                   "</th></tr></thead><tbody>" + "".join(
+                       f'<tr><td>{n}</td><td class="name">{html.escape(m)}</td></tr>'
+                       for m, n in s.markers) + "</tbody></table>")
+    if any(r.host_timed for r in s.device) or any(r.host_timed for r in s.device_ranges):
+        out.append(f'<p class="note">{html.escape(FOOTNOTE.strip())}</p>')
+    reasons: dict[str, int] = {}
+    flags = p.table.flags
+    for i in range(len(flags)):
+        if flags[i] & UNRESOLVED:
+            why = p.errors.get(i, "unresolved")
+            reasons[why] = reasons.get(why, 0) + 1
+    if reasons:
+        n = sum(reasons.values())
+        out.append(f"<p>{n} device record{'s' * (n != 1)} could not "
+                   "be resolved (their launches are shown, without device time):</p><ul>"
+                   + "".join(f"<li>{n} × {html.escape(why)}</li>" for why, n in reasons.items())
+                   + "</ul>")
+    if p.clocks:
+        out.append("<h3>Device clocks placed on the host timeline</h3><ul>" + "".join(
+            f"<li>{html.escape(device_title(QueueRecord(c.backend, c.device, '', '')))}: "
+            f"{html.escape(c.describe())}</li>"
+            for c in p.clocks.values()) + "</ul>")
+    return "\n".join(out)

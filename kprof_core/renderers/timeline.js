@@ -1,0 +1,267 @@
+/* kprof's HTML timeline: rows per thread and per queue, zoom (wheel), pan (drag), tooltips.
+ *
+ * The data (in #kprof-data) is columnar, per track: s (start, ns from the trace's base), d
+ * (duration, ns), n (name index), k (kind), z (nesting depth), optional b (bytes, -1: none) and
+ * f (flags: 1 host-timed, 2 unresolved), items sorted by start; md is the longest duration. Only
+ * what is visible is drawn: a binary search finds the first item that can reach the view, and
+ * items narrower than a pixel that fall where something is already drawn are skipped.
+ */
+(function () {
+  "use strict";
+  var KINDS = ["launch", "kernel", "copy", "device range", "range", "marker"];
+  var ROW = 18, HEAD = 22, AXIS = 24, PAD = 3;
+  var status = document.getElementById("kprof-status");
+  var data = JSON.parse(document.getElementById("kprof-data").textContent);
+  var labels = document.getElementById("kprof-labels");
+  var view = document.getElementById("kprof-view");
+  var canvas = document.getElementById("kprof-canvas");
+  var tip = document.getElementById("kprof-tip");
+  var ctx = canvas.getContext("2d");
+
+  function fmtTime(ns) {
+    var a = Math.abs(ns), sign = ns < 0 ? "-" : "";
+    function g3(v) { return String(Number(v.toPrecision(3))); }
+    if (a < 999.5) return sign + a.toFixed(0) + " ns";
+    if (a < 999.5e3) return sign + g3(a / 1e3) + " µs";
+    if (a < 999.5e6) return sign + g3(a / 1e6) + " ms";
+    return sign + g3(a / 1e9) + " s";
+  }
+  function fmtBytes(n) {
+    var units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    for (var i = 0; i < units.length; i++) {
+      if (n < 1023.5 || i === units.length - 1) {
+        return i === 0 ? n.toFixed(0) + " B" : String(Number(n.toPrecision(3))) + " " + units[i];
+      }
+      n /= 1024;
+    }
+  }
+  function escapeHtml(s) {
+    return String(s).replace(/[&<>"]/g, function (c) {
+      return {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;"}[c];
+    });
+  }
+  function bisect(arr, x) {  // first index with arr[i] >= x
+    var lo = 0, hi = arr.length;
+    while (lo < hi) { var mid = (lo + hi) >> 1; if (arr[mid] < x) lo = mid + 1; else hi = mid; }
+    return lo;
+  }
+  var hueCache = {};
+  function hue(name) {
+    var h = hueCache[name];
+    if (h === undefined) {
+      h = 2166136261;  // FNV-1a, then spread by the golden angle so similar names differ
+      for (var i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619) >>> 0;
+      h = hueCache[name] = Math.round((h % 1000) * 137.508) % 360;
+    }
+    return h;
+  }
+  function color(kind, name, hostTimed) {
+    var h = hue(name);
+    if (kind === 0) return "hsl(" + h + ",45%,72%)";          // launch
+    if (kind === 1) return hostTimed ? "hsl(" + h + ",25%,62%)" : "hsl(" + h + ",62%,55%)";
+    if (kind === 2) return "hsl(" + h + ",70%,42%)";          // copy
+    if (kind === 3) return "hsl(" + h + ",35%,80%)";          // device range
+    return "hsl(" + h + ",40%,80%)";                          // host range
+  }
+
+  // -- layout: a header per process, a row per track, each as tall as its nesting ------------
+  var rows = [], nItems = 0, span = data.span_ns;
+  var y = AXIS;
+  data.profiles.forEach(function (prof) {
+    prof.processes.forEach(function (proc) {
+      var head = document.createElement("div");
+      head.className = "kprof-proc";
+      head.setAttribute("data-kind", proc.kind);
+      head.textContent = proc.name;
+      head.title = proc.title || proc.name;
+      head.style.top = y + "px";
+      head.style.height = HEAD + "px";
+      labels.appendChild(head);
+      y += HEAD;
+      proc.tracks.forEach(function (tr) {
+        var h = tr.depth * ROW + 2 * PAD;
+        var el = document.createElement("div");
+        el.className = "kprof-row";
+        el.setAttribute("data-kind", tr.kind);
+        el.textContent = tr.name;
+        el.title = proc.name + " — " + tr.name;
+        el.style.top = y + "px";
+        el.style.height = h + "px";
+        labels.appendChild(el);
+        rows.push({tr: tr, proc: proc, prof: prof, y: y, h: h});
+        nItems += tr.s.length;
+        y += h;
+      });
+    });
+  });
+  var height = y + 8;
+  labels.style.height = height + "px";
+
+  // -- the view: [t0, t1] in ns from the base ------------------------------------------------
+  var t0, t1, width = 0, dpr = 1, pending = false, drawn = 0;
+  function reset() { var pad = Math.max(span * 0.01, 50); t0 = -pad; t1 = span + pad; }
+  reset();
+
+  function resize() {
+    width = Math.max(100, view.clientWidth);
+    dpr = window.devicePixelRatio || 1;
+    canvas.width = Math.round(width * dpr);
+    canvas.height = Math.round(height * dpr);
+    canvas.style.width = width + "px";
+    canvas.style.height = height + "px";
+  }
+
+  function niceStep(range, px) {
+    var target = range / Math.max(1, px / 110);
+    var p = Math.pow(10, Math.floor(Math.log10(target)));
+    var m = target / p;
+    return p * (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10);
+  }
+
+  function draw() {
+    pending = false;
+    var scale = width / (t1 - t0);
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    // time grid and axis
+    var step = niceStep(t1 - t0, width);
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.textBaseline = "middle";
+    for (var g = Math.ceil(t0 / step) * step; g <= t1; g += step) {
+      var gx = Math.round((g - t0) * scale) + 0.5;
+      ctx.fillStyle = "#eef0f3";
+      ctx.fillRect(gx, AXIS, 1, height - AXIS);
+      ctx.fillStyle = "#667085";
+      ctx.fillText(fmtTime(Math.round(g)), gx + 3, AXIS / 2);
+    }
+    ctx.fillStyle = "#d9dde5";
+    ctx.fillRect(0, AXIS - 1, width, 1);
+    drawn = 0;
+    var t = ctx;
+    for (var r = 0; r < rows.length; r++) {
+      var row = rows[r], tr = row.tr, names = row.prof.names;
+      var s = tr.s, d = tr.d, z = tr.z, k = tr.k, f = tr.f;
+      var last = [], lastMark = [];  // per depth: the rightmost pixel drawn so far
+      var i = bisect(s, t0 - tr.md), n = s.length;
+      for (; i < n && s[i] <= t1; i++) {
+        var x0 = (s[i] - t0) * scale, x1 = x0 + d[i] * scale;
+        var yy = row.y + PAD + z[i] * ROW;
+        if (k[i] === 5) {  // marker: a diamond, unless one is drawn within 6 px already
+          if (x0 < -6 || (lastMark[z[i]] !== undefined && x0 - lastMark[z[i]] < 6)) continue;
+          lastMark[z[i]] = x0;
+          t.fillStyle = "#d92d20";
+          t.beginPath();
+          t.moveTo(x0, yy + 3); t.lineTo(x0 + 4, yy + ROW / 2); t.lineTo(x0, yy + ROW - 3);
+          t.lineTo(x0 - 4, yy + ROW / 2); t.closePath(); t.fill();
+          drawn++;
+          continue;
+        }
+        if (x1 < 0) continue;
+        var lx = last[z[i]];
+        if (x1 - x0 < 1) {
+          if (lx !== undefined && Math.floor(x0) <= lx) continue;  // that pixel is painted
+          x1 = x0 + 1;
+        }
+        last[z[i]] = Math.floor(x1);
+        var name = names[tr.n[i]];
+        t.fillStyle = color(k[i], name, f ? f[i] & 1 : 0);
+        var cx0 = Math.max(x0, -2), cx1 = Math.min(x1, width + 2);
+        t.fillRect(cx0, yy + 1, cx1 - cx0, ROW - 2);
+        drawn++;
+        if (cx1 - cx0 > 36) {
+          t.save();
+          t.beginPath(); t.rect(cx0, yy, cx1 - cx0 - 2, ROW); t.clip();
+          t.fillStyle = "#101828";
+          t.fillText(name, cx0 + 3, yy + ROW / 2);
+          t.restore();
+        }
+      }
+    }
+  }
+  function redraw() { if (!pending) { pending = true; window.requestAnimationFrame(draw); } }
+
+  // -- interaction -----------------------------------------------------------------------------
+  function rowAt(py) {
+    for (var r = 0; r < rows.length; r++) if (py >= rows[r].y && py < rows[r].y + rows[r].h) return rows[r];
+    return null;
+  }
+  function itemAt(px, py) {
+    var row = rowAt(py);
+    if (!row) return null;
+    var tr = row.tr, s = tr.s, d = tr.d, z = tr.z;
+    var depth = Math.floor((py - row.y - PAD) / ROW);
+    var scale = width / (t1 - t0), t = t0 + px / scale, tol = 3 / scale;
+    var best = -1, bestDist = Infinity;
+    for (var i = bisect(s, t - tr.md - tol); i < s.length && s[i] <= t + tol; i++) {
+      if (z[i] !== depth) continue;
+      var a = s[i] - tol, b = s[i] + d[i] + tol;
+      if (t < a || t > b) continue;
+      var dist = Math.abs(t - (s[i] + d[i] / 2)) - d[i] / 2;
+      if (dist < bestDist) { bestDist = dist; best = i; }
+    }
+    return best < 0 ? null : {row: row, i: best};
+  }
+  function showTip(hit, cx, cy) {
+    var tr = hit.row.tr, i = hit.i, kind = tr.k[i];
+    var name = hit.row.prof.names[tr.n[i]];
+    var lines = ["<b>" + escapeHtml(name) + "</b> <span class=k>" + KINDS[kind] + "</span>"];
+    lines.push("<span class=k>start</span> " + fmtTime(tr.s[i] - hit.row.prof.start_ns));
+    if (kind !== 5) lines.push("<span class=k>duration</span> " + fmtTime(tr.d[i]));
+    lines.push("<span class=k>on</span> " + escapeHtml(hit.row.proc.name + ", " + tr.name));
+    if (tr.b && tr.b[i] >= 0) {
+      var rate = tr.d[i] > 0 ? " (" + fmtBytes(tr.b[i] * 1e9 / tr.d[i]) + "/s)" : "";
+      lines.push("<span class=k>bytes</span> " + fmtBytes(tr.b[i]) + rate);
+    }
+    if (tr.f && tr.f[i] & 1) lines.push("timed on the host: the backend has no timestamps");
+    if (tr.f && tr.f[i] & 2) lines.push("unresolved: the device never gave a time (see below)");
+    tip.innerHTML = lines.join("<br>");
+    tip.style.display = "block";
+    var w = tip.offsetWidth, h = tip.offsetHeight;
+    tip.style.left = Math.min(cx + 14, window.innerWidth - w - 8) + "px";
+    tip.style.top = Math.min(cy + 14, window.innerHeight - h - 8) + "px";
+  }
+
+  var drag = null;
+  view.addEventListener("mousedown", function (e) {
+    drag = {x: e.clientX, t0: t0, t1: t1};
+    view.className = "dragging";
+    e.preventDefault();
+  });
+  window.addEventListener("mouseup", function () { drag = null; view.className = ""; });
+  window.addEventListener("mousemove", function (e) {
+    var rect = canvas.getBoundingClientRect();
+    if (drag) {
+      var dt = (e.clientX - drag.x) * (drag.t1 - drag.t0) / width;
+      t0 = drag.t0 - dt; t1 = drag.t1 - dt;
+      tip.style.display = "none";
+      redraw();
+      return;
+    }
+    var px = e.clientX - rect.left, py = e.clientY - rect.top;
+    var hit = px >= 0 && px < width && py >= 0 && py < height ? itemAt(px, py) : null;
+    if (hit) showTip(hit, e.clientX, e.clientY); else tip.style.display = "none";
+  });
+  view.addEventListener("wheel", function (e) {
+    e.preventDefault();
+    var rect = canvas.getBoundingClientRect();
+    var tm = t0 + (e.clientX - rect.left) * (t1 - t0) / width;
+    var factor = Math.exp(e.deltaY * (e.deltaMode === 1 ? 0.05 : 0.0015));
+    if ((t1 - t0) * factor < 20) factor = 20 / (t1 - t0);  // no closer than 20 ns across
+    t0 = tm - (tm - t0) * factor;
+    t1 = tm + (t1 - tm) * factor;
+    redraw();
+  }, {passive: false});
+  view.addEventListener("dblclick", function () { reset(); redraw(); });
+  window.addEventListener("resize", function () { resize(); redraw(); });
+
+  resize();
+  draw();
+  status.setAttribute("data-rows", String(rows.length));
+  status.setAttribute("data-processes", String(labels.querySelectorAll(".kprof-proc").length));
+  status.setAttribute("data-items", String(nItems));
+  status.setAttribute("data-drawn", String(drawn));
+  if (!window.kprofErrors.length) {
+    status.setAttribute("data-state", "ready");
+    status.textContent = rows.length + " rows, " + nItems + " entries over " + fmtTime(span);
+  }
+})();

@@ -1,0 +1,222 @@
+"""The timeline model: which row (track) each record is drawn on, in what order, at what depth.
+
+The console trace, the Chrome/Perfetto trace and the HTML timeline all lay a profile out with
+this module, so they show the same rows:
+
+- one **process** for the host side of a profile (its threads) and one per device;
+- on the host, one **track** per thread (an asyncio task gets its own track, since tasks on
+  one thread interleave): host ranges, captured launches (the enqueue call) and markers;
+- on a device, one track per queue and launching thread (``queue 1, thread 2``): kernels,
+  copies and the device time of ranges, each at its device time placed on the host clock.
+
+Every track nests strictly (an entry lies wholly inside another, or after it), which both
+Perfetto and the indented trace need. Data that breaks this (kernels overlapping on an
+out-of-order queue, ranges entered and exited out of order) spills onto an overflow lane,
+named ``... (overlap N)``, instead of being drawn wrong.
+
+Records the device never timed (unresolved) are left off the device tracks; their launch stays
+on its thread, with the reason. Host-timed records (backends without timestamps) are drawn on
+their queue's track with their host times and flagged ``host_timed``.
+
+Entries are items: ``row << 2 | tag``, where ``tag`` says which table the row is in and which
+of its two intervals is meant (a device row has a launch and a device interval).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..records import RANGE, UNRESOLVED, HostTable, QueueRecord, ThreadRecord
+
+if TYPE_CHECKING:
+    from ..session import Profile
+
+# Item tags.
+LAUNCH, DEVICE, HOST_RANGE, MARK = 0, 1, 2, 3
+
+#: Past this many overflow lanes on one track, further conflicts share the last lane (it then
+#: may not nest strictly); only pathological data gets there.
+MAX_LANES = 64
+
+
+def thread_labels(threads: list[ThreadRecord]) -> list[str]:
+    """``thread N`` for each thread record, N counting threads in order of appearance.
+
+    An asyncio task reads ``thread N, task <name>``: tasks on one thread share its number. A
+    thread is known by its ident and name (the OS reuses the ident of a finished thread).
+    """
+    numbers: dict[tuple[int, str], int] = {}
+    out = []
+    for th in threads:
+        n = numbers.setdefault((th.ident, th.name), len(numbers) + 1)
+        out.append(f"thread {n}, task {th.task}" if th.task else f"thread {n}")
+    return out
+
+
+def thread_title(th: ThreadRecord, label: str) -> str:
+    """The label with the Python thread's name when it has a real one (not a bare ident)."""
+    if th.name.startswith("thread ") and th.name[7:].isdigit():
+        return label
+    return f"{label} ({th.name})"
+
+
+def device_title(q: QueueRecord) -> str:
+    """How a device is named: ``OpenCL <device>``, ``CUDA 0``; the device name alone when it
+    already starts with the backend's name (``testdev 0``)."""
+    if q.backend == "host":
+        return "host-timed work (no device queue)"
+    title = q.backend_title
+    if q.device.lower().startswith(title.lower()):
+        return q.device
+    return f"{title} {q.device}"
+
+
+@dataclass
+class Track:
+    """One row of the timeline: items sorted by start (longer first at equal starts)."""
+
+    process: int
+    name: str
+    kind: str  # "thread" or "queue"
+    thread: int
+    queue: int | None = None
+    lane: int = 0
+    items: array[int] = field(default_factory=lambda: array("q"))
+    depths: array[int] = field(default_factory=lambda: array("q"))
+
+    @property
+    def max_depth(self) -> int:
+        return max(self.depths, default=0)
+
+
+@dataclass
+class Process:
+    """A group of tracks: the host side of a profile, or one device."""
+
+    name: str
+    kind: str  # "host" or "device"
+    device_key: str | None = None
+    tracks: list[Track] = field(default_factory=list)
+
+
+class Timeline:
+    """One profile laid out as processes and tracks (see the module docstring).
+
+    ``bounds(item)`` gives an item's ``(start, end)`` in absolute host nanoseconds.
+    """
+
+    def __init__(self, p: Profile) -> None:
+        self.profile = p
+        self.thread_labels = thread_labels(p.threads)
+        self.processes: list[Process] = []
+        t, h = p.table, p.host
+        n = len(t)
+        kind, flags, thread, queue = t.kind, t.flags, t.thread, t.queue
+
+        # Group items per track first (as arrays: a million records cost 8 MB per item list).
+        thread_items: dict[int, array[int]] = {}
+        for j in range(len(h)):
+            tag = MARK if h.kind[j] == HostTable.MARK else HOST_RANGE
+            thread_items.setdefault(h.thread[j], array("q")).append(j << 2 | tag)
+        queue_items: dict[tuple[int, int], array[int]] = {}
+        for i in range(n):
+            if kind[i] != RANGE:
+                thread_items.setdefault(thread[i], array("q")).append(i << 2 | LAUNCH)
+            if not flags[i] & UNRESOLVED:
+                queue_items.setdefault((queue[i], thread[i]), array("q")).append(i << 2 | DEVICE)
+
+        host = Process("host", "host")
+        self.processes.append(host)
+        for tid in sorted(thread_items):
+            base = Track(0, self.thread_labels[tid], "thread", tid)
+            host.tracks += self._lay_out(base, thread_items.pop(tid))
+
+        devices: dict[str, int] = {}
+        for qid, tid in sorted(queue_items):
+            q = p.queues[qid]
+            pi = devices.get(q.device_key)
+            if pi is None:
+                pi = devices[q.device_key] = len(self.processes)
+                self.processes.append(Process(device_title(q), "device", q.device_key))
+            name = f"{q.label}, {self.thread_labels[tid]}" if q.backend != "host" else self.thread_labels[tid]
+            base = Track(pi, name, "queue", tid, qid)
+            self.processes[pi].tracks += self._lay_out(base, queue_items.pop((qid, tid)))
+
+    # -- geometry --------------------------------------------------------------------------------
+
+    def bounds(self, item: int) -> tuple[int, int]:
+        """``(start, end)`` of an item, absolute host nanoseconds (end ≥ start)."""
+        i, tag = item >> 2, item & 3
+        if tag == DEVICE:
+            t = self.profile.table
+            return t.start[i], t.start[i] + max(0, t.duration[i])
+        if tag == LAUNCH:
+            t = self.profile.table
+            return t.launch_start[i], max(t.launch_start[i], t.launch_end[i])
+        h = self.profile.host
+        return h.start[i], max(h.start[i], h.end[i])
+
+    def row_name(self, track: Track) -> str:
+        """The track's full name, as the trace's ``On`` column prints it."""
+        if track.kind == "thread":
+            return track.name
+        return f"{self.processes[track.process].name}, {track.name}"
+
+    def tracks(self) -> Iterator[Track]:
+        for proc in self.processes:
+            yield from proc.tracks
+
+    def _lay_out(self, base: Track, items: array[int]) -> list[Track]:
+        """Sort a track's items and give each a depth; spill what doesn't nest onto lanes."""
+        t, h = self.profile.table, self.profile.host
+        # Decorated as (start, start - end, item): sorted by start, longer first at equal starts.
+        if base.kind == "queue":
+            st, du = t.start, t.duration
+            order = sorted([(st[c >> 2], min(0, -du[c >> 2]), c) for c in items])
+        else:
+            ls, le, hs, he = t.launch_start, t.launch_end, h.start, h.end
+            order = sorted([(ls[c >> 2], min(0, ls[c >> 2] - le[c >> 2]), c) if c & 3 == LAUNCH
+                            else (hs[c >> 2], min(0, hs[c >> 2] - he[c >> 2]), c) for c in items])
+        lanes: list[Track] = [base]
+        stacks: list[list[int]] = [[]]  # per lane: ends of the entries still open
+        stack0 = stacks[0]
+        items0, depths0 = base.items, base.depths
+        for s, neg, item in order:
+            e = s - neg
+            if item & 3 == MARK:
+                # An instant: drawn where it happens, inside whatever is open then.
+                while stack0 and stack0[-1] < s:
+                    stack0.pop()
+                items0.append(item)
+                depths0.append(len(stack0))
+                continue
+            while stack0 and stack0[-1] <= s:
+                stack0.pop()
+            if not stack0 or stack0[-1] >= e:  # the common case: it nests on the track
+                items0.append(item)
+                depths0.append(len(stack0))
+                stack0.append(e)
+                continue
+            li = 0
+            while True:  # the first overflow lane where it nests
+                li += 1
+                if li == len(stacks):
+                    if li > MAX_LANES:
+                        li -= 1
+                        break
+                    lanes.append(Track(base.process, f"{base.name} (overlap {li})", base.kind,
+                                       base.thread, base.queue, li))
+                    stacks.append([])
+                stack = stacks[li]
+                while stack and stack[-1] <= s:
+                    stack.pop()
+                if not stack or stack[-1] >= e:
+                    break
+            stack = stacks[li]
+            lanes[li].items.append(item)
+            lanes[li].depths.append(len(stack))
+            stack.append(e)
+        return lanes
