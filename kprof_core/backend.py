@@ -68,6 +68,7 @@ RESOLVED_HOOKS: dict[str, tuple[str, ...]] = {
     "record_timestamp": ("backend",),
     "elapsed_time": ("backend", "start", "stop"),
     "timestamp_done": ("backend", "token"),
+    "device_times": ("backend", "start", "stop"),
     "release_timestamp": ("backend", "token"),
     "current_queue": ("backend",),
     "queue_info": ("backend", "queue"),
@@ -110,6 +111,7 @@ class Backend:
     record_timestamp: Callable[..., Any]
     elapsed_time: Callable[..., Any]
     timestamp_done: Callable[..., Any]
+    device_times: Callable[..., Any]
     release_timestamp: Callable[..., Any]
     current_queue: Callable[..., Any]
     queue_info: Callable[..., Any]
@@ -131,6 +133,8 @@ class Backend:
         self.implemented: frozenset[str] = frozenset()
         #: Whether the plugin mirrors ranges (implements ``range_push``): checked per range.
         self.mirrors_ranges = False
+        self.has_device_times = False
+        self.pools_tokens = False
         self.broken: str | None = None
         self._info: BackendInfo | None = None
 
@@ -147,6 +151,9 @@ class Backend:
             setattr(self, hook, _adapt(fn, argnames, spec))
         self.implemented = frozenset(impls)
         self.mirrors_ranges = "range_push" in self.implemented
+        self.has_device_times = "device_times" in self.implemented
+        # Without release_timestamp there is nothing to give back: skip the call per record.
+        self.pools_tokens = "release_timestamp" in self.implemented
 
     @property
     def has_timestamps(self) -> bool:

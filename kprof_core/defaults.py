@@ -34,6 +34,11 @@ def timestamp_done(backend: Backend, token: Any) -> bool | None:
 
 
 @hookimpl(trylast=True)
+def device_times(backend: Backend, start: Any, stop: Any) -> tuple[int, int] | None:
+    return None
+
+
+@hookimpl(trylast=True)
 def release_timestamp(backend: Backend, token: Any) -> None:
     return None
 

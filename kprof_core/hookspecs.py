@@ -27,8 +27,13 @@ harvests completed work, on whichever thread harvests, possibly while other thre
 An exception raised by a hook is caught by kprof: it warns once, naming the plugin and the
 error, stops using that backend for the rest of the process, and keeps everything recorded
 (records it can no longer time are kept as unresolved, with the reason). A hook that returns
-the wrong type counts as raising. ``queue_info`` and ``align_clock`` are the exceptions: kprof
-warns and falls back (a generic queue name; placement by launch time) but keeps the backend.
+the wrong type counts as raising. Exceptions are made where falling back is right:
+
+- ``timestamp_done``, ``elapsed_time`` and ``device_times`` raising while kprof resolves a
+  record is a device error (a failed command, an invalid event): that record is kept as
+  unresolved with the reason, and the backend stays in use for the next ones;
+- ``queue_info`` and ``align_clock``: kprof warns and falls back (a generic queue name;
+  placement by launch time) but keeps the backend.
 """
 
 from __future__ import annotations
@@ -103,6 +108,19 @@ def elapsed_time(backend: Backend, start: Any, stop: Any) -> int:
     The default raises :class:`kprof.TimestampsUnsupported`.
     """
     raise NotImplementedError  # a specification: plugins implement it
+
+
+@hookspec(firstresult=True)
+def device_times(backend: Backend, start: Any, stop: Any) -> tuple[int, int] | None:
+    """Optional, for backends whose timestamps are absolute: when ``start``'s work began and
+    ``stop``'s work ended, in nanoseconds of the device's own clock, as a pair of ints.
+
+    Times of tokens on queues with the same ``device_key`` must be comparable. kprof then uses
+    this one call instead of two ``elapsed_time`` calls per record (one for the duration, one
+    for placement), which matters at a million launches. Asked only once ``stop`` is done.
+    OpenCL's profiling counters are such a clock; CUDA's and HIP's events are not (they only
+    give elapsed times), so their plugins leave this hook out. There is no default behaviour.
+    """
 
 
 @hookspec(firstresult=True)

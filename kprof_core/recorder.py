@@ -134,6 +134,9 @@ class Recorder:
         self.names = Interner()
         self.queues: list[QueueRecord] = []
         self._queue_ids: dict[tuple[int, int], tuple[Any, int]] = {}
+        # id(queue) -> (backend, queue id, device key), for the harvest's fast path; the
+        # queue objects are kept alive by _queue_ids.
+        self._fast_queues: dict[int, tuple[Backend, int, str]] = {}
         self._queue_index: dict[QueueRecord, int] = {}
         self.threads: list[ThreadRecord] = []
         self._thread_ids: dict[Any, int] = {}
@@ -143,6 +146,8 @@ class Recorder:
         # Per device key: the first token seen there (kept alive), its launch window, and the
         # backend; every other token on the device is placed by elapsed_time from it.
         self._refs: dict[str, tuple[Backend, Any, int, int]] = {}
+        # Per device key, for backends with device_times: when the reference token's work began.
+        self._ref_begin: dict[str, int] = {}
         self._ref_tokens: set[int] = set()
         self._warned: set[str] = set()
         self.pending_high_water = 0
@@ -331,26 +336,85 @@ class Recorder:
             self._harvest_lock.release()
 
     def _harvest(self, limit: int | None, deadline: float | None) -> int:
-        """The harvest proper; the caller holds ``_harvest_lock`` (so entries only get added)."""
+        """The harvest proper; the caller holds ``_harvest_lock`` (so entries only get added).
+
+        The common entry (a device entry whose queue, thread and name are already known, of a
+        healthy backend, with its work done) is made into a row right here, with locals bound
+        and rows gathered in lists appended to the table in bulk: this loop runs once per
+        launch, so every attribute lookup and call counts. Everything else goes to ``_take``.
+        """
         incoming = self._incoming
         n = len(incoming) if limit is None else min(limit, len(incoming))
         taken = 0
-        while taken < n:
-            entry = incoming.popleft()
-            try:
-                done = self._take(entry, deadline)
-            except Exception as exc:  # a malformed entry (a plugin's bug): never the user's problem
-                self._bad_entry(entry, exc)
-                done = True
-            except BaseException:
-                # Never lose an entry to an interrupt (KeyboardInterrupt while waiting).
-                incoming.appendleft(entry)
-                raise
-            if not done:
-                incoming.appendleft(entry)
-                break
-            taken += 1
+        rows: list[tuple[int, ...]] = []
+        rows_append = rows.append
+        fast_queues = self._fast_queues
+        thread_ids = self._thread_ids
+        name_ids = self.names.index
+        refs = self._refs
+        ref_begin = self._ref_begin
+        ref_ids = self._ref_tokens
+        popleft = incoming.popleft
+        try:
+            while taken < n:
+                entry = popleft()
+                backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags = entry
+                if start is not None and kind < _HOST_RANGE and backend.broken is None:
+                    q = fast_queues.get(id(queue))
+                    tid = thread_ids.get(who)
+                    nid = name_ids.get(name) if type(name) is str else None
+                    if q is not None and q[0] is backend and tid is not None and nid is not None:
+                        ref = refs.get(q[2])
+                        if ref is not None:
+                            try:
+                                if backend.timestamp_done(backend, stop):
+                                    if backend.has_device_times:
+                                        pair = backend.device_times(backend, start, stop)
+                                        dur = pair[1] - pair[0]
+                                        rel = pair[1] - ref_begin[q[2]]
+                                    else:
+                                        dur = backend.elapsed_time(backend, start, stop)
+                                        rel = backend.elapsed_time(backend, ref[1], stop)
+                                    if type(dur) is int and type(rel) is int:
+                                        rows_append((nid, kind, q[1], tid, h0, h1, rel - dur,
+                                                     dur, nbytes, flags))
+                                        if backend.pools_tokens:
+                                            release = backend.release_timestamp
+                                            if id(start) not in ref_ids:
+                                                release(backend, start)
+                                            if stop is not start and id(stop) not in ref_ids:
+                                                release(backend, stop)
+                                        taken += 1
+                                        continue
+                            except Exception:
+                                pass  # _take asks again and reports the failure properly
+                # The general case: rows must be in order, so flush the fast ones first.
+                if rows:
+                    self._flush(rows)
+                try:
+                    done = self._take(entry, deadline)
+                except Exception as exc:  # a malformed entry (a plugin's bug): never the user's problem
+                    self._bad_entry(entry, exc)
+                    done = True
+                except BaseException:
+                    # Never lose an entry to an interrupt (KeyboardInterrupt while waiting).
+                    incoming.appendleft(entry)
+                    raise
+                if not done:
+                    incoming.appendleft(entry)
+                    break
+                taken += 1
+        finally:
+            if rows:
+                self._flush(rows)
         return taken
+
+    def _flush(self, rows: list[tuple[int, ...]]) -> None:
+        """Append rows gathered by the fast path to the table (column by column), and empty
+        the list."""
+        for column, values in zip(self.table.columns(), zip(*rows)):
+            column.extend(values)
+        rows.clear()
 
     def _take(self, entry: tuple[Any, ...], deadline: float | None) -> bool:
         """Make a row of one entry; False (and no change) when its work is not done and we
@@ -380,17 +444,29 @@ class Recorder:
                     if done is not None:  # None: it can't tell, so elapsed_time waits itself
                         error = self._wait(backend, stop, deadline)
                 if error is None:
-                    hook = "elapsed_time"
-                    dur = self._elapsed(backend, start, stop)
                     dkey = self.queues[self._queue_id(backend, queue)].device_key
                     ref = self._refs.get(dkey)
+                    if backend.has_device_times:
+                        hook = "device_times"
+                        begin, end = self._device_times(backend, start, stop)
+                        dur = end - begin
+                        if ref is None:
+                            self._ref_begin[dkey] = begin
+                        else:
+                            rel = begin - self._ref_begin[dkey]
+                    else:
+                        hook = "elapsed_time"
+                        dur = self._elapsed(backend, start, stop)
+                        if ref is not None:
+                            rel = self._elapsed(backend, ref[1], stop) - dur
                     if ref is None:
                         self._refs[dkey] = (backend, start, h0, h1)
                         self._ref_tokens.add(id(start))
-                    else:
-                        rel = self._elapsed(backend, ref[1], stop) - dur
             except Exception as exc:
-                error = self._hook_failed(backend, hook, exc)
+                # A wrong return type is the plugin's bug: stop using it. An exception is a
+                # device error (a failed command, an invalid event): this record has no time,
+                # the next ones may.
+                error = self._hook_failed(backend, hook, exc, disable=isinstance(exc, _BadReturn))
         qid = self._queue_id(backend, queue)
         tid = self._thread_id(who)
         nid = self.names(name)
@@ -423,6 +499,13 @@ class Recorder:
                                  f"int nanoseconds")
             ns = int(ns)
         return ns
+
+    def _device_times(self, backend: Backend, start: Any, stop: Any) -> tuple[int, int]:
+        pair = backend.device_times(backend, start, stop)
+        if (type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not int
+                or type(pair[1]) is not int):
+            raise _BadReturn(f"device_times returned {pair!r}, expected a pair of int nanoseconds")
+        return pair
 
     def _wait(self, backend: Backend, token: Any, deadline: float) -> str | None:
         """Poll until the token is done, sleeping a little more each time; None when done.
@@ -474,6 +557,8 @@ class Recorder:
         qid = self._intern_queue(rec)
         # Keep the queue object alive so its id cannot be reused by another queue.
         self._queue_ids[key] = (queue, qid)
+        if backend is not None:
+            self._fast_queues.setdefault(id(queue), (backend, qid, rec.device_key))
         return qid
 
     def _thread_id(self, who: Any) -> int:
@@ -534,6 +619,7 @@ class Recorder:
                 self._release(backend, tok, None)
             self._refs.clear()
             self._queue_ids.clear()  # drop references to the user's queues
+            self._fast_queues.clear()
 
     def _late(self) -> None:
         """Entries that arrived after the profile ended (a thread that outlived it)."""

@@ -164,6 +164,10 @@ class DeviceTable:
     def __len__(self) -> int:
         return len(self.name)
 
+    def columns(self) -> tuple[array[int], ...]:
+        """The column arrays, in ``COLUMNS`` order."""
+        return tuple(getattr(self, c) for c in self.COLUMNS)
+
     def row(self, i: int) -> tuple[int, ...]:
         return tuple(getattr(self, c)[i] for c in self.COLUMNS)
 

@@ -105,10 +105,19 @@ def elapsed_time(backend: kprof.Backend, start: Any, stop: Any) -> int:
 
 
 @hookimpl
-def release_timestamp(backend: kprof.Backend, token: Any) -> None:
-    # Events are not pooled (a capture's event is the user's own): dropping kprof's reference,
-    # which the recorder does, is all there is to it.
-    return None
+def device_times(backend: kprof.Backend, start: Any, stop: Any) -> tuple[int, int]:
+    # OpenCL's profiling counters are absolute device-clock times: one call gives both the
+    # duration and the placement (two elapsed_time calls would read stop's END twice).
+    try:
+        return int(start.get_profiling_info(_START)), int(stop.get_profiling_info(_END))
+    except Exception as exc:
+        status = [t.get_info(_EXECUTION_STATUS) for t in (start, stop)]
+        raise RuntimeError(f"OpenCL gave no profiling times (command status {status}; 0 is "
+                           f"COMPLETE, negative is a failed command): {exc}") from exc
+
+
+# No release_timestamp: events are not pooled (a capture's event is the user's own), so
+# dropping kprof's reference, which the recorder does, is all there is to it.
 
 
 # -- queues ----------------------------------------------------------------------------------------

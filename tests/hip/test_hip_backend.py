@@ -292,15 +292,16 @@ def test_hip_error_while_resolving(run_scenarios: Callable[..., Results], scenar
     assert len(inner) == 3 and all(r["error"] is None for r in inner)
     assert all(at_least(r["duration"], 200) for r in inner)
     assert [r["duration"] for r in outer[:3]] == [r["duration"] for r in inner]
-    # The failing record says which HIP call failed, and how; kprof stops using the backend.
+    # The failing record says which HIP call failed, and how. A device error costs that record
+    # only: the next one (the error was injected once) is timed, and HIP stays in use.
     failed, after = outer[3], outer[4]
     assert failed["error"] == message and failed["duration"] == 0
-    assert after["error"] == f"backend disabled: {message}"
-    assert data["broken"] == message
+    assert after["error"] is None and at_least(after["duration"], 300)
+    assert data["broken"] is None
     assert message in data["report"]
-    # The user's HIP calls keep working, no longer captured.
+    # The user's HIP calls keep working, and later profiles still time them.
     assert data["after"] == [0]
-    assert data["later_backends"] == [] and data["later_records"] == 0
+    assert data["later_backends"] == ["hip"] and data["later_records"] == 1
 
 
 def test_failing_event_record_never_costs_the_users_launch(
