@@ -24,6 +24,7 @@ of its two intervals is meant (a device row has a launch and a device interval).
 
 from __future__ import annotations
 
+import re
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -42,16 +43,28 @@ LAUNCH, DEVICE, HOST_RANGE, MARK = 0, 1, 2, 3
 MAX_LANES = 64
 
 
-def thread_labels(threads: list[ThreadRecord]) -> list[str]:
-    """``thread N`` for each thread record, N counting threads in order of appearance.
+def thread_labels(p: Profile) -> list[str]:
+    """``thread N`` for each of the profile's thread records.
 
-    An asyncio task reads ``thread N, task <name>``: tasks on one thread share its number. A
-    thread is known by its ident and name (the OS reuses the ident of a finished thread).
+    N counts threads in the order they first did something (so the thread that entered the
+    profile is usually ``thread 1``, whatever order the records were harvested in). A thread
+    is known by its ident and name (the OS reuses the ident of a finished thread). An asyncio
+    task reads ``thread N, task <name>``: tasks on one thread share its number.
     """
+    first: dict[int, int] = {}
+    t, h = p.table, p.host
+    for threads, starts in ((h.thread, h.start), (t.thread, t.launch_start)):
+        for ti, s in zip(threads, starts):
+            if s < first.get(ti, s + 1):
+                first[ti] = s
+    order = sorted(range(len(p.threads)), key=lambda i: (i not in first, first.get(i, 0), i))
     numbers: dict[tuple[int, str], int] = {}
+    for i in order:
+        th = p.threads[i]
+        numbers.setdefault((th.ident, th.name), len(numbers) + 1)
     out = []
-    for th in threads:
-        n = numbers.setdefault((th.ident, th.name), len(numbers) + 1)
+    for th in p.threads:
+        n = numbers[(th.ident, th.name)]
         out.append(f"thread {n}, task {th.task}" if th.task else f"thread {n}")
     return out
 
@@ -61,6 +74,11 @@ def thread_title(th: ThreadRecord, label: str) -> str:
     if th.name.startswith("thread ") and th.name[7:].isdigit():
         return label
     return f"{label} ({th.name})"
+
+
+def _natural(s: str) -> tuple[tuple[int, int | str], ...]:
+    """A sort key that puts ``queue 2`` before ``queue 10``."""
+    return tuple((0, int(x)) if x.isdigit() else (1, x) for x in re.split(r"(\d+)", s) if x)
 
 
 def device_title(q: QueueRecord) -> str:
@@ -110,38 +128,48 @@ class Timeline:
 
     def __init__(self, p: Profile) -> None:
         self.profile = p
-        self.thread_labels = thread_labels(p.threads)
+        self.thread_labels = thread_labels(p)
         self.processes: list[Process] = []
         t, h = p.table, p.host
         n = len(t)
         kind, flags, thread, queue = t.kind, t.flags, t.thread, t.queue
 
+        # Thread records with one label (an ident reused by a thread of the same name) share
+        # a track: they ran one after the other.
+        labels = self.thread_labels
+        first_of: dict[str, int] = {}
+        canon = [first_of.setdefault(label, i) for i, label in enumerate(labels)]
+
         # Group items per track first (as arrays: a million records cost 8 MB per item list).
         thread_items: dict[int, array[int]] = {}
         for j in range(len(h)):
             tag = MARK if h.kind[j] == HostTable.MARK else HOST_RANGE
-            thread_items.setdefault(h.thread[j], array("q")).append(j << 2 | tag)
+            thread_items.setdefault(canon[h.thread[j]], array("q")).append(j << 2 | tag)
         queue_items: dict[tuple[int, int], array[int]] = {}
         for i in range(n):
+            tid = canon[thread[i]]
             if kind[i] != RANGE:
-                thread_items.setdefault(thread[i], array("q")).append(i << 2 | LAUNCH)
+                thread_items.setdefault(tid, array("q")).append(i << 2 | LAUNCH)
             if not flags[i] & UNRESOLVED:
-                queue_items.setdefault((queue[i], thread[i]), array("q")).append(i << 2 | DEVICE)
+                queue_items.setdefault((queue[i], tid), array("q")).append(i << 2 | DEVICE)
 
         host = Process("host", "host")
         self.processes.append(host)
-        for tid in sorted(thread_items):
-            base = Track(0, self.thread_labels[tid], "thread", tid)
+        for tid in sorted(thread_items, key=lambda k: _natural(labels[k])):
+            base = Track(0, labels[tid], "thread", tid)
             host.tracks += self._lay_out(base, thread_items.pop(tid))
 
         devices: dict[str, int] = {}
-        for qid, tid in sorted(queue_items):
+        for qid in range(len(p.queues)):  # devices in the order their queues were first seen
+            key = p.queues[qid].device_key
+            if key not in devices and any(k[0] == qid for k in queue_items):
+                devices[key] = len(self.processes)
+                self.processes.append(Process(device_title(p.queues[qid]), "device", key))
+        for qid, tid in sorted(queue_items, key=lambda k: (_natural(p.queues[k[0]].label), k[0],
+                                                           _natural(labels[k[1]]))):
             q = p.queues[qid]
-            pi = devices.get(q.device_key)
-            if pi is None:
-                pi = devices[q.device_key] = len(self.processes)
-                self.processes.append(Process(device_title(q), "device", q.device_key))
-            name = f"{q.label}, {self.thread_labels[tid]}" if q.backend != "host" else self.thread_labels[tid]
+            pi = devices[q.device_key]
+            name = f"{q.label}, {labels[tid]}" if q.backend != "host" else labels[tid]
             base = Track(pi, name, "queue", tid, qid)
             self.processes[pi].tracks += self._lay_out(base, queue_items.pop((qid, tid)))
 

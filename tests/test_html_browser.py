@@ -1,0 +1,216 @@
+"""The HTML timeline: a self-contained file whose data matches the timeline model, rendered in
+a real headless Chromium without script errors (rows checked in the DOM, a screenshot saved).
+
+Chromium comes from Debian's ``chromium`` package (``apt-get install -y chromium``); without
+it the browser tests skip, unless ``KPROF_REQUIRE_BROWSER=1`` (set by CI) makes them fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import threading
+from collections.abc import Callable
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tracecheck import synthetic
+
+import kprof
+from kprof_core.renderers.html import write_html
+from kprof_core.renderers.timeline import Timeline, thread_title
+from kprof_core.session import Profile
+
+DATA = re.compile(r'<script type="application/json" id="kprof-data">(.*?)</script>', re.S)
+
+
+def embedded_data(text: str) -> Any:
+    m = DATA.search(text)
+    assert m, "the page embeds its data"
+    return json.loads(m.group(1))
+
+
+def expected_rows(p: Profile) -> list[str]:
+    tl = Timeline(p)
+    out = []
+    for proc in tl.processes:
+        for tr in proc.tracks:
+            name = thread_title(p.threads[tr.thread], tr.name) if tr.kind == "thread" else tr.name
+            if tr.kind == "thread" and tr.lane:
+                name += f" (overlap {tr.lane})"
+            out.append(name)
+    return out
+
+
+# -- the file --------------------------------------------------------------------------------------
+
+
+def test_the_file_is_self_contained_and_its_data_matches_the_timeline(tmp_path: Path) -> None:
+    p = synthetic(300, threads=2, queues_per_thread=2, host_timed_every=9, unresolved_every=11)
+    p.names[1] = "evil</script><b>kernel"
+    path = tmp_path / "t.html"
+    p.export_html(path)
+    text = path.read_text()
+    assert "<script src" not in text and "<link" not in text
+    assert "http://" not in text and "https://" not in text, "nothing is fetched from a network"
+    assert text.count("</script>") == 3, "a name cannot close the data's script element"
+    data = embedded_data(text)
+    (prof,) = data["profiles"]
+    assert prof["names"][1] == "evil</script><b>kernel"
+    tracks = [tr for proc in prof["processes"] for tr in proc["tracks"]]
+    assert [tr["name"] for tr in tracks] == expected_rows(p)
+    n_items = 0
+    for tr in tracks:
+        n = len(tr["s"])
+        n_items += n
+        assert all(len(tr[c]) == n for c in ("d", "n", "k", "z"))
+        assert tr["s"] == sorted(tr["s"]), "items are sorted by start, for the binary search"
+        assert tr["md"] == max(tr["d"], default=0)
+        assert max(tr["z"], default=0) + 1 == tr["depth"]
+        assert min(tr["s"], default=0) >= 0 and min(tr["d"], default=0) >= 0
+    resolved = sum(1 for f in p.table.flags if not f & 2)
+    assert n_items == len(p.table) + resolved + len(p.host)
+    assert "Host-side activity" in text and "Device-side activity" in text
+    unresolved = len(p.table) - resolved
+    assert unresolved > 1 and f"<p>{unresolved} device records could not be resolved" in text
+
+
+def test_several_profiles_in_one_page(tmp_path: Path) -> None:
+    a, b = synthetic(20, seed=1), synthetic(20, seed=2)
+    b.meta["clock_offset_ns"] = 1000
+    path = tmp_path / "m.html"
+    write_html(path, [a, b], labels=["rank 0", "rank 1"])
+    data = embedded_data(path.read_text())
+    assert [proc["name"] for prof in data["profiles"] for proc in prof["processes"]] == [
+        "rank 0", "rank 0: testdev synth 0", "rank 1", "rank 1: testdev synth 0"]
+    assert "<h2>rank 1</h2>" in path.read_text()
+
+
+# -- in a browser ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    if os.environ.get("KPROF_REQUIRE_BROWSER"):
+        pytest.fail("KPROF_REQUIRE_BROWSER is set but chromium is not installed "
+                    "(apt-get install -y --no-install-recommends chromium)")
+    pytest.skip("chromium is not installed (apt-get install -y --no-install-recommends chromium)")
+
+
+def browse(chromium: str, page: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--no-first-run", f"--user-data-dir={tmp / 'chromium-profile'}",
+           "--enable-logging=stderr", "--v=0", "--window-size=1400,900", *args, page.as_uri()]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r
+
+
+class _Dom(HTMLParser):
+    """The status element's attributes and the row/process labels of the rendered page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.status: dict[str, str | None] = {}
+        self.rows: list[str] = []
+        self.procs: list[str] = []
+        self._into: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if a.get("id") == "kprof-status":
+            self.status = a
+        cls = (a.get("class") or "").split()
+        self._into = self.rows if "kprof-row" in cls else self.procs if "kprof-proc" in cls else None
+
+    def handle_data(self, data: str) -> None:
+        if self._into is not None:
+            self._into.append(data)
+            self._into = None
+
+
+def rendered(chromium: str, page: Path, tmp: Path) -> _Dom:
+    dom = _Dom()
+    dom.feed(browse(chromium, page, tmp, "--dump-dom").stdout)
+    return dom
+
+
+def screenshot(chromium: str, page: Path, tmp: Path) -> Path:
+    png = tmp / (page.stem + ".png")
+    browse(chromium, page, tmp, f"--screenshot={png}")
+    head = png.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", head[16:24]) == (1400, 900)
+    artifacts = os.environ.get("KPROF_ARTIFACTS")
+    if artifacts:
+        Path(artifacts).mkdir(parents=True, exist_ok=True)
+        shutil.copy(png, Path(artifacts) / png.name)
+    return png
+
+
+def test_a_real_profile_renders_its_rows_without_script_errors(
+        chromium: str, testbackends: Any, tdq: Callable[..., Any], tmp_path: Path) -> None:
+    q1, q2 = tdq(), tdq()
+
+    def worker() -> None:
+        with q2:
+            for _ in range(3):
+                with kprof.range("worker step"):
+                    q2.launch("k2", 300)
+
+    with kprof.profile() as p:
+        with q1:
+            for _ in range(3):
+                with kprof.range("step"):
+                    t = threading.Thread(target=kprof.propagate(worker), name="helper")
+                    t.start()
+                    q1.launch("k1", 200)
+                    kprof.mark("launched")
+                    q1.launch("longer_kernel_name", 400)
+                    t.join()
+    page = tmp_path / "timeline.html"
+    p.export_html(page)
+    dom = rendered(chromium, page, tmp_path)
+    assert dom.status.get("data-errors") == "0", dom.status
+    assert dom.status.get("data-state") == "ready", dom.status
+    rows = expected_rows(p)
+    assert dom.rows == rows
+    assert dom.status.get("data-rows") == str(len(rows))
+    assert dom.procs == [f"host {p.meta['host']} pid {p.meta['pid']}", "testdev 0"]
+    assert "thread 1 (MainThread)" in rows and f"queue {q1.index}, thread 1" in rows
+    assert int(dom.status.get("data-drawn") or 0) > 0
+    screenshot(chromium, page, tmp_path)
+
+
+def test_100k_records_render(chromium: str, tmp_path: Path) -> None:
+    p = synthetic(100_000, threads=3, queues_per_thread=2, seed=5)
+    page = tmp_path / "big.html"
+    p.export_html(page)
+    dom = rendered(chromium, page, tmp_path)
+    assert dom.status.get("data-errors") == "0", dom.status
+    assert dom.status.get("data-items") == str(2 * 100_000 + len(p.host))
+    assert dom.rows == expected_rows(p)
+    # Only what can show is drawn: far fewer than all the entries at the full view.
+    assert 0 < int(dom.status.get("data-drawn") or 0) < 100_000
+
+
+def test_a_script_error_is_reported_in_the_page(chromium: str, tmp_path: Path) -> None:
+    page = tmp_path / "broken.html"
+    synthetic(10).export_html(page)
+    text = DATA.sub('<script type="application/json" id="kprof-data">{"profiles": 1}</script>',
+                    page.read_text())
+    page.write_text(text)
+    dom = rendered(chromium, page, tmp_path)
+    assert dom.status.get("data-errors") == "1"
+    assert dom.status.get("data-state") == "error"
