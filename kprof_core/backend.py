@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 import warnings
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 STATUSES = ("available", "not installed", "no device")
+_slots = itertools.count()
 _disable_lock = threading.Lock()
 
 
@@ -131,6 +133,8 @@ class Backend:
         self.version = version
         self.state: dict[str, Any] = {}
         self.implemented: frozenset[str] = frozenset()
+        #: A number of its own, which pending launch entries carry instead of the object.
+        self.slot = next(_slots)
         #: Whether the plugin mirrors ranges (implements ``range_push``): checked per range.
         self.mirrors_ranges = False
         self.has_device_times = False

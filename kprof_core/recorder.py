@@ -7,6 +7,7 @@ the number of live device events), and when the profile ends.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import warnings
@@ -51,31 +52,31 @@ _HOST_KINDS = {_HOST_RANGE: HostTable.RANGE, _MARK: HostTable.MARK, _HOST_LAUNCH
 HOST_QUEUE = QueueRecord("host", "host", "host", "host")
 
 
-class _ThreadKey:
-    """One thread, for as long as a profile refers to it.
-
-    Made on a thread's first kprof call and kept in a thread-local, so that two threads never
-    share a key even when the second reuses the first's ident, and the thread's name is known
-    even if it has ended by the time its work is harvested.
-    """
-
-    __slots__ = ("ident", "name")
-
-    def __init__(self) -> None:
-        t = threading.current_thread()
-        self.ident = t.ident or 0
-        self.name = t.name
-
-
+# Threads are keyed by a number given on a thread's first kprof call and kept in a
+# thread-local, so that two threads never share a key even when the second reuses the first's
+# ident, and the thread's name is known even if it has ended by the time its work is harvested.
+# A plain int, not an object: pending entries then hold only objects the garbage collector
+# does not track, and a million of them cost no collection time (see Recorder.launch).
+_thread_keys = itertools.count(1)
+#: key -> (ident, name) of every thread that made a kprof call.
+_thread_names: dict[int, tuple[int, str]] = {}
 _tls = threading.local()
 
 
+def _new_thread_key() -> int:
+    t = threading.current_thread()
+    key = next(_thread_keys)
+    _thread_names[key] = (t.ident or 0, t.name)
+    _tls.key = key
+    return key
+
+
 def _who() -> Any:
-    """The launching thread, and its asyncio task when one is running."""
+    """The launching thread's key, with its asyncio task's name when a task is running."""
     try:
         key = _tls.key
     except AttributeError:
-        key = _tls.key = _ThreadKey()
+        key = _new_thread_key()
     if _running_loop() is not None:
         task = _current_task()
         if task is not None:
@@ -137,6 +138,9 @@ class Recorder:
         # id(queue) -> (backend, queue id, device key), for the harvest's fast path; the
         # queue objects are kept alive by _queue_ids.
         self._fast_queues: dict[int, tuple[Backend, int, str]] = {}
+        # id(queue) -> queue, for every queue an entry refers to (entries hold the id only).
+        self._live_queues: dict[int, Any] = {}
+        self._by_slot = {b.slot: b for b in self.backends}
         self._queue_index: dict[QueueRecord, int] = {}
         self.threads: list[ThreadRecord] = []
         self._thread_ids: dict[Any, int] = {}
@@ -178,8 +182,15 @@ class Recorder:
             flags = HOST_TIMED
         elif self.synchronize:
             self._sync(backend, queue)
+        # Entries carry the backend's slot and the queue's id, not the objects: a tuple of
+        # untracked objects (ints, str, an OpenCL event) is untracked by the collector's next
+        # pass, while one holding a tracked object would survive into the old generations and
+        # make every full collection walk all pending launches (~0.7 µs per launch here).
+        qk = id(queue)
+        if qk not in self._live_queues:
+            self._live_queues[qk] = queue  # kept alive, so its id stays its own
         incoming = self._incoming
-        incoming.append((backend, kind, name, queue, _who(), start_ns, end_ns, start, stop,
+        incoming.append((backend.slot, kind, name, qk, _who(), start_ns, end_ns, start, stop,
                          nbytes, flags))
         if len(incoming) >= self._next_harvest:
             self._pressure()
@@ -286,7 +297,10 @@ class Recorder:
             elif self.synchronize:
                 self._sync(b, q)
             self._range_pop(b)
-            self._append((b, kind, name, q, who, start_ns, end_ns, tok, stop, -1, flags))
+            qk = id(q)
+            if qk not in self._live_queues:
+                self._live_queues[qk] = q
+            self._append((b.slot, kind, name, qk, who, start_ns, end_ns, tok, stop, -1, flags))
 
     def _range_pop(self, b: Backend) -> None:
         if b.mirrors_ranges:
@@ -358,12 +372,12 @@ class Recorder:
         try:
             while taken < n:
                 entry = popleft()
-                backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags = entry
-                if start is not None and kind < _HOST_RANGE and backend.broken is None:
-                    q = fast_queues.get(id(queue))
+                slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags = entry
+                q = fast_queues.get(qk) if start is not None and kind < _HOST_RANGE else None
+                if q is not None and (backend := q[0]).slot == slot and backend.broken is None:
                     tid = thread_ids.get(who)
                     nid = name_ids.get(name) if type(name) is str else None
-                    if q is not None and q[0] is backend and tid is not None and nid is not None:
+                    if tid is not None and nid is not None:
                         ref = refs.get(q[2])
                         if ref is not None:
                             try:
@@ -416,10 +430,17 @@ class Recorder:
             column.extend(values)
         rows.clear()
 
+    def _decode(self, entry: tuple[Any, ...]) -> tuple[Any, ...]:
+        """An entry with its backend and queue objects in place of their slot and id."""
+        slot, kind, name, qk, *rest = entry
+        backend = None if slot is None else self._by_slot[slot]
+        queue = None if qk is None else self._live_queues.get(qk)
+        return (backend, kind, name, queue, *rest)
+
     def _take(self, entry: tuple[Any, ...], deadline: float | None) -> bool:
         """Make a row of one entry; False (and no change) when its work is not done and we
         may not wait (``deadline`` is None)."""
-        backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags = entry
+        backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags = self._decode(entry)
         if kind in _HOST_KINDS:
             self.host.append(self.names(name), _HOST_KINDS[kind], self._thread_id(who), h0, h1)
             return True
@@ -481,7 +502,8 @@ class Recorder:
 
     def _bad_entry(self, entry: tuple[Any, ...], exc: Exception) -> None:
         """Drop an entry kprof cannot make a row of; warn once per profile."""
-        backend, _kind, name, *_rest, start, stop, _n, _f = entry
+        slot, _kind, name, *_rest, start, stop, _n, _f = entry
+        backend = self._by_slot.get(slot) if slot is not None else None
         self.dropped_bad += 1
         if "bad entry" not in self._warned:
             self._warned.add("bad entry")
@@ -565,7 +587,8 @@ class Recorder:
         tid = self._thread_ids.get(who)
         if tid is None:
             key, task = who if isinstance(who, tuple) else (who, None)
-            tid = self._thread_ids[who] = self._intern_thread(ThreadRecord(key.ident, key.name, task))
+            ident, name = _thread_names[key]
+            tid = self._thread_ids[who] = self._intern_thread(ThreadRecord(ident, name, task))
         return tid
 
     def _hook_failed(self, backend: Backend, hook: str, exc: BaseException,
@@ -620,6 +643,7 @@ class Recorder:
             self._refs.clear()
             self._queue_ids.clear()  # drop references to the user's queues
             self._fast_queues.clear()
+            self._live_queues.clear()
 
     def _late(self) -> None:
         """Entries that arrived after the profile ended (a thread that outlived it)."""
@@ -630,10 +654,10 @@ class Recorder:
     def _drop_late(self) -> None:
         incoming = self._incoming
         while incoming:
-            backend, *_rest, start, stop, _n, _f = incoming.popleft()
+            slot, *_rest, start, stop, _n, _f = incoming.popleft()
             self.late_dropped += 1
-            if start is not None:  # a device entry (host-timed ones hold a host time in stop)
-                self._release(backend, start, stop)
+            if start is not None and slot is not None:  # a device entry with tokens
+                self._release(self._by_slot[slot], start, stop)
 
     def _place(self) -> None:
         t = self.table
