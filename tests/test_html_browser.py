@@ -95,8 +95,9 @@ def test_several_profiles_in_one_page(tmp_path: Path) -> None:
 # -- in a browser ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def chromium() -> str:
+@pytest.fixture(scope="module", name="chromium")
+def chromium_fixture() -> str:
+    """The path of Chromium (skips without it, or fails if KPROF_REQUIRE_BROWSER is set)."""
     for name in ("chromium", "chromium-browser"):
         found = shutil.which(name)
         if found:

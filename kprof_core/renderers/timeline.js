@@ -65,7 +65,7 @@
   }
 
   // -- layout: a header per process, a row per track, each as tall as its nesting ------------
-  var rows = [], nItems = 0, span = data.span_ns;
+  var rows = [], nItems = 0, span = data.span_ns, dataStart = Infinity, dataEnd = -Infinity;
   var y = AXIS;
   data.profiles.forEach(function (prof) {
     prof.processes.forEach(function (proc) {
@@ -90,6 +90,8 @@
         labels.appendChild(el);
         rows.push({tr: tr, proc: proc, prof: prof, y: y, h: h});
         nItems += tr.s.length;
+        if (tr.s.length) dataStart = Math.min(dataStart, tr.s[0]);
+        for (var i = 0; i < tr.s.length; i++) dataEnd = Math.max(dataEnd, tr.s[i] + tr.d[i]);
         y += h;
       });
     });
@@ -99,7 +101,13 @@
 
   // -- the view: [t0, t1] in ns from the base ------------------------------------------------
   var t0, t1, width = 0, dpr = 1, pending = false, drawn = 0;
-  function reset() { var pad = Math.max(span * 0.01, 50); t0 = -pad; t1 = span + pad; }
+  // The full view fits what was recorded (not the time before the first record, such as a
+  // script's start-up), with a little room on each side.
+  function reset() {
+    var a = dataStart <= dataEnd ? dataStart : 0, b = dataStart <= dataEnd ? dataEnd : span;
+    var pad = Math.max((b - a) * 0.01, 50);
+    t0 = a - pad; t1 = b + pad;
+  }
   reset();
 
   function resize() {
@@ -171,7 +179,7 @@
         if (cx1 - cx0 > 36) {
           t.save();
           t.beginPath(); t.rect(cx0, yy, cx1 - cx0 - 2, ROW); t.clip();
-          t.fillStyle = "#101828";
+          t.fillStyle = k[i] === 2 ? "#ffffff" : "#101828";  // copies are dark
           t.fillText(name, cx0 + 3, yy + ROW / 2);
           t.restore();
         }
