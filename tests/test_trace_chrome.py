@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tracecheck import add_device_range, ns, synthetic, validate
+from tracecheck import add_device_range, ns, synthetic, validate, validate_text
 
 import kprof
 from kprof_core.exports import ExportError
@@ -142,7 +142,7 @@ def test_several_profiles_share_one_timeline_under_their_labels(tmp_path: Path) 
     path = tmp_path / "merged.json"
     write_chrome_trace(path, [a, b])
     doc = json.loads(path.read_text())
-    c = validate(doc)  # flow ids are unique across the two profiles, or this fails
+    c = validate_text(path.read_text())  # flow ids are unique across the two profiles, or this fails
     assert sorted(c.processes.values()) == ["rank 0", "rank 0: testdev synth 0", "rank 1",
                                             "rank 1: testdev synth 0"]
     assert len(c.flows) == 60
@@ -155,7 +155,7 @@ def test_several_profiles_share_one_timeline_under_their_labels(tmp_path: Path) 
     assert [x["label"] for x in doc["otherData"]["profiles"]] == ["rank 0", "rank 1"]
 
     write_chrome_trace(path, [a, b], labels=["left", "right"])
-    c = validate(json.loads(path.read_text()))
+    c = validate_text(path.read_text())
     assert {"left", "right", "left: testdev synth 0"} <= set(c.processes.values())
     with pytest.raises(ValueError, match="one per profile"):
         write_chrome_trace(path, [a, b], labels=["only one"])
@@ -188,7 +188,7 @@ def test_200k_records_are_streamed_and_the_file_is_valid() -> None:
     assert len(text) > 50_000_000
     assert sink.largest < 2_000_000, "events are written in batches, not as one document"
     assert sink.writes > 100
-    c = validate(json.loads(text))
+    c = validate_text(text)
     assert len(c.flows) == 200_000
     assert sum(len(v) for v in c.slices.values()) == 200_000 * 2 + len(
         [k for k in p.host.kind if k == HostTable.RANGE])
@@ -261,7 +261,7 @@ def test_any_profile_gives_a_valid_trace(p: Profile) -> None:
     f = io.StringIO()
     write_chrome_trace(f, [p])
     doc = json.loads(f.getvalue())
-    c = validate(doc)  # strict nesting on every track, flows closed, nothing before its launch
+    c = validate_text(f.getvalue())  # strict nesting on every track, flows closed, nothing before its launch
     t = p.table
     resolved = [i for i in range(len(t)) if not t.flags[i] & UNRESOLVED]
     assert len(c.flows) == sum(1 for i in resolved if t.kind[i] != RANGE)

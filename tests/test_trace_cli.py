@@ -3,7 +3,6 @@ are written and valid, on the simulated test device and on PoCL with the README'
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from test_html_browser import chromium_fixture, embedded_data, rendered, screenshot  # noqa: F401
-from tracecheck import validate
+from tracecheck import validate_text
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "opencl_pipeline.py"
 
@@ -47,7 +46,7 @@ def test_run_writes_a_valid_trace_and_timeline_on_the_test_device(tmp_path: Path
                   cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "kprof: wrote t.json" in r.stderr and "kprof: wrote t.html" in r.stderr
-    c = validate(json.loads((tmp_path / "t.json").read_text()))
+    c = validate_text((tmp_path / "t.json").read_text())
     assert sorted(e["name"] for e in c.all_slices("kernel")) == ["k1", "k2"]
     assert len(c.flows) == 2
     data = embedded_data((tmp_path / "t.html").read_text())
@@ -80,8 +79,7 @@ def test_the_readme_example_on_pocl(opencl_device: None, tmp_path: Path) -> None
                   cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "opencl_pipeline: 4 steps" in r.stdout
-    doc = json.loads((tmp_path / "t.json").read_text())
-    c = validate(doc)
+    c = validate_text((tmp_path / "t.json").read_text())
     device = [e for e in c.all_slices() if e["cat"] in ("kernel", "copy")]
     assert sorted({e["name"] for e in device}) == [
         "[copy device to host]", "[copy host to device]", "add", "scale"]

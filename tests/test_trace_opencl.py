@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from tracecheck import validate
+from tracecheck import validate_text
 
 import kprof
 from kprof_core.renderers.chrome import write_chrome_trace
@@ -73,7 +73,7 @@ def test_trace_rows_and_nesting_on_pocl(profile: kprof.Profile) -> None:
 def test_the_chrome_trace_is_valid_on_pocl(profile: kprof.Profile) -> None:
     f = io.StringIO()
     write_chrome_trace(f, [profile])
-    c = validate(json.loads(f.getvalue()))
+    c = validate_text(f.getvalue())
     kernels = c.all_slices("kernel") + c.all_slices("copy")
     assert len(kernels) == len(profile.kernels) == 3 * 6  # per step: 4 on main, 2 on side
     assert len(c.flows) == len(kernels), "an arrow from every launch to its device work"

@@ -8,6 +8,7 @@ device slice starting before its launch. It returns the events grouped for furth
 
 from __future__ import annotations
 
+import json
 import random
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -61,9 +62,25 @@ class Checked:
         return [e for evs in self.slices.values() for e in evs if cat is None or e["cat"] == cat]
 
 
+#: Top-level keys every Perfetto version reads; older ones stop at any other key, so those must
+#: come after ``traceEvents``.
+PERFETTO_KEYS = {"traceEvents", "displayTimeUnit", "otherData", "systemTraceEvents", "metadata"}
+
+
+def validate_text(text: str) -> Checked:
+    """``validate``, plus what only the text shows: nothing after the closing brace (Perfetto
+    refuses data after the end of the trace)."""
+    assert text.endswith("}"), "nothing may follow the trace's closing brace"
+    return validate(json.loads(text))
+
+
 def validate(doc: Any) -> Checked:
     assert isinstance(doc, dict), "a trace is an object with traceEvents"
     assert isinstance(doc.get("baseTimeNanoseconds"), int), "baseTimeNanoseconds must be an int"
+    keys = list(doc)
+    before = keys[:keys.index("traceEvents")]
+    assert set(before) <= PERFETTO_KEYS, f"keys before traceEvents that Perfetto stops at: {before}"
+    assert doc.get("displayTimeUnit", "ns") in ("ms", "ns")
     events = doc["traceEvents"]
     assert isinstance(events, list)
     c = Checked()
@@ -101,6 +118,13 @@ def validate(doc: Any) -> Checked:
                 assert e["bp"] == "e", e
             assert ph not in c.flows[e["id"]], f"flow {e['id']} has two {ph!r} events"
             c.flows[e["id"]][ph] = e
+    # A tid belongs to one process and is nobody's pid (Perfetto would take it for the main
+    # thread of that process).
+    owners: dict[int, set[int]] = defaultdict(set)
+    for pid, tid in list(c.slices) + [(e["pid"], e["tid"]) for e in c.instants] + list(c.threads):
+        owners[tid].add(pid)
+    assert all(len(v) == 1 for v in owners.values()), "a tid shared by two processes"
+    assert not set(owners) & set(c.processes), "a tid equal to a pid"
     # Every track that has events is named, and so is its process.
     for key in list(c.slices) + [(e["pid"], e["tid"]) for e in c.instants]:
         assert key[0] in c.processes, f"pid {key[0]} has events but no process_name"

@@ -2,13 +2,17 @@
 
 Layout (see :mod:`.timeline` for which record goes on which track):
 
-- ``{"displayTimeUnit": "ns", "baseTimeNanoseconds": B, "otherData": {...}, "traceEvents": [...]}``;
+- ``{"displayTimeUnit": "ns", "otherData": {...}, "traceEvents": [...], "baseTimeNanoseconds": B}``
+  (keys Perfetto knows first: older Perfetto versions stop reading at an unknown key, so
+  ``baseTimeNanoseconds`` comes last, as in Kineto's traces; no byte after the closing brace);
   ``ts``/``dur`` are microseconds with three decimals (exact nanoseconds) relative to ``B``, a
   host ``perf_counter_ns`` time (plus each profile's ``meta["clock_offset_ns"]``, which a merge
   of several processes sets so they share one timeline).
 - One process per profile's host side (``host <host> pid <pid>``, or its label such as
   ``rank 0``) and one per device (``OpenCL <device>``, under the label when several profiles
-  are written); one track per thread and per queue (and launching thread).
+  are written); one track per thread and per queue (and launching thread). ``pid``s count from
+  1 and ``tid``s from 1000001, both unique in the file (a thread's ``tid`` never equals a
+  ``pid``, which Perfetto would take for that process's main thread).
 - Complete (``X``) events: host ranges and launches on thread tracks; kernels, copies and the
   device time of ranges on queue tracks. Markers are instant (``i``) events.
 - A flow arrow from each launch to its device record: ``s`` at the launch's start on its
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
     from ..session import Profile
 
 FLUSH_EVERY = 4096
+TID_BASE = 1_000_001
 
 
 def _us(ns: int) -> str:
@@ -134,20 +139,21 @@ def write_chrome_trace(target: Target, profiles: Sequence[Profile],
         } for p, name, off in zip(profiles, names, offsets)],
     }
     with open_text(target, "Chrome trace") as f:
-        f.write(f'{{"displayTimeUnit": "ns", "baseTimeNanoseconds": {base}, '
-                f'"otherData": {json.dumps(other, default=str)}, "traceEvents": [')
+        f.write(f'{{"displayTimeUnit": "ns", "otherData": {json.dumps(other, default=str)}, '
+                '"traceEvents": [')
         ev = _Events(f)
-        pid, flow_base = 1, 0
+        ids = [1, TID_BASE]  # the next pid and tid
+        flow_base = 0
         for p, name, off in zip(profiles, names, offsets):
-            pid = _write_profile(ev, p, name, off - base, pid, flow_base)
+            _write_profile(ev, p, name, off - base, ids, flow_base)
             flow_base += len(p.table)
         ev.flush()
-        f.write("\n]}\n")
+        f.write(f'\n], "baseTimeNanoseconds": {base}}}')
 
 
-def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, pid: int,
-                   flow_base: int) -> int:
-    """Emit one profile's processes, tracks and events; return the next free pid."""
+def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, ids: list[int],
+                   flow_base: int) -> None:
+    """Emit one profile's processes, tracks and events; ``ids``: the next pid and tid."""
     tl = Timeline(p)
     t, h = p.table, p.host
     dumps = json.dumps
@@ -170,6 +176,8 @@ def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, pid: 
         host_ident.append(f"rank {p.meta['rank']}")
 
     for proc in tl.processes:
+        pid = ids[0]
+        ids[0] += 1
         if proc.kind == "host":
             pname = host_name(p, label)
             plabels = ", ".join(host_ident)
@@ -181,14 +189,16 @@ def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, pid: 
         meta("process_sort_index", pid, {"sort_index": pid})
         if plabels:
             meta("process_labels", pid, {"labels": plabels})
-        for tid, track in enumerate(proc.tracks, 1):
+        for sort_index, track in enumerate(proc.tracks, 1):
+            tid = ids[1]
+            ids[1] += 1
             tname = track.name
             if track.kind == "thread":
                 tname = thread_title(p.threads[track.thread], track.name)
                 if track.lane:
                     tname += f" (overlap {track.lane})"
             meta("thread_name", pid, {"name": tname}, tid)
-            meta("thread_sort_index", pid, {"sort_index": tid}, tid)
+            meta("thread_sort_index", pid, {"sort_index": sort_index}, tid)
             where = f'"pid":{pid},"tid":{tid}'
             for item in track.items:
                 i, tag = item >> 2, item & 3
@@ -231,9 +241,7 @@ def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, pid: 
                                f'{where},"ts":{(h.start[i] + shift) / 1000:.3f},"args":{{"kind":"marker"}}}}')
                 if len(buf) >= FLUSH_EVERY:
                     ev.flush()
-        pid += 1
     ev.flush()
-    return pid
 
 
 def export_chrome_trace(p: Profile, path: str | os.PathLike[str] | IO[str]) -> None:
