@@ -215,3 +215,68 @@ def test_a_script_error_is_reported_in_the_page(chromium: str, tmp_path: Path) -
     dom = rendered(chromium, page, tmp_path)
     assert dom.status.get("data-errors") == "1"
     assert dom.status.get("data-state") == "error"
+
+
+PROBE = """
+<script>
+(function () {
+  var tl = window.kprofTimeline, view = document.getElementById("kprof-view");
+  var canvas = document.getElementById("kprof-canvas"), tip = document.getElementById("kprof-tip");
+  var r = canvas.getBoundingClientRect(), out = {};
+  var v0 = tl.view(), px = r.width / (v0[1] - v0[0]);
+  // Hover over the middle of the first kernel of the first queue row.
+  var row = tl.rows.filter(function (x) { return x.tr.kind === "queue"; })[0], tr = row.tr;
+  // Event coordinates are whole pixels: aim at one, and take the time there.
+  var x = Math.round(r.left + (tr.s[0] + tr.d[0] / 2 - v0[0]) * px);
+  var y = Math.round(r.top + row.y + tl.PAD + tr.z[0] * tl.ROW + tl.ROW / 2);
+  var t = v0[0] + (x - r.left) / px;
+  window.dispatchEvent(new MouseEvent("mousemove", {clientX: x, clientY: y}));
+  out.tip = tip.textContent; out.shown = tip.style.display;
+  out.name = row.prof.names[tr.n[0]];
+  // Wheel up over it: zoom in around the cursor.
+  view.dispatchEvent(new WheelEvent("wheel", {deltaY: -400, clientX: x, clientY: y,
+                                              bubbles: true, cancelable: true}));
+  var v1 = tl.view();
+  out.zoom = (v1[1] - v1[0]) / (v0[1] - v0[0]);
+  out.fixed = [t, v1[0] + (x - r.left) * (v1[1] - v1[0]) / r.width];
+  // Drag 100 px to the right: the view moves 100 px worth of time earlier.
+  view.dispatchEvent(new MouseEvent("mousedown", {clientX: x, clientY: y, bubbles: true}));
+  window.dispatchEvent(new MouseEvent("mousemove", {clientX: x + 100, clientY: y}));
+  window.dispatchEvent(new MouseEvent("mouseup", {}));
+  var v2 = tl.view();
+  out.pan = (v1[0] - v2[0]) / ((v1[1] - v1[0]) / r.width);
+  out.width = v2[1] - v2[0] - (v1[1] - v1[0]);
+  // Away from everything: no tooltip.
+  window.dispatchEvent(new MouseEvent("mousemove", {clientX: r.left + 2, clientY: r.top + 2}));
+  out.hidden = tip.style.display;
+  var el = document.createElement("pre");
+  el.id = "kprof-probe";
+  el.textContent = JSON.stringify(out);
+  document.body.appendChild(el);
+})();
+</script>
+"""
+
+
+def test_tooltip_zoom_and_pan(chromium: str, testbackends: Any, tdq: Callable[..., Any],
+                              tmp_path: Path) -> None:
+    q = tdq()
+    with kprof.profile() as p, q:
+        for _ in range(3):
+            q.launch("first_kernel", 2000)
+            q.launch("other", 500)
+    page = tmp_path / "probe.html"
+    p.export_html(page)
+    page.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    r = browse(chromium, page, tmp_path, "--dump-dom")
+    m = re.search(r'<pre id="kprof-probe">(.*?)</pre>', r.stdout, re.S)
+    assert m, r.stdout[-2000:]
+    out = json.loads(m.group(1).replace("&quot;", '"'))
+    assert out["shown"] == "block" and out["name"] == "first_kernel"
+    assert out["tip"].startswith("first_kernel kernel")
+    assert "duration" in out["tip"] and f"testdev 0, queue {q.index}, thread 1" in out["tip"]
+    assert out["zoom"] == pytest.approx(2.718281828 ** (-0.6), rel=1e-6)
+    t, fixed = out["fixed"]
+    assert fixed == pytest.approx(t, abs=1), "the time under the cursor stays under it"
+    assert out["pan"] == pytest.approx(100, rel=1e-6) and out["width"] == pytest.approx(0, abs=1e-3)
+    assert out["hidden"] == "none"

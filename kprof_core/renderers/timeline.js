@@ -262,6 +262,14 @@
   view.addEventListener("dblclick", function () { reset(); redraw(); });
   window.addEventListener("resize", function () { resize(); redraw(); });
 
+  // For the console and for tests: the view (ns from the base), the rows, and the hit test.
+  window.kprofTimeline = {
+    view: function () { return [t0, t1]; },
+    rows: rows,
+    itemAt: itemAt,
+    AXIS: AXIS, ROW: ROW, PAD: PAD
+  };
+
   resize();
   draw();
   status.setAttribute("data-rows", String(rows.length));
