@@ -162,6 +162,10 @@ def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, ids: 
     qlabels = [dumps(q.label) for q in p.queues]
     clocks = {k: c.describe() for k, c in p.clocks.items()}
     buf = ev.buf
+    # The columns as locals: the loop below runs once per event.
+    ls_, le_, st_, du_, fl_ = t.launch_start, t.launch_end, t.start, t.duration, t.flags
+    tn_, tk_, tq_, tt_, nb_ = t.name, t.kind, t.queue, t.thread, t.nbytes
+    hs_, he_, hn_ = h.start, h.end, h.name
 
     def meta(kind: str, pid_: int, args: dict[str, Any], tid: int | None = None) -> None:
         tid_part = "" if tid is None else f',"tid":{tid}'
@@ -203,42 +207,42 @@ def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, ids: 
             for item in track.items:
                 i, tag = item >> 2, item & 3
                 if tag == LAUNCH:
-                    s = t.launch_start[i]
-                    d = max(0, t.launch_end[i] - s)
+                    s = ls_[i]
+                    d = max(0, le_[i] - s)
                     ts = f"{(s + shift) / 1000:.3f}"
-                    flags = t.flags[i]
+                    flags = fl_[i]
                     extra = ""
                     if flags & UNRESOLVED:
                         extra = f',"unresolved":{dumps(p.errors.get(i, "unresolved"))}'
-                    buf.append(f'{{"ph":"X","cat":"launch","name":{jnames[t.name[i]]},{where},'
-                               f'"ts":{ts},"dur":{d / 1000:.3f},"args":{{"kind":{kinds[t.kind[i]]},'
-                               f'"queue":{qrows[t.queue[i]]}{extra}}}}}')
+                    buf.append(f'{{"ph":"X","cat":"launch","name":{jnames[tn_[i]]},{where},'
+                               f'"ts":{ts},"dur":{d / 1000:.3f},"args":{{"kind":{kinds[tk_[i]]},'
+                               f'"queue":{qrows[tq_[i]]}{extra}}}}}')
                     if not flags & UNRESOLVED:
                         buf.append(f'{{"ph":"s","cat":"launch","name":"launch",'
                                    f'"id":{flow_base + i + 1},{where},"ts":{ts}}}')
                 elif tag == DEVICE:
-                    s = t.start[i]
+                    s = st_[i]
                     ts = f"{(s + shift) / 1000:.3f}"
-                    k = t.kind[i]
-                    nb = t.nbytes[i]
+                    k = tk_[i]
+                    nb = nb_[i]
                     extra = f',"bytes":{nb}' if nb >= 0 else ""
-                    if t.flags[i] & HOST_TIMED:
+                    if fl_[i] & HOST_TIMED:
                         extra += ',"host_timed":true'
-                    buf.append(f'{{"ph":"X","cat":{kinds[k]},"name":{jnames[t.name[i]]},{where},'
-                               f'"ts":{ts},"dur":{max(0, t.duration[i]) / 1000:.3f},"args":{{'
-                               f'"kind":{kinds[k]},"queue":{qlabels[t.queue[i]]},'
-                               f'"thread":{tlabels[t.thread[i]]}{extra}}}}}')
+                    buf.append(f'{{"ph":"X","cat":{kinds[k]},"name":{jnames[tn_[i]]},{where},'
+                               f'"ts":{ts},"dur":{max(0, du_[i]) / 1000:.3f},"args":{{'
+                               f'"kind":{kinds[k]},"queue":{qlabels[tq_[i]]},'
+                               f'"thread":{tlabels[tt_[i]]}{extra}}}}}')
                     if k != RANGE:
                         buf.append(f'{{"ph":"f","bp":"e","cat":"launch","name":"launch",'
                                    f'"id":{flow_base + i + 1},{where},"ts":{ts}}}')
                 elif tag == HOST_RANGE:
-                    s = h.start[i]
-                    buf.append(f'{{"ph":"X","cat":"range","name":{jnames[h.name[i]]},{where},'
-                               f'"ts":{(s + shift) / 1000:.3f},"dur":{max(0, h.end[i] - s) / 1000:.3f},'
+                    s = hs_[i]
+                    buf.append(f'{{"ph":"X","cat":"range","name":{jnames[hn_[i]]},{where},'
+                               f'"ts":{(s + shift) / 1000:.3f},"dur":{max(0, he_[i] - s) / 1000:.3f},'
                                f'"args":{{"kind":"range"}}}}')
                 elif tag == MARK:
-                    buf.append(f'{{"ph":"i","s":"t","cat":"marker","name":{jnames[h.name[i]]},'
-                               f'{where},"ts":{(h.start[i] + shift) / 1000:.3f},"args":{{"kind":"marker"}}}}')
+                    buf.append(f'{{"ph":"i","s":"t","cat":"marker","name":{jnames[hn_[i]]},'
+                               f'{where},"ts":{(hs_[i] + shift) / 1000:.3f},"args":{{"kind":"marker"}}}}')
                 if len(buf) >= FLUSH_EVERY:
                     ev.flush()
     ev.flush()
