@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tracecheck import synthetic
+from tracecheck import add_device_range, synthetic
 
 import kprof
 from kprof_core.renderers.console import trace_rows
@@ -125,3 +125,23 @@ def test_the_trace_of_nothing_is_just_its_header(testbackends: Any) -> None:
         pass
     assert trace_rows(p) == []
     assert "Trace:" in p.report()
+
+
+def test_a_range_starting_with_its_first_kernel_encloses_it() -> None:
+    # A device range is recorded when it ends, after its kernels, and on a coarse device clock
+    # it can start at the very nanosecond its first kernel does: it still comes first.
+    p = synthetic(1, threads=1)
+    t = p.table
+    s0, d0 = t.start[0], t.duration[0] or 1
+    t.duration[0] = d0
+    add_device_range(p, "r", 0, 0, s0, s0 + d0)  # recorded after the kernel, same start
+    row = t.row(0)
+    t.append(*row[:6], s0 + d0, 5, *row[8:])  # a second kernel, after the range
+    rows = [(name, depth) for _s, _d, on, name, depth in trace_rows(p) if on != "thread 1"]
+    k = p.names[t.name[0]]
+    assert rows == [("r", 0), (k, 1), (k, 0)]
+    # The same when the table is not in start order at all (it is then sorted).
+    t.start[2] = s0 - 100
+    t.launch_start[2] = t.launch_end[2] = s0 - 200
+    rows = [(name, depth) for _s, _d, on, name, depth in trace_rows(p) if on != "thread 1"]
+    assert rows == [(k, 0), ("r", 0), (k, 1)]

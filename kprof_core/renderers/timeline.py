@@ -24,9 +24,10 @@ of its two intervals is meant (a device row has a launch and a device interval).
 
 from __future__ import annotations
 
+import heapq
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -74,6 +75,36 @@ def thread_title(th: ThreadRecord, label: str) -> str:
     if th.name.startswith("thread ") and th.name[7:].isdigit():
         return label
     return f"{label} ({th.name})"
+
+
+#: How a track's items are ordered: (start, start - end, rank, item). By start, longer first,
+#: and at equal intervals ranges before what they may enclose (launches, kernels, markers).
+Key = tuple[int, int, int, int]
+
+
+def _in_order(keyed: Callable[[array[int]], Iterator[Key]],
+              codes: array[int]) -> Iterable[Key]:
+    """``keyed(codes)`` in sorted order: lazily when the starts already are in order (only
+    runs of equal starts are then sorted), else as a sorted list."""
+    prev = None
+    for s, _neg, _rank, _c in keyed(codes):
+        if prev is not None and s < prev:
+            return sorted(keyed(codes))
+        prev = s
+    return _sort_runs(keyed(codes))
+
+
+def _sort_runs(keys: Iterator[Key]) -> Iterator[Key]:
+    run: list[Key] = []
+    for k in keys:
+        if run and k[0] != run[0][0]:
+            if len(run) > 1:
+                run.sort()
+            yield from run
+            run = []
+        run.append(k)
+    run.sort()
+    yield from run
 
 
 def _natural(s: str) -> tuple[tuple[int, int | str], ...]:
@@ -200,19 +231,35 @@ class Timeline:
     def _lay_out(self, base: Track, items: array[int]) -> list[Track]:
         """Sort a track's items and give each a depth; spill what doesn't nest onto lanes."""
         t, h = self.profile.table, self.profile.host
-        # Decorated as (start, start - end, item): sorted by start, longer first at equal starts.
+        # Items as Keys: in order by start, longer first at equal starts (see Key).
+        # Launches on a thread and kernels on an in-order queue are already in that order, so
+        # each group is sorted only when it needs it (a million sorted tuples cost ~250 MB).
         if base.kind == "queue":
-            st, du = t.start, t.duration
-            order = sorted([(st[c >> 2], min(0, -du[c >> 2]), c) for c in items])
+            st, du, kind = t.start, t.duration, t.kind
+
+            def keyed(codes: array[int]) -> Iterator[Key]:
+                return ((st[c >> 2], min(0, -du[c >> 2]), kind[c >> 2] != RANGE, c)
+                        for c in codes)
+
+            order: Iterable[Key] = _in_order(keyed, items)
         else:
             ls, le, hs, he = t.launch_start, t.launch_end, h.start, h.end
-            order = sorted([(ls[c >> 2], min(0, ls[c >> 2] - le[c >> 2]), c) if c & 3 == LAUNCH
-                            else (hs[c >> 2], min(0, hs[c >> 2] - he[c >> 2]), c) for c in items])
+
+            def launches(codes: array[int]) -> Iterator[Key]:
+                return ((ls[c >> 2], min(0, ls[c >> 2] - le[c >> 2]), 1, c) for c in codes)
+
+            def host(codes: array[int]) -> Iterator[Key]:
+                return ((hs[c >> 2], min(0, hs[c >> 2] - he[c >> 2]), 2 * (c & 3 == MARK), c)
+                        for c in codes)
+
+            split = array("q", (c for c in items if c & 3 == LAUNCH))
+            rest = array("q", (c for c in items if c & 3 != LAUNCH))
+            order = heapq.merge(_in_order(launches, split), _in_order(host, rest))
         lanes: list[Track] = [base]
         stacks: list[list[int]] = [[]]  # per lane: ends of the entries still open
         stack0 = stacks[0]
         items0, depths0 = base.items, base.depths
-        for s, neg, item in order:
+        for s, neg, _rank, item in order:
             e = s - neg
             if item & 3 == MARK:
                 # An instant: drawn where it happens, inside whatever is open then.
