@@ -2,7 +2,7 @@
 
     kprof run --trace trace.json --html timeline.html examples/opencl_pipeline.py
 
-Each step uploads ``x`` and scales it on the main thread's queue while a second thread, on its
+Each step uploads ``x`` and scales it on the main thread's queue while a worker thread, on its
 own queue, uploads and scales ``y``; then ``z = x + y`` is computed and downloaded. The trace
 shows the two threads, the two queues, the copies and kernels with arrows from each launch to
 its device work, and the device time of each ``kprof.range``. It also runs without kprof.
@@ -11,7 +11,7 @@ its device work, and the device time of each ``kprof.range``. It also runs witho
 from __future__ import annotations
 
 import sys
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyopencl as cl
@@ -56,17 +56,17 @@ def main(steps: int = 4, n: int = 1 << 18) -> None:
             scale_side(side_q, (n,), None, y, np.float32(0.5))
         side_q.finish()  # y is read by the main queue next
 
-    for _ in range(steps):
-        with kprof_opencl.use_queue(main_q), kprof.range("step"):
-            # kprof.propagate: the thread's work belongs to the same profile.
-            side = threading.Thread(target=kprof.propagate(prepare_y), name="side")
-            side.start()
-            cl.enqueue_copy(main_q, x, host, is_blocking=False)
-            scale_main(main_q, (n,), None, x, np.float32(2.0))
-            side.join()
-            add(main_q, (n,), None, x, y, z)
-            cl.enqueue_copy(main_q, out, z)  # blocking: the step ends with the result
-        kprof.mark("step done")
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="side") as worker:
+        for _ in range(steps):
+            with kprof_opencl.use_queue(main_q), kprof.range("step"):
+                # kprof.propagate: the worker's job belongs to the same profile.
+                side = worker.submit(kprof.propagate(prepare_y))
+                cl.enqueue_copy(main_q, x, host, is_blocking=False)
+                scale_main(main_q, (n,), None, x, np.float32(2.0))
+                side.result()
+                add(main_q, (n,), None, x, y, z)
+                cl.enqueue_copy(main_q, out, z)  # blocking: the step ends with the result
+            kprof.mark("step done")
 
     if not np.allclose(out, host * 2.5):
         sys.exit("opencl_pipeline: wrong result")

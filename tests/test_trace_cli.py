@@ -36,7 +36,7 @@ def test_run_writes_a_valid_trace_and_timeline_on_the_test_device(tmp_path: Path
                 q2.launch("k2", 100)
 
         with q1, kprof.range("step"):
-            t = threading.Thread(target=kprof.propagate(side))
+            t = threading.Thread(target=kprof.propagate(side), name="side")
             t.start()
             q1.launch("k1", 100)
             t.join()
@@ -51,7 +51,7 @@ def test_run_writes_a_valid_trace_and_timeline_on_the_test_device(tmp_path: Path
     assert len(c.flows) == 2
     data = embedded_data((tmp_path / "t.html").read_text())
     names = [tr["name"] for proc in data["profiles"][0]["processes"] for tr in proc["tracks"]]
-    assert names == ["thread 1 (MainThread)", "thread 2 (Thread-1 (side))", "queue 1, thread 1",
+    assert names == ["thread 1 (MainThread)", "thread 2 (side)", "queue 1, thread 1",
                      "queue 2, thread 2"]
 
 
@@ -95,7 +95,7 @@ def test_the_readme_example_on_pocl(opencl_device: None, tmp_path: Path) -> None
 def _rows_are_two_threads_and_their_queues(rows: list[str]) -> bool:
     # Queues are numbered as the plugin first sees them, which the two threads race for.
     host, queues = rows[:2], rows[2:]
-    assert host == ["thread 1 (MainThread)", "thread 2 (side)"]
+    assert host == ["thread 1 (MainThread)", "thread 2 (side_0)"]
     assert sorted(q.split(", ")[1] for q in queues) == ["thread 1", "thread 2"]
     assert len({q.split(", ")[0] for q in queues}) == 2 and all(q.startswith("queue ") for q in queues)
     return True
