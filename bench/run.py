@@ -1,0 +1,410 @@
+"""kprof's benchmarks: one command, side-by-side figures, on PoCL's CPU OpenCL device.
+
+    python bench/run.py            # everything (a few minutes on 2 cores)
+    python bench/run.py --quick    # smaller counts, for a smoke run
+    python bench/run.py --only launch,range
+
+Every ratio is measured in one run, alternating the variants so that drift on a shared
+machine hits them alike; each figure is the median over repeats. Benchmarks report, they never
+gate: targets are printed beside the figures. Results also go to bench/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+KERNEL_SRC = """
+__kernel void tiny(__global float *x) { int i = get_global_id(0); x[i] = x[i] + 1.0f; }
+__kernel void busy(__global float *x, int n) {
+    int i = get_global_id(0); float v = x[i];
+    for (int k = 0; k < n; k++) v = v * 0.999f + 0.001f;
+    x[i] = v;
+}
+"""
+
+
+def _cl() -> Any:
+    import numpy as np
+    import pyopencl as cl
+
+    ctx = cl.Context(dev_type=cl.device_type.CPU) if _has_cpu(cl) else cl.create_some_context(False)
+    q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    prg = cl.Program(ctx, KERNEL_SRC).build()
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64 * 4)
+    big = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4096 * 4)
+    # The typed invoker: what careful PyOpenCL code (and pyopencl.array) launches with.
+    tiny = prg.tiny
+    tiny.set_scalar_arg_dtypes([None])
+    busy = prg.busy
+    busy.set_scalar_arg_dtypes([None, np.int32])
+    return cl, ctx, q, prg, tiny, busy, big, np, buf
+
+
+def _has_cpu(cl: Any) -> bool:
+    return any(d.type & cl.device_type.CPU for p in cl.get_platforms() for d in p.get_devices())
+
+
+def per_call_ns(fn: Callable[[], Any], n: int) -> float:
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter_ns() - t0) / n
+
+
+def launch_loop(call: Callable[..., Any], q: Any, buf: Any, n: int) -> float:
+    """ns per launch of ``call(q, (64,), None, buf)``, with no extra Python layer around it."""
+    gsize = (64,)
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        call(q, gsize, None, buf)
+    return (time.perf_counter_ns() - t0) / n
+
+
+def alternate(variants: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
+    """Run each variant ``repeats`` times, interleaved; the median of each."""
+    runs: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(repeats):
+        for k, v in variants.items():
+            runs[k].append(v())
+    return {k: statistics.median(v) for k, v in runs.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def bench_launch(quick: bool) -> dict[str, Any]:
+    """Target 1 (profiled ≤ 1.25× unprofiled per launch) and the native floors."""
+    import kprof
+
+    cl, _ctx, q, _prg, tiny, _busy, _big, _np, buf = _cl()
+    # More launches than Recorder.harvest_every, so the profiled loop pays for its harvests.
+    n = 500 if quick else 5000
+    gsize = (64,)
+    call = tiny
+
+    def plain() -> float:
+        q.finish()
+        r = launch_loop(call, q, buf, n)
+        q.finish()
+        return r
+
+    def profiled() -> float:
+        q.finish()
+        with kprof.profile(backends=["opencl"]) as p:
+            r = launch_loop(call, q, buf, n)
+        assert len(p.kernels) == n, (len(p.kernels), n)
+        return r
+
+    def profiled_total() -> float:
+        # The whole cost: the loop plus resolving every launch at the end of the profile.
+        q.finish()
+        t0 = time.perf_counter_ns()
+        with kprof.profile(backends=["opencl"]):
+            for _ in range(n):
+                call(q, gsize, None, buf)
+            q.finish()
+        return (time.perf_counter_ns() - t0) / n
+
+    def plain_total() -> float:
+        q.finish()
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            call(q, gsize, None, buf)
+        q.finish()
+        return (time.perf_counter_ns() - t0) / n
+
+    def native_events() -> float:
+        # What a user writes by hand: keep every event, read its profile after the loop.
+        q.finish()
+        t0 = time.perf_counter_ns()
+        evs = [call(q, gsize, None, buf) for _ in range(n)]
+        q.finish()
+        start, end = cl.profiling_info.START, cl.profiling_info.END
+        total = sum(e.get_profiling_info(end) - e.get_profiling_info(start) for e in evs)
+        assert total >= 0
+        return (time.perf_counter_ns() - t0) / n
+
+    def sync_per_launch() -> float:
+        # cupyx.profiler.benchmark style (what the host fallback does): wait after each launch.
+        q.finish()
+        m = max(100, n // 4)
+        t0 = time.perf_counter_ns()
+        for _ in range(m):
+            call(q, gsize, None, buf).wait()
+        return (time.perf_counter_ns() - t0) / m
+
+    for _ in range(2):  # warm up: compile, allocate, fill kprof's caches
+        plain(), profiled()
+    m = alternate({"unprofiled": plain, "profiled": profiled, "unprofiled_total": plain_total,
+                   "profiled_total": profiled_total, "native_event_loop": native_events,
+                   "synchronize_per_launch": sync_per_launch}, 5 if quick else 15)
+    return {
+        "launches_per_run": n,
+        "ns_per_launch": m,
+        "ratio_profiled": m["profiled"] / m["unprofiled"],
+        "ratio_profiled_total": m["profiled_total"] / m["unprofiled_total"],
+        "target_ratio_profiled": 1.25,
+    }
+
+
+_IDLE_SCRIPT = r"""
+import sys, time, statistics
+with_kprof = sys.argv[1] == "1"
+if with_kprof:
+    import kprof
+    for b in kprof.backends():
+        b.info()
+import pyopencl as cl
+ctx = cl.Context(dev_type=cl.device_type.CPU)
+q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+prg = cl.Program(ctx, "__kernel void tiny(__global float *x){int i=get_global_id(0); x[i]+=1.0f;}").build()
+buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 256)
+k = prg.tiny; k.set_scalar_arg_dtypes([None])
+if with_kprof:  # a profile came and went: capture must be gone without a trace
+    with kprof.profile():
+        k(q, (64,), None, buf)
+    q.finish()
+n = int(sys.argv[2]); out = []
+for _ in range(int(sys.argv[3])):
+    q.finish(); t0 = time.perf_counter_ns()
+    for _ in range(n):
+        k(q, (64,), None, buf)
+    out.append((time.perf_counter_ns() - t0) / n)
+q.finish()
+print(statistics.median(out))
+"""
+
+
+def bench_idle(quick: bool) -> dict[str, Any]:
+    """Target 2: with kprof imported and plugins loaded, no profile: ≤ 1.02× without kprof."""
+    n, inner = (500, 5) if quick else (2000, 9)
+    runs: dict[str, list[float]] = {"without_kprof": [], "kprof_loaded_idle": []}
+    for _ in range(3 if quick else 7):
+        for key, flag in (("without_kprof", "0"), ("kprof_loaded_idle", "1")):
+            out = subprocess.run([sys.executable, "-c", _IDLE_SCRIPT, flag, str(n), str(inner)],
+                                 capture_output=True, text=True, check=True)
+            runs[key].append(float(out.stdout.strip().splitlines()[-1]))
+    m = {k: statistics.median(v) for k, v in runs.items()}
+    return {"ns_per_launch": m, "ratio": m["kprof_loaded_idle"] / m["without_kprof"],
+            "target_ratio": 1.02}
+
+
+def bench_range(quick: bool) -> dict[str, Any]:
+    """Target 3: kprof.range around one kernel ≤ the kernel + two native markers + 1 µs."""
+    import kprof
+    import kprof_opencl
+
+    cl, _ctx, q, _prg, tiny, _busy, _big, _np, buf = _cl()
+    n = 300 if quick else 1000
+    call = tiny
+    marker = cl.enqueue_marker
+    g = (64,)
+
+    def kernel_only() -> float:
+        q.finish()
+        with kprof.profile(backends=["opencl"]):
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                call(q, g, None, buf)
+            r = (time.perf_counter_ns() - t0) / n
+        return r
+
+    def kernel_markers() -> float:
+        q.finish()
+        with kprof.profile(backends=["opencl"]):
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                marker(q)
+                call(q, g, None, buf)
+                marker(q)
+            r = (time.perf_counter_ns() - t0) / n
+        return r
+
+    def kernel_range() -> float:
+        q.finish()
+        rng = kprof.range
+        with kprof.profile(backends=["opencl"]) as p, kprof_opencl.use_queue(q):
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                with rng("r"):
+                    call(q, g, None, buf)
+            r = (time.perf_counter_ns() - t0) / n
+        assert len(p.device_ranges) == n, len(p.device_ranges)
+        return r
+
+    for _ in range(2):
+        kernel_only(), kernel_markers(), kernel_range()
+    m = alternate({"kernel": kernel_only, "kernel_two_markers": kernel_markers,
+                   "range_around_kernel": kernel_range}, 5 if quick else 11)
+    return {"ns_per_iteration": m,
+            "range_minus_markers_ns": m["range_around_kernel"] - m["kernel_two_markers"],
+            "target_extra_ns": 1000}
+
+
+def bench_accuracy(quick: bool) -> dict[str, Any]:
+    """Target 4: captured launches report exactly their events' times; ranges within 1% / 2 µs."""
+    import kprof
+    import kprof_opencl
+
+    cl, _ctx, q, _prg, tiny, busy, big, np, buf = _cl()
+    start, end = cl.profiling_info.START, cl.profiling_info.END
+    with kprof.profile(backends=["opencl"]) as p:
+        evs = [tiny(q, (64,), None, buf) for _ in range(200)]
+    own = [e.get_profiling_info(end) - e.get_profiling_info(start) for e in evs]
+    got = [k.duration_ns for k in p.kernels]
+    mismatches = sum(1 for a, b in zip(own, got) if a != b) + abs(len(own) - len(got))
+
+    # A kernel of a few hundred µs inside a range: the range's device time vs the kernel's own.
+    iters = 2000
+    busy(q, (4096,), None, big, np.int32(iters)).wait()
+    errors = []
+    durations = []
+    with kprof.profile(backends=["opencl"]) as p, kprof_opencl.use_queue(q):
+        for _ in range(10 if quick else 30):
+            with kprof.range("work"):
+                ev = busy(q, (4096,), None, big, np.int32(iters))
+            q.finish()
+            durations.append(ev.get_profiling_info(end) - ev.get_profiling_info(start))
+    for r, work in zip(p.device_ranges, durations):
+        errors.append(r.duration_ns - work)
+    med_work = statistics.median(durations)
+    bound = max(0.01 * med_work, 2000)
+    return {
+        "captured_launches": len(got),
+        "captured_mismatches": mismatches,
+        "range_work_median_ns": med_work,
+        "range_error_median_ns": statistics.median(errors),
+        "range_error_max_ns": max(errors, key=abs),
+        "range_bound_ns": bound,
+        "range_within_bound": sum(1 for e in errors if abs(e) <= bound),
+        "ranges": len(errors),
+    }
+
+
+def bench_scale(quick: bool) -> dict[str, Any]:
+    """Target 5: a million profiled launches in bounded memory and bounded live events."""
+    import kprof
+    from kprof_core.recorder import Recorder
+
+    _cl_mod, _ctx, q, _prg, tiny, _busy, _big, _np, buf = _cl()
+    n = 100_000 if quick else 1_000_000
+    call = tiny
+    g = (64,)
+    original_take = Recorder._take
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    t0 = time.perf_counter_ns()
+    with kprof.profile(backends=["opencl"]) as p:
+        rec = kprof.capture.active()
+        assert rec is not None
+        for _ in range(n):
+            call(q, g, None, buf)
+    # The most entries (each holding its launch's event) ever pending at once.
+    live_max = rec.pending_high_water
+    t_loop = (time.perf_counter_ns() - t0) / 1e9
+    gc.collect()
+    mem = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    assert Recorder._take is original_take
+    t1 = time.perf_counter()
+    text = p.report()
+    t_summary = time.perf_counter() - t1
+    path = HERE / "scale_trace.json"
+    t2 = time.perf_counter()
+    p.export_chrome_trace(path)
+    t_trace = time.perf_counter() - t2
+    size = path.stat().st_size
+    path.unlink()
+    return {
+        "launches": n,
+        "records": len(p.table),
+        "bytes_per_record": mem / n,
+        "max_live_pending": live_max,
+        "pending_bound": Recorder.max_pending,
+        "seconds_profiled_loop": t_loop,
+        "seconds_summary": t_summary,
+        "seconds_chrome_trace": t_trace,
+        "chrome_trace_mb": size / 1e6,
+        "report_lines": len(text.splitlines()),
+        "targets": {"bytes_per_record": 160, "seconds_summary": 1.0, "seconds_chrome_trace": 10.0},
+    }
+
+
+def bench_startup(quick: bool) -> dict[str, Any]:
+    """Target 6: ``import kprof`` ≤ 150 ms, ``kprof backends`` ≤ 2 s (all vendor libraries installed)."""
+    reps = 3 if quick else 7
+    imp, cli = [], []
+    kprof_bin = Path(sys.executable).with_name("kprof")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import kprof"], check=True)
+        imp.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        subprocess.run([str(kprof_bin), "backends"], check=True, capture_output=True)
+        cli.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    bare = time.perf_counter() - t0
+    return {"import_kprof_s": statistics.median(imp), "kprof_backends_s": statistics.median(cli),
+            "bare_python_s": bare, "targets": {"import_kprof_s": 0.150, "kprof_backends_s": 2.0}}
+
+
+BENCHES = {
+    "launch": bench_launch,
+    "idle": bench_idle,
+    "range": bench_range,
+    "accuracy": bench_accuracy,
+    "scale": bench_scale,
+    "startup": bench_startup,
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", help="comma-separated: " + ",".join(BENCHES))
+    ap.add_argument("--out", default=str(HERE / "results.json"))
+    args = ap.parse_args()
+    chosen = args.only.split(",") if args.only else list(BENCHES)
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "command": "python bench/run.py" + (" --quick" if args.quick else ""),
+    }
+    try:
+        import pyopencl
+
+        results["pyopencl"] = pyopencl.VERSION_TEXT
+        results["device"] = ", ".join(f"{p.version} / {d.name}" for p in pyopencl.get_platforms()
+                                      for d in p.get_devices())
+    except Exception as exc:
+        print(f"OpenCL is not available: {exc}", file=sys.stderr)
+        return 1
+    for name in chosen:
+        print(f"== {name}", flush=True)
+        results[name] = BENCHES[name](args.quick)
+        print(json.dumps(results[name], indent=2), flush=True)
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
