@@ -369,6 +369,7 @@ class Recorder:
         ref_begin = self._ref_begin
         ref_ids = self._ref_tokens
         popleft = incoming.popleft
+        host_append = self.host.append
         try:
             while taken < n:
                 entry = popleft()
@@ -402,7 +403,16 @@ class Recorder:
                                         continue
                             except Exception:
                                 pass  # _take asks again and reports the failure properly
-                # The general case: rows must be in order, so flush the fast ones first.
+                if kind in _HOST_KINDS:
+                    # Host entries go to the host table: no need to flush device rows first.
+                    tid = thread_ids.get(who)
+                    nid = name_ids.get(name) if type(name) is str else None
+                    if tid is not None and nid is not None:
+                        host_append(nid, _HOST_KINDS[kind], tid, h0, h1)
+                        taken += 1
+                        continue
+                # The general case: device rows must stay in order (errors are keyed by row),
+                # so flush the fast ones first.
                 if rows:
                     self._flush(rows)
                 try:
