@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -27,24 +27,6 @@ class SummaryRow:
     @property
     def label(self) -> str:
         return f"{self.name} *" if self.host_timed else self.name
-
-
-def summarize(items: Iterable[tuple[str, bool, int, int]], span_ns: int) -> list[SummaryRow]:
-    """Group ``(name, host_timed, duration_ns, nbytes)`` by name; largest total first.
-
-    ``percent`` is each total's share of the profiled span (``span_ns``), as in KernelAbstractions.
-    """
-    groups: dict[tuple[str, bool], list[int]] = {}
-    sizes: dict[tuple[str, bool], int] = {}
-    for name, host_timed, dur, nbytes in items:
-        key = (name, host_timed)
-        durs = groups.get(key)
-        if durs is None:
-            durs = groups[key] = []
-        durs.append(dur)
-        if nbytes >= 0:
-            sizes[key] = sizes.get(key, 0) + nbytes
-    return rows_of(groups, sizes, span_ns)
 
 
 def rows_of(groups: Mapping[tuple[str, bool], list[int]], sizes: Mapping[tuple[str, bool], int],
