@@ -134,12 +134,13 @@ class Recorder:
         self.host = HostTable()
         self.names = Interner()
         self.queues: list[QueueRecord] = []
-        self._queue_ids: dict[tuple[int, int], tuple[Any, int]] = {}
-        # id(queue) -> (backend, queue id, device key), for the harvest's fast path; the
-        # queue objects are kept alive by _queue_ids.
-        self._fast_queues: dict[int, tuple[Backend, int, str]] = {}
-        # id(queue) -> queue, for every queue an entry refers to (entries hold the id only).
+        # id(queue) -> queue, for every queue an entry refers to (entries hold the id only);
+        # kept alive until the profile ends, so that no other queue can take its id meanwhile.
         self._live_queues: dict[int, Any] = {}
+        # (id(backend), id(queue)) -> queue id in self.queues.
+        self._queue_ids: dict[tuple[int, int], int] = {}
+        # id(queue) -> (backend, queue id, device key), for the harvest's fast path.
+        self._fast_queues: dict[int, tuple[Backend, int, str]] = {}
         self._by_slot = {b.slot: b for b in self.backends}
         self._queue_index: dict[QueueRecord, int] = {}
         self.threads: list[ThreadRecord] = []
@@ -187,8 +188,7 @@ class Recorder:
         # pass, while one holding a tracked object would survive into the old generations and
         # make every full collection walk all pending launches (~0.7 µs per launch here).
         qk = id(queue)
-        if qk not in self._live_queues:
-            self._live_queues[qk] = queue  # kept alive, so its id stays its own
+        self._live_queues.setdefault(qk, queue)
         incoming = self._incoming
         incoming.append((backend.slot, kind, name, qk, _who(), start_ns, end_ns, start, stop,
                          nbytes, flags))
@@ -298,8 +298,7 @@ class Recorder:
                 self._sync(b, q)
             self._range_pop(b)
             qk = id(q)
-            if qk not in self._live_queues:
-                self._live_queues[qk] = q
+            self._live_queues.setdefault(qk, q)
             self._append((b.slot, kind, name, qk, who, start_ns, end_ns, tok, stop, -1, flags))
 
     def _range_pop(self, b: Backend) -> None:
@@ -354,8 +353,9 @@ class Recorder:
 
         The common entry (a device entry whose queue, thread and name are already known, of a
         healthy backend, with its work done) is made into a row right here, with locals bound
-        and rows gathered in lists appended to the table in bulk: this loop runs once per
-        launch, so every attribute lookup and call counts. Everything else goes to ``_take``.
+        and rows gathered as tuples appended to the table in bulk (``_flush``); host entries go
+        straight to the host table: this loop runs once per launch, so every attribute lookup
+        and call counts. Everything else goes to ``_take``.
         """
         incoming = self._incoming
         n = len(incoming) if limit is None else min(limit, len(incoming))
@@ -567,9 +567,9 @@ class Recorder:
 
     def _queue_id(self, backend: Backend | None, queue: Any) -> int:
         key = (0, 0) if backend is None else (id(backend), id(queue))
-        hit = self._queue_ids.get(key)
-        if hit is not None:
-            return hit[1]
+        qid = self._queue_ids.get(key)
+        if qid is not None:
+            return qid
         if backend is None:
             rec = HOST_QUEUE
         else:
@@ -586,9 +586,7 @@ class Recorder:
                 info = QueueInfo(device=backend.name, label="queue")
             rec = QueueRecord(backend.name, info.device, info.label,
                               f"{backend.name}:{info.key()}")
-        qid = self._intern_queue(rec)
-        # Keep the queue object alive so its id cannot be reused by another queue.
-        self._queue_ids[key] = (queue, qid)
+        qid = self._queue_ids[key] = self._intern_queue(rec)
         if backend is not None:
             self._fast_queues.setdefault(id(queue), (backend, qid, rec.device_key))
         return qid
