@@ -71,6 +71,7 @@ RESOLVED_HOOKS: dict[str, tuple[str, ...]] = {
     "elapsed_time": ("backend", "start", "stop"),
     "timestamp_done": ("backend", "token"),
     "device_times": ("backend", "start", "stop"),
+    "device_times_batch": ("backend", "starts", "stops"),
     "release_timestamp": ("backend", "token"),
     "current_queue": ("backend",),
     "queue_info": ("backend", "queue"),
@@ -114,6 +115,7 @@ class Backend:
     elapsed_time: Callable[..., Any]
     timestamp_done: Callable[..., Any]
     device_times: Callable[..., Any]
+    device_times_batch: Callable[..., Any]
     release_timestamp: Callable[..., Any]
     current_queue: Callable[..., Any]
     queue_info: Callable[..., Any]
@@ -138,6 +140,7 @@ class Backend:
         #: Whether the plugin mirrors ranges (implements ``range_push``): checked per range.
         self.mirrors_ranges = False
         self.has_device_times = False
+        self.has_batch_times = False
         self.pools_tokens = False
         self.broken: str | None = None
         self._info: BackendInfo | None = None
@@ -156,6 +159,9 @@ class Backend:
         self.implemented = frozenset(impls)
         self.mirrors_ranges = "range_push" in self.implemented
         self.has_device_times = "device_times" in self.implemented
+        # The batch reader stands for device_times over many tokens: only with it.
+        self.has_batch_times = (self.has_device_times
+                                and "device_times_batch" in self.implemented)
         # Without release_timestamp there is nothing to give back: skip the call per record.
         self.pools_tokens = "release_timestamp" in self.implemented
 

@@ -16,8 +16,10 @@ from .backend import KprofError
 
 
 def _backend_rows() -> list[dict[str, Any]]:
+    from . import native
     from .plugins import registry
 
+    recorder = "compiled" if native.compiled() is not None else "pure Python"
     rows = []
     for b in registry.all():
         info = b.info()
@@ -32,6 +34,9 @@ def _backend_rows() -> list[dict[str, Any]]:
             "library_version": info.library_version,
             "error": info.status[len("error: "):] if info.status.startswith("error") else None,
             "detail": info.detail,
+            # The launch path every backend's launches take (the same for all of them).
+            "recorder": recorder,
+            "recorder_detail": native.describe(),
         })
     return rows
 
@@ -62,6 +67,9 @@ def cmd_backends(args: argparse.Namespace) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5])
         if i == 0:
             print("  ".join("─" * w for w in widths) + "  " + "─" * len("Status"))
+    from . import native
+
+    print(f"\nRecorder: {native.describe()}")
     return 0
 
 

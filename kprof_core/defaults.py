@@ -39,6 +39,12 @@ def device_times(backend: Backend, start: Any, stop: Any) -> tuple[int, int] | N
 
 
 @hookimpl(trylast=True)
+def device_times_batch(backend: Backend, starts: tuple[Any, ...],
+                       stops: tuple[Any, ...]) -> tuple[Any, Any] | None:
+    return None
+
+
+@hookimpl(trylast=True)
 def release_timestamp(backend: Backend, token: Any) -> None:
     return None
 

@@ -124,6 +124,22 @@ def device_times(backend: Backend, start: Any, stop: Any) -> tuple[int, int] | N
 
 
 @hookspec(firstresult=True)
+def device_times_batch(backend: Backend, starts: tuple[Any, ...],
+                       stops: tuple[Any, ...]) -> tuple[Any, Any] | None:
+    """Optional, with ``device_times``: read many tokens at once, for the harvest.
+
+    Return ``(begins, ends)``, two equally long sequences of ints (lists, tuples or
+    ``array('q')``): what ``device_times(starts[i], stops[i])`` would return, for the longest
+    prefix of the pairs whose ``stop`` is done and readable. Stop at the first one that is not
+    done, has failed or cannot be read: kprof then asks about that one alone, through
+    ``timestamp_done`` and ``device_times``, which report what went wrong. Called off the
+    launch path, once per run of pending launches (up to a few thousand), so a plugin can read
+    them in compiled code (the OpenCL plugin does) instead of one Python call per token.
+    There is no default behaviour.
+    """
+
+
+@hookspec(firstresult=True)
 def timestamp_done(backend: Backend, token: Any) -> bool | None:
     """Return whether the device has reached ``token``, without blocking.
 

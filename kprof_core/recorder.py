@@ -1,7 +1,8 @@
 """The recorder: what runs on the user's threads while a profile is active, and its end.
 
-The launch path appends one tuple to a deque (thread-safe, no lock) and returns; the entries
-become rows in ``harvest.py`` and are placed on the host clock in ``placement.py``.
+The launch path appends one tuple to a list (thread-safe, no lock) and returns; the entries
+become rows in ``harvest.py`` and are placed on the host clock in ``placement.py``. Where the
+compiled recorder is built (``native.py``), its common case runs in C (``_crecorder.c``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import time
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from . import native, threads
 from .backend import Backend
 from .harvest import HOST_LAUNCH, HOST_RANGE, MARK, Harvest
 from .placement import DeviceClock, place
@@ -54,8 +56,12 @@ class Recorder(Harvest):
         # The launch path compares the pending count with this one number: it also sends every
         # launch to _pressure once the profile has closed (then it is 0).
         self._next_harvest = min(self.harvest_every, self.max_pending)
+        # Slots of the backends whose launches take the short path: timed, not synchronized.
+        self._timed = frozenset(b.slot for b in self.backends
+                                if device and not synchronize)
         self._closed = False  # the profile's block has ended: what comes in now is late
         self.pending_high_water = 0
+        self._bind_launch_path()
 
     # -- the launch path (plugins) ------------------------------------------------------------
 
@@ -68,7 +74,25 @@ class Recorder(Harvest):
         own OpenCL event), or ``None`` when the backend has no timestamps: the launch is then
         synchronized here and timed on the host. ``nbytes`` is a copy's size, or -1.
         Every token handed here is given back through ``release_timestamp``.
+
+        Where the compiled recorder is in use, each Recorder's ``launch`` is its
+        ``LaunchPath.launch`` (``_crecorder.c``): it handles the common case (a timed launch of
+        a backend this profile times, arguments by position) and calls this method for every
+        other case.
         """
+        slot = backend.slot
+        if start is not None and slot in self._timed:
+            # The common case, kept to a few lookups: it runs once per launch.
+            qk = id(queue)
+            live = self._live_queues
+            if qk not in live:
+                live[qk] = queue
+            incoming = self._incoming
+            incoming.append((slot, kind, name, qk, _who(), start_ns, end_ns, start, stop,
+                             nbytes, 0))
+            if len(incoming) >= self._next_harvest:
+                self._pressure()
+            return
         if not self.device or backend not in self._selected:
             self._untimed(backend, name, start_ns, end_ns, start, stop)
             return
@@ -87,11 +111,26 @@ class Recorder(Harvest):
         # make every full collection walk all pending launches (~0.7 µs per launch here).
         qk = id(queue)
         self._live_queues.setdefault(qk, queue)
-        incoming = self._incoming
-        incoming.append((backend.slot, kind, name, qk, _who(), start_ns, end_ns, start, stop,
-                         nbytes, flags))
-        if len(incoming) >= self._next_harvest:
-            self._pressure()
+        self._append((slot, kind, name, qk, _who(), start_ns, end_ns, start, stop, nbytes,
+                      flags))
+
+    _launch_py = launch  # the compiled path's fallback, whatever self.launch is bound to
+
+    def _bind_launch_path(self) -> None:
+        """Use the compiled launch path for this recorder, where it is available."""
+        mod = native.compiled()
+        self._native: Any = None
+        if mod is None:
+            return
+        self._native = mod.launch_path(self._incoming, self._live_queues, self._timed,
+                                       self._launch_py, self._pressure, threads._tls,
+                                       threads._running_loop, _who, self._next_harvest)
+        self.launch = self._native.launch  # type: ignore[method-assign]
+
+    def _set_next_harvest(self, n: int) -> None:
+        self._next_harvest = n
+        if self._native is not None:
+            self._native.next_harvest = n
 
     def _untimed(self, backend: Backend, name: str, start_ns: int, end_ns: int,
                  start: Any, stop: Any) -> None:
@@ -225,9 +264,9 @@ class Recorder(Harvest):
             while len(incoming) > self.max_pending and not self._closed:
                 self.harvest(wait=True, limit=len(incoming) - self.max_pending // 2)
             # When nothing was done, try again only after another harvest_every launches.
-            self._next_harvest = min(len(incoming) + self.harvest_every, self.max_pending)
+            self._set_next_harvest(min(len(incoming) + self.harvest_every, self.max_pending))
         if self._closed:
-            self._next_harvest = 0  # may have raced with finish() setting it
+            self._set_next_harvest(0)  # may have raced with finish() setting it
             self._late()
 
     # -- the end --------------------------------------------------------------------------------
@@ -252,7 +291,7 @@ class Recorder(Harvest):
 
     def _close(self) -> None:
         self._closed = True
-        self._next_harvest = 0
+        self._set_next_harvest(0)
 
     def _end(self) -> None:
         """Called once, holding the lock: the tables become final."""
@@ -277,8 +316,9 @@ class Recorder(Harvest):
 
     def _drop_late(self) -> None:
         incoming = self._incoming
-        while incoming:
-            slot, *_rest, start, stop, _n, _f = incoming.popleft()
+        late = incoming[:]
+        del incoming[:len(late)]  # threads may still append: those come back here
+        for slot, *_rest, start, stop, _n, _f in late:
             self.late_dropped += 1
             if start is not None and slot is not None:  # a device entry with tokens
                 self._release(self._by_slot[slot], start, stop)

@@ -116,6 +116,18 @@ def device_times(backend: kprof.Backend, start: Any, stop: Any) -> tuple[int, in
                            f"COMPLETE, negative is a failed command): {exc}") from exc
 
 
+@hookimpl
+def device_times_batch(backend: kprof.Backend, starts: tuple[Any, ...],
+                       stops: tuple[Any, ...]) -> tuple[Any, Any]:
+    global _batch
+    if _batch is None:
+        from .reader import device_times_batch as _batch
+    return _batch(starts, stops)
+
+
+_batch: Any = None  # reader.device_times_batch, imported on first use (it imports ctypes)
+
+
 # No release_timestamp: events are not pooled (a capture's event is the user's own), so
 # dropping kprof's reference, which the recorder does, is all there is to it.
 

@@ -1,0 +1,34 @@
+"""Build configuration beyond pyproject.toml: kprof's optional compiled parts.
+
+Both extensions are optional (``optional=True``): where no C compiler exists, or the build
+fails, ``pip install`` still succeeds and kprof runs its pure-Python path, with the same
+behaviour (see ``kprof_core/native.py``; ``kprof backends`` says which path is in use).
+They use the limited API, so one wheel per platform serves CPython 3.10 and later (abi3).
+Free-threaded CPython has no limited API before 3.15: there they are not built and kprof runs
+pure Python, which is safe without the GIL.
+"""
+
+import sysconfig
+
+from setuptools import Extension, setup
+
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+LIMITED = [("Py_LIMITED_API", "0x030A0000")]
+
+
+def extension(name: str, source: str) -> Extension:
+    return Extension(name, [source], optional=True, py_limited_api=True, define_macros=LIMITED)
+
+
+if FREE_THREADED:
+    setup()
+else:
+    setup(
+        ext_modules=[
+            # The recorder's launch path: every plugin's captured launches go through it.
+            extension("kprof_core._crecorder", "kprof_core/_crecorder.c"),
+            # The OpenCL plugin's batch reader of event times (the harvest, off the launch path).
+            extension("kprof_opencl._clreader", "kprof_opencl/_clreader.c"),
+        ],
+        options={"bdist_wheel": {"py_limited_api": "cp310"}},
+    )
