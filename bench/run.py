@@ -87,8 +87,30 @@ def alternate(variants: dict[str, Callable[[], float]], repeats: int) -> dict[st
 # ---------------------------------------------------------------------------------------------
 
 
+def recorder_paths() -> dict[str, bool]:
+    """The recorder paths this install can run: {"compiled": True, "pure": False} or just pure."""
+    from kprof_core import native
+
+    native.use_compiled(True)
+    return {"compiled": True, "pure": False} if native.compiled() else {"pure": False}
+
+
+def on_path(compiled: bool, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` run with the compiled recorder on or off (kprof_core.native.use_compiled)."""
+    from kprof_core import native
+
+    def run() -> Any:
+        native.use_compiled(compiled)
+        try:
+            return fn()
+        finally:
+            native.use_compiled(True)
+    return run
+
+
 def bench_launch(quick: bool) -> dict[str, Any]:
-    """Target 1 (profiled ≤ 1.25× unprofiled per launch) and the native floors."""
+    """Targets 1 and 2: profiled vs unprofiled (and vs the hand-written event loop), per
+    launch, loop plus resolving every launch, with the compiled recorder and pure Python."""
     import kprof
 
     cl, _ctx, q, _prg, tiny, _busy, _big, _np, buf = _cl()
@@ -114,11 +136,13 @@ def bench_launch(quick: bool) -> dict[str, Any]:
         # The whole cost: the loop plus resolving every launch at the end of the profile.
         q.finish()
         t0 = time.perf_counter_ns()
-        with kprof.profile(backends=["opencl"]):
+        with kprof.profile(backends=["opencl"]) as p:
             for _ in range(n):
                 call(q, gsize, None, buf)
             q.finish()
-        return (time.perf_counter_ns() - t0) / n
+        r = (time.perf_counter_ns() - t0) / n
+        assert len(p.kernels) == n and not p.unresolved, (len(p.kernels), n)
+        return r
 
     def plain_total() -> float:
         q.finish()
@@ -148,18 +172,28 @@ def bench_launch(quick: bool) -> dict[str, Any]:
             call(q, gsize, None, buf).wait()
         return (time.perf_counter_ns() - t0) / m
 
+    paths = recorder_paths()
+    variants: dict[str, Callable[[], float]] = {"unprofiled": plain_total,
+                                                "native_event_loop": native_events}
+    for label, compiled in paths.items():
+        variants[f"kprof_{label}"] = on_path(compiled, profiled_total)
+    variants["unprofiled_loop"] = plain
+    for label, compiled in paths.items():
+        variants[f"kprof_{label}_loop"] = on_path(compiled, profiled)
     for _ in range(2):  # warm up: compile, allocate, fill kprof's caches
-        plain(), profiled()
-    m = alternate({"unprofiled": plain, "profiled": profiled, "unprofiled_total": plain_total,
-                   "profiled_total": profiled_total, "native_event_loop": native_events,
-                   "synchronize_per_launch": sync_per_launch}, 5 if quick else 15)
-    return {
-        "launches_per_run": n,
-        "ns_per_launch": m,
-        "ratio_profiled": m["profiled"] / m["unprofiled"],
-        "ratio_profiled_total": m["profiled_total"] / m["unprofiled_total"],
-        "target_ratio_profiled": 1.25,
-    }
+        for v in variants.values():
+            v()
+    m = alternate(variants, 7 if quick else 31)
+    m["synchronize_per_launch"] = alternate({"s": sync_per_launch}, 3 if quick else 5)["s"]
+    out: dict[str, Any] = {"launches_per_run": n, "rounds": 7 if quick else 31,
+                           "ns_per_launch": m}
+    for label in paths:
+        out[f"ratio_{label}"] = m[f"kprof_{label}"] / m["unprofiled"]
+        out[f"ratio_{label}_vs_event_loop"] = m[f"kprof_{label}"] / m["native_event_loop"]
+        out[f"ratio_{label}_loop"] = m[f"kprof_{label}_loop"] / m["unprofiled_loop"]
+    out["targets"] = {"ratio_compiled": 1.25, "ratio_compiled_vs_event_loop": 1.15,
+                      "ratio_pure": 1.9}
+    return out
 
 
 _IDLE_SCRIPT = r"""

@@ -31,14 +31,16 @@ def _load() -> None:
         _why = "free-threaded CPython: the pure-Python recorder is the thread-safe one there"
         return
     try:
-        from . import _crecorder  # type: ignore[attr-defined]
+        import importlib
+
+        crecorder = importlib.import_module("kprof_core._crecorder")
     except ImportError as exc:
         _why = f"the compiled recorder is not built ({exc}); pip install with a C compiler builds it"
         return
     except Exception as exc:  # a broken build must never break kprof
         _why = f"the compiled recorder failed to load: {type(exc).__name__}: {exc}"
         return
-    _module = _crecorder
+    _module = crecorder
 
 
 _load()

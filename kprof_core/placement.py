@@ -11,8 +11,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import compress
-from operator import add, mul, sub
+from itertools import compress, repeat
+from operator import add, and_, eq, getitem, mul, not_, or_, sub
 from typing import TYPE_CHECKING, Any
 
 from .backend import Alignment, Backend, BadReturn
@@ -52,37 +52,40 @@ def place(table: DeviceTable, queues: Sequence[QueueRecord],
     n = len(t)
     if not n:
         return {}
-    # Each row's device as a small code: 0 for rows already placed (host-timed, unresolved,
-    # merged from a nested profile), else 1 + the device's index in `devices`.
     devices = list(dict.fromkeys(q.device_key for q in queues))
-    if len(devices) > 254:  # more than a byte can number: one pass per device, still in C
+    if len(devices) > 254:  # more than a byte can number
         return _place_each(t, queues, refs, hook_failed)
-    code_of_queue = bytes(devices.index(q.device_key) + 1 for q in queues)
-    unplaced = bytes(map(_UNPLACED.__getitem__, map(PLACED.__and__, t.flags)))  # 1: not yet
-    codes = bytes(map(mul, map(code_of_queue.__getitem__, t.queue), unplaced))
-    early = array("q", map(sub, t.launch_start, t.start))  # launch start - relative start
+    # Each row's device as a code: 0 for rows already placed (host-timed, unresolved, merged
+    # from a nested profile), else 1 + the device's index in `devices`. The common case (one
+    # device, nothing placed yet) needs no codes at all.
+    if len(devices) == 1 and not any(map(and_, t.flags, repeat(PLACED))):
+        codes = None
+        present = [1]
+    else:
+        code_of_queue = bytes(devices.index(q.device_key) + 1 for q in queues)
+        unplaced = map(not_, map(and_, t.flags, repeat(PLACED)))
+        codes = bytes(map(mul, map(getitem, repeat(code_of_queue), t.queue), unplaced))
+        present = [d for d in range(1, len(devices) + 1) if d in codes]
     clocks: dict[str, DeviceClock] = {}
     offset = [0] * (len(devices) + 1)  # what to add to `start`, per code
-    for d, dkey in enumerate(devices, 1):
-        rows = codes.count(d)
-        if not rows:
-            continue
-        first = codes.index(d)
+    for d in present:
+        dkey = devices[d - 1]
+        first = 0 if codes is None else codes.index(d)
         backend, tok, h0, h1 = refs[dkey]
         base, method, error = _base(backend, tok, h0, h1, hook_failed)
         # No work may start before its launch: shift the whole device if any would.
-        mine = early if rows == n else compress(early, map(d.__eq__, codes))
-        shift = max(0, max(mine) - base)
+        early = map(sub, t.launch_start, t.start)
+        shift = max(0, max(early if codes is None else compress(early, map(eq, codes, repeat(d))))
+                    - base)
         offset[d] = base + shift
         q = queues[t.queue[first]]
         clocks[dkey] = DeviceClock(q.backend, q.device, method, error, shift)
-    if clocks:
-        t.start[:] = array("q", map(add, t.start, map(offset.__getitem__, codes)))
-        t.flags[:] = array("q", map(PLACED.__or__, t.flags))
+    if codes is None:
+        t.start[:] = array("q", map(add, t.start, repeat(offset[1], n)))
+    elif clocks:
+        t.start[:] = array("q", map(add, t.start, map(getitem, repeat(offset), codes)))
+    t.flags[:] = array("q", map(or_, t.flags, repeat(PLACED, n)))
     return clocks
-
-
-_UNPLACED = bytes(1 if i == 0 else 0 for i in range(PLACED + 1))  # by f & PLACED
 
 
 def _base(backend: Backend, tok: Any, h0: int, h1: int,

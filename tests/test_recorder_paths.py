@@ -1,0 +1,366 @@
+"""The launch path and the harvest, compiled and pure Python, column-wise and entry by entry:
+every combination makes exactly the same records (tables, errors, clocks) from the same input.
+
+A deterministic plugin stands in for a device here: its tokens carry fixed times, become done
+after a set number of questions, and may fail or answer with the wrong type, so that every
+branch of the harvest is taken on every path. CI also runs the whole suite on both paths
+(``KPROF_PURE_PYTHON=1``).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import warnings
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kprof
+from kprof_core import native
+from kprof_core import recorder as recorder_module
+from kprof_core.harvest import Harvest
+from kprof_core.plugins import ENV_DISABLE_AUTOLOAD
+from kprof_core.recorder import COPY, KERNEL, Recorder
+
+KPROF = str(Path(sys.executable).with_name("kprof"))
+COMPILED = native.compiled() is not None
+
+
+class Tok:
+    """A token with fixed device times; done after ``asks`` questions."""
+
+    def __init__(self, begin: int, end: int, asks: int = 0, fail: bool = False,
+                 bad: bool = False) -> None:
+        self.begin, self.end, self.asks, self.fail, self.bad = begin, end, asks, fail, bad
+
+    def done(self) -> bool:
+        if self.asks > 0:
+            self.asks -= 1
+            return False
+        return True
+
+
+class Dev:
+    """A queue of a device (``key``)."""
+
+    def __init__(self, key: str, label: str) -> None:
+        self.key, self.label = key, label
+
+
+class AbsolutePlugin:
+    """Absolute device clock (``device_times``), optionally with the batch reader."""
+
+    @kprof.hookimpl
+    def timestamp_done(self, token: Tok) -> bool:
+        return token.done()
+
+    @kprof.hookimpl
+    def device_times(self, start: Tok, stop: Tok) -> Any:
+        if stop.fail:
+            raise RuntimeError("the command failed")
+        if stop.bad:
+            return [start.begin, stop.end]  # not a tuple: a plugin bug
+        return start.begin, stop.end
+
+    @kprof.hookimpl
+    def elapsed_time(self, start: Tok, stop: Tok) -> int:
+        return stop.end - start.begin
+
+    @kprof.hookimpl
+    def record_timestamp(self) -> Any:
+        return None
+
+    @kprof.hookimpl
+    def queue_info(self, queue: Dev) -> kprof.QueueInfo:
+        return kprof.QueueInfo(device=queue.key, label=queue.label, device_key=queue.key)
+
+    @kprof.hookimpl
+    def align_clock(self, token: Tok, launch_window: tuple[int, int]) -> Any:
+        if token.begin % 2:
+            return None  # this device cannot be aligned: placed at its first launch
+        return kprof.Alignment(host_ns=launch_window[0] + 7, error_ns=3, method="test")
+
+    @kprof.hookimpl
+    def synchronize(self, queue: Any) -> None:
+        return None
+
+
+
+class BatchPlugin(AbsolutePlugin):
+    """Absolute device clock with the batch reader (as OpenCL)."""
+
+    @kprof.hookimpl
+    def device_times_batch(self, starts: tuple[Tok, ...], stops: tuple[Tok, ...]) -> Any:
+        begins, ends = [], []
+        for a, b in zip(starts, stops):
+            if not b.done() or b.fail or b.bad:
+                break
+            begins.append(a.begin)
+            ends.append(b.end)
+        return begins, ends
+
+
+class ElapsedPlugin(AbsolutePlugin):
+    """Elapsed times only (as CUDA and HIP), with pooled tokens given back."""
+
+    def __init__(self) -> None:
+        self.released: list[int] = []
+
+    @kprof.hookimpl
+    def elapsed_time(self, start: Tok, stop: Tok) -> Any:
+        if stop.fail:
+            raise RuntimeError("the command failed")
+        if stop.bad:
+            return float(stop.end - start.begin)
+        return stop.end - start.begin
+
+    @kprof.hookimpl
+    def release_timestamp(self, token: Tok) -> None:
+        self.released.append(id(token))
+
+    device_times = None  # type: ignore[assignment]
+
+
+# An operation: (what, queue, name, asks, fail, bad, nbytes)
+OPS = st.lists(st.tuples(
+    st.sampled_from(["kernel", "kernel", "kernel", "copy", "host_timed", "range", "mark"]),
+    st.integers(0, 2), st.integers(0, 3), st.integers(0, 3),
+    st.just(False), st.just(False), st.integers(-1, 4096),
+), max_size=60)
+RARE = st.lists(st.tuples(st.integers(0, 59), st.sampled_from(["fail", "bad"])), max_size=2)
+
+
+def run(plugin: Any, ops: list[tuple[Any, ...]], rare: dict[int, str], compiled: bool,
+        bulk: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    name = "paths"
+    backend = kprof_core_registry().register(plugin, name)
+    queues = [Dev("devA", "q0"), Dev("devA", "q1"), Dev("devB", "q2")]
+    native.use_compiled(compiled)
+    try:
+        with monkeypatch.context() as m, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the plugin's failures warn (tested elsewhere)
+            m.setattr(Recorder, "harvest_every", 4)
+            m.setattr(Recorder, "max_pending", 12)
+            m.setattr(recorder_module, "now", lambda: 99)  # host-timed rows: deterministic
+            if not bulk:
+                m.setattr(Harvest, "_bulk", lambda self, incoming, i, n: 0)
+            rec = Recorder([backend], timeout=5.0)
+            assert (rec._native is not None) == (compiled and COMPILED)
+            t = 1000
+            for i, (what, qi, ni, asks, _f, _b, nbytes) in enumerate(ops):
+                t += 100
+                nm = f"k{ni}"
+                if what == "range":
+                    rec.host_range(nm, t, t + 50)
+                elif what == "mark":
+                    rec.mark(nm, t)
+                elif what == "host_timed":
+                    rec.launch(backend, KERNEL, nm, queues[qi], t, t + 10)
+                else:
+                    # Queue 2's device starts at an odd time: it is not aligned (see above).
+                    begin = 10_000 + t * 3 + (1 if qi == 2 else 0)
+                    tok = Tok(begin, begin + 40 + ni, asks, rare.get(i) == "fail",
+                              rare.get(i) == "bad")
+                    kind = KERNEL if what == "kernel" else COPY
+                    if i % 3 == 0:  # keyword arguments take the general path
+                        rec.launch(backend, kind, nm, queues[qi], t, t + 10, start=tok,
+                                   stop=tok, nbytes=nbytes)
+                    else:
+                        rec.launch(backend, kind, nm, queues[qi], t, t + 10, tok, tok, nbytes)
+            rec.finish()
+    finally:
+        native.use_compiled(True)
+        kprof_core_registry().unregister(name)
+    return {
+        "table": [list(c) for c in rec.table.columns()],
+        "host": [list(getattr(rec.host, c)) for c in rec.host.COLUMNS],
+        "names": list(rec.names.values), "queues": list(rec.queues),
+        "threads": [(th.name, th.task) for th in rec.threads], "errors": dict(rec.errors),
+        "clocks": {k: (c.method, c.error_ns, c.shift_ns) for k, c in rec.clocks.items()},
+        "broken": backend.broken, "released": len(getattr(plugin, "released", ())),
+    }
+
+
+def kprof_core_registry() -> Any:
+    from kprof_core.plugins import registry
+
+    return registry
+
+
+@pytest.fixture
+def reg(fresh_registry: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.setenv(ENV_DISABLE_AUTOLOAD, "1")  # only the plugins registered here
+    yield fresh_registry
+
+
+PATHS = [(c, b) for c in (True, False) for b in (True, False)]
+
+
+@pytest.mark.parametrize("plugin_kind", ["absolute", "batch", "elapsed"])
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS, rare=RARE)
+def test_every_path_makes_the_same_records(plugin_kind: str, ops: list[tuple[Any, ...]],
+                                           rare: list[tuple[int, str]], reg: Any,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    results = []
+    for compiled, bulk in PATHS:
+        plugin = {"elapsed": ElapsedPlugin, "batch": BatchPlugin,
+                  "absolute": AbsolutePlugin}[plugin_kind]()
+        results.append(run(plugin, ops, dict(rare), compiled, bulk, monkeypatch))
+    first = results[0]
+    for path, other in zip(PATHS[1:], results[1:]):
+        assert other == first, path
+    # The input is all there: one device or host row per operation.
+    n_host = sum(1 for op in ops if op[0] in ("range", "mark"))
+    assert len(first["table"][0]) == len(ops) - n_host and len(first["host"][0]) == n_host
+
+
+def test_the_column_wise_harvest_is_used_for_runs(reg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of common launches go through _bulk (not entry by entry), on both paths."""
+    for compiled in (True, False):
+        taken: list[int] = []
+        original = Harvest._bulk_rows
+
+        def spy(self: Any, *args: Any, original: Any = original, taken: list[int] = taken) -> int:
+            k = original(self, *args)
+            taken.append(k)
+            return k
+
+        monkeypatch.setattr(Harvest, "_bulk_rows", spy)
+        ops = [("kernel", 0, 1, 0, False, False, -1)] * 50
+        out = run(BatchPlugin(), ops, {}, compiled, True, monkeypatch)
+        assert len(out["table"][0]) == 50
+        # The first launch sets the device's reference (entry by entry); the rest in runs.
+        assert sum(taken) == 49 and max(taken) > 1
+        monkeypatch.undo()
+
+
+def test_device_errors_are_unresolved_records_on_every_path(reg: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    ops = [("kernel", 0, 0, 0, False, False, -1)] * 6
+    for compiled, bulk in PATHS:
+        out = run(BatchPlugin(), ops, {3: "fail"}, compiled, bulk, monkeypatch)
+        assert list(out["errors"]) == [3]
+        assert "the command failed" in out["errors"][3]
+        assert out["broken"] is None  # a device error costs the record, not the backend
+
+
+def test_a_wrong_return_type_disables_the_backend_on_every_path(
+        reg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    ops = [("kernel", 0, 0, 0, False, False, -1)] * 6
+    for compiled, bulk in PATHS:
+        out = run(ElapsedPlugin(), ops, {2: "bad"}, compiled, bulk, monkeypatch)
+        assert out["broken"] is not None and "elapsed_time returned float" in out["broken"]
+        assert sorted(out["errors"]) == [2, 3, 4, 5]
+        assert len(out["table"][0]) == 6
+        assert out["released"] == 6  # every token given back, disabled or not
+
+
+# -- the compiled parts: loading, falling back, saying which ---------------------------------
+
+
+def backends_json(env: dict[str, str]) -> list[dict[str, Any]]:
+    out = subprocess.run([KPROF, "backends", "--json"], capture_output=True, text=True,
+                         env={**os.environ, **env}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def test_kprof_backends_says_which_recorder_is_in_use() -> None:
+    forced = backends_json({"KPROF_PURE_PYTHON": "1"})
+    assert forced and {r["recorder"] for r in forced} == {"pure Python"}
+    assert "KPROF_PURE_PYTHON=1 is set" in forced[0]["recorder_detail"]
+    default = backends_json({"KPROF_PURE_PYTHON": ""})
+    expected = "compiled" if COMPILED else "pure Python"
+    if os.environ.get("KPROF_PURE_PYTHON", "") in ("", "0"):
+        assert {r["recorder"] for r in default} == {expected}
+    text = subprocess.run([KPROF, "backends"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "KPROF_PURE_PYTHON": "1"}).stdout
+    assert "Recorder: pure Python (KPROF_PURE_PYTHON=1 is set)" in text
+
+
+def test_a_missing_or_broken_extension_falls_back_to_pure_python(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KPROF_PURE_PYTHON", raising=False)
+    monkeypatch.setitem(sys.modules, "kprof_core._crecorder", None)  # import raises ImportError
+    monkeypatch.setattr(native, "_module", None)
+    native._load()
+    assert native.compiled() is None
+    assert native.describe().startswith("pure Python (the compiled recorder is not built")
+    rec = Recorder([])
+    assert rec._native is None and "launch" not in vars(rec)
+    monkeypatch.undo()
+    native._load()
+    assert (native.compiled() is not None) == COMPILED
+
+
+@pytest.mark.skipif(not COMPILED, reason="the compiled recorder is not built here")
+def test_a_recorder_with_the_compiled_launch_path_is_freed(reg: Any) -> None:
+    """The LaunchPath holds bound methods of its Recorder (a cycle): the collector frees it."""
+    rec = Recorder([])
+    assert rec._native is not None
+    ref = weakref.ref(rec)
+    del rec
+    gc.collect()
+    assert ref() is None
+
+
+@pytest.mark.skipif(not COMPILED, reason="the compiled recorder is not built here")
+def test_the_compiled_launch_path_propagates_errors_of_its_inputs(reg: Any) -> None:
+    rec = Recorder([])
+    with pytest.raises(AttributeError):  # not a Backend: no slot (as the Python path)
+        rec.launch(object(), KERNEL, "k", None, 0, 1, object(), object())
+    with pytest.raises(TypeError):
+        native.compiled().launch_path([], {}, frozenset(), None, None, None, None, None, "x")  # type: ignore[union-attr]
+
+
+# -- placement: column-wise and row by row agree -------------------------------------------
+
+
+class AlignPlugin:
+    def __init__(self, base: int | None) -> None:
+        self.base = base
+
+    def align_clock(self, backend: Any, token: Any, window: tuple[int, int]) -> Any:
+        return None if self.base is None else kprof.Alignment(self.base, 1, "test")
+
+
+ROWS = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 10**6), st.integers(-10**6, 10**6),
+                          st.booleans()), min_size=1, max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=ROWS, bases=st.lists(st.one_of(st.none(), st.integers(0, 10**6)), min_size=3,
+                                 max_size=3))
+def test_column_wise_placement_matches_row_by_row(rows: list[tuple[int, int, int, bool]],
+                                                   bases: list[int | None]) -> None:
+    from kprof_core.placement import _place_each, place
+    from kprof_core.records import PLACED, DeviceTable, QueueRecord
+
+    # Queues 0 and 1 share a device; 2 and 3 are two more devices.
+    queues = [QueueRecord("b", dev, f"q{i}", dev) for i, dev in enumerate(["d0", "d0", "d1", "d2"])]
+    backends = {dev: kprof.Backend("b", AlignPlugin(base)) for dev, base in
+                zip(["d0", "d1", "d2"], bases)}
+    for b in backends.values():
+        b.align_clock = b.plugin.align_clock  # type: ignore[attr-defined]
+    refs = {dev: (b, object(), 100 + i, 200 + i) for i, (dev, b) in enumerate(backends.items())}
+    tables = []
+    for _ in range(2):
+        t = DeviceTable()
+        for q, launch, start, placed in rows:
+            t.append(0, 0, q, 0, launch, launch + 5, start, 10, -1, PLACED if placed else 0)
+        tables.append(t)
+    clocks = place(tables[0], queues, refs, lambda *a, **k: "")
+    expected = _place_each(tables[1], queues, refs, lambda *a, **k: "")
+    assert [list(c) for c in tables[0].columns()] == [list(c) for c in tables[1].columns()]
+    assert clocks == expected
