@@ -22,6 +22,7 @@ from itertools import takewhile
 from operator import itemgetter, sub
 from typing import TYPE_CHECKING, Any
 
+from . import native
 from .backend import Backend, BadReturn, QueueInfo
 from .placement import DeviceClock
 from .records import (
@@ -62,6 +63,8 @@ class Harvest:
         # slices and deletes what it took in one step (launching threads only append).
         self._incoming: list[tuple[Any, ...]] = []
         self._window = 64  # entries the column-wise harvest looks at in one go (adaptive)
+        # The compiled recorder's harvest helpers (kprof_core._crecorder), or None.
+        self._compiled = native.compiled()
         self._harvest_lock = threading.Lock()
         self._finished = False  # everything is resolved and placed; tables are final
         self.table = DeviceTable()
@@ -184,33 +187,22 @@ class Harvest:
         return got
 
     def _bulk_rows(self, backend: Backend, slot: int, chunk: list[tuple[Any, ...]]) -> int:
-        m = len(chunk)
-        slots = list(map(_SLOT, chunk))
-        if slots.count(slot) != m:
-            m = next(j for j, s in enumerate(slots) if s != slot)
-        _s, kinds, names, qks, whos, h0s, h1s, starts, stops, nbytes, flags = zip(*chunk[:m])
-        if None in starts:  # host-timed (a queue without profiling)
-            m = starts.index(None)
-        qs: list[Any] = list(map(self._fast_queues.get, qks[:m]))
-        if None in qs:
-            m = qs.index(None)
-        tids: list[Any] = list(map(self._thread_ids.get, whos[:m]))
-        if None in tids:
-            m = tids.index(None)
-        nids: list[Any] = list(map(self.names.index.get, names[:m]))
-        if None in nids:
-            m = nids.index(None)
-        if not m:
-            return 0
-        qs = qs[:m]
+        """Rows of the longest run of common entries at the start of ``chunk``, whose work is
+        done; returns how many (the table is untouched when it returns 0)."""
         refs = self._refs
-        for q in set(qs):
-            if q[0] is not backend or q[2] not in refs:  # another backend's; a new device
-                m = min(m, qs.index(q))
+        absolute = backend.has_device_times  # placed by device time, else by elapsed time
+        # What a device needs before its launches can go here: its reference token (set by
+        # _take for the first launch seen there) and, for absolute clocks, its begin time.
+        known: dict[str, Any] = self._ref_begin if absolute else refs
+        mod = self._compiled
+        if mod is not None:
+            m, starts, stops, *raw = mod.run_columns(chunk, slot, backend, self._fast_queues,
+                                                     self._thread_ids, self.names.index, known)
+            cols = [array("q", b) for b in raw]
+        else:
+            m, starts, stops, cols = self._run_columns(chunk, slot, backend, known)
         if not m:
             return 0
-        qs = qs[:m]
-        starts, stops = starts[:m], stops[:m]
         if backend.has_batch_times:
             got = backend.device_times_batch(backend, starts, stops)
             if type(got) is not tuple or len(got) != 2:
@@ -223,7 +215,7 @@ class Harvest:
             done = partial(backend.timestamp_done, backend)
             k = len(list(takewhile(bool, map(done, stops))))
             starts, stops = starts[:k], stops[:k]
-            if backend.has_device_times:
+            if absolute:
                 pairs = list(map(partial(backend.device_times, backend), starts, stops))
                 if pairs and (set(map(type, pairs)) != {tuple} or set(map(len, pairs)) != {2}):
                     return 0
@@ -234,35 +226,77 @@ class Harvest:
             else:
                 el = partial(backend.elapsed_time, backend)
                 durs = list(map(el, starts, stops))
-                # Placement by elapsed time from the device's reference token to each stop.
-                ref_tok = {q: refs[q[2]][1] for q in set(qs)}
-                to_stop = list(map(el, map(ref_tok.__getitem__, qs[:k]), stops))
+                # Placed by the elapsed time from the device's reference token to each stop.
+                qcol = cols[2]
+                ref_tok = {qid: refs[self.queues[qid].device_key][1] for qid in set(qcol[:k])}
+                to_stop = list(map(el, map(ref_tok.__getitem__, qcol[:k]), stops))
                 if k and (set(map(type, durs)) != {int} or set(map(type, to_stop)) != {int}):
                     return 0
                 ends = array("q", to_stop)
                 begins = array("q", map(sub, to_stop, durs))
         if not k:
             return 0
-        qs = qs[:k]
-        if backend.has_device_times or backend.has_batch_times:
-            # Starts relative to the first work seen on the device (its reference).
-            ref_begin = self._ref_begin
-            rb = {q: ref_begin[q[2]] for q in set(qs)}
-            rel = array("q", map(sub, begins, map(rb.__getitem__, qs)))
+        names, kinds, queues, threads, h0s, h1s, nbytes, flags, refb = cols
+        # start: relative to the first work seen on the device (refb: when it began; 0 for
+        # elapsed-time backends, whose begins are already relative to it).
+        if mod is not None:
+            rel_b, dur_b = mod.rel_dur(begins.tobytes(), ends.tobytes(), refb.tobytes())
+            rel, dur = array("q", rel_b), array("q", dur_b)
         else:
-            rel = begins
-        # Every column is built before the table is touched: a bad value (say, a plugin's
-        # nbytes that is not an int) raises here and leaves the table as it was.
-        cols = (array("q", nids[:k]), array("q", kinds[:k]), array("q", map(_QID, qs)),
-                array("q", tids[:k]), array("q", h0s[:k]), array("q", h1s[:k]), rel,
-                array("q", map(sub, ends, begins)), array("q", nbytes[:k]),
-                array("q", flags[:k]))
-        for column, values in zip(self.table.columns(), cols):
-            column.extend(values)
+            rel, dur = array("q", map(sub, begins, refb)), array("q", map(sub, ends, begins))
+        table = self.table
+        for column, values in zip(table.columns(), (names, kinds, queues, threads, h0s, h1s)):
+            column.extend(values[:k])
+        table.start.extend(rel)
+        table.duration.extend(dur)
+        table.nbytes.extend(nbytes[:k])
+        table.flags.extend(flags[:k])
         if backend.pools_tokens:
             for start, stop in zip(starts[:k], stops[:k]):
                 self._release(backend, start, stop)
         return k
+
+    def _run_columns(self, chunk: list[tuple[Any, ...]], slot: int, backend: Backend,
+                     known: dict[str, Any]) -> tuple[int, Any, Any, list[array[int]]]:
+        """The bookkeeping of a run, in Python (``_crecorder.run_columns`` in C): the longest
+        prefix of ``chunk`` of timed launches of ``backend`` on known queues of a device in
+        ``known``, by known threads, with known names; ``(m, starts, stops, columns)`` with the
+        columns name, kind, queue id, thread id, h0, h1, nbytes, flags and the reference's
+        begin time (0 where ``known`` holds no int)."""
+        m = len(chunk)
+        slots = list(map(_SLOT, chunk))
+        if slots.count(slot) != m:
+            m = next(j for j, s in enumerate(slots) if s != slot)
+        if not m:
+            return 0, (), (), []
+        _s, kinds, names, qks, whos, h0s, h1s, starts, stops, nbytes, flags = zip(*chunk[:m])
+        if None in starts:  # host-timed (a queue without profiling)
+            m = starts.index(None)
+        qs: list[Any] = list(map(self._fast_queues.get, qks[:m]))
+        if None in qs:
+            m = qs.index(None)
+        tids: list[Any] = list(map(self._thread_ids.get, whos[:m]))
+        if None in tids:
+            m = tids.index(None)
+        nids: list[Any] = list(map(self.names.index.get, names[:m]))
+        if None in nids:
+            m = nids.index(None)
+        qs = qs[:m]
+        for q in set(qs):
+            if q[0] is not backend or q[2] not in known:  # another backend's; a new device
+                m = min(m, qs.index(q))
+        if not m:
+            return 0, (), (), []
+        qs = qs[:m]
+        refb = {q: (known[q[2]] if type(known[q[2]]) is int else 0) for q in set(qs)}
+        try:
+            cols = [array("q", nids[:m]), array("q", kinds[:m]), array("q", map(_QID, qs)),
+                    array("q", tids[:m]), array("q", h0s[:m]), array("q", h1s[:m]),
+                    array("q", nbytes[:m]), array("q", flags[:m]),
+                    array("q", map(refb.__getitem__, qs))]
+        except (TypeError, OverflowError):  # a field that is not an int: _take reports it
+            return 0, (), (), []
+        return m, starts[:m], stops[:m], cols
 
     def _decode(self, entry: tuple[Any, ...]) -> tuple[Any, ...]:
         """An entry with its backend and queue objects in place of their slot and id."""

@@ -15,6 +15,7 @@ from itertools import compress, repeat
 from operator import add, and_, eq, getitem, mul, not_, or_, sub
 from typing import TYPE_CHECKING, Any
 
+from . import native
 from .backend import Alignment, Backend, BadReturn
 from .records import PLACED, DeviceTable, QueueRecord
 
@@ -45,8 +46,9 @@ def place(table: DeviceTable, queues: Sequence[QueueRecord],
     """Place every unplaced row of ``table`` on the host clock; returns each device's clock.
 
     ``refs`` maps a device key to (backend, reference token, its launch's host start and end).
-    Column by column: the loops per row are ``map`` over ``array`` columns, in C (a million
-    rows in a fraction of a second; a Python loop per row cost 0.36 µs each).
+    Column by column: the loops per row are ``map`` over ``array`` columns (builtins, so the
+    loop runs in C), or the compiled recorder's helpers where built; a Python loop per row
+    cost 0.36 µs each, these 0.2 µs (pure) and 0.02 µs (compiled) per row.
     """
     t = table
     n = len(t)
@@ -66,6 +68,9 @@ def place(table: DeviceTable, queues: Sequence[QueueRecord],
         unplaced = map(not_, map(and_, t.flags, repeat(PLACED)))
         codes = bytes(map(mul, map(getitem, repeat(code_of_queue), t.queue), unplaced))
         present = [d for d in range(1, len(devices) + 1) if d in codes]
+    mod = native.compiled()  # the same arithmetic in C, where built
+    if mod is not None:
+        ls_b, st_b = t.launch_start.tobytes(), t.start.tobytes()
     clocks: dict[str, DeviceClock] = {}
     offset = [0] * (len(devices) + 1)  # what to add to `start`, per code
     for d in present:
@@ -74,17 +79,25 @@ def place(table: DeviceTable, queues: Sequence[QueueRecord],
         backend, tok, h0, h1 = refs[dkey]
         base, method, error = _base(backend, tok, h0, h1, hook_failed)
         # No work may start before its launch: shift the whole device if any would.
-        early = map(sub, t.launch_start, t.start)
-        shift = max(0, max(early if codes is None else compress(early, map(eq, codes, repeat(d))))
-                    - base)
+        if mod is not None:
+            latest = mod.max_diff(ls_b, st_b, codes, d)
+        else:
+            early = map(sub, t.launch_start, t.start)
+            latest = max(early if codes is None else compress(early, map(eq, codes, repeat(d))))
+        shift = max(0, latest - base)
         offset[d] = base + shift
         q = queues[t.queue[first]]
         clocks[dkey] = DeviceClock(q.backend, q.device, method, error, shift)
-    if codes is None:
-        t.start[:] = array("q", map(add, t.start, repeat(offset[1], n)))
-    elif clocks:
-        t.start[:] = array("q", map(add, t.start, map(getitem, repeat(offset), codes)))
-    t.flags[:] = array("q", map(or_, t.flags, repeat(PLACED, n)))
+    if mod is not None:
+        if clocks:
+            t.start[:] = array("q", mod.add_codes(st_b, codes, tuple(offset)))
+        t.flags[:] = array("q", mod.or_const(t.flags.tobytes(), PLACED))
+    else:
+        if codes is None:
+            t.start[:] = array("q", map(add, t.start, repeat(offset[1], n)))
+        elif clocks:
+            t.start[:] = array("q", map(add, t.start, map(getitem, repeat(offset), codes)))
+        t.flags[:] = array("q", map(or_, t.flags, repeat(PLACED, n)))
     return clocks
 
 

@@ -339,10 +339,12 @@ ROWS = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 10**6), st.integers(
                           st.booleans()), min_size=1, max_size=40)
 
 
+@pytest.mark.parametrize("compiled", [True, False])
 @settings(max_examples=200, deadline=None)
 @given(rows=ROWS, bases=st.lists(st.one_of(st.none(), st.integers(0, 10**6)), min_size=3,
                                  max_size=3))
-def test_column_wise_placement_matches_row_by_row(rows: list[tuple[int, int, int, bool]],
+def test_column_wise_placement_matches_row_by_row(compiled: bool,
+                                                   rows: list[tuple[int, int, int, bool]],
                                                    bases: list[int | None]) -> None:
     from kprof_core.placement import _place_each, place
     from kprof_core.records import PLACED, DeviceTable, QueueRecord
@@ -360,7 +362,11 @@ def test_column_wise_placement_matches_row_by_row(rows: list[tuple[int, int, int
         for q, launch, start, placed in rows:
             t.append(0, 0, q, 0, launch, launch + 5, start, 10, -1, PLACED if placed else 0)
         tables.append(t)
-    clocks = place(tables[0], queues, refs, lambda *a, **k: "")
+    native.use_compiled(compiled)
+    try:
+        clocks = place(tables[0], queues, refs, lambda *a, **k: "")
+    finally:
+        native.use_compiled(True)
     expected = _place_each(tables[1], queues, refs, lambda *a, **k: "")
     assert [list(c) for c in tables[0].columns()] == [list(c) for c in tables[1].columns()]
     assert clocks == expected
