@@ -1,0 +1,146 @@
+"""The OpenCL plugin's batch reader (``device_times_batch``): compiled and through PyOpenCL,
+the same numbers as each event's own profiling info, up to the first event not complete; a
+failed command is left to the harvest, which reports it as an unresolved record."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kprof
+from kprof_core import native
+
+cl = pytest.importorskip("pyopencl")
+
+import kprof_opencl  # noqa: E402
+from kprof_opencl import reader  # noqa: E402
+
+START, END = cl.profiling_info.START, cl.profiling_info.END
+COMPILED = native.compiled() is not None
+PATHS = [pytest.param(True, id="compiled"), pytest.param(False, id="pyopencl")]
+
+
+@pytest.fixture(scope="module")
+def setup() -> Any:
+    dev = kprof_opencl.default_device()
+    if dev is None:
+        pytest.skip("OpenCL finds no device here (pip install pocl-binary-distribution)")
+    q = kprof_opencl.profiling_queue(dev)
+    prg = cl.Program(q.context, "__kernel void inc(__global float *x)"
+                                "{ x[get_global_id(0)] += 1.0f; }").build()
+    buf = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 4 * 64)
+    inc = cl.Kernel(prg, "inc")
+    inc(q, (64,), None, buf)
+    q.finish()
+    return q, inc, buf
+
+
+@pytest.fixture(params=PATHS)
+def compiled(request: pytest.FixtureRequest) -> Any:
+    if request.param and not COMPILED:
+        pytest.skip("the compiled recorder is not built here")
+    native.use_compiled(request.param)
+    yield request.param
+    native.use_compiled(True)
+
+
+def columns(got: Any) -> tuple[list[int], list[int]]:
+    from array import array
+
+    return list(array("q", got[0])), list(array("q", got[1]))
+
+
+def test_the_reader_in_use_is_the_one_asked_for(compiled: bool) -> None:
+    assert (reader.compiled_reader() is not None) == compiled
+    assert reader.why() == ("compiled" if compiled else "PyOpenCL methods")
+
+
+def test_batch_times_are_the_events_own(setup: Any, compiled: bool) -> None:
+    q, inc, buf = setup
+    evs = tuple(inc(q, (64,), None, buf) for _ in range(300))
+    markers = tuple(cl.enqueue_marker(q) for _ in range(2))
+    q.finish()
+    begins, ends = columns(reader.device_times_batch(evs, evs))
+    assert begins == [e.get_profiling_info(START) for e in evs]
+    assert ends == [e.get_profiling_info(END) for e in evs]
+    # A range: START of one token, END of another.
+    begins, ends = columns(reader.device_times_batch(markers[:1], markers[1:]))
+    assert (begins, ends) == ([markers[0].get_profiling_info(START)],
+                              [markers[1].get_profiling_info(END)])
+    assert columns(reader.device_times_batch((), ())) == ([], [])
+
+
+def test_the_batch_stops_at_the_first_event_not_complete(setup: Any, compiled: bool) -> None:
+    q, inc, buf = setup
+    gate = cl.UserEvent(q.context)
+    done = tuple(inc(q, (64,), None, buf) for _ in range(5))
+    q.finish()
+    held = tuple(inc(q, (64,), None, buf, wait_for=[gate]) for _ in range(3))
+    evs = done + held + done
+    try:
+        begins, ends = columns(reader.device_times_batch(evs, evs))
+        assert len(begins) == len(ends) == 5
+        assert ends == [e.get_profiling_info(END) for e in done]
+    finally:
+        gate.set_status(cl.command_execution_status.COMPLETE)
+        q.finish()
+    assert len(columns(reader.device_times_batch(evs, evs))[0]) == len(evs)
+
+
+def test_a_failed_command_ends_the_batch_and_is_an_unresolved_record(
+        setup: Any, compiled: bool) -> None:
+    q, inc, buf = setup
+    if not kprof_opencl.queues.is_pocl_cpu(q.device):
+        pytest.skip("failing a command through a user event is checked on PoCL")
+    gate = cl.UserEvent(q.context)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the device error warns once (tested elsewhere)
+        with kprof.profile(backends=["opencl"]) as p:
+            first = [inc(q, (64,), None, buf) for _ in range(3)]
+            failed = inc(q, (64,), None, buf, wait_for=[gate])
+            gate.set_status(-1)  # a failed event in its wait list: the command fails
+            try:
+                failed.wait()
+            except cl.Error:
+                pass
+            after = [inc(q, (64,), None, buf) for _ in range(3)]
+            q.finish()
+            assert failed.command_execution_status < 0
+            evs = (*first, failed, *after)
+            assert len(columns(reader.device_times_batch(evs, evs))[0]) == 3
+    errors = [k.error for k in p.kernels]
+    assert len(errors) == 7 and errors[:3] == [None] * 3 and errors[4:] == [None] * 3
+    assert errors[3] is not None
+    assert [k.duration_ns for k in p.kernels if k.error is None] == [
+        e.get_profiling_info(END) - e.get_profiling_info(START) for e in first + after]
+
+
+def test_without_the_opencl_library_pyopencl_is_read(monkeypatch: pytest.MonkeyPatch,
+                                                     setup: Any) -> None:
+    q, inc, buf = setup
+    monkeypatch.setattr(reader, "_compiled", None)
+    monkeypatch.setattr(reader, "opencl_library", lambda: None)
+    if COMPILED:
+        assert reader.compiled_reader() is None
+        assert reader.why() == "PyOpenCL methods (no OpenCL library found)"
+    evs = tuple(inc(q, (64,), None, buf) for _ in range(4))
+    q.finish()
+    assert columns(reader.device_times_batch(evs, evs))[1] == [
+        e.get_profiling_info(END) for e in evs]
+    monkeypatch.setattr(reader, "_compiled", None)  # found again by the next test
+
+
+def test_profiles_on_both_paths_equal_the_events(setup: Any, compiled: bool) -> None:
+    q, inc, buf = setup
+    with kprof.profile(backends=["opencl"]) as p:
+        evs = [inc(q, (64,), None, buf) for _ in range(3000)]  # several harvests
+        x = np.zeros(64, np.float32)
+        cl.enqueue_copy(q, x, buf)
+    assert [k.duration_ns for k in p.kernels if k.kind == "kernel"] == [
+        e.get_profiling_info(END) - e.get_profiling_info(START) for e in evs]
+    copies = [k for k in p.kernels if k.kind == "copy"]
+    assert len(copies) == 1 and copies[0].nbytes == x.nbytes and copies[0].error is None
+    assert all(k.launch_start_ns <= k.start_ns for k in p.kernels)
