@@ -45,6 +45,7 @@ HOST_RANGE, MARK, HOST_LAUNCH = 10, 11, 12
 HOST_KINDS = {HOST_RANGE: HostTable.RANGE, MARK: HostTable.MARK, HOST_LAUNCH: HostTable.LAUNCH}
 HOST_QUEUE = QueueRecord("host", "host", "host", "host")
 _SLOT = itemgetter(0)
+_SHORT_RUN = 16  # runs shorter than this are cheaper entry by entry (see _harvest)
 _QID = itemgetter(1)
 
 
@@ -63,6 +64,7 @@ class Harvest:
         # slices and deletes what it took in one step (launching threads only append).
         self._incoming: list[tuple[Any, ...]] = []
         self._window = 64  # entries the column-wise harvest looks at in one go (adaptive)
+        self._solo = 0  # entries to take one by one before trying column-wise again
         # The compiled recorder's harvest helpers (kprof_core._crecorder), or None.
         self._compiled = native.compiled()
         self._harvest_lock = threading.Lock()
@@ -128,11 +130,9 @@ class Harvest:
         name_ids = self.names.index
         host_append = self.host.append
         bulk = self._bulk
+        one = self._one
         try:
             while taken < n:
-                taken += bulk(incoming, taken, n)
-                if taken >= n:
-                    break
                 entry = incoming[taken]
                 kind = entry[1]
                 if kind in HOST_KINDS:
@@ -141,6 +141,21 @@ class Harvest:
                     nid = name_ids.get(name) if type(name) is str else None
                     if tid is not None and nid is not None:
                         host_append(nid, HOST_KINDS[kind], tid, entry[5], entry[6])
+                        taken += 1
+                        continue
+                elif entry[7] is not None:
+                    # Long runs of launches go column-wise. A column-wise call costs a few µs
+                    # whatever its length, so entries that come alone or in short runs
+                    # (launches inside ranges: kernel, host range, range, ...) go one by one,
+                    # until a few dozen later the next try finds a long run again.
+                    if self._solo <= 0 and taken + 1 < n \
+                            and (nxt := incoming[taken + 1])[0] == entry[0] and nxt[7] is not None:
+                        got = bulk(incoming, taken, n)
+                        if got:
+                            taken += got
+                            continue
+                    elif one(entry):
+                        self._solo -= 1
                         taken += 1
                         continue
                 try:
@@ -156,9 +171,44 @@ class Harvest:
             del incoming[:taken]
         return taken
 
+    def _one(self, entry: tuple[Any, ...]) -> bool:
+        """Make a row of one common entry (as ``_bulk`` would, for a run of one); False, with
+        nothing changed, for anything else (``_take`` then handles it)."""
+        slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags = entry
+        q = self._fast_queues.get(qk)
+        if q is None or (backend := q[0]).slot != slot or backend.broken is not None:
+            return False
+        tid = self._thread_ids.get(who)
+        nid = self.names.index.get(name) if type(name) is str else None
+        ref = self._refs.get(q[2])
+        if tid is None or nid is None or ref is None:
+            return False
+        try:
+            if not backend.timestamp_done(backend, stop):
+                return False
+            if backend.has_device_times:
+                pair = backend.device_times(backend, start, stop)
+                if type(pair) is not tuple or len(pair) != 2:
+                    return False
+                dur = pair[1] - pair[0]
+                rel = pair[0] - self._ref_begin[q[2]]
+            else:
+                dur = backend.elapsed_time(backend, start, stop)
+                rel = backend.elapsed_time(backend, ref[1], stop) - dur
+            if type(dur) is not int or type(rel) is not int or type(nbytes) is not int \
+                    or type(flags) is not int or type(kind) is not int or type(h0) is not int \
+                    or type(h1) is not int:
+                return False
+        except Exception:
+            return False  # _take asks again and reports the failure properly
+        self.table.append(nid, kind, q[1], tid, h0, h1, rel, dur, nbytes, flags)
+        if backend.pools_tokens:
+            self._release(backend, start, stop)
+        return True
+
     def _bulk(self, incoming: list[tuple[Any, ...]], i: int, n: int) -> int:
         """Make rows of the longest run of common entries from ``incoming[i]`` on, column by
-        column; returns how many (0: let ``_take`` have ``incoming[i]``).
+        column; returns how many (0: let ``_one`` or ``_take`` have ``incoming[i]``).
 
         A common entry is a timed launch of a healthy backend on a queue, thread and name
         already known, on a device whose reference token is set, with its work done. The run
@@ -168,10 +218,7 @@ class Harvest:
         bench/run.py). Anything unusual (a hook failing, a wrong type, a new queue) ends the run
         there and ``_take`` handles that entry and reports it, exactly as before.
         """
-        first = incoming[i]
-        slot = first[0]
-        if slot is None or first[7] is None:
-            return 0
+        slot = incoming[i][0]
         backend = self._by_slot.get(slot)
         if backend is None or backend.broken is not None:
             return 0
@@ -184,6 +231,8 @@ class Harvest:
         # Adapt the window to the runs seen: long when launches come in long runs, short when
         # they alternate with ranges (slicing a long window for a run of one costs O(window)).
         self._window = min(4096, w * 2) if got == w else max(16, got * 2)
+        if 0 < got < min(w, _SHORT_RUN):  # the run was broken early: go one by one a while
+            self._solo = 4 * _SHORT_RUN
         return got
 
     def _bulk_rows(self, backend: Backend, slot: int, chunk: list[tuple[Any, ...]]) -> int:
@@ -244,13 +293,20 @@ class Harvest:
             rel, dur = array("q", rel_b), array("q", dur_b)
         else:
             rel, dur = array("q", map(sub, begins, refb)), array("q", map(sub, ends, begins))
-        table = self.table
-        for column, values in zip(table.columns(), (names, kinds, queues, threads, h0s, h1s)):
-            column.extend(values[:k])
-        table.start.extend(rel)
-        table.duration.extend(dur)
-        table.nbytes.extend(nbytes[:k])
-        table.flags.extend(flags[:k])
+        if k < m:
+            names, kinds, queues, threads = names[:k], kinds[:k], queues[:k], threads[:k]
+            h0s, h1s, nbytes, flags = h0s[:k], h1s[:k], nbytes[:k], flags[:k]
+        t = self.table
+        t.name.extend(names)
+        t.kind.extend(kinds)
+        t.queue.extend(queues)
+        t.thread.extend(threads)
+        t.launch_start.extend(h0s)
+        t.launch_end.extend(h1s)
+        t.start.extend(rel)
+        t.duration.extend(dur)
+        t.nbytes.extend(nbytes)
+        t.flags.extend(flags)
         if backend.pools_tokens:
             for start, stop in zip(starts[:k], stops[:k]):
                 self._release(backend, start, stop)

@@ -140,7 +140,7 @@ RARE = st.lists(st.tuples(st.integers(0, 59), st.sampled_from(["fail", "bad"])),
 
 
 def run(plugin: Any, ops: list[tuple[Any, ...]], rare: dict[int, str], compiled: bool,
-        bulk: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+        bulk: bool, monkeypatch: pytest.MonkeyPatch, every: int = 4) -> dict[str, Any]:
     name = "paths"
     backend = kprof_core_registry().register(plugin, name)
     queues = [Dev("devA", "q0"), Dev("devA", "q1"), Dev("devB", "q2")]
@@ -148,11 +148,12 @@ def run(plugin: Any, ops: list[tuple[Any, ...]], rare: dict[int, str], compiled:
     try:
         with monkeypatch.context() as m, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the plugin's failures warn (tested elsewhere)
-            m.setattr(Recorder, "harvest_every", 4)
-            m.setattr(Recorder, "max_pending", 12)
+            m.setattr(Recorder, "harvest_every", every)
+            m.setattr(Recorder, "max_pending", 3 * every)
             m.setattr(recorder_module, "now", lambda: 99)  # host-timed rows: deterministic
-            if not bulk:
+            if not bulk:  # every entry through _take: the reference
                 m.setattr(Harvest, "_bulk", lambda self, incoming, i, n: 0)
+                m.setattr(Harvest, "_one", lambda self, entry: False)
             rec = Recorder([backend], timeout=5.0)
             assert (rec._native is not None) == (compiled and COMPILED)
             t = 1000
@@ -237,11 +238,11 @@ def test_the_column_wise_harvest_is_used_for_runs(reg: Any, monkeypatch: pytest.
             return k
 
         monkeypatch.setattr(Harvest, "_bulk_rows", spy)
-        ops = [("kernel", 0, 1, 0, False, False, -1)] * 50
-        out = run(BatchPlugin(), ops, {}, compiled, True, monkeypatch)
-        assert len(out["table"][0]) == 50
+        ops = [("kernel", 0, 1, 0, False, False, -1)] * 200
+        out = run(BatchPlugin(), ops, {}, compiled, True, monkeypatch, every=64)
+        assert len(out["table"][0]) == 200
         # The first launch sets the device's reference (entry by entry); the rest in runs.
-        assert sum(taken) == 49 and max(taken) > 1
+        assert sum(taken) == 199 and max(taken) >= 16
         monkeypatch.undo()
 
 
