@@ -371,3 +371,43 @@ def test_column_wise_placement_matches_row_by_row(compiled: bool,
     expected = _place_each(tables[1], queues, refs, lambda *a, **k: "")
     assert [list(c) for c in tables[0].columns()] == [list(c) for c in tables[1].columns()]
     assert clocks == expected
+
+
+# -- the summary: column-wise and by a loop agree ------------------------------------------
+
+DEVICE_ROWS = st.lists(st.tuples(st.integers(0, 4), st.sampled_from([0, 1, 2]),
+                                 st.integers(0, 7), st.integers(0, 10**6), st.integers(-1, 10**4),
+                                 st.integers(0, 10**4)), max_size=40)
+HOST_ROWS = st.lists(st.tuples(st.integers(0, 4), st.sampled_from([0, 1, 2]),
+                               st.integers(0, 10**6)), max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(drows=DEVICE_ROWS, hrows=HOST_ROWS, most=st.sampled_from([8, 2]))
+def test_the_column_wise_summary_equals_the_loop(drows: list[tuple[int, ...]],
+                                                 hrows: list[tuple[int, int, int]],
+                                                 most: int) -> None:
+    from kprof_core import session
+    from kprof_core.records import QueueRecord, ThreadRecord
+
+    p = session.Profile(backends=["b"])
+    p.names = [f"n{i}" for i in range(5)]
+    p.queues = [QueueRecord("b", "d", "q", "b:d")]
+    p.threads = [ThreadRecord(1, "main")]
+    p.start_ns, p.end_ns = 0, 10**7
+    for nid, kind, flags, dur, nbytes, launch in drows:
+        row = p.table.append(nid, kind, 0, 0, launch, launch + nbytes % 97, 5, dur, nbytes,
+                             flags & 7)
+        if flags & 2:
+            p.errors[row] = "why"
+    for nid, kind, dur in hrows:
+        p.host.append(nid, kind, 0, 100, 100 + (0 if kind == 1 else dur))
+    split = session._split
+    try:
+        session._split = lambda keys, values, most=most: split(keys, values, most)  # type: ignore[assignment]
+        columns = p.summary()
+        session._split = lambda keys, values, most=8: None  # type: ignore[assignment]
+        loop = p.summary()
+    finally:
+        session._split = split  # type: ignore[assignment]
+    assert columns == loop
