@@ -189,14 +189,21 @@ class Profile:
         # Column-wise where the records have few distinct names (the common case at a million
         # records): one key per row, computed and split by C-level map/compress; else a loop.
         # key = name * 8 + UNRESOLVED/HOST_TIMED bits * 2 + is a range.
-        keys = array("q", map(add, map(mul, t.name, repeat(8)),
-                              map(add, map(mul, map(and_, t.flags, repeat(UNRESOLVED | HOST_TIMED)),
-                                           repeat(2)),
-                                  map(eq, t.kind, repeat(RANGE)))))
-        split = _split(keys, t.duration)
-        if split is not None:
-            nb_split = _split(keys, t.nbytes)
-            assert nb_split is not None
+        n = len(t)
+        one_name = n > 0 and RANGE not in t.kind and t.name.count(t.name[0]) == n
+        if one_name and not any(map(and_, t.flags, repeat(UNRESOLVED | HOST_TIMED))):
+            keys = array("q", (t.name[0] * 8,))  # every row has this key: no need to compute
+            split: dict[int, list[int]] | None = {keys[0]: list(t.duration)}
+            nb_split: dict[int, list[int]] | None = {keys[0]: list(t.nbytes)}
+        else:
+            keys = array("q", map(add, map(mul, t.name, repeat(8)),
+                                  map(add, map(mul, map(and_, t.flags,
+                                                        repeat(UNRESOLVED | HOST_TIMED)),
+                                               repeat(2)),
+                                      map(eq, t.kind, repeat(RANGE)))))
+            split = _split(keys, t.duration)
+            nb_split = _split(keys, t.nbytes) if split is not None else None
+        if split is not None and nb_split is not None:
             for key, durs in split.items():
                 nid, rest = divmod(key, 8)
                 if rest & (UNRESOLVED * 2):
@@ -221,8 +228,11 @@ class Profile:
                     sizes[key2] = sizes.get(key2, 0) + nbytes
         # The host side: launches' host calls (device rows that are not ranges), then host rows.
         launch_durs = array("q", map(operator.sub, t.launch_end, t.launch_start))
-        split = _split(array("q", map(add, map(mul, t.name, repeat(2)),
-                                      map(eq, t.kind, repeat(RANGE)))), launch_durs)
+        if one_name:
+            split = {t.name[0] * 2: list(launch_durs)}
+        else:
+            split = _split(array("q", map(add, map(mul, t.name, repeat(2)),
+                                          map(eq, t.kind, repeat(RANGE)))), launch_durs)
         if split is not None:
             for key, durs in split.items():
                 if not key & 1:
