@@ -181,10 +181,12 @@ class Profile:
         """
         t, h, names = self.table, self.host, self.names
         span = self.span_ns
-        device: dict[tuple[int, int], list[int]] = {}
-        dranges: dict[tuple[int, int], list[int]] = {}
+        # Durations per (name, host-timed): lists, or whole columns (array) when one name has
+        # them all; rows_of only reads them.
+        device: dict[tuple[int, int], Any] = {}
+        dranges: dict[tuple[int, int], Any] = {}
         sizes: dict[tuple[int, int], int] = {}
-        host: dict[tuple[int, int], list[int]] = {}
+        host: dict[tuple[int, int], Any] = {}
         markers: dict[str, int] = {}
         # Column-wise where the records have few distinct names (the common case at a million
         # records): one key per row, computed and split by C-level map/compress; else a loop.
@@ -193,8 +195,9 @@ class Profile:
         one_name = n > 0 and RANGE not in t.kind and t.name.count(t.name[0]) == n
         if one_name and not any(map(and_, t.flags, repeat(UNRESOLVED | HOST_TIMED))):
             keys = array("q", (t.name[0] * 8,))  # every row has this key: no need to compute
-            split: dict[int, list[int]] | None = {keys[0]: list(t.duration)}
-            nb_split: dict[int, list[int]] | None = {keys[0]: list(t.nbytes)}
+            # The columns themselves (rows_of only reads them): no copy.
+            split: dict[int, Any] | None = {keys[0]: t.duration}
+            nb_split: dict[int, Any] | None = {keys[0]: t.nbytes}
         else:
             keys = array("q", map(add, map(mul, t.name, repeat(8)),
                                   map(add, map(mul, map(and_, t.flags,
@@ -229,7 +232,7 @@ class Profile:
         # The host side: launches' host calls (device rows that are not ranges), then host rows.
         launch_durs = array("q", map(operator.sub, t.launch_end, t.launch_start))
         if one_name:
-            split = {t.name[0] * 2: list(launch_durs)}
+            split = {t.name[0] * 2: launch_durs}
         else:
             split = _split(array("q", map(add, map(mul, t.name, repeat(2)),
                                           map(eq, t.kind, repeat(RANGE)))), launch_durs)
@@ -252,7 +255,7 @@ class Profile:
                 if kind == HostTable.MARK:
                     markers[names[nid]] = markers.get(names[nid], 0) + len(durs)
                 else:
-                    host.setdefault((nid, 0), []).extend(durs)
+                    host[(nid, 0)] = [*host.get((nid, 0), ()), *durs]
         else:
             for nid, kind, dur in zip(h.name, h.kind, host_durs):
                 if kind == HostTable.MARK:
