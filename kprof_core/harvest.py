@@ -8,7 +8,9 @@ An entry is the tuple ``(slot, kind, name, queue_id, who, h0, h1, start, stop, n
 the backend's slot (None for host entries), a record kind (``KERNEL``, ``COPY``, ``RANGE``, or a
 host kind below), the name, ``id(queue)``, the thread key from ``threads.who()``, the host call's
 start and end, the two tokens (or None, or a host time in ``stop`` when host-timed), the bytes
-of a copy (-1 otherwise) and record flags.
+of a copy (-1 otherwise) and record flags. It is built by ``Recorder._launch_py`` and the
+compiled ``lp_launch`` (``_crecorder.c``), and read by ``_one``, ``_run_columns`` (and
+``run_columns`` in C), ``_take`` and ``Recorder._drop_late``: change them together.
 """
 
 from __future__ import annotations

@@ -82,7 +82,11 @@ class Recorder(Harvest):
         """
         slot = backend.slot
         if start is not None and slot in self._timed:
-            # The common case, kept to a few lookups: it runs once per launch.
+            # The common case, kept to a few lookups: it runs once per launch. Entries carry
+            # the backend's slot and the queue's id, not the objects: a tuple of untracked
+            # objects (ints, str, an OpenCL event) is untracked by the collector's next pass,
+            # while one holding a tracked object would survive into the old generations and
+            # make every full collection walk all pending launches (~0.7 µs per launch here).
             qk = id(queue)
             live = self._live_queues
             if qk not in live:
@@ -105,10 +109,6 @@ class Recorder(Harvest):
             flags = HOST_TIMED
         elif self.synchronize:
             self._sync(backend, queue)
-        # Entries carry the backend's slot and the queue's id, not the objects: a tuple of
-        # untracked objects (ints, str, an OpenCL event) is untracked by the collector's next
-        # pass, while one holding a tracked object would survive into the old generations and
-        # make every full collection walk all pending launches (~0.7 µs per launch here).
         qk = id(queue)
         self._live_queues.setdefault(qk, queue)
         self._append((slot, kind, name, qk, _who(), start_ns, end_ns, start, stop, nbytes,
