@@ -299,6 +299,9 @@ class Recorder(Harvest):
         self._drop_late()
         try:
             self.clocks.update(place(self.table, self.queues, self._refs, self._hook_failed))
+            # Final: exactly sized columns (a million records' arrays over-allocate up to 5 MB).
+            self.table.trim()
+            self.host.trim()
         finally:
             for backend, tok, _h0, _h1 in self._refs.values():
                 self._ref_tokens.discard(id(tok))

@@ -168,6 +168,11 @@ class DeviceTable:
         """The column arrays, in ``COLUMNS`` order."""
         return tuple(getattr(self, c) for c in self.COLUMNS)
 
+    def trim(self) -> None:
+        """Give back what the columns over-allocated while growing (up to 1/16 of them): a
+        copy of an array is exactly its size. For tables that are complete."""
+        _trim(self, self.COLUMNS)
+
     def row(self, i: int) -> tuple[int, ...]:
         return tuple(getattr(self, c)[i] for c in self.COLUMNS)
 
@@ -192,6 +197,10 @@ class HostTable:
     start: array[int]
     end: array[int]
 
+    def trim(self) -> None:
+        """As ``DeviceTable.trim``."""
+        _trim(self, self.COLUMNS)
+
     def append(self, name: int, kind: int, thread: int, start: int, end: int) -> None:
         self.name.append(name)
         self.kind.append(kind)
@@ -201,6 +210,11 @@ class HostTable:
 
     def __len__(self) -> int:
         return len(self.name)
+
+
+def _trim(table: Any, columns: tuple[str, ...]) -> None:
+    for c in columns:
+        setattr(table, c, array("q", getattr(table, c)))
 
 
 def iter_device_records(table: DeviceTable, names: list[str], queues: list[QueueRecord],
