@@ -572,6 +572,13 @@ def targets_table(r: dict[str, Any]) -> list[str]:
     if ac:
         add("captured launches whose time differs from their event's END − START", "0",
             ac["captured_mismatches"], "{}", ac["captured_mismatches"] == 0)
+        for key, rr in ac["ranges"].items():
+            state = key.split("_")[1]
+            rows.append((f"a range's device time vs its work ({rr['work_median_ns'] / 1e3:.0f} µs,"
+                         f" queue {state}): within 1 % or 2 µs", "all",
+                         f"{rr['within_bound']}/{rr['ranges']} (median error "
+                         f"{rr['error_median_ns'] / 1e3:.1f} µs)",
+                         rr["within_bound"] == rr["ranges"]))
     st = r.get("startup")
     if st:
         add("import kprof", "≤ 150 ms", st["import_kprof_s"] * 1e3, "{:.0f} ms",
@@ -582,6 +589,18 @@ def targets_table(r: dict[str, Any]) -> list[str]:
     for what, target, value, ok in rows:
         met = "-" if ok is None else ("yes" if ok else "**no**")
         lines.append(f"| {what} | {target} | {value} | {met} |")
+    if la:
+        lines += ["", "| way of timing a tiny launch (loop + resolving) | ns per launch |",
+                  "| --- | --- |"]
+        for k, v in la["ns_per_launch"].items():
+            lines.append(f"| {k} | {v:.0f} |")
+    pa = r.get("parts")
+    if pa:
+        lines += ["", "| kprof's own work per launch (stand-in enqueue) | compiled | pure |",
+                  "| --- | --- | --- |"]
+        for k in ("wrapper_and_launch", "harvest", "end_of_profile"):
+            cells = [f"{pa[p][k]:.0f} ns" if p in pa else "n/a" for p in ("compiled", "pure")]
+            lines.append(f"| {k.replace('_', ' ')} | {cells[0]} | {cells[1]} |")
     return lines
 
 
