@@ -28,7 +28,7 @@ else:
             # The recorder's launch path: every plugin's captured launches go through it.
             extension("kprof_core._crecorder", "kprof_core/_crecorder.c"),
             # The OpenCL plugin's batch reader of event times (the harvest, off the launch path).
-            extension("kprof_opencl._clreader", "kprof_opencl/_clreader.c"),
+            extension("kprof_opencl._clnative", "kprof_opencl/_clnative.c"),
         ],
         options={"bdist_wheel": {"py_limited_api": "cp310"}},
     )

@@ -23,6 +23,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifndef Py_XSETREF  /* not in every version's limited-API headers */
+#define Py_XSETREF(op, op2)                     \
+    do {                                        \
+        PyObject *_py_tmp = (PyObject *)(op);   \
+        (op) = (op2);                           \
+        Py_XDECREF(_py_tmp);                    \
+    } while (0)
+#endif
+
 typedef struct {
     PyObject_HEAD
     PyObject *incoming;     /* list: the recorder's pending entries */
@@ -34,7 +43,16 @@ typedef struct {
     PyObject *running_loop; /* asyncio._get_running_loop */
     PyObject *who;          /* kprof_core.threads.who */
     Py_ssize_t next_harvest;
+    /* Caches of the last launch's backend and queue (most launches repeat them): */
+    PyObject *last_backend, *last_slot;  /* the backend and its slot, if timed */
+    PyObject *last_queue, *last_qk;      /* the queue and id(queue), kept in `live` */
 } LaunchPath;
+
+/* Each thread's key (kprof_core.threads: `_tls.key`), once read: the key never changes for a
+ * Python thread state. An OS thread may host several thread states one after another (a
+ * native thread calling into Python twice), each with its own key: the cache holds the id of
+ * the thread state it was read in. Opaque in the limited API: allocated at import. */
+static Py_tss_t *thread_key, *thread_state_id;
 
 static PyObject *str_slot, *str_key, *minus_one, *zero;
 
@@ -50,6 +68,10 @@ lp_traverse(LaunchPath *self, visitproc visit, void *arg)
     Py_VISIT(self->tls);
     Py_VISIT(self->running_loop);
     Py_VISIT(self->who);
+    Py_VISIT(self->last_backend);
+    Py_VISIT(self->last_slot);
+    Py_VISIT(self->last_queue);
+    Py_VISIT(self->last_qk);
     return 0;
 }
 
@@ -64,6 +86,10 @@ lp_clear(LaunchPath *self)
     Py_CLEAR(self->tls);
     Py_CLEAR(self->running_loop);
     Py_CLEAR(self->who);
+    Py_CLEAR(self->last_backend);
+    Py_CLEAR(self->last_slot);
+    Py_CLEAR(self->last_queue);
+    Py_CLEAR(self->last_qk);
     return 0;
 }
 
@@ -79,17 +105,33 @@ lp_dealloc(LaunchPath *self)
 }
 
 /* The thread key (and task), as kprof_core.threads.who() returns it; the common case (a key
- * already given to this thread, no running event loop) without a Python frame. */
+ * this thread already has, no running event loop) without a Python frame. */
 static PyObject *
 lp_who(LaunchPath *self)
 {
-    PyObject *key = PyObject_GetAttr(self->tls, str_key);
-    if (key == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return NULL;
-        PyErr_Clear();
-        return PyObject_CallNoArgs(self->who);  /* the thread's first call: it makes the key */
+    PyObject *key;
+    uintptr_t state_id = (uintptr_t)PyThreadState_GetID(PyThreadState_Get());
+    void *cached_key = PyThread_tss_get(thread_key);
+    if (cached_key != NULL && (uintptr_t)PyThread_tss_get(thread_state_id) == state_id) {
+        key = PyLong_FromSsize_t((Py_ssize_t)(intptr_t)cached_key);
+    } else {
+        key = PyObject_GetAttr(self->tls, str_key);
+        if (key == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return NULL;
+            PyErr_Clear();
+            return PyObject_CallNoArgs(self->who);  /* the thread's first call: it makes the key */
+        }
+        Py_ssize_t k = PyLong_AsSsize_t(key);
+        if (k > 0) {  /* keys count from 1; anything else is not cached */
+            PyThread_tss_set(thread_key, (void *)(intptr_t)k);
+            PyThread_tss_set(thread_state_id, (void *)state_id);
+        } else {
+            PyErr_Clear();
+        }
     }
+    if (key == NULL)
+        return NULL;
     PyObject *loop = PyObject_CallNoArgs(self->running_loop);
     if (loop == NULL) {
         Py_DECREF(key);
@@ -137,23 +179,42 @@ lp_launch(LaunchPath *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
 {
     if (kwnames != NULL || nargs < 7 || nargs > 9 || args[6] == Py_None)
         return lp_call_slow(self, args, nargs, kwnames);
-    PyObject *slot = PyObject_GetAttr(args[0], str_slot);
-    if (slot == NULL)
-        return NULL;
-    int timed = PySet_Contains(self->timed, slot);
-    if (timed <= 0) {
-        Py_DECREF(slot);
-        return timed < 0 ? NULL : lp_call_slow(self, args, nargs, kwnames);
+    PyObject *slot;
+    if (args[0] == self->last_backend) {  /* checked already: a backend this profile times */
+        slot = self->last_slot;
+        Py_INCREF(slot);
+    } else {
+        slot = PyObject_GetAttr(args[0], str_slot);
+        if (slot == NULL)
+            return NULL;
+        int timed = PySet_Contains(self->timed, slot);
+        if (timed <= 0) {
+            Py_DECREF(slot);
+            return timed < 0 ? NULL : lp_call_slow(self, args, nargs, kwnames);
+        }
+        Py_INCREF(args[0]);
+        Py_XSETREF(self->last_backend, args[0]);
+        Py_INCREF(slot);
+        Py_XSETREF(self->last_slot, slot);
     }
     PyObject *stop = nargs > 7 ? args[7] : Py_None;
     PyObject *nbytes = nargs > 8 ? args[8] : minus_one;
-    PyObject *qk = PyLong_FromVoidPtr(args[3]);  /* id(queue) */
-    PyObject *who = NULL, *entry = NULL;
-    if (qk == NULL)
-        goto fail;
-    if (PyDict_GetItemWithError(self->live, qk) == NULL) {
-        if (PyErr_Occurred() || PyDict_SetItem(self->live, qk, args[3]) < 0)
+    PyObject *qk, *who = NULL, *entry = NULL;
+    if (args[3] == self->last_queue) {  /* kept in `live` already (and alive: we hold it) */
+        qk = self->last_qk;
+        Py_INCREF(qk);
+    } else {
+        qk = PyLong_FromVoidPtr(args[3]);  /* id(queue) */
+        if (qk == NULL)
             goto fail;
+        if (PyDict_GetItemWithError(self->live, qk) == NULL) {
+            if (PyErr_Occurred() || PyDict_SetItem(self->live, qk, args[3]) < 0)
+                goto fail;
+        }
+        Py_INCREF(args[3]);
+        Py_XSETREF(self->last_queue, args[3]);
+        Py_INCREF(qk);
+        Py_XSETREF(self->last_qk, qk);
     }
     who = lp_who(self);
     if (who == NULL)
@@ -510,6 +571,13 @@ PyInit__crecorder(void)
     zero = PyLong_FromLong(0);
     if (!str_slot || !str_key || !minus_one || !zero)
         return NULL;
+    thread_key = PyThread_tss_alloc();
+    thread_state_id = PyThread_tss_alloc();
+    if (thread_key == NULL || thread_state_id == NULL || PyThread_tss_create(thread_key) != 0
+        || PyThread_tss_create(thread_state_id) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "no thread-specific storage");
+        return NULL;
+    }
     LaunchPathType = PyType_FromSpec(&lp_spec);
     if (LaunchPathType == NULL)
         return NULL;

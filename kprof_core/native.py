@@ -1,7 +1,7 @@
 """Which recorder runs: the optional compiled one, or the pure-Python one.
 
 The compiled parts (``kprof_core._crecorder``, the launch path every plugin uses, and a
-plugin's own, such as ``kprof_opencl._clreader``) are built by ``pip install`` where a C
+plugin's own, such as ``kprof_opencl._clnative``) are built by ``pip install`` where a C
 compiler exists. Where they are missing or fail to load, or ``KPROF_PURE_PYTHON=1`` is set,
 kprof runs the same logic in Python: records are identical either way, only the per-launch
 cost differs (BENCHMARKS.md). ``kprof backends`` says which path is in use.
@@ -69,7 +69,7 @@ def describe() -> str:
 
 
 def load_plugin_part(package: str, name: str) -> ModuleType | None:
-    """A plugin's own compiled part, e.g. ``load_plugin_part("kprof_opencl", "_clreader")``;
+    """A plugin's own compiled part, e.g. ``load_plugin_part("kprof_opencl", "_clnative")``;
     None where kprof runs pure Python or it is missing (the plugin then uses its Python path)."""
     if compiled() is None:
         return None

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kprof import capture
+from kprof_core import native
 from kprof_core.patching import Patcher
 
 from .queues import _current, queue_profiles
@@ -200,7 +201,7 @@ def kernel_wrapper(original: Callable[..., Any], backend: Any) -> Callable[..., 
             return ev
 
         enqueue_nd_range_kernel_any.__wrapped__ = original  # type: ignore[attr-defined]
-        return enqueue_nd_range_kernel_any
+        return _compiled(original, enqueue_nd_range_kernel_any, backend)
 
     def enqueue_nd_range_kernel(queue: Any, kernel: Any, global_work_size: Any,
                                 local_work_size: Any, global_work_offset: Any = None,
@@ -231,7 +232,19 @@ def kernel_wrapper(original: Callable[..., Any], backend: Any) -> Callable[..., 
         return ev
 
     enqueue_nd_range_kernel.__wrapped__ = original  # type: ignore[attr-defined]
-    return enqueue_nd_range_kernel
+    return _compiled(original, enqueue_nd_range_kernel, backend)
+
+
+def _compiled(original: Callable[..., Any], wrapper: Callable[..., Any],
+              backend: Any) -> Callable[..., Any]:
+    """The compiled wrapper (``_clnative.Launcher``), where built: it does the wrapper's common
+    case in C (a launch in a profile, by position, of a named kernel on a profiling queue) and
+    calls ``wrapper`` for everything else; ``wrapper`` itself where it is not built."""
+    mod = native.load_plugin_part("kprof_opencl", "_clnative")
+    if mod is None:
+        return wrapper
+    return mod.launcher(original, wrapper, capture.active, capture.now, _current, backend,
+                        capture.KERNEL)
 
 
 def copy_wrapper(original: Callable[..., Any], backend: Any, name: str, nbytes_of: NBytes,

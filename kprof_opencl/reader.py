@@ -1,7 +1,7 @@
 """The harvest's batch reader of OpenCL events (the ``device_times_batch`` hook).
 
 For a run of pending launches, the status, ``START`` and ``END`` of each event, up to the first
-one not complete. Compiled (``_clreader``): through ``clGetEventInfo`` and
+one not complete. Compiled (``_clnative``): through ``clGetEventInfo`` and
 ``clGetEventProfilingInfo`` of the OpenCL library PyOpenCL has loaded, called on each event's
 ``int_ptr``. Otherwise, or if that library cannot be found: through PyOpenCL's own methods,
 mapped over the run (no Python frame per event). Both give the numbers ``device_times`` gives.
@@ -66,9 +66,9 @@ def why() -> str:
 
 
 def _bind() -> tuple[Any, str]:
-    mod = native.load_plugin_part("kprof_opencl", "_clreader")
+    mod = native.load_plugin_part("kprof_opencl", "_clnative")
     if mod is None:
-        return None, "kprof_opencl._clreader is not built"
+        return None, "kprof_opencl._clnative is not built"
     import pyopencl  # noqa: F401  (loads the OpenCL library first, so that it is the one found)
 
     path = opencl_library()

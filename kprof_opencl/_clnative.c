@@ -1,0 +1,365 @@
+/* The OpenCL plugin's compiled parts: the kernel-launch wrapper's common case, and the batch
+ * reader of status, START and END of many cl_events.
+ *
+ * kprof_opencl/reader.py binds it to clGetEventInfo and clGetEventProfilingInfo of the OpenCL
+ * library PyOpenCL has loaded (their addresses, found through ctypes), and hands it PyOpenCL
+ * Event objects: each one's cl_event is its `int_ptr`. Through PyOpenCL, each of the three
+ * values costs a Python call; here they cost a C call each. Where this module is missing
+ * (no compiler, KPROF_PURE_PYTHON=1, free-threaded CPython), reader.py reads them through
+ * PyOpenCL's own methods instead, with the same result.
+ *
+ * Limited API (abi3, CPython >= 3.10); no OpenCL headers needed: the few types and
+ * constants below are the Khronos ones.
+ */
+#define PY_SSIZE_T_CLEAN
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030A0000
+#endif
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#if defined(_WIN32)
+#define CL_API_CALL __stdcall
+#else
+#define CL_API_CALL
+#endif
+
+typedef int32_t cl_int;
+typedef uint32_t cl_uint;
+typedef uint64_t cl_ulong;
+typedef void *cl_event;
+
+#define CL_SUCCESS 0
+#define CL_COMPLETE 0
+#define CL_EVENT_COMMAND_EXECUTION_STATUS 0x11D3
+#define CL_PROFILING_COMMAND_START 0x1282
+#define CL_PROFILING_COMMAND_END 0x1283
+
+typedef cl_int(CL_API_CALL *get_event_info_t)(cl_event, cl_uint, size_t, void *, size_t *);
+typedef cl_int(CL_API_CALL *get_profiling_info_t)(cl_event, cl_uint, size_t, void *, size_t *);
+
+static get_event_info_t get_event_info = NULL;
+static get_profiling_info_t get_profiling_info = NULL;
+static PyObject *str_int_ptr;
+
+static PyObject *
+bind(PyObject *module, PyObject *args)
+{
+    PyObject *info_addr, *prof_addr;
+    if (!PyArg_ParseTuple(args, "OO:bind", &info_addr, &prof_addr))
+        return NULL;
+    void *info = PyLong_AsVoidPtr(info_addr);
+    if (info == NULL && PyErr_Occurred())
+        return NULL;
+    void *prof = PyLong_AsVoidPtr(prof_addr);
+    if (prof == NULL && PyErr_Occurred())
+        return NULL;
+    if (info == NULL || prof == NULL) {
+        PyErr_SetString(PyExc_ValueError, "bind() needs two function addresses");
+        return NULL;
+    }
+    get_event_info = (get_event_info_t)info;
+    get_profiling_info = (get_profiling_info_t)prof;
+    Py_RETURN_NONE;
+}
+
+/* The cl_event of a PyOpenCL Event; NULL with an exception set on failure. */
+static cl_event
+event_of(PyObject *event)
+{
+    PyObject *ptr = PyObject_GetAttr(event, str_int_ptr);
+    if (ptr == NULL)
+        return NULL;
+    void *ev = PyLong_AsVoidPtr(ptr);
+    Py_DECREF(ptr);
+    if (ev == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "an event without a cl_event");
+    return (cl_event)ev;
+}
+
+/* read(starts, stops) -> (begins, ends): native int64 bytes for the longest prefix of
+ * complete, readable events (see the device_times_batch hook). A failed command (status < 0)
+ * or a failed query ends the prefix: the harvest then asks about it alone and reports it. */
+static PyObject *
+read_times(PyObject *module, PyObject *args)
+{
+    PyObject *starts, *stops, *result = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!:read", &PyTuple_Type, &starts, &PyTuple_Type, &stops))
+        return NULL;
+    if (get_event_info == NULL || get_profiling_info == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(stops);
+    if (PyTuple_Size(starts) != n) {
+        PyErr_SetString(PyExc_ValueError, "starts and stops differ in length");
+        return NULL;
+    }
+    int64_t *out = (int64_t *)PyMem_Malloc(sizeof(int64_t) * 2 * (size_t)(n ? n : 1));
+    if (out == NULL)
+        return PyErr_NoMemory();
+    int64_t *begins = out, *ends = out + n;
+    Py_ssize_t k = 0;
+    for (; k < n; k++) {
+        PyObject *stop_obj = PyTuple_GetItem(stops, k);
+        PyObject *start_obj = PyTuple_GetItem(starts, k);
+        cl_event stop = event_of(stop_obj);
+        if (stop == NULL)
+            goto fail;
+        cl_int status = 1;
+        if (get_event_info(stop, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
+                           NULL) != CL_SUCCESS || status != CL_COMPLETE)
+            break;
+        cl_event start = stop;
+        if (start_obj != stop_obj) {
+            start = event_of(start_obj);
+            if (start == NULL)
+                goto fail;
+        }
+        cl_ulong t0 = 0, t1 = 0;
+        if (get_profiling_info(start, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL)
+                != CL_SUCCESS
+            || get_profiling_info(stop, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL)
+                != CL_SUCCESS)
+            break;
+        begins[k] = (int64_t)t0;
+        ends[k] = (int64_t)t1;
+    }
+    {
+        PyObject *b = PyBytes_FromStringAndSize((const char *)begins, k * 8);
+        PyObject *e = PyBytes_FromStringAndSize((const char *)ends, k * 8);
+        if (b != NULL && e != NULL)
+            result = PyTuple_Pack(2, b, e);
+        Py_XDECREF(b);
+        Py_XDECREF(e);
+    }
+fail:
+    PyMem_Free(out);
+    return result;
+}
+
+/* -- the kernel-launch wrapper -----------------------------------------------------------------
+ *
+ * What kprof_opencl.capture.kernel_wrapper's Python function does, for its common case: a
+ * launch inside a profile, arguments by position, on a queue with profiling whose flag is
+ * cached (`queue._kprof_profiles`), of a kernel whose name is cached (`kernel._kprof_name`).
+ * Outside a profile it calls the native function straight through; every other case calls the
+ * Python wrapper, which does everything (before the native call: nothing is done twice). */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *original;  /* the native enqueue_nd_range_kernel */
+    PyObject *python;    /* the Python wrapper: every other case */
+    PyObject *active;    /* kprof's ContextVar.get: the active recorder or None */
+    PyObject *now;       /* time.perf_counter_ns */
+    PyObject *current;   /* the thread-local holding the current queue */
+    PyObject *backend;
+    PyObject *kind;      /* KERNEL */
+} Launcher;
+
+static PyObject *str_kprof_name, *str_kprof_profiles, *str_queue, *str_launch;
+
+static int
+ln_traverse(Launcher *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->original);
+    Py_VISIT(self->python);
+    Py_VISIT(self->active);
+    Py_VISIT(self->now);
+    Py_VISIT(self->current);
+    Py_VISIT(self->backend);
+    Py_VISIT(self->kind);
+    return 0;
+}
+
+static int
+ln_clear(Launcher *self)
+{
+    Py_CLEAR(self->original);
+    Py_CLEAR(self->python);
+    Py_CLEAR(self->active);
+    Py_CLEAR(self->now);
+    Py_CLEAR(self->current);
+    Py_CLEAR(self->backend);
+    Py_CLEAR(self->kind);
+    return 0;
+}
+
+static void
+ln_dealloc(Launcher *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    ln_clear(self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* An attribute, or NULL without an exception when it is missing. */
+static PyObject *
+cached(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
+        PyErr_Clear();
+    return v;
+}
+
+static PyObject *
+ln_call(Launcher *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *rec = PyObject_CallNoArgs(self->active);
+    if (rec == NULL)
+        return NULL;
+    if (rec == Py_None) {
+        Py_DECREF(rec);
+        return PyObject_Call(self->original, args, kwargs);
+    }
+    Py_ssize_t nargs = PyTuple_Size(args);
+    PyObject *queue = nargs >= 2 ? PyTuple_GetItem(args, 0) : NULL;
+    PyObject *kernel = nargs >= 2 ? PyTuple_GetItem(args, 1) : NULL;
+    PyObject *name = NULL, *prof = NULL;
+    int profiles = 0;
+    if (queue != NULL && (kwargs == NULL || PyDict_Size(kwargs) == 0)) {
+        name = cached(kernel, str_kprof_name);
+        prof = name == NULL ? NULL : cached(queue, str_kprof_profiles);
+        profiles = prof == NULL ? -1 : PyObject_IsTrue(prof);
+        Py_XDECREF(prof);
+        if (PyErr_Occurred()) {
+            Py_XDECREF(name);
+            Py_DECREF(rec);
+            return NULL;
+        }
+    }
+    if (profiles != 1) {  /* not the common case: the Python wrapper does it all */
+        Py_XDECREF(name);
+        Py_DECREF(rec);
+        return PyObject_Call(self->python, args, kwargs);
+    }
+    PyObject *t0 = NULL, *ev = NULL, *t1 = NULL, *launch = NULL, *r = NULL;
+    t0 = PyObject_CallNoArgs(self->now);
+    if (t0 == NULL)
+        goto done;
+    ev = PyObject_Call(self->original, args, NULL);
+    if (ev == NULL)
+        goto done;
+    t1 = PyObject_CallNoArgs(self->now);
+    if (t1 == NULL || PyObject_SetAttr(self->current, str_queue, queue) < 0)
+        goto fail;
+    launch = PyObject_GetAttr(rec, str_launch);
+    if (launch == NULL)
+        goto fail;
+    r = PyObject_CallFunctionObjArgs(launch, self->backend, self->kind, name, queue, t0, t1,
+                                     ev, ev, NULL);
+    if (r == NULL)
+        goto fail;
+    Py_DECREF(r);
+    goto done;
+fail:
+    Py_CLEAR(ev);
+done:
+    Py_XDECREF(launch);
+    Py_XDECREF(t1);
+    Py_XDECREF(t0);
+    Py_DECREF(name);
+    Py_DECREF(rec);
+    return ev;
+}
+
+static PyObject *
+ln_get_wrapped(Launcher *self, void *closure)
+{
+    Py_INCREF(self->original);
+    return self->original;
+}
+
+/* Named and documented as the Python wrapper it stands for. */
+static PyObject *
+ln_get_name(Launcher *self, void *closure)
+{
+    return PyObject_GetAttrString(self->python, "__name__");
+}
+
+static PyObject *
+ln_get_doc(Launcher *self, void *closure)
+{
+    return PyObject_GetAttrString(self->python, "__doc__");
+}
+
+static PyGetSetDef ln_getset[] = {
+    {"__wrapped__", (getter)ln_get_wrapped, NULL, "the native function", NULL},
+    {"__name__", (getter)ln_get_name, NULL, NULL, NULL},
+    {"__qualname__", (getter)ln_get_name, NULL, NULL, NULL},
+    {"__doc__", (getter)ln_get_doc, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot ln_slots[] = {
+    {Py_tp_dealloc, ln_dealloc},
+    {Py_tp_traverse, ln_traverse},
+    {Py_tp_clear, ln_clear},
+    {Py_tp_call, ln_call},
+    {Py_tp_getset, ln_getset},
+    {0, NULL},
+};
+
+static PyType_Spec ln_spec = {
+    "kprof_opencl._clnative.Launcher", sizeof(Launcher), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, ln_slots,
+};
+
+static PyObject *LauncherType;
+
+static PyObject *
+new_launcher(PyObject *module, PyObject *args)
+{
+    PyObject *o[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO:launcher", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6]))
+        return NULL;
+    Launcher *self = (Launcher *)PyType_GenericAlloc((PyTypeObject *)LauncherType, 0);
+    if (self == NULL)
+        return NULL;
+    PyObject **fields[7] = {&self->original, &self->python, &self->active, &self->now,
+                            &self->current, &self->backend, &self->kind};
+    for (int i = 0; i < 7; i++) {
+        Py_INCREF(o[i]);
+        *fields[i] = o[i];
+    }
+    return (PyObject *)self;
+}
+
+static PyMethodDef methods[] = {
+    {"bind", bind, METH_VARARGS,
+     "bind(clGetEventInfo_address, clGetEventProfilingInfo_address)"},
+    {"launcher", new_launcher, METH_VARARGS,
+     "launcher(original, python_wrapper, active, now, current, backend, kind) -> Launcher"},
+    {"read", read_times, METH_VARARGS,
+     "read(starts, stops) -> (begins, ends) as native int64 bytes, for the longest prefix of "
+     "complete, readable events"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_clnative", "kprof's optional compiled OpenCL launch path and reader.", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__clnative(void)
+{
+    str_int_ptr = PyUnicode_InternFromString("int_ptr");
+    str_kprof_name = PyUnicode_InternFromString("_kprof_name");
+    str_kprof_profiles = PyUnicode_InternFromString("_kprof_profiles");
+    str_queue = PyUnicode_InternFromString("queue");
+    str_launch = PyUnicode_InternFromString("launch");
+    if (!str_int_ptr || !str_kprof_name || !str_kprof_profiles || !str_queue || !str_launch)
+        return NULL;
+    LauncherType = PyType_FromSpec(&ln_spec);
+    if (LauncherType == NULL)
+        return NULL;
+    return PyModule_Create(&moduledef);
+}
