@@ -476,7 +476,6 @@ def bench_parts(quick: bool) -> dict[str, Any]:
     from kprof_core.plugins import registry
 
     backend = registry.get("opencl")
-    wrapper = ocl_capture.kernel_wrapper(native_stand_in, backend)
     g = (64,)
     out: dict[str, Any] = {}
     for label, compiled in recorder_paths().items():
@@ -484,9 +483,10 @@ def bench_parts(quick: bool) -> dict[str, Any]:
             from kprof_core import native
 
             native.use_compiled(compiled)
+            wrapper = ocl_capture.kernel_wrapper(native_stand_in, backend)  # compiled or not
             try:
-                saved = Recorder.harvest_every
-                Recorder.harvest_every = 10**9
+                saved = Recorder.harvest_every, Recorder.max_pending
+                Recorder.harvest_every = Recorder.max_pending = 10**9  # no harvest meanwhile
                 with kprof.profile(backends=["opencl"]):
                     rec = kprof.capture.active()
                     assert rec is not None
@@ -506,7 +506,7 @@ def bench_parts(quick: bool) -> dict[str, Any]:
                     t4 = time.perf_counter_ns()
                     assert not pending
                 t5 = time.perf_counter_ns()
-                Recorder.harvest_every = saved
+                Recorder.harvest_every, Recorder.max_pending = saved
             finally:
                 native.use_compiled(True)
             return {"wrapper_and_launch": (t2 - t1 - (t1 - t0)) / n, "harvest": (t4 - t3) / n,

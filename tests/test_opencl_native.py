@@ -1,6 +1,8 @@
-"""The OpenCL plugin's batch reader (``device_times_batch``): compiled and through PyOpenCL,
-the same numbers as each event's own profiling info, up to the first event not complete; a
-failed command is left to the harvest, which reports it as an unresolved record."""
+"""The OpenCL plugin's compiled parts and their Python twins: the batch reader
+(``device_times_batch``) gives each event's own profiling info, up to the first event not
+complete, and leaves a failed command to the harvest (an unresolved record); the compiled
+kernel-launch wrapper records exactly what the Python one does, and hands it every case but
+the common one."""
 
 from __future__ import annotations
 
@@ -144,3 +146,49 @@ def test_profiles_on_both_paths_equal_the_events(setup: Any, compiled: bool) -> 
     copies = [k for k in p.kernels if k.kind == "copy"]
     assert len(copies) == 1 and copies[0].nbytes == x.nbytes and copies[0].error is None
     assert all(k.launch_start_ns <= k.start_ns for k in p.kernels)
+
+
+# -- the kernel-launch wrapper ------------------------------------------------------------------
+
+
+def test_the_wrapper_in_use_and_its_exact_restore(setup: Any, compiled: bool) -> None:
+    native_fn = cl._cl.enqueue_nd_range_kernel
+    with kprof.profile(backends=["opencl"]):
+        wrapper = cl._cl.enqueue_nd_range_kernel
+        assert wrapper is not native_fn and wrapper.__wrapped__ is native_fn
+        assert wrapper.__name__ == "enqueue_nd_range_kernel"
+        assert (type(wrapper).__name__ == "Launcher") == compiled
+    assert cl._cl.enqueue_nd_range_kernel is native_fn
+
+
+def test_an_error_of_the_native_launch_propagates_and_records_nothing(setup: Any,
+                                                                      compiled: bool) -> None:
+    q, inc, buf = setup
+    with kprof.profile(backends=["opencl"]) as p:
+        inc(q, (64,), None, buf)
+        with pytest.raises(cl.Error) as raised:
+            cl.enqueue_nd_range_kernel(q, inc, (64,), (7,))  # 64 is no multiple of 7
+        inc(q, (64,), None, buf)
+    assert raised.value.code == cl.status_code.INVALID_WORK_GROUP_SIZE
+    assert [k.name for k in p.kernels] == ["inc", "inc"]
+
+
+def test_every_case_of_the_wrapper_records_the_same(setup: Any, compiled: bool) -> None:
+    """A kernel not named yet, keyword arguments, a queue without profiling, a thread: the
+    compiled wrapper hands these to the Python one; the records are the same either way."""
+    q, _inc, buf = setup
+    plain = cl.CommandQueue(q.context, q.device)
+    prg = cl.Program(q.context, "__kernel void fresh(__global float *x)"
+                                "{ x[get_global_id(0)] *= 0.5f; }").build()
+    fresh = cl.Kernel(prg, "fresh")  # no cached name: its first launch takes the Python path
+    fresh.set_args(buf)
+    with kprof.profile(backends=["opencl"]) as p:
+        evs = [cl.enqueue_nd_range_kernel(q, fresh, (64,), None) for _ in range(3)]
+        evs.append(cl.enqueue_nd_range_kernel(q, fresh, (64,), None, wait_for=None))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the queue has no profiling (tested elsewhere)
+            cl.enqueue_nd_range_kernel(plain, fresh, (64,), None)
+    got = [(k.name, k.host_timed, k.error) for k in p.kernels]
+    assert got == [("fresh", False, None)] * 4 + [("fresh", True, None)]
+    assert [k.duration_ns for k in p.kernels[:4]] == [
+        e.get_profiling_info(END) - e.get_profiling_info(START) for e in evs]
