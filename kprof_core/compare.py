@@ -201,6 +201,9 @@ class ProfileDiff:
     def __str__(self) -> str:
         return self.report()
 
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the report
+        p.text(self.report())
+
     def _repr_html_(self) -> str:
         from .renderers.diff import diff_html
 

@@ -267,6 +267,12 @@ class Profile:
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the report
         p.text(self.report())
 
+    def _repr_html_(self) -> str | None:
+        """Notebooks show the timeline (a self-contained frame) and the summary tables."""
+        from .renderers.notebook import notebook_html
+
+        return notebook_html(self)
+
     # -- exports (kprof_core.renderers.chrome, .html and kprof_core.exports) ------------------------
 
     def export_chrome_trace(self, path: str | os.PathLike[str] | IO[str]) -> None:
