@@ -72,9 +72,13 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     run.start()
     try:
         result = yield
-    finally:
+    except BaseException:
         run.stop()
-    run.after()  # save, compare, and fail on a slowdown when asked
+        run.record()  # in the summary; a failing test's profile is no baseline
+        raise
+    run.stop()
+    run.record()
+    run.baseline()  # save, compare, and fail on a slowdown when asked
     return result
 
 

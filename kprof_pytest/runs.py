@@ -73,7 +73,7 @@ class ProfileView:
             return "<kprof_profile: not started (the test function has not run yet)>"
         return repr(self._run.finished())
 
-    def _repr_html_(self) -> str:
+    def _repr_html_(self) -> str | None:
         return self._run.finished()._repr_html_()
 
 
@@ -86,6 +86,7 @@ class TestRun:
         self.item = item
         self.profiler: profile | None = None
         self.result: Profile | None = None
+        self.summary: TestResult | None = None
         self.view = ProfileView(self)
 
     @classmethod
@@ -126,17 +127,23 @@ class TestRun:
         assert self.result is not None
         return self.result
 
-    def after(self) -> None:
-        """Save, compare with the baseline, and fail on a significant slowdown, as asked."""
+    def record(self) -> None:
+        """Keep what the terminal summary needs: device time and the kernels behind it."""
         p = self.result
         if p is None:
             return
-        config = self.item.config
-        name = baseline_name(self.item.nodeid)
         kernels = sorted(((r.label, r.total_ns, r.calls) for r in p.summary().device),
                          key=lambda k: (-k[1], k[0]))
-        res = TestResult(self.item.nodeid, sum(k[1] for k in kernels), kernels)
-        config.stash.setdefault(_RESULTS, []).append(res)
+        self.summary = TestResult(self.item.nodeid, sum(k[1] for k in kernels), kernels)
+        self.item.config.stash.setdefault(_RESULTS, []).append(self.summary)
+
+    def baseline(self) -> None:
+        """Save, compare with the baseline, and fail on a significant slowdown, as asked."""
+        p, res = self.result, self.summary
+        if p is None or res is None:
+            return
+        config = self.item.config
+        name = baseline_name(self.item.nodeid)
         save_dir = config.getoption("kprof_save")
         if save_dir:
             Path(save_dir).mkdir(parents=True, exist_ok=True)

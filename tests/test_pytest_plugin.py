@@ -51,6 +51,13 @@ def test_marked(q):
 def test_plain(q):
     q.launch("unseen", 10)
     q.finish()
+
+
+@pytest.mark.kprof
+def test_failing(q):
+    q.launch("doomed", 10)
+    q.finish()
+    assert os.environ.get("FAILING") != "1"
 """
 
 
@@ -86,24 +93,29 @@ def test_fixture_and_marker_profile_only_those_tests(
         pytester: pytest.Pytester, testdev_env: None) -> None:
     pytester.makepyfile(test_dev=TESTDEV)
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    r.assert_outcomes(passed=3)
+    r.assert_outcomes(passed=4)
     lines = summary_lines(r.stdout.str())
-    assert len(lines) == 2
+    assert len(lines) == 3
     assert "test_dev.py::test_heavy  mul2 " in lines[0] and "(8 calls), add " in lines[0]
     assert "test_dev.py::test_marked  small " in lines[1] and "(3 calls)" in lines[1]
+    assert "test_dev.py::test_failing  doomed " in lines[2]
     assert "unseen" not in r.stdout.str()
 
 
 def test_kprof_profiles_every_test_and_saves_each(
-        pytester: pytest.Pytester, testdev_env: None) -> None:
+        pytester: pytest.Pytester, testdev_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(test_dev=TESTDEV)
+    monkeypatch.setenv("FAILING", "1")
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kprof",
                                       "--kprof-save", "base")
-    r.assert_outcomes(passed=3)
+    r.assert_outcomes(passed=3, failed=1)
     lines = summary_lines(r.stdout.str())
-    assert [re.search(r"::(\w+)", line).group(1) for line in lines] == [  # type: ignore[union-attr]
-        "test_heavy", "test_marked", "test_plain"]
-    assert "unseen" in lines[2] and "(1 call)" in lines[2]
+    tests = [re.search(r"::(\w+)", line).group(1) for line in lines]  # type: ignore[union-attr]
+    # Most device time first (the last two ran one 10 µs kernel each: either order).
+    assert tests[:2] == ["test_heavy", "test_marked"]
+    assert set(tests[2:]) == {"test_plain", "test_failing"}
+    assert re.search(r"::test_plain  unseen \S+ \S+ \(1 call\)$", "\n".join(lines), re.M)
+    # A failing test is in the summary, but its profile is no baseline.
     saved = sorted(p.name for p in (pytester.path / "base").iterdir())
     assert saved == sorted(baseline_name(f"test_dev.py::{t}")
                            for t in ("test_heavy", "test_marked", "test_plain"))
@@ -117,27 +129,27 @@ def test_compare_fails_only_significant_slowdowns_above_the_ratio(
     pytester.makepyfile(test_dev=TESTDEV)
     monkeypatch.setenv("MUL2_US", "1000")
     pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kprof",
-                                  "--kprof-save", "base").assert_outcomes(passed=3)
+                                  "--kprof-save", "base").assert_outcomes(passed=4)
     # Ten times slower: test_heavy fails, naming the kernel; the others pass.
     monkeypatch.setenv("MUL2_US", "10000")
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kprof", "--kprof-compare",
                                       "base", "--kprof-fail-above", "1.5")
-    r.assert_outcomes(passed=2, failed=1)
+    r.assert_outcomes(passed=3, failed=1)
     out = r.stdout.str()
     assert re.search(r"\nkprof: significantly slower than the baseline \S+ \(more than 1.5x, "
                      r"median per call\): mul2 \d+\.\d\dx \(.* -> .* per call, 8->8 calls", out)
     assert "FAILED test_dev.py::test_heavy - Failed: kprof: significantly slower" in out
     assert re.search(r"FAILED test_dev.py::test_heavy: slower mul2 \d+\.\d\dx", out)
-    assert "3 tests compared" in out
+    assert "4 tests compared" in out
     # Without --kprof-fail-above the slowdown is reported, nothing fails.
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kprof", "--kprof-compare", "base")
-    r.assert_outcomes(passed=3)
+    r.assert_outcomes(passed=4)
     assert re.search(r"\ntest_dev.py::test_heavy: slower mul2 \d+\.\d\dx", r.stdout.str())
     # Faster is never a failure.
     monkeypatch.setenv("MUL2_US", "100")
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kprof", "--kprof-compare",
                                       "base", "--kprof-fail-above", "1.1")
-    r.assert_outcomes(passed=3)
+    r.assert_outcomes(passed=4)
 
 
 def test_usage_errors(pytester: pytest.Pytester) -> None:
