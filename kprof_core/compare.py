@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import math
 from array import array
+from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -80,32 +83,41 @@ def _exact_two_sided(weights: list[int], m: int, observed: int) -> float:
     return min(1.0, extreme / total)
 
 
+def _ranks2(values: list[float]) -> list[int]:
+    """Twice the mid-rank of each value of a sorted list (integers, ties sharing their mean)."""
+    n = len(values)
+    ranks2 = [0] * n
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and values[j + 1] == values[i]:
+            j += 1
+        ranks2[i:j + 1] = [i + j + 2] * (j - i + 1)  # twice the mean of ranks i+1 .. j+1
+        i = j + 1
+    return ranks2
+
+
 def rank_test(before: Sequence[float], after: Sequence[float]) -> RankTest | None:
     """The Mann-Whitney U test of two samples of durations; None when either is empty."""
     n1, n2 = len(before), len(after)
     if not n1 or not n2:
         return None
-    pooled = sorted([(v, 0) for v in before] + [(v, 1) for v in after])
     n = n1 + n2
-    ranks2 = [0] * n
-    ties: list[int] = []
-    i = 0
-    while i < n:
-        j = i
-        while j + 1 < n and pooled[j + 1][0] == pooled[i][0]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks2[k] = i + j + 2  # twice the mean of ranks i+1 .. j+1: an integer
-        ties.append(j - i + 1)
-        i = j + 1
-    s2 = sum(r for r, (_, side) in zip(ranks2, pooled) if side == 1)
-    u = s2 / 2 - n2 * (n2 + 1) / 2
+    sb = sorted(before)
+    # U of after: for each call after, the calls before that were shorter, ties counting half.
+    # Binary searches mapped at C speed: a million calls a side take about a second.
+    u2 = sum(map(bisect_left, repeat(sb, n2), after)) + sum(map(bisect_right, repeat(sb, n2), after))
+    u = u2 / 2
     effect = u / (n1 * n2)
     if n <= EXACT_LIMIT:
-        p = _exact_two_sided(ranks2, n2, s2)
-        return RankTest(u, effect, p, True)
+        pooled = sorted([*before, *after])
+        ranks2 = _ranks2(pooled)
+        # The doubled rank sum of after, from U: S = U + n2 (n2 + 1) / 2.
+        return RankTest(u, effect, _exact_two_sided(ranks2, n2, u2 + n2 * (n2 + 1)), True)
     mean = n1 * n2 / 2
-    tie_term = sum(t ** 3 - t for t in ties) / (n * (n - 1))
+    ties = Counter(before)
+    ties.update(after)
+    tie_term = sum(t ** 3 - t for t in ties.values() if t > 1) / (n * (n - 1))
     var = n1 * n2 / 12 * ((n + 1) - tie_term)
     if var <= 0:  # every call took the same time
         return RankTest(u, effect, 1.0, False)
