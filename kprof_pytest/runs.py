@@ -105,10 +105,15 @@ class TestRun:
         return [b for b in opt.split(",") if b] if opt else None
 
     def start(self) -> None:
+        from kprof_core.backend import KprofError
         from kprof_core.profiler import profile
 
-        self.profiler = profile(backends=self._backends())
-        self.profiler.__enter__()
+        try:
+            prof = profile(backends=self._backends())
+            prof.__enter__()
+        except (KprofError, TypeError) as exc:  # an unknown backend name, a bad marker
+            pytest.fail(f"kprof: {exc}", pytrace=False)
+        self.profiler = prof
 
     def stop(self) -> None:
         """End the profile (once: the test may have ended it by reading ``kprof_profile``)."""

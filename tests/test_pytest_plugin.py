@@ -11,8 +11,6 @@ import pytest
 import kprof
 from kprof_pytest.runs import baseline_name
 
-pytest_plugins = ["pytester"]
-
 TESTDEV = """
 import os
 import pytest
@@ -152,8 +150,11 @@ def test_compare_fails_only_significant_slowdowns_above_the_ratio(
     r.assert_outcomes(passed=4)
 
 
-def test_usage_errors(pytester: pytest.Pytester) -> None:
+def test_usage_errors(pytester: pytest.Pytester, testdev_env: None) -> None:
     pytester.makepyfile(test_x="def test_x(): pass")
+    r = pytester.runpytest_subprocess("--kprof", "--kprof-backends", "nope")
+    r.assert_outcomes(failed=1)
+    assert "kprof: unknown backend 'nope'; known backends: testdev" in r.stdout.str()
     r = pytester.runpytest_subprocess("--kprof-fail-above", "1.1")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "--kprof-fail-above needs --kprof-compare DIR" in r.stderr.str()
