@@ -105,7 +105,8 @@ def rank_test(before: Sequence[float], after: Sequence[float]) -> RankTest | Non
     n = n1 + n2
     sb = sorted(before)
     # U of after: for each call after, the calls before that were shorter, ties counting half.
-    # Binary searches mapped at C speed: a million calls a side take about a second.
+    # Binary searches mapped at C speed: a million calls a side took 3.7 s on a loaded
+    # 2-core machine (sorting (value, side) tuples of the pooled calls: 16 s).
     u2 = sum(map(bisect_left, repeat(sb, n2), after)) + sum(map(bisect_right, repeat(sb, n2), after))
     u = u2 / 2
     effect = u / (n1 * n2)
