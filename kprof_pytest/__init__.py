@@ -72,6 +72,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     run.start()
     try:
         result = yield
+    except pytest.skip.Exception:
+        run.stop()  # a skipped test is not in the summary
+        raise
     except BaseException:
         run.stop()
         run.record()  # in the summary; a failing test's profile is no baseline

@@ -115,10 +115,10 @@ def test_kprof_profiles_every_test_and_saves_each(
     assert re.search(r"::test_plain  unseen \S+ \S+ \(1 call\)$", "\n".join(lines), re.M)
     # A failing test is in the summary, but its profile is no baseline.
     saved = sorted(p.name for p in (pytester.path / "base").iterdir())
-    assert saved == sorted(baseline_name(f"test_dev.py::{t}")
+    assert saved == sorted(baseline_name(f"test_dev::{t}")
                            for t in ("test_heavy", "test_marked", "test_plain"))
-    p = kprof.load(pytester.path / "base" / baseline_name("test_dev.py::test_plain"))
-    assert p.meta["test"] == "test_dev.py::test_plain"
+    p = kprof.load(pytester.path / "base" / baseline_name("test_dev::test_plain"))
+    assert p.meta["test"] == "test_dev.py::test_plain" and p.meta["test_key"] == "test_dev::test_plain"
     assert [k.name for k in p.kernels] == ["unseen"]
 
 
@@ -150,6 +150,24 @@ def test_compare_fails_only_significant_slowdowns_above_the_ratio(
     r.assert_outcomes(passed=4)
 
 
+def test_baselines_survive_a_change_of_rootdir(pytester: pytest.Pytester, testdev_env: None) -> None:
+    """pytest takes option values that are existing paths into account for the rootdir, so
+    the node ids of a run with --kprof-compare DIR can differ from the run that saved DIR."""
+    pytester.mkdir("sub").joinpath("test_dev.py").write_text(TESTDEV + "\n\ndef test_skipped():\n"
+                                                              "    pytest.skip('not here')\n")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rootdir=sub", "sub",
+                                      "--kprof-save", "base")
+    r.assert_outcomes(passed=4, skipped=1)
+    lines = "\n".join(summary_lines(r.stdout.str()))
+    assert " test_dev.py::test_heavy " in lines and "test_skipped" not in lines
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rootdir=.", "sub",
+                                      "--kprof-compare", "base")
+    r.assert_outcomes(passed=4, skipped=1)
+    assert " sub/test_dev.py::test_heavy " in "\n".join(summary_lines(r.stdout.str()))
+    assert re.search(r"\n3 tests compared, \d within the run-to-run spread; 0 without a baseline",
+                     r.stdout.str())
+
+
 def test_usage_errors(pytester: pytest.Pytester, testdev_env: None) -> None:
     pytester.makepyfile(test_x="def test_x(): pass")
     r = pytester.runpytest_subprocess("--kprof", "--kprof-backends", "nope")
@@ -159,7 +177,7 @@ def test_usage_errors(pytester: pytest.Pytester, testdev_env: None) -> None:
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "--kprof-fail-above needs --kprof-compare DIR" in r.stderr.str()
     (pytester.path / "bad").mkdir()
-    (pytester.path / "bad" / baseline_name("test_x.py::test_x")).write_text("not a profile")
+    (pytester.path / "bad" / baseline_name("test_x::test_x")).write_text("not a profile")
     r = pytester.runpytest_subprocess("--kprof", "--kprof-compare", "bad")
     assert "not a kprof profile" in r.stdout.str() + r.stderr.str()
     assert r.ret != 0
