@@ -13,7 +13,7 @@ from tracecheck import synthetic
 
 from kprof_core import compare
 from kprof_core.compare import rank_test
-from kprof_core.records import COPY, KERNEL, PLACED, DeviceTable
+from kprof_core.records import COPY, HOST_TIMED, KERNEL, PLACED, DeviceTable
 from kprof_core.session import Profile
 
 
@@ -114,7 +114,8 @@ def test_empty_sides_have_no_test() -> None:
 # -- Profile.diff ----------------------------------------------------------------------------------------
 
 
-def profile_with(kernels: dict[str, list[int]], ranges: dict[str, list[int]] | None = None) -> Profile:
+def profile_with(kernels: dict[str, list[int]], ranges: dict[str, list[int]] | None = None,
+                 host_timed: tuple[str, ...] = ()) -> Profile:
     """A finished profile holding exactly these per-call kernel durations (ns)."""
     p = Profile()
     p.start_ns, p.end_ns = 1_000, 1_000
@@ -129,7 +130,8 @@ def profile_with(kernels: dict[str, list[int]], ranges: dict[str, list[int]] | N
             p.names.append(name)
         for d in durs:
             t.append(name=p.names.index(name), kind=COPY if name.startswith("[") else KERNEL,
-                     flags=PLACED, queue=0, thread=0, launch_start=now, launch_end=now + 10,
+                     flags=PLACED | (HOST_TIMED if name in host_timed else 0), queue=0,
+                     thread=0, launch_start=now, launch_end=now + 10,
                      start=now + 20, duration=d, nbytes=-1)
             now += d + 100
     p.table = t
@@ -221,3 +223,19 @@ def test_diff_rejects_bad_arguments() -> None:
         p.diff("x")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown section"):
         p.diff(p).section("gpu")
+
+
+def test_rows_timed_on_the_host_never_count_as_device_time_slowdowns() -> None:
+    slow = [400, 410, 420, 430, 440, 450]
+    before = profile_with({"synced": [100, 110, 120, 130, 140, 150], "timed": [100] * 6},
+                          host_timed=("synced",))
+    after = profile_with({"synced": slow, "timed": [100] * 6}, host_timed=("synced",))
+    d = before.diff(after)
+    row = d.row("synced")
+    assert row.host_timed and row.label == "synced *" and row.status == "slower"
+    assert d.slowdowns() == []
+    assert [r.label for r in d.slowdowns(host_timed=True)] == ["synced *"]
+    text = d.report()
+    assert "significant device-time slowdown" not in text
+    assert text.endswith("their changes follow the host's load and never count as device-time "
+                         "slowdowns")

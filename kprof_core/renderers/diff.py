@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..compare import SECTION_TITLES, SECTIONS
 from ..timefmt import format_time
+from .console import FOOTNOTE
 
 if TYPE_CHECKING:
     from ..compare import DiffRow, ProfileDiff
@@ -68,6 +69,9 @@ def render_diff(d: ProfileDiff, labels: Sequence[str] = ("before", "after")) -> 
     if slow:
         out += ["", f"{len(slow)} significant device-time slowdown{'s' * (len(slow) != 1)}: "
                 + ", ".join(f"{r.label} {r.ratio:.2f}x" for r in slow)]
+    if any(r.host_timed for r in d.rows):
+        out += ["", FOOTNOTE.rstrip() + "; their changes follow the host's load and never count "
+                "as device-time slowdowns"]
     return "\n".join(out)
 
 
