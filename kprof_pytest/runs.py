@@ -50,6 +50,8 @@ def baseline_name(key: str) -> str:
 class TestResult:
     """What the terminal summary needs of one test (the profile itself is not kept)."""
 
+    __test__ = False  # not a test class, whatever its name
+
     nodeid: str
     device_ns: int
     kernels: list[tuple[str, int, int]]  # (label, total ns, calls), largest first
