@@ -61,7 +61,10 @@ def timeline_frame(p: Profile) -> str:
     """The profile's timeline page in an ``<iframe srcdoc>``."""
     buf = io.StringIO()
     write_html(buf, [p], summary=False)
-    page = buf.getvalue().replace("</body>", _FIT + "</body>")
+    # The tables are beside the frame, so the page's (empty) summary section takes no room.
+    page = (buf.getvalue().replace('<section id="kprof-summary">',
+                                   '<section id="kprof-summary" hidden>', 1)
+            .replace("</body>", _FIT + "</body>"))
     return (f'<iframe class="kprof-frame" title="kprof timeline" style="height:{_estimated_height(p)}px"'
             f' srcdoc="{html.escape(page, quote=True)}"></iframe>')
 
