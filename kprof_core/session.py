@@ -29,6 +29,7 @@ from .records import (
 )
 
 if TYPE_CHECKING:
+    from .compare import ProfileDiff
     from .recorder import DeviceClock, Recorder
 
 
@@ -42,6 +43,17 @@ def _split(keys: array[int], values: array[int], most: int = 8) -> dict[int, lis
         return {keys[0]: list(values)}
     return {k: list(compress(values, map(eq, keys, repeat(k))))
             for k in sorted(distinct, key=keys.index)}
+
+
+@dataclass(frozen=True)
+class Durations:
+    """Per-call durations (ns) grouped by ``(name, host_timed)`` in each section of a profile."""
+
+    host: dict[tuple[str, bool], list[int]]
+    device: dict[tuple[str, bool], list[int]]
+    device_ranges: dict[tuple[str, bool], list[int]]
+    nbytes: dict[tuple[str, bool], int]
+    markers: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -173,16 +185,14 @@ class Profile:
 
     # -- summaries ------------------------------------------------------------------------------
 
-    def summary(self) -> Summary:
-        """Per-name statistics of the host side, the device side and device ranges.
+    def durations(self) -> Durations:
+        """Every duration (ns) grouped by ``(name, host_timed)``, section by section: what the
+        summary's statistics and ``Profile.diff``'s tests are computed from.
 
         Column-wise (C-level ``map``/``compress`` over the columns) when there are few distinct
         names, else one pass over each table: a million records take well under a second.
         """
         t, h, names = self.table, self.host, self.names
-        span = self.span_ns
-        # Durations per (name, host-timed): lists, or whole columns (array) when one name has
-        # them all; rows_of only reads them.
         device: dict[tuple[int, int], Any] = {}
         dranges: dict[tuple[int, int], Any] = {}
         sizes: dict[tuple[int, int], int] = {}
@@ -195,9 +205,8 @@ class Profile:
         one_name = n > 0 and RANGE not in t.kind and t.name.count(t.name[0]) == n
         if one_name and not any(map(and_, t.flags, repeat(UNRESOLVED | HOST_TIMED))):
             keys = array("q", (t.name[0] * 8,))  # every row has this key: no need to compute
-            # The columns themselves (rows_of only reads them): no copy.
-            split: dict[int, Any] | None = {keys[0]: t.duration}
-            nb_split: dict[int, Any] | None = {keys[0]: t.nbytes}
+            split: dict[int, Any] | None = {keys[0]: list(t.duration)}
+            nb_split: dict[int, Any] | None = {keys[0]: t.nbytes}  # only read here
         else:
             keys = array("q", map(add, map(mul, t.name, repeat(8)),
                                   map(add, map(mul, map(and_, t.flags,
@@ -232,7 +241,7 @@ class Profile:
         # The host side: launches' host calls (device rows that are not ranges), then host rows.
         launch_durs = array("q", map(operator.sub, t.launch_end, t.launch_start))
         if one_name:
-            split = {t.name[0] * 2: launch_durs}
+            split = {t.name[0] * 2: list(launch_durs)}
         else:
             split = _split(array("q", map(add, map(mul, t.name, repeat(2)),
                                           map(eq, t.kind, repeat(RANGE)))), launch_durs)
@@ -269,10 +278,25 @@ class Profile:
         def named(groups: dict[tuple[int, int], Any]) -> dict[tuple[str, bool], Any]:
             return {(names[nid], bool(ht)): v for (nid, ht), v in groups.items()}
 
-        return Summary(span, rows_of(named(host), {}, span),
-                       rows_of(named(device), named(sizes), span),
-                       rows_of(named(dranges), {}, span),
-                       sorted(markers.items(), key=lambda kv: (-kv[1], kv[0])))
+        return Durations(named(host), named(device), named(dranges), named(sizes), markers)
+
+    def summary(self) -> Summary:
+        """Per-name statistics of the host side, the device side and device ranges."""
+        d, span = self.durations(), self.span_ns
+        return Summary(span, rows_of(d.host, {}, span), rows_of(d.device, d.nbytes, span),
+                       rows_of(d.device_ranges, {}, span),
+                       sorted(d.markers.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def diff(self, other: Profile, alpha: float | None = None) -> ProfileDiff:
+        """How ``other`` (after) differs from this profile (before), name by name.
+
+        Per name: calls, median and total time before and after, the ratio of the medians, and
+        whether the change stands out of the run-to-run spread of the per-call durations (a
+        Mann-Whitney U test at ``alpha``, default 0.01); see :mod:`kprof_core.compare`.
+        """
+        from .compare import DEFAULT_ALPHA, diff
+
+        return diff(self, other, DEFAULT_ALPHA if alpha is None else alpha)
 
     @property
     def counts(self) -> tuple[int, int]:
@@ -307,6 +331,12 @@ class Profile:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the report
         p.text(self.report())
+
+    def _repr_html_(self) -> str | None:
+        """Notebooks show the timeline (a self-contained frame) and the summary tables."""
+        from .renderers.notebook import notebook_html
+
+        return notebook_html(self)
 
     # -- exports (kprof_core.renderers.chrome, .html and kprof_core.exports) ------------------------
 
