@@ -414,14 +414,15 @@ def test_the_column_wise_summary_equals_the_loop(drows: list[tuple[int, ...]],
 
 
 @settings(max_examples=100, deadline=None)
-@given(counts=st.lists(st.tuples(st.integers(-10**9, 10**9), st.integers(1, 3000)), min_size=1,
-                       max_size=12),
+@given(counts=st.lists(st.tuples(st.integers(-(2**27), 2**27), st.integers(1, 3000)),
+                       min_size=1, max_size=12),
        seed=st.integers(0, 2**32))
-def test_order_statistics_by_counting_equal_sorting(counts: list[tuple[int, int]],
-                                                    seed: int) -> None:
+def test_statistics_by_counting_equal_sorting(counts: list[tuple[int, int]], seed: int) -> None:
+    import math
+    import operator
     import random
 
-    from kprof_core.processors import _order_stats
+    from kprof_core.processors import _stats
 
     durs = [v for v, c in counts for _ in range(c)]
     durs += [counts[0][0]] * max(0, 4097 - len(durs))  # long enough to be counted
@@ -429,4 +430,5 @@ def test_order_statistics_by_counting_equal_sorting(counts: list[tuple[int, int]
     ordered = sorted(durs)
     n = len(durs)
     median = float(ordered[n // 2]) if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-    assert _order_stats(durs, n) == (ordered[0], ordered[-1], median)
+    assert _stats(durs, n) == (sum(durs), math.fsum(map(operator.mul, durs, durs)),
+                               ordered[0], ordered[-1], median)
