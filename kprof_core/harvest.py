@@ -227,19 +227,22 @@ class Harvest:
         w = min(n - i, self._window)
         chunk = incoming[i:i + w]
         try:
-            got = self._bulk_rows(backend, slot, chunk)
+            got, run = self._bulk_rows(backend, slot, chunk)
         except Exception:  # _take asks again, entry by entry, and reports what failed
-            got = 0
-        # Adapt the window to the runs seen: long when launches come in long runs, short when
-        # they alternate with ranges (slicing a long window for a run of one costs O(window)).
-        self._window = min(4096, w * 2) if got == w else max(16, got * 2)
-        if 0 < got < min(w, _SHORT_RUN):  # the run was broken early: go one by one a while
+            got = run = 0
+        # Adapt the window to the runs seen (`run`: the entries of the run, done or not): long
+        # when launches come in long runs, short when they alternate with ranges (slicing a
+        # long window for a run of one costs O(window)); work not done yet says nothing.
+        self._window = min(4096, w * 2) if run == w else max(16, run * 2)
+        if 0 < run < min(w, _SHORT_RUN):  # other entries broke it early: one by one a while
             self._solo = 4 * _SHORT_RUN
         return got
 
-    def _bulk_rows(self, backend: Backend, slot: int, chunk: list[tuple[Any, ...]]) -> int:
-        """Rows of the longest run of common entries at the start of ``chunk``, whose work is
-        done; returns how many (the table is untouched when it returns 0)."""
+    def _bulk_rows(self, backend: Backend, slot: int,
+                   chunk: list[tuple[Any, ...]]) -> tuple[int, int]:
+        """Rows of the longest run of common entries at the start of ``chunk`` whose work is
+        done; returns how many, and how long the run of common entries was, done or not (the
+        table is untouched when it returns 0 rows)."""
         refs = self._refs
         absolute = backend.has_device_times  # placed by device time, else by elapsed time
         # What a device needs before its launches can go here: its reference token (set by
@@ -253,15 +256,15 @@ class Harvest:
         else:
             m, starts, stops, cols = self._run_columns(chunk, slot, backend, known)
         if not m:
-            return 0
+            return 0, 0
         if backend.has_batch_times:
             got = backend.device_times_batch(backend, starts, stops)
             if type(got) is not tuple or len(got) != 2:
-                return 0
+                return 0, m
             begins, ends = array("q", got[0]), array("q", got[1])
             k = len(begins)
             if len(ends) != k or k > m:
-                return 0
+                return 0, m
         else:
             done = partial(backend.timestamp_done, backend)
             k = len(list(takewhile(bool, map(done, stops))))
@@ -269,10 +272,10 @@ class Harvest:
             if absolute:
                 pairs = list(map(partial(backend.device_times, backend), starts, stops))
                 if pairs and (set(map(type, pairs)) != {tuple} or set(map(len, pairs)) != {2}):
-                    return 0
+                    return 0, m
                 begins_t, ends_t = zip(*pairs) if pairs else ((), ())
                 if k and (set(map(type, begins_t)) != {int} or set(map(type, ends_t)) != {int}):
-                    return 0
+                    return 0, m
                 begins, ends = array("q", begins_t), array("q", ends_t)
             else:
                 el = partial(backend.elapsed_time, backend)
@@ -282,11 +285,11 @@ class Harvest:
                 ref_tok = {qid: refs[self.queues[qid].device_key][1] for qid in set(qcol[:k])}
                 to_stop = list(map(el, map(ref_tok.__getitem__, qcol[:k]), stops))
                 if k and (set(map(type, durs)) != {int} or set(map(type, to_stop)) != {int}):
-                    return 0
+                    return 0, m
                 ends = array("q", to_stop)
                 begins = array("q", map(sub, to_stop, durs))
         if not k:
-            return 0
+            return 0, m
         names, kinds, queues, threads, h0s, h1s, nbytes, flags, refb = cols
         # start: relative to the first work seen on the device (refb: when it began; 0 for
         # elapsed-time backends, whose begins are already relative to it).
@@ -312,7 +315,7 @@ class Harvest:
         if backend.pools_tokens:
             for start, stop in zip(starts[:k], stops[:k]):
                 self._release(backend, start, stop)
-        return k
+        return k, m
 
     def _run_columns(self, chunk: list[tuple[Any, ...]], slot: int, backend: Backend,
                      known: dict[str, Any]) -> tuple[int, Any, Any, list[array[int]]]:

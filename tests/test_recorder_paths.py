@@ -232,10 +232,11 @@ def test_the_column_wise_harvest_is_used_for_runs(reg: Any, monkeypatch: pytest.
         taken: list[int] = []
         original = Harvest._bulk_rows
 
-        def spy(self: Any, *args: Any, original: Any = original, taken: list[int] = taken) -> int:
-            k = original(self, *args)
+        def spy(self: Any, *args: Any, original: Any = original,
+                taken: list[int] = taken) -> tuple[int, int]:
+            k, run = original(self, *args)
             taken.append(k)
-            return k
+            return k, run
 
         monkeypatch.setattr(Harvest, "_bulk_rows", spy)
         ops = [("kernel", 0, 1, 0, False, False, -1)] * 200
