@@ -306,6 +306,23 @@ def test_a_missing_or_broken_extension_falls_back_to_pure_python(
     assert (native.compiled() is not None) == COMPILED
 
 
+def test_free_threaded_python_runs_the_pure_python_recorder(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import sysconfig
+
+    get = sysconfig.get_config_var
+    monkeypatch.delenv("KPROF_PURE_PYTHON", raising=False)
+    monkeypatch.setattr(sysconfig, "get_config_var",
+                        lambda name: 1 if name == "Py_GIL_DISABLED" else get(name))
+    monkeypatch.setattr(native, "_module", None)
+    native._load()
+    assert native.compiled() is None and "free-threaded CPython" in native.describe()
+    assert native.load_plugin_part("kprof_opencl", "_clnative") is None
+    monkeypatch.undo()
+    native._load()
+    assert (native.compiled() is not None) == COMPILED
+
+
 @pytest.mark.skipif(not COMPILED, reason="the compiled recorder is not built here")
 def test_a_recorder_with_the_compiled_launch_path_is_freed(reg: Any) -> None:
     """The LaunchPath holds bound methods of its Recorder (a cycle): the collector frees it."""
