@@ -22,6 +22,7 @@ _enabled = True
 
 def _load() -> None:
     global _module, _why
+    _module, _why = None, ""
     if os.environ.get(ENV, "").strip() not in ("", "0"):
         _why = f"{ENV}={os.environ[ENV]} is set"
         return
