@@ -51,6 +51,26 @@ _SHORT_RUN = 16  # runs shorter than this are cheaper entry by entry (see _harve
 _QID = itemgetter(1)
 
 
+def _looked_up(table: dict[Any, Any], keys: Sequence[Any], m: int) -> tuple[Any, int]:
+    """``table[k]`` for the first ``m`` keys, and how many of them, from the first, are there;
+    one lookup when they are all the same key (the common run)."""
+    if keys[:m].count(keys[0]) == m:
+        v = table.get(keys[0])
+        return ([v] * m, m) if v is not None else ([], 0)
+    values: list[Any] = list(map(table.get, keys[:m]))
+    if None in values:
+        m = values.index(None)
+    return values, m
+
+
+def _column(values: Sequence[int], m: int) -> array[int]:
+    """The first ``m`` of kprof's own ints (ids, flags) as an int64 column; a repeat of one
+    value when they are one. Not for what a plugin passed: 1 == 1.0 would pass for an int."""
+    if values[:m].count(values[0]) == m:
+        return array("q", (values[0],)) * m
+    return array("q", values[:m])
+
+
 class Harvest:
     """The record side of a profile: pending entries, the tables they become, and what is
     needed to read tokens (reference tokens per device, interned queues and threads).
@@ -333,15 +353,10 @@ class Harvest:
         _s, kinds, names, qks, whos, h0s, h1s, starts, stops, nbytes, flags = zip(*chunk[:m])
         if None in starts:  # host-timed (a queue without profiling)
             m = starts.index(None)
-        qs: list[Any] = list(map(self._fast_queues.get, qks[:m]))
-        if None in qs:
-            m = qs.index(None)
-        tids: list[Any] = list(map(self._thread_ids.get, whos[:m]))
-        if None in tids:
-            m = tids.index(None)
-        nids: list[Any] = list(map(self.names.index.get, names[:m]))
-        if None in nids:
-            m = nids.index(None)
+        # Most runs have one queue, one thread and one name: one lookup each, not one a row.
+        qs, m = _looked_up(self._fast_queues, qks, m)
+        tids, m = _looked_up(self._thread_ids, whos, m)
+        nids, m = _looked_up(self.names.index, names, m)
         qs = qs[:m]
         for q in set(qs):
             if q[0] is not backend or q[2] not in known:  # another backend's; a new device
@@ -351,10 +366,10 @@ class Harvest:
         qs = qs[:m]
         refb = {q: (known[q[2]] if type(known[q[2]]) is int else 0) for q in set(qs)}
         try:
-            cols = [array("q", nids[:m]), array("q", kinds[:m]), array("q", map(_QID, qs)),
-                    array("q", tids[:m]), array("q", h0s[:m]), array("q", h1s[:m]),
-                    array("q", nbytes[:m]), array("q", flags[:m]),
-                    array("q", map(refb.__getitem__, qs))]
+            cols = [_column(nids, m), array("q", kinds[:m]), _column(list(map(_QID, qs)), m),
+                    _column(tids, m), array("q", h0s[:m]), array("q", h1s[:m]),
+                    array("q", nbytes[:m]), _column(flags, m),
+                    _column(list(map(refb.__getitem__, qs)), m)]
         except (TypeError, OverflowError):  # a field that is not an int: _take reports it
             return 0, (), (), []
         return m, starts[:m], stops[:m], cols
