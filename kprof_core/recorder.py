@@ -16,6 +16,7 @@ from .backend import Backend
 from .harvest import HOST_LAUNCH, HOST_RANGE, MARK, Harvest
 from .placement import DeviceClock, place
 from .records import COPY, HOST_TIMED, KERNEL, PLACED, RANGE
+from .threads import _running_loop, _tls
 from .threads import who as _who
 
 if TYPE_CHECKING:
@@ -91,9 +92,16 @@ class Recorder(Harvest):
             live = self._live_queues
             if qk not in live:
                 live[qk] = queue
+            # threads.who(), inlined for its common case (no event loop): a frame less.
+            try:
+                who = _tls.key
+            except AttributeError:
+                who = _who()
+            if _running_loop() is not None:
+                who = _who()
             incoming = self._incoming
-            incoming.append((slot, kind, name, qk, _who(), start_ns, end_ns, start, stop,
-                             nbytes, 0))
+            incoming.append((slot, kind, name, qk, who, start_ns, end_ns, start, stop, nbytes,
+                             0))
             if len(incoming) >= self._next_harvest:
                 self._pressure()
             return
