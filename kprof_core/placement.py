@@ -60,7 +60,9 @@ def place(table: DeviceTable, queues: Sequence[QueueRecord],
     # Each row's device as a code: 0 for rows already placed (host-timed, unresolved, merged
     # from a nested profile), else 1 + the device's index in `devices`. The common case (one
     # device, nothing placed yet) needs no codes at all.
-    if len(devices) == 1 and not any(map(and_, t.flags, repeat(PLACED))):
+    # (flags.count(0) == n: every row unplaced and unflagged, in C; else look at each.)
+    if len(devices) == 1 and (t.flags.count(0) == n or not any(map(and_, t.flags,
+                                                                   repeat(PLACED)))):
         codes = None
         present = [1]
     else:

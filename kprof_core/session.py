@@ -16,6 +16,7 @@ from .records import (
     COPY,
     HOST_TIMED,
     KERNEL,
+    PLACED,
     RANGE,
     UNRESOLVED,
     DeviceTable,
@@ -203,7 +204,8 @@ class Profile:
         # key = name * 8 + UNRESOLVED/HOST_TIMED bits * 2 + is a range.
         n = len(t)
         one_name = n > 0 and RANGE not in t.kind and t.name.count(t.name[0]) == n
-        if one_name and not any(map(and_, t.flags, repeat(UNRESOLVED | HOST_TIMED))):
+        if one_name and (t.flags.count(PLACED) == n  # the usual flags, counted in C
+                         or not any(map(and_, t.flags, repeat(UNRESOLVED | HOST_TIMED)))):
             keys = array("q", (t.name[0] * 8,))  # every row has this key: no need to compute
             split: dict[int, Any] | None = {keys[0]: list(t.duration)}
             nb_split: dict[int, Any] | None = {keys[0]: t.nbytes}  # only read here
