@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .backend import KprofError
+from .renderers.terminal import escape
 
 
 def _backend_rows() -> list[dict[str, Any]]:
@@ -43,8 +44,8 @@ def cmd_backends(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+    for w in caught:  # plugins' own text: escaped like every line written to a terminal
+        print(escape(f"warning: {w.message}"), file=sys.stderr)
     if not rows:
         print("No kprof backend plugins are installed (entry-point group 'kprof.backends').")
         print("Install one, e.g.: pip install 'kprof[opencl]'")
@@ -59,7 +60,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
         table.append((r["name"], plugin, lib, devices, r["timestamps"], status))
     widths = [max(len(row[i]) for row in table) for i in range(5)]
     for i, row in enumerate(table):
-        print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5])
+        print(escape("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5]))
         if i == 0:
             print("  ".join("─" * w for w in widths) + "  " + "─" * len("Status"))
     return 0

@@ -58,7 +58,8 @@ def open_text(target: Target, what: str) -> Iterator[IO[str]]:
     tmp = os.path.join(os.path.dirname(path) or ".",
                        f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        f = open(tmp, "w", encoding="utf-8", newline="")  # closed by the with below
+        # A lone surrogate in a name (possible in str, not in UTF-8) is written as \udXXX.
+        f = open(tmp, "w", encoding="utf-8", errors="backslashreplace", newline="")  # closed below
     except OSError as exc:
         raise _export_error(exc, what, path) from exc
     try:

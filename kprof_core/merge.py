@@ -18,6 +18,7 @@ from .combine import (
     format_cross_rank,
 )
 from .combine import source_labels as _source_labels
+from .renderers.terminal import lines
 from .session import Profile
 from .storage import ProfileFileError, load
 from .timefmt import format_time
@@ -62,8 +63,8 @@ def merge_report(profiles: Sequence[Profile]) -> str:
     out += source_lines(profiles, placements)
     ranked = all(isinstance(p.meta.get("rank"), int) or isinstance(p.meta.get("sources"), list)
                  for p in profiles)
-    out += ["", format_cross_rank(rows, nsources, "ranks" if ranked else "processes")]
-    return "\n".join(out)
+    # Each part escaped line by line: names in files must not act on the terminal.
+    return lines([*out, ""]) + "\n" + format_cross_rank(rows, nsources, "ranks" if ranked else "processes")
 
 
 def aligned_views(profiles: Sequence[Profile]) -> list[Profile]:

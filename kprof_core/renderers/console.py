@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..processors import SummaryRow
 from ..records import HOST_TIMED, QueueRecord
 from ..timefmt import format_rate, format_time
+from .terminal import lines
 from .timeline import DEVICE, HOST_RANGE, MARK, Timeline, Track, device_title
 
 if TYPE_CHECKING:
@@ -120,4 +121,4 @@ def render(p: Profile, trace: bool = False) -> str:
     out = render_summary(p)
     if trace:
         out += ["", *render_trace(p)]
-    return "\n".join(out)
+    return lines(out)
