@@ -159,12 +159,42 @@ def cmd_run(args: argparse.Namespace) -> int:
         prof.__exit__(None, None, None)
         sys.argv = saved_argv
         sys.path[:] = saved_path
-    sys.stdout.flush()
-    print(p.report(), file=sys.stdout)
+    # Files first: a reader that went away (`| head`) or a script that closed sys.stdout must
+    # not cost them.
     _write_outputs(p, args)
+    _print_report(p.report())
     if code:
         print(f"kprof run: {target_desc} exited with code {code}", file=sys.stderr)
     return code
+
+
+def _print_report(text: str) -> None:
+    """The report on stdout, whatever the script did to it; never an exception."""
+    out = sys.stdout
+    try:
+        if out is None or out.closed:
+            raise ValueError("sys.stdout is closed")
+        out.flush()
+        out.write(text + "\n")
+        out.flush()
+        return
+    except BrokenPipeError:
+        # The reader went away (`| head`): it read what it wanted. Point stdout at /dev/null so
+        # that Python's own flush at exit does not fail too (as Python's docs on SIGPIPE advise).
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, out.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        return
+    except (OSError, ValueError):
+        pass  # the script closed or replaced sys.stdout: write to the process's own stdout
+    try:
+        with open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False) as f:
+            f.write(text + "\n")
+    except OSError as exc:
+        print(f"kprof run: could not print the report: {exc}", file=sys.stderr)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:

@@ -118,3 +118,55 @@ def test_csv_never_holds_a_formula(name: str) -> None:
                    if c and not c.lstrip("-").isdigit())
     assert all(float(r["start_ns"]) == int(r["start_ns"]) for r in rows)  # numbers untouched
     assert p.to_json()["device"][0]["name"] == name  # JSON keeps the name as it is
+
+
+# -- kprof run: the outputs survive what happens to stdout ------------------------------------------
+
+
+def run_script(tmp_path: Path, body: str, close_reader: bool) -> tuple[int, str, str]:
+    """``kprof run -o out.kprof --html out.html script.py``; with ``close_reader`` its stdout
+    is a pipe nobody reads (as ``| head`` leaves it), else captured."""
+    import os
+
+    script = tmp_path / "script.py"
+    script.write_text(body)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    env["KPROF_PLUGINS"] = "testdev"
+    cmd = [KPROF, "run", "-o", str(tmp_path / "out.kprof"), "--html", str(tmp_path / "out.html"),
+           str(script)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    assert proc.stdout is not None and proc.stderr is not None
+    if close_reader:
+        proc.stdout.close()
+        out = b""
+    else:
+        out = proc.stdout.read()
+    err = proc.stderr.read()
+    return proc.wait(timeout=120), out.decode(), err.decode()
+
+
+SCRIPT = """
+import sys, kprof
+with kprof.range("work"):
+    {work}
+{tail}
+"""
+
+
+@pytest.mark.parametrize("exit_code", [0, 3])
+def test_run_into_a_closed_pipe_writes_its_files_and_keeps_the_exit_code(tmp_path: Path,
+                                                                         exit_code: int) -> None:
+    code, _out, err = run_script(tmp_path, SCRIPT.format(work="pass", tail=f"sys.exit({exit_code})"), True)
+    assert code == exit_code, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert kprof.load(tmp_path / "out.kprof").ranges[0].name == "work"
+    assert "work" in (tmp_path / "out.html").read_text()
+
+
+def test_run_of_a_script_that_closes_stdout_still_reports(tmp_path: Path) -> None:
+    code, out, err = run_script(
+        tmp_path, SCRIPT.format(work='print("hello from the script")', tail="sys.stdout.close()"), False)
+    assert code == 0, err
+    assert "Traceback" not in err, err
+    assert "hello from the script" in out and "Profiled" in out and "work" in out
+    assert (tmp_path / "out.kprof").exists() and (tmp_path / "out.html").exists()
