@@ -265,6 +265,8 @@ class Recorder(Harvest):
                 self._ref_tokens.discard(id(tok))
                 self._release(backend, tok, None)
             self._refs.clear()
+            if self._waiter is not None:
+                self._waiter.close()
             self._queue_ids.clear()  # drop references to the user's queues
             self._fast_queues.clear()
             self._live_queues.clear()
