@@ -183,7 +183,7 @@ class profile:
             # what was active around it rather than failing the user's code.
             _ACTIVE.set(rec.parent)
         try:
-            rec.finish()
+            rec.finish(result.end_ns)
         except Exception as err:
             # A bug of kprof's must not replace the user's exception or break their program.
             rec.abandon()
