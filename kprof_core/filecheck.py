@@ -47,11 +47,14 @@ def _is_int(v: Any) -> bool:
 class Checker:
     """Checks on untrusted header values; ``fail`` makes the error that names the file."""
 
-    def __init__(self, name: str, error: type[Exception]) -> None:
+    def __init__(self, name: str, error: type[Exception], saving: bool = False) -> None:
         self.name = name
         self.error = error
+        self.saving = saving  # checking a profile about to be saved: what load would refuse
 
     def fail(self, why: str) -> Exception:
+        if self.saving:
+            return self.error(f"cannot save: {why}; it could not be loaded back")
         return self.error(f"{self.name}: corrupt kprof file ({why})")
 
     # -- header fields --------------------------------------------------------------------------

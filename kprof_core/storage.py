@@ -113,8 +113,16 @@ def _columns(profile: Profile) -> list[tuple[str, str, array[int]]]:
 
 
 def dumps(profile: Profile, compress: bool = True) -> bytes:
-    """The profile as the bytes of a ``.kprof`` file (see the module docstring)."""
+    """The profile as the bytes of a ``.kprof`` file (see the module docstring).
+
+    What the loader would refuse is refused here (``KprofError``): a saved profile loads back.
+    """
     ndev, nhost = len(profile.table), len(profile.host)
+    check = Checker("", KprofError, saving=True)
+    check.meta(profile.meta, len(profile.queues), len(profile.threads))
+    check.time(profile.start_ns, "start_ns")
+    if check.time(profile.end_ns, "end_ns") < profile.start_ns:
+        raise check.fail("the profile ends before it starts (is it still running?)")
     blobs: list[bytes] = []
     columns: list[dict[str, Any]] = []
     for table, name, col in _columns(profile):

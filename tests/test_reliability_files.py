@@ -289,3 +289,16 @@ def test_merge_save_with_far_apart_clocks_is_a_clear_error(tmp_path: Path) -> No
 
 def test_a_recorded_profile_still_loads_exactly() -> None:
     assert storage.dumps(loads(GOOD)) == GOOD
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    (lambda p: p.meta.update(host=["x"]), "cannot save: meta['host'] is not a string"),
+    (lambda p: p.meta.update(deep=json.loads("[" * 40 + "]" * 40)), "cannot save: meta nests deeper"),
+    (lambda p: setattr(p, "end_ns", p.start_ns - 1), "cannot save: the profile ends before it starts"),
+])
+def test_what_cannot_load_back_cannot_be_saved(tmp_path: Path, edit: Any, says: str) -> None:
+    p = fixture_profile()
+    edit(p)
+    with pytest.raises(kprof.KprofError, match=re.escape(says)):
+        p.save(tmp_path / "x.kprof")
+    assert not list(tmp_path.iterdir())
