@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .backend import KprofError
-from .renderers.terminal import escape
+from .renderers.terminal import escape, print_text, silence_stdout
 
 
 def _backend_rows() -> list[dict[str, Any]]:
@@ -103,8 +103,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     p = run_demo(backend=args.backend, steps=args.steps, size=args.size, trace=args.print_trace)
-    print(p.report())
-    _write_outputs(p, args)
+    _write_outputs(p, args)  # files first: a reader that goes away must not cost them
+    print_text(p.report())
     return 0
 
 
@@ -162,39 +162,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Files first: a reader that went away (`| head`) or a script that closed sys.stdout must
     # not cost them.
     _write_outputs(p, args)
-    _print_report(p.report())
+    print_text(p.report())
     if code:
         print(f"kprof run: {target_desc} exited with code {code}", file=sys.stderr)
     return code
-
-
-def _print_report(text: str) -> None:
-    """The report on stdout, whatever the script did to it; never an exception."""
-    out = sys.stdout
-    try:
-        if out is None or out.closed:
-            raise ValueError("sys.stdout is closed")
-        out.flush()
-        out.write(text + "\n")
-        out.flush()
-        return
-    except BrokenPipeError:
-        # The reader went away (`| head`): it read what it wanted. Point stdout at /dev/null so
-        # that Python's own flush at exit does not fail too (as Python's docs on SIGPIPE advise).
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, out.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):
-            pass
-        return
-    except (OSError, ValueError):
-        pass  # the script closed or replaced sys.stdout: write to the process's own stdout
-    try:
-        with open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False) as f:
-            f.write(text + "\n")
-    except OSError as exc:
-        print(f"kprof run: could not print the report: {exc}", file=sys.stderr)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -260,3 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KprofError as exc:
         print(f"kprof: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader of the output went away (`kprof backends | head -1`): it read what it
+        # wanted, and every file was written before the printing started.
+        silence_stdout()
+        return 0

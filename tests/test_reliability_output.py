@@ -170,3 +170,24 @@ def test_run_of_a_script_that_closes_stdout_still_reports(tmp_path: Path) -> Non
     assert "Traceback" not in err, err
     assert "hello from the script" in out and "Profiled" in out and "work" in out
     assert (tmp_path / "out.kprof").exists() and (tmp_path / "out.html").exists()
+
+
+def test_merge_and_backends_into_a_closed_pipe(tmp_path: Path) -> None:
+    """`kprof merge ... | head`: the files are written first, no traceback; the same for
+    `kprof backends | head`."""
+    import os
+
+    fixture_profile().save(tmp_path / "a.kprof")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    env["KPROF_PLUGINS"] = "testdev"
+    for cmd, files in (([KPROF, "merge", str(tmp_path / "a.kprof"), "-o", str(tmp_path / "t.json"),
+                         "--html", str(tmp_path / "t.html")], ["t.json", "t.html"]),
+                       ([KPROF, "backends"], [])):
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == 0, err
+        assert "Traceback" not in err and "Exception ignored" not in err, err
+        for f in files:
+            assert (tmp_path / f).stat().st_size > 0

@@ -12,7 +12,9 @@ non-Latin names included, is kept as it is.
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Iterable
 
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -31,3 +33,41 @@ def escape(text: str) -> str:
 def lines(rows: Iterable[str]) -> str:
     """Lines of output joined by newlines, each escaped (so none can hold another newline)."""
     return "\n".join(escape(r) for r in rows)
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null after a broken pipe, so that Python's own flush at exit does
+    not fail too (as Python's documentation on SIGPIPE advises)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def print_text(text: str) -> None:
+    """``text`` and a newline on stdout, whatever happened to it; never an exception.
+
+    A reader that went away (``| head``) read what it wanted: the rest is dropped quietly. A
+    ``sys.stdout`` that a profiled script closed or replaced: the text goes to the process's
+    own stdout (file descriptor 1).
+    """
+    out = sys.stdout
+    try:
+        if out is None or out.closed:
+            raise ValueError("sys.stdout is closed")
+        out.flush()
+        out.write(text + "\n")
+        out.flush()
+        return
+    except BrokenPipeError:
+        silence_stdout()
+        return
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False) as f:
+            f.write(text + "\n")
+    except OSError as exc:
+        print(f"kprof: could not print the report: {exc}", file=sys.stderr)
