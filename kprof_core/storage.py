@@ -262,6 +262,10 @@ def _decode(r: Checker, blob: bytes, encoding: str, rows: int, what: str) -> arr
     return col
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def _read_v1(data: bytes, pos: int, name: str) -> Profile:
     from .recorder import DeviceClock
 
@@ -278,7 +282,9 @@ def _read_v1(data: bytes, pos: int, name: str) -> Profile:
         raise r.fail("header checksum mismatch")
     pos += hlen
     try:
-        header = json.loads(hbytes.decode("ascii"))
+        # NaN and Infinity are not JSON (kprof never writes them): refused, as they could not
+        # be saved again.
+        header = json.loads(hbytes.decode("ascii"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise r.fail(f"header is not JSON: {exc}") from None
     except RecursionError:
