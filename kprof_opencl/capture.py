@@ -311,8 +311,8 @@ def install(backend: Any) -> Patcher:
     return patcher
 
 
-def remove(patcher: Patcher) -> None:
-    conflicts = patcher.restore()
+def remove(patcher: Patcher, conflicts: list[str] | None = None) -> None:
+    conflicts = [*(conflicts or []), *patcher.restore()]
     if conflicts:
         warnings.warn(
             "kprof: these PyOpenCL functions were replaced by someone else while kprof was "

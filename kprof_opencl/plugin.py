@@ -149,20 +149,24 @@ def synchronize(backend: kprof.Backend, queue: Any) -> None:
 
 @hookimpl
 def install_capture(backend: kprof.Backend) -> None:
-    from . import capture
+    from . import capture, profiled_queues
 
     backend.state["patcher"] = capture.install(backend)
+    # Queues created from now on (through pyopencl.CommandQueue) profile: device times for them.
+    profiled_queues.acquire()
+    backend.state["queues"] = True
     # The clock offset now, to bound how far it drifts (NTP slews CLOCK_MONOTONIC) by the end.
     backend.state["raw_offset"] = clock.raw_offset()
 
 
 @hookimpl
 def remove_capture(backend: kprof.Backend) -> None:
+    from . import capture, profiled_queues
+
+    conflicts = profiled_queues.release() if backend.state.pop("queues", False) else []
     patcher = backend.state.pop("patcher", None)
     if patcher is not None:
-        from . import capture
-
-        capture.remove(patcher)
+        capture.remove(patcher, conflicts)
 
 
 @hookimpl
