@@ -11,8 +11,8 @@ from typing import IO, TYPE_CHECKING, Any, overload
 from .processors import SummaryRow, rows_of
 from .records import (
     COPY,
-    HOST_TIMED,
     KERNEL,
+    MARKS,
     RANGE,
     UNRESOLVED,
     DeviceTable,
@@ -172,7 +172,7 @@ class Profile:
         for nid, kind, flags, dur, nbytes in zip(t.name, t.kind, t.flags, t.duration, t.nbytes):
             if flags & UNRESOLVED:
                 continue
-            key = (nid, flags & HOST_TIMED)
+            key = (nid, flags & MARKS)
             groups = dranges if kind == RANGE else device
             durs = groups.get(key)
             if durs is None:
@@ -198,8 +198,8 @@ class Profile:
                 durs = host[(nid, 0)] = []
             durs.append(dur)
 
-        def named(groups: dict[tuple[int, int], Any]) -> dict[tuple[str, bool], Any]:
-            return {(names[nid], bool(ht)): v for (nid, ht), v in groups.items()}
+        def named(groups: dict[tuple[int, int], Any]) -> dict[tuple[str, int], Any]:
+            return {(names[nid], marks): v for (nid, marks), v in groups.items()}
 
         return Summary(span, rows_of(named(host), {}, span),
                        rows_of(named(device), named(sizes), span),
@@ -211,6 +211,11 @@ class Profile:
         """(host ranges, device kernels and copies) recorded."""
         h, t = self.host, self.table
         return h.kind.count(HostTable.RANGE), len(t) - t.kind.count(RANGE)
+
+    @property
+    def copies(self) -> int:
+        """How many copies (and fills) were recorded; ``counts[1]`` less this is kernels."""
+        return self.table.kind.count(COPY)
 
     # -- output -------------------------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ module does not import pyopencl; the hooks import it when they need it.
 from __future__ import annotations
 
 import sys
+import time
+import warnings
 from typing import Any
 
 import kprof
@@ -139,9 +141,34 @@ def queue_info(backend: kprof.Backend, queue: Any) -> kprof.QueueInfo:
 
 @hookimpl
 def synchronize(backend: kprof.Backend, queue: Any) -> None:
+    """Wait for the queue's work, at most the profile's ``timeout``: a launch that waits on a
+    ``UserEvent`` the program sets later must not hang it (``queue.finish()`` would)."""
     q = queue if queue is not None else _current.queue
-    if q is not None:
+    if q is None:
+        return
+    rec = kprof.capture.active()
+    if rec is None:
         q.finish()
+        return
+    global _marker
+    if _marker is None:
+        import pyopencl._cl as _cl
+
+        _marker = _cl._enqueue_marker_with_wait_list
+    done = _marker(q, None)  # completes when everything enqueued before it has
+    q.flush()
+    deadline = time.monotonic() + rec.timeout
+    pause = 1e-5
+    while done.get_info(_EXECUTION_STATUS) > 0:
+        if time.monotonic() >= deadline:
+            warnings.warn(
+                f"kprof: gave up waiting for OpenCL {queue_label(q)} after {rec.timeout:g} s "
+                f"(profile(timeout=...)); its work is still pending (a launch waiting on an "
+                f"event not set yet?), so the host time of this record ends where kprof stopped "
+                f"waiting", RuntimeWarning, stacklevel=2)
+            return
+        time.sleep(pause)  # releases the GIL: the thread that sets the event keeps running
+        pause = min(pause * 2, 0.005)
 
 
 # -- capture -----------------------------------------------------------------------------------------
