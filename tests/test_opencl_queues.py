@@ -142,8 +142,10 @@ def test_a_plain_queue_program_under_kprof_run_gets_device_times(tmp_path: Path)
         pytest.skip("no OpenCL device")
     script = Path(__file__).parent / "scripts" / "opencl_plain_queue_script.py"
     out = tmp_path / "run.kprof"
-    r = kprof_run("--backends", "opencl", "-o", str(out), str(script))
+    # A relative path, as typed: the script still sees an absolute __file__, as with python.
+    r = kprof_run("--backends", "opencl", "-o", str(out), script.name, cwd=script.parent)
     assert r.returncode == 0, r.stderr
+    assert f"__file__={script}" in r.stdout
     assert "profiling=True" in r.stdout
     p = kprof.load(out)
     assert {r.name for r in p.kernels} >= {"axpb", "[copy host to device]", "[copy device to host]"}
