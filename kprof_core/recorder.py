@@ -101,7 +101,9 @@ class Recorder(Harvest):
         says whether it was seen complete, and ``device_times(token, token)`` gives when it
         began and ended on the host clock (``kprof.capture.now()``), e.g. its completion as
         observed by a watcher thread and the previous completion on the same in-order queue.
-        The row is marked approximate (``~``); the rest is as :meth:`launch`.
+        The row is marked approximate (``~``); the rest is as :meth:`launch`. Ranges get
+        the same treatment when ``record_timestamp`` returns such tokens: tokens whose
+        ``approximate`` attribute is ``True`` are host observations.
         """
         if not self.device or backend not in self._selected:
             self._untimed(backend, name, start_ns, end_ns, token, token)
@@ -204,6 +206,9 @@ class Recorder(Harvest):
                     self._release(b, tok, None)
                     self._range_pop(b)
                     continue
+                # Tokens that are host observations say so (see launch_observed).
+                if getattr(stop, "approximate", False) is True:
+                    flags = APPROXIMATE
             if stop is None:
                 self._release(b, tok, None)
                 tok = None

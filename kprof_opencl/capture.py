@@ -29,7 +29,7 @@ from typing import Any
 from kprof import capture
 from kprof_core.patching import Patcher
 
-from .observed import watcher
+from . import observed
 from .queues import _current, queue_profiles
 
 # Names of copy rows, shared by every path that moves the same way (so they sum up together).
@@ -168,7 +168,8 @@ def _unprofiled(rec: Any, backend: Any, kind: int, name: str, queue: Any, t0: in
         return
     if type(ev) is _nanny:  # never hold a copy's host array (see copy_wrapper)
         ev = _plain_event(ev.int_ptr)
-    rec.launch_observed(backend, kind, name, queue, t0, t1, watcher.track(ev, queue, t0), nbytes)
+    rec.launch_observed(backend, kind, name, queue, t0, t1, observed.watcher.track(ev, queue, t0),
+                        nbytes)
 
 
 # pyopencl._cl.NannyEvent and Event.from_int_ptr, bound by install().

@@ -22,6 +22,7 @@ which holds the host array of a copy) only until it is stamped.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -41,6 +42,8 @@ class Observed:
     """The host's observation of one command: ``begin``/``end`` on ``perf_counter_ns``."""
 
     __slots__ = ("begin", "end", "event", "launched", "status")
+    #: Tells kprof's recorder that this token is a host observation (see Recorder.launch_observed).
+    approximate = True
 
     def __init__(self, event: Any, launched: int) -> None:
         self.event = event
@@ -143,3 +146,12 @@ class Watcher:
 
 
 watcher = Watcher()
+
+
+def _forget_in_child() -> None:
+    # A forked child has no watcher thread (threads do not survive fork): start afresh.
+    global watcher
+    watcher = Watcher()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

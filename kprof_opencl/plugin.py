@@ -15,7 +15,7 @@ from typing import Any
 import kprof
 from kprof_core.hookspecs import hookimpl
 
-from . import clock
+from . import clock, observed
 from .queues import (
     _current,
     device_key,
@@ -79,12 +79,18 @@ def record_timestamp(backend: kprof.Backend) -> Any:
         profiles = q._kprof_profiles
     except AttributeError:
         profiles = queue_profiles(q)
-    if not profiles:
-        return None
     if _marker is None:
         import pyopencl._cl as _cl
 
         _marker = _cl._enqueue_marker_with_wait_list
+    if not profiles:
+        # No device timestamps: a marker observed as it completes, unless the profile would
+        # rather synchronize (then kprof times the range on the host).
+        rec = kprof.capture.active()
+        if rec is None or rec.synchronize:
+            return None
+        t = kprof.capture.now()
+        return observed.watcher.track(_marker(q, None), q, t)
     # With no wait list a marker waits for everything enqueued before it on the queue.
     return _marker(q, None)
 

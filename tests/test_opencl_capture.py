@@ -226,6 +226,23 @@ def test_queue_without_profiling_is_observed_without_waiting_and_says_so_once(qu
             assert r.start_ns >= prev.end_ns
     text = p.report()
     assert "scale ~" in text and "~ approximate" in text and "*" not in text
+    assert text.startswith(f"Profiled {kprof.format_time(p.span_ns)}, recording 0 ranges, 3 kernels and 1 copy.")
+
+
+def test_a_range_on_a_queue_without_profiling_is_observed_around_its_work(queue: Any, program: Any) -> None:
+    plain = cl.CommandQueue(queue.context, queue.device)
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kprof_opencl.ProfilingDisabledWarning)
+        with profile() as p, kprof_opencl.use_queue(plain), kprof.range("step"):
+            for _ in range(3):
+                program.scale(plain, (64,), None, x)
+    (step,) = p.device_ranges
+    work = [r for r in p.kernels if r.kind == "kernel"]
+    assert len(work) == 3
+    assert step.approximate and not step.host_timed and step.error is None
+    assert step.start_ns <= work[0].start_ns and step.end_ns >= work[-1].end_ns
+    assert "step ~" in p.report()
 
 
 def test_synchronize_true_keeps_host_timing_on_a_queue_without_profiling(queue: Any, program: Any) -> None:
