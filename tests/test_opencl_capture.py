@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import threading
 import uuid
 import warnings
@@ -227,6 +228,11 @@ def test_queue_without_profiling_is_observed_without_waiting_and_says_so_once(qu
     text = p.report()
     assert "scale ~" in text and "~ approximate" in text and "*" not in text
     assert text.startswith(f"Profiled {kprof.format_time(p.span_ns)}, recording 0 ranges, 3 kernels and 1 copy.")
+    data = p.to_json()
+    assert data is not None and [r["approximate"] for r in data["device"]] == [True] * 4
+    trace = io.StringIO()
+    p.export_chrome_trace(trace)
+    assert trace.getvalue().count('"approximate":true') == 4
 
 
 def test_a_range_on_a_queue_without_profiling_is_observed_around_its_work(queue: Any, program: Any) -> None:
