@@ -15,6 +15,8 @@ and ``issubclass`` for PyOpenCL's class; class attributes (``from_int_ptr``, ``f
 are PyOpenCL's. A class that subclasses ``cl.CommandQueue`` while the factory is bound
 subclasses PyOpenCL's class itself, and its queues keep the properties they are given.
 
+What differs while it is bound: ``cl.CommandQueue`` is not PyOpenCL's class object itself, so
+``type(q) is cl.CommandQueue`` is false (``isinstance`` is right).
 Only the name looked up at call time is covered: ``from pyopencl import CommandQueue`` done
 before capture was installed keeps PyOpenCL's class (its queues are then timed approximately).
 """
@@ -80,7 +82,9 @@ def create_profiling_queue(base: type, *args: Any, **kwargs: Any) -> Any:
     try:
         return base(*new_args, **new_kwargs)
     except Exception:
-        return base(*args, **kwargs)
+        pass
+    # Outside the except block: an error is raised as the program would see it, unchained.
+    return base(*args, **kwargs)
 
 
 class _FactoryMeta(type):

@@ -68,6 +68,7 @@ def test_bad_properties_fail_as_they_do_without_kprof(ctx: Any) -> None:
         cl.CommandQueue(ctx, properties="bad")
     assert type(profiled.value) is type(plain.value)
     assert str(profiled.value) == str(plain.value)
+    assert profiled.value.__context__ is None  # not chained to kprof's attempt with the flag
 
 
 def test_the_stand_in_answers_for_pyopencls_class(ctx: Any) -> None:
