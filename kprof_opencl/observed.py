@@ -72,15 +72,24 @@ class Observed:
         raise ValueError(f"an observed command has only START and END times, not {param:#x}")
 
 
+class _QueueState:
+    """What the watcher knows of one queue; kept on the queue itself (``_kprof_watch``), so that
+    a new queue that reuses a dead one's ``id`` starts afresh."""
+
+    __slots__ = ("in_order", "last_end", "listed", "pending")
+
+    def __init__(self, in_order: bool) -> None:
+        self.pending: deque[Observed] = deque()
+        self.in_order = in_order  # out-of-order work may overlap: the last end bounds nothing
+        self.last_end = 0
+        self.listed = False  # in the watcher's list of queues with pending work
+
+
 class Watcher:
     """One daemon thread that stamps completions of every tracked queue, oldest first."""
 
     def __init__(self) -> None:
-        # id(queue) -> pending tokens in launch order, and the last completion seen there
-        # (absent for out-of-order queues: their work may overlap, so it bounds nothing).
-        self._pending: dict[int, deque[Observed]] = {}
-        self._last_end: dict[int, int] = {}
-        self._out_of_order: set[int] = set()
+        self._listed: list[_QueueState] = []  # queues with pending work (changed under _lock)
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -88,35 +97,62 @@ class Watcher:
     def track(self, event: Any, queue: Any, launched: int) -> Observed:
         """A token for ``event`` (a command just enqueued on ``queue`` at ``launched``)."""
         tok = Observed(event, launched)
-        pending = self._pending.get(id(queue))
-        if pending is None:
-            pending = self._new_queue(queue)
-        pending.append(tok)
+        try:
+            state = queue._kprof_watch
+        except AttributeError:
+            state = self._new_queue(queue)
+        state.pending.append(tok)
+        if not state.listed:
+            self._list(state)
         if not self._wake.is_set():
             self._wake.set()
         return tok
 
-    def _new_queue(self, queue: Any) -> deque[Observed]:
+    def _new_queue(self, queue: Any) -> _QueueState:
+        try:
+            in_order = not queue.properties & _OUT_OF_ORDER
+        except Exception:
+            in_order = False
+        state = _QueueState(in_order)
+        try:
+            queue._kprof_watch = state
+        except AttributeError:  # no __dict__: a state per launch, ordered by nothing
+            state.in_order = False
+        return state
+
+    def _list(self, state: _QueueState) -> None:
         with self._lock:
-            pending = self._pending.setdefault(id(queue), deque())
-            try:
-                if queue.properties & _OUT_OF_ORDER:
-                    self._out_of_order.add(id(queue))
-            except Exception:
-                pass
+            if not state.listed:
+                state.listed = True
+                self._listed.append(state)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="kprof OpenCL watcher",
                                                 daemon=True)
                 self._thread.start()
-        return pending
+
+    def _unlist_idle(self) -> None:
+        """Forget queues with nothing pending (a queue's next launch lists it again)."""
+        with self._lock:
+            keep = []
+            for state in self._listed:
+                if state.pending:
+                    keep.append(state)
+                    continue
+                state.listed = False
+                # track() appends before it reads ``listed``: an append that raced with the
+                # line above is seen here, and the queue stays listed.
+                if state.pending:
+                    state.listed = True
+                    keep.append(state)
+            self._listed = keep
 
     def _run(self) -> None:
         pause = _MIN_PAUSE
         while True:
             self._wake.clear()
             busy = progressed = False
-            for key, pending in list(self._pending.items()):
-                in_order = key not in self._out_of_order
+            for state in list(self._listed):
+                pending = state.pending
                 while pending:
                     tok = pending[0]
                     try:
@@ -127,9 +163,9 @@ class Watcher:
                         busy = True
                         break  # in order: nothing after it on this queue is done either
                     t = now()
-                    if in_order:
-                        tok.begin = max(tok.launched, self._last_end.get(key, 0))
-                        self._last_end[key] = t
+                    if state.in_order:
+                        tok.begin = max(tok.launched, state.last_end)
+                        state.last_end = t
                     else:
                         tok.begin = tok.launched
                     tok.status = status
@@ -141,6 +177,7 @@ class Watcher:
                 pause = _MIN_PAUSE if progressed else min(pause * 2, _MAX_PAUSE)
                 time.sleep(pause)  # releases the GIL
             else:
+                self._unlist_idle()
                 pause = _MIN_PAUSE
                 self._wake.wait()  # set by track(), after it appended
 

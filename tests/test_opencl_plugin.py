@@ -230,3 +230,23 @@ def test_an_observed_command_that_failed_says_so(backend: kprof.Backend) -> None
     assert backend.timestamp_done(backend, tok)  # errors count as done
     with pytest.raises(RuntimeError, match="status -5"):
         backend.device_times(backend, tok, tok)
+
+
+def test_on_an_out_of_order_queue_work_is_bounded_by_its_launch_alone(backend: kprof.Backend) -> None:
+    from kprof_opencl.observed import Watcher
+
+    class OutOfOrder:
+        properties = 1  # CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE
+
+    w, q = Watcher(), OutOfOrder()
+    first, second = _FakeEvent(0), _FakeEvent()
+    t1 = w.track(first, q, launched=10)
+    t2 = w.track(second, q, launched=20)
+    _wait_stamped(t1)
+    second.status = 0
+    _wait_stamped(t2)
+    assert (t1.begin, t2.begin) == (10, 20)
+    # Idle queues are forgotten by the watcher, and listed again by their next launch.
+    third = w.track(_FakeEvent(0), q, launched=30)
+    _wait_stamped(third)
+    assert third.begin == 30
