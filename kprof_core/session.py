@@ -32,12 +32,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Durations:
-    """Per-call durations (ns) grouped by ``(name, host_timed)`` in each section of a profile."""
+    """Per-call durations (ns) grouped by ``(name, marks)`` in each section of a profile, where
+    marks are the record flags reports mark: ``HOST_TIMED`` (``*``), ``APPROXIMATE`` (``~``)."""
 
-    host: dict[tuple[str, bool], list[int]]
-    device: dict[tuple[str, bool], list[int]]
-    device_ranges: dict[tuple[str, bool], list[int]]
-    nbytes: dict[tuple[str, bool], int]
+    host: dict[tuple[str, int], list[int]]
+    device: dict[tuple[str, int], list[int]]
+    device_ranges: dict[tuple[str, int], list[int]]
+    nbytes: dict[tuple[str, int], int]
     markers: dict[str, int]
 
 
@@ -171,7 +172,7 @@ class Profile:
     # -- summaries ------------------------------------------------------------------------------
 
     def durations(self) -> Durations:
-        """Every duration (ns) grouped by ``(name, host_timed)``, section by section: what the
+        """Every duration (ns) grouped by ``(name, marks)``, section by section: what the
         summary's statistics and ``Profile.diff``'s tests are computed from.
 
         One pass over each table, with columns zipped at C speed: a million records take well
