@@ -100,8 +100,9 @@ def _warn_not_profiling(queue: Any) -> None:
     except Exception:  # describing is best effort; the advice is what matters
         where = repr(queue)
     warnings.warn(
-        f"kprof: the OpenCL {where} was created before kprof captured and without profiling, "
-        f"so kprof cannot read device times from it: its work is timed approximately, from "
+        f"kprof: the OpenCL {where} was created without profiling (before kprof captured, or "
+        f"through a name bound before), so kprof cannot read device times from it: its work is "
+        f"timed approximately, from "
         f"completions observed on the host without synchronizing (rows marked ~). For exact "
         f"device times, create queues while kprof captures (kprof run, or inside the profile), "
         f"call kprof_opencl.enable_profiling() before creating them, or pass "
