@@ -2,8 +2,8 @@
 
 OpenCL cannot switch profiling on for an existing queue, but a queue can be created with it,
 as Intel's OpenCL intercept layer does. While capture is installed (and after
-:func:`enable_profiling`), the name ``pyopencl.CommandQueue`` is bound to :class:`_QueueFactory`
-rather than PyOpenCL's class, so that ``cl.CommandQueue(ctx)`` (what programs, PyOpenCL's
+:func:`enable_profiling`), the name ``pyopencl.CommandQueue`` is bound to a stand-in class
+(:func:`make_factory`) rather than PyOpenCL's class, so that ``cl.CommandQueue(ctx)`` (what programs, PyOpenCL's
 examples and ``pyopencl.tools`` call) returns a queue with ``PROFILING_ENABLE`` added.
 
 Why a factory rather than a subclass: PyOpenCL's class ignores a patched ``__init__``
