@@ -1,4 +1,4 @@
-"""The ``kprof`` command: ``backends``, ``demo``, ``run`` and ``merge``."""
+"""The ``kprof`` command: ``backends``, ``demo``, ``run``, ``merge``, ``show`` and ``diff``."""
 
 from __future__ import annotations
 
@@ -146,7 +146,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.module:
                 runpy.run_module(script, run_name="__main__", alter_sys=True)
             else:
-                runpy.run_path(script, run_name="__main__")
+                # As python does (3.9+): __file__ is absolute, sys.argv[0] stays as typed.
+                runpy.run_path(os.path.abspath(script), run_name="__main__")
         except SystemExit as exc:
             code = _exit_code(exc.code)
         except KeyboardInterrupt:
@@ -217,7 +218,18 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--html", metavar="FILE.html", help="write an HTML timeline")
     m.add_argument("--save", metavar="FILE.kprof", help="save the merged profile")
     m.set_defaults(func=cmd_merge)
+
+    add_saved_profile_commands(sub)
     return parser
+
+
+# -- commands on saved profiles: show and diff (kprof_core/saved.py) ------------------------------
+
+
+def add_saved_profile_commands(sub: Any) -> None:
+    from .saved import add_commands
+
+    add_commands(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .backend import Backend, BadReturn, QueueInfo
 from .placement import DeviceClock
 from .records import (
+    APPROXIMATE,
     HOST_TIMED,
     PLACED,
     UNRESOLVED,
@@ -175,7 +176,8 @@ class Harvest:
                 slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags = entry
                 if clock is not None and not taken & 7 and clock() >= deadline:  # type: ignore[operator]
                     past, clock = True, None
-                q = fast_queues.get(qk) if start is not None and kind < HOST_RANGE else None
+                q = (fast_queues.get(qk) if start is not None and kind < HOST_RANGE and not flags
+                     else None)
                 if (q is not None and (backend := q[0]).slot == slot and backend.broken is None
                         and not past):
                     tid = thread_ids.get(who)
@@ -286,7 +288,13 @@ class Harvest:
                             error, held = self._timeout_reason(hook), True
                     else:
                         error = self._wait(backend, stop, deadline)
-                if error is None:
+                if error is None and flags & APPROXIMATE:
+                    # Host-clock times, already placed: never a device's reference token.
+                    hook = "device_times"
+                    rel, end = self._device_times(backend, start, stop)
+                    dur = end - rel
+                    flags |= PLACED
+                elif error is None:
                     dkey = self.queues[self._queue_id(backend, queue)].device_key
                     ref = self._refs.get(dkey)
                     if backend.has_device_times:

@@ -42,10 +42,8 @@ from typing import IO, Any, Union
 from .backend import KprofError
 from .filecheck import TIME_LIMIT, Checker
 from .records import (
-    HOST_TIMED,
+    ALL_FLAGS,
     KIND_NAMES,
-    PLACED,
-    UNRESOLVED,
     DeviceTable,
     HostTable,
     QueueRecord,
@@ -351,7 +349,8 @@ def _read_v1(data: bytes, pos: int, name: str) -> Profile:
     if any(not 0 <= row < ndev for row in errors):
         raise r.fail("an error refers to a row that does not exist")
     r.between(device.nbytes, -1, TIME_LIMIT, "device.nbytes")  # -1: not a copy
-    r.between(device.flags, 0, HOST_TIMED | UNRESOLVED | PLACED, "device.flags")
+    if any(f & ~ALL_FLAGS for f in set(device.flags)):
+        raise r.fail("column device.flags holds an unknown flag")
 
     meta = r.get(header, "meta", dict)
     r.meta(meta, len(queues), len(threads))

@@ -175,7 +175,8 @@ def test_hostile_headers_are_one_clear_error(edit: Any, says: str) -> None:
     ("start", [2**62, 0, 0, 0], "column device.start holds a time beyond"),
     ("duration", [0, -(2**63), 0, 0], "column device.duration holds a time beyond"),
     ("nbytes", [-2, -1, -1, -1], "device.nbytes holds a value outside"),
-    ("flags", [8, 0, 0, 0], "device.flags holds a value outside"),
+    ("flags", [16, 0, 0, 0], "device.flags holds an unknown flag"),
+    ("flags", [-1, 0, 0, 0], "device.flags holds an unknown flag"),
 ])
 @pytest.mark.parametrize("compress", [False, True])
 def test_hostile_columns_are_one_clear_error(column: str, values: list[int], says: str,
@@ -304,3 +305,11 @@ def test_what_cannot_load_back_cannot_be_saved(tmp_path: Path, edit: Any, says: 
     with pytest.raises(kprof.KprofError, match=re.escape(says)):
         p.save(tmp_path / "x.kprof")
     assert not list(tmp_path.iterdir())
+
+
+def test_every_flag_kprof_writes_loads() -> None:
+    from kprof_core.records import ALL_FLAGS
+
+    bits = [1 << k for k in range(ALL_FLAGS.bit_length()) if ALL_FLAGS & 1 << k]
+    p = loads(with_column(GOOD, "device", "flags", [*bits, ALL_FLAGS][:4]))
+    use_everything(p)

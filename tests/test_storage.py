@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 import kprof
 from kprof_core import storage
 from kprof_core.recorder import DeviceClock
-from kprof_core.records import KIND_NAMES, DeviceTable, HostTable, QueueRecord, ThreadRecord
+from kprof_core.records import (
+    ALL_FLAGS,
+    KIND_NAMES,
+    DeviceTable,
+    HostTable,
+    QueueRecord,
+    ThreadRecord,
+)
 from kprof_core.storage import (
     CorruptProfileError,
     NotAProfileError,
@@ -113,7 +120,7 @@ profiles = st.builds(
     lambda names, nq, nt, dev, host, data: (names, nq, nt, dev, host, data),
     st.lists(st.text(max_size=8), min_size=1, max_size=5),
     st.integers(1, 3), st.integers(1, 3),
-    st.lists(st.tuples(*[TIME] * 4, st.integers(-1, 2**61), st.integers(0, 7)), max_size=30),
+    st.lists(st.tuples(*[TIME] * 4, st.integers(-1, 2**61), st.integers(0, ALL_FLAGS)), max_size=30),
     st.lists(st.tuples(TIME, TIME), max_size=10),
     st.data(),
 )
