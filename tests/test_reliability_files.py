@@ -267,14 +267,17 @@ def test_fuzzed_int64_columns_load_to_a_usable_profile_or_one_clear_error(
     with_column(GOOD, "device", "start", [2**63 - 1] * 4),
     with_header(GOOD, lambda h: h.update(end_ns=0)),
 ], ids=["deep", "sources", "int64-max", "end-before-start"])
-def test_merge_refuses_a_hostile_file_in_one_line(tmp_path: Path, blob: bytes) -> None:
+@pytest.mark.parametrize("command", ["merge", "show", "diff"])
+def test_commands_refuse_a_hostile_file_in_one_line(tmp_path: Path, blob: bytes, command: str) -> None:
+    """kprof merge, show and diff read files through the one loader: one line, exit code 2."""
     (tmp_path / "a.kprof").write_bytes(GOOD)
     (tmp_path / "b.kprof").write_bytes(blob)
-    out = subprocess.run([KPROF, "merge", str(tmp_path / "a.kprof"), str(tmp_path / "b.kprof")],
-                         capture_output=True, text=True, timeout=120)
+    files = [str(tmp_path / "b.kprof")] if command == "show" else [str(tmp_path / "a.kprof"),
+                                                                   str(tmp_path / "b.kprof")]
+    out = subprocess.run([KPROF, command, *files], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
-    assert out.stderr.startswith(f"kprof merge: {tmp_path / 'b.kprof'}: corrupt kprof file (")
+    assert out.stderr.startswith(f"kprof {command}: {tmp_path / 'b.kprof'}: corrupt kprof file (")
     assert out.stderr.count("\n") == 1
 
 
