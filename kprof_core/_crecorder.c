@@ -317,7 +317,7 @@ as_i64(PyObject *o, int64_t *out)
  * entries are timed launches of `backend` (its `slot`) on queues in `fast_queues` (id(queue)
  * -> (backend, queue id, device key)) of a device in `known` (device key -> the reference's
  * begin time, an int, or anything else for backends placed by elapsed time: then 0), by
- * threads in `thread_ids` and names in `name_ids`, with int fields; their columns as native
+ * threads in `thread_ids` and names in `name_ids`, with int fields and no flags; their columns as native
  * int64 bytes, their tokens as tuples. */
 static PyObject *
 run_columns(PyObject *module, PyObject *args)
@@ -380,8 +380,8 @@ run_columns(PyObject *module, PyObject *args)
         if (!as_i64(nid, &row[NAME * n + m]) || !as_i64(f[1], &row[KIND * n + m])
             || !as_i64(tid, &row[THREAD * n + m]) || !as_i64(f[5], &row[H0 * n + m])
             || !as_i64(f[6], &row[H1 * n + m]) || !as_i64(f[9], &row[NBYTES * n + m])
-            || !as_i64(f[10], &row[FLAGS * n + m]))
-            break;
+            || !as_i64(f[10], &row[FLAGS * n + m]) || row[FLAGS * n + m] != 0)
+            break;  /* flagged entries (approximate, observed on the host) are _take's */
         row[QUEUE * n + m] = last_qid;
         row[REFB * n + m] = last_refb;
     }

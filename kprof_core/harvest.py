@@ -15,6 +15,7 @@ compiled ``lp_launch`` (``_crecorder.c``), and read by ``_one``, ``_run_columns`
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 import warnings
@@ -28,6 +29,7 @@ from . import native
 from .backend import Backend, BadReturn, QueueInfo
 from .placement import DeviceClock
 from .records import (
+    APPROXIMATE,
     HOST_TIMED,
     PLACED,
     UNRESOLVED,
@@ -48,6 +50,7 @@ HOST_KINDS = {HOST_RANGE: HostTable.RANGE, MARK: HostTable.MARK, HOST_LAUNCH: Ho
 HOST_QUEUE = QueueRecord("host", "host", "host", "host")
 _SLOT = itemgetter(0)
 _SHORT_RUN = 16  # runs shorter than this are cheaper entry by entry (see _harvest)
+_DEADLINE_WINDOW = 512  # at most this many entries asked in one call once a deadline is set
 _QID = itemgetter(1)
 
 
@@ -71,6 +74,44 @@ def _column(values: Sequence[int], m: int) -> array[int]:
     return array("q", values[:m])
 
 
+class Waiter:
+    """A daemon thread that makes hook calls which may block for good (a read of a backend
+    that cannot tell whether its work is done), so that the harvest stops waiting at its
+    deadline. A call that never returns leaves the thread ``stuck``: a new one is made."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.stuck = False
+        threading.Thread(target=self._run, name="kprof resolve", daemon=True).start()
+
+    def _run(self) -> None:
+        while (item := self._calls.get()) is not None:
+            fn, args, box, done = item
+            try:
+                fn(*args)
+                box.append(None)
+            except BaseException as exc:  # handed to the caller, raised there
+                box.append(exc)
+            done.set()
+
+    def call(self, fn: Any, args: tuple[Any, ...], timeout: float) -> bool:
+        """Call ``fn(*args)``; whether it returned within ``timeout`` seconds (what it raised
+        is raised here)."""
+        box: list[BaseException | None] = []
+        done = threading.Event()
+        self._calls.put((fn, args, box, done))
+        if not done.wait(max(0.0, timeout)):
+            self.stuck = True
+            return False
+        if box[0] is not None:
+            raise box[0]
+        return True
+
+    def close(self) -> None:
+        if not self.stuck:
+            self._calls.put(None)
+
+
 class Harvest:
     """The record side of a profile: pending entries, the tables they become, and what is
     needed to read tokens (reference tokens per device, interned queues and threads).
@@ -87,6 +128,7 @@ class Harvest:
         self._incoming: list[tuple[Any, ...]] = []
         self._window = 64  # entries the column-wise harvest looks at in one go (adaptive)
         self._solo = 0  # entries to take one by one before trying column-wise again
+        self._deadline_set = False  # the harvest under way has a deadline (see _harvest)
         # The compiled recorder's harvest helpers (kprof_core._crecorder), or None.
         self._compiled = native.compiled()
         self._harvest_lock = threading.Lock()
@@ -118,6 +160,7 @@ class Harvest:
         self._warned: set[str] = set()
         self.late_dropped = 0
         self.dropped_bad = 0
+        self._waiter: Waiter | None = None
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows, oldest first; returns how many were taken.
@@ -153,6 +196,13 @@ class Harvest:
         host_append = self.host.append
         bulk = self._bulk
         one = self._one
+        # Past the deadline nothing more is asked of any device (each question may be slow):
+        # the column-wise and one-by-one paths are skipped and _take marks what is left
+        # unresolved. The clock is read before each of their calls (~85 ns, a twentieth of a
+        # one-by-one entry); a column-wise call then asks at most _DEADLINE_WINDOW entries.
+        clock = time.monotonic if deadline is not None else None
+        past = False
+        self._deadline_set = deadline is not None
         try:
             while taken < n:
                 entry = incoming[taken]
@@ -165,12 +215,15 @@ class Harvest:
                         host_append(nid, HOST_KINDS[kind], tid, entry[5], entry[6])
                         taken += 1
                         continue
-                elif entry[7] is not None:
+                elif entry[7] is not None and not entry[10] and not past:
                     # Long runs of launches go column-wise. A column-wise call costs a few µs
                     # whatever its length, so entries that come alone or in short runs
                     # (launches inside ranges: kernel, host range, range, ...) go one by one,
-                    # until a few dozen later the next try finds a long run again.
-                    if self._solo <= 0 and taken + 1 < n \
+                    # until a few dozen later the next try finds a long run again. Flagged
+                    # entries (approximate ones, observed on the host) go to _take.
+                    if clock is not None and clock() >= deadline:  # type: ignore[operator]
+                        past, clock = True, None
+                    elif self._solo <= 0 and taken + 1 < n \
                             and (nxt := incoming[taken + 1])[0] == entry[0] and nxt[7] is not None:
                         got = bulk(incoming, taken, n)
                         if got:
@@ -198,7 +251,7 @@ class Harvest:
         nothing changed, for anything else (``_take`` then handles it)."""
         slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags = entry
         q = self._fast_queues.get(qk)
-        if q is None or (backend := q[0]).slot != slot or backend.broken is not None:
+        if q is None or (backend := q[0]).slot != slot or backend.broken is not None or flags:
             return False
         tid = self._thread_ids.get(who)
         nid = self.names.index.get(name) if type(name) is str else None
@@ -245,6 +298,8 @@ class Harvest:
         if backend is None or backend.broken is not None:
             return 0
         w = min(n - i, self._window)
+        if self._deadline_set:
+            w = min(w, _DEADLINE_WINDOW)
         chunk = incoming[i:i + w]
         try:
             got, run = self._bulk_rows(backend, slot, chunk)
@@ -353,6 +408,8 @@ class Harvest:
         _s, kinds, names, qks, whos, h0s, h1s, starts, stops, nbytes, flags = zip(*chunk[:m])
         if None in starts:  # host-timed (a queue without profiling)
             m = starts.index(None)
+        if any(flags[:m]):  # flagged (approximate: observed on the host): _take's
+            m = next(j for j, f in enumerate(flags) if f)
         # Most runs have one queue, one thread and one name: one lookup each, not one a row.
         qs, m = _looked_up(self._fast_queues, qks, m)
         tids, m = _looked_up(self._thread_ids, whos, m)
@@ -368,7 +425,7 @@ class Harvest:
         try:
             cols = [_column(nids, m), array("q", kinds[:m]), _column(list(map(_QID, qs)), m),
                     _column(tids, m), array("q", h0s[:m]), array("q", h1s[:m]),
-                    array("q", nbytes[:m]), _column(flags, m),
+                    array("q", nbytes[:m]), array("q", (0,)) * m,
                     _column(list(map(refb.__getitem__, qs)), m)]
         except (TypeError, OverflowError):  # a field that is not an int: _take reports it
             return 0, (), (), []
@@ -397,8 +454,11 @@ class Harvest:
             return True
         error = None
         dur = rel = 0
+        held = False  # the tokens are still in use by a hook call that never returned
         if backend.broken is not None:
             error = f"backend disabled: {backend.broken}"
+        elif deadline is not None and time.monotonic() >= deadline:
+            error = self._timeout_reason()  # nothing more is asked of the device
         else:
             hook = "timestamp_done"
             try:
@@ -406,9 +466,22 @@ class Harvest:
                 if not done:
                     if deadline is None:
                         return False
-                    if done is not None:  # None: it can't tell, so elapsed_time waits itself
+                    if done is None:
+                        # It can't tell, so a read waits itself: the first one is made in a
+                        # thread, waited for until the deadline (then the work is done and
+                        # the reads below return at once).
+                        hook = "device_times" if backend.has_device_times else "elapsed_time"
+                        if not self._read_in_time(backend, start, stop, deadline):
+                            error, held = self._timeout_reason(hook), True
+                    else:
                         error = self._wait(backend, stop, deadline)
-                if error is None:
+                if error is None and flags & APPROXIMATE:
+                    # Host-clock times, already placed: never a device's reference token.
+                    hook = "device_times"
+                    rel, end = self._device_times(backend, start, stop)
+                    dur = end - rel
+                    flags |= PLACED
+                elif error is None:
                     dkey = self.queues[self._queue_id(backend, queue)].device_key
                     ref = self._refs.get(dkey)
                     if backend.has_device_times:
@@ -435,7 +508,8 @@ class Harvest:
         qid = self._queue_id(backend, queue)
         tid = self._thread_id(who)
         nid = self.names(name)
-        self._release(backend, start, stop)
+        if not held:
+            self._release(backend, start, stop)
         if error is not None:
             row = self.table.append(nid, kind, qid, tid, h0, h1, h0, 0, nbytes,
                                     flags | UNRESOLVED | PLACED)
@@ -482,11 +556,26 @@ class Harvest:
         pause = 1e-5
         while not backend.timestamp_done(backend, token):
             if time.monotonic() >= deadline:
-                return (f"the device did not reach the timestamp within {self.timeout:g} s "
-                        f"(set profile(timeout=...) or KPROF_RESOLVE_TIMEOUT to wait longer)")
+                return self._timeout_reason()
             time.sleep(pause)  # releases the GIL: other threads keep running
             pause = min(pause * 2, 0.005)
         return None
+
+    def _timeout_reason(self, hook: str | None = None) -> str:
+        what = f"{hook} did not return" if hook else "the device did not reach the timestamp"
+        return (f"{what} within {self.timeout:g} s "
+                f"(set profile(timeout=...) or KPROF_RESOLVE_TIMEOUT to wait longer)")
+
+    def _read_in_time(self, backend: Backend, start: Any, stop: Any, deadline: float) -> bool:
+        """Whether a read of tokens whose backend cannot tell if they are done
+        (``timestamp_done`` returns None) returned by ``deadline``. ``device_times`` or
+        ``elapsed_time`` then wait for the device themselves, so the read is made in the
+        waiter thread. When it did not return, the call goes on in its thread and its tokens
+        are not given back (being still in use). What it raised is raised here."""
+        if self._waiter is None or self._waiter.stuck:
+            self._waiter = Waiter()
+        read = self._device_times if backend.has_device_times else self._elapsed
+        return self._waiter.call(read, (backend, start, stop), deadline - time.monotonic())
 
     def _release(self, backend: Backend, start: Any, stop: Any) -> None:
         """Give tokens back once (``start`` may be ``stop``); reference tokens stay for now."""

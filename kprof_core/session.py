@@ -14,8 +14,8 @@ from typing import IO, TYPE_CHECKING, Any, overload
 from .processors import SummaryRow, rows_of
 from .records import (
     COPY,
-    HOST_TIMED,
     KERNEL,
+    MARKS,
     PLACED,
     RANGE,
     UNRESOLVED,
@@ -48,12 +48,13 @@ def _split(keys: array[int], values: array[int], most: int = 8) -> dict[int, lis
 
 @dataclass(frozen=True)
 class Durations:
-    """Per-call durations (ns) grouped by ``(name, host_timed)`` in each section of a profile."""
+    """Per-call durations (ns) grouped by ``(name, marks)`` in each section of a profile, where
+    marks are the record flags reports mark: ``HOST_TIMED`` (``*``), ``APPROXIMATE`` (``~``)."""
 
-    host: dict[tuple[str, bool], list[int]]
-    device: dict[tuple[str, bool], list[int]]
-    device_ranges: dict[tuple[str, bool], list[int]]
-    nbytes: dict[tuple[str, bool], int]
+    host: dict[tuple[str, int], list[int]]
+    device: dict[tuple[str, int], list[int]]
+    device_ranges: dict[tuple[str, int], list[int]]
+    nbytes: dict[tuple[str, int], int]
     markers: dict[str, int]
 
 
@@ -187,42 +188,40 @@ class Profile:
     # -- summaries ------------------------------------------------------------------------------
 
     def durations(self) -> Durations:
-        """Every duration (ns) grouped by ``(name, host_timed)``, section by section: what the
+        """Every duration (ns) grouped by ``(name, marks)``, section by section: what the
         summary's statistics and ``Profile.diff``'s tests are computed from.
 
         Column-wise (C-level ``map``/``compress`` over the columns) when there are few distinct
         names, else one pass over each table: a million records take well under a second.
         """
         t, h, names = self.table, self.host, self.names
-        device: dict[tuple[int, int], Any] = {}
-        dranges: dict[tuple[int, int], Any] = {}
+        device: dict[tuple[int, int], list[int]] = {}
+        dranges: dict[tuple[int, int], list[int]] = {}
         sizes: dict[tuple[int, int], int] = {}
-        host: dict[tuple[int, int], Any] = {}
+        host: dict[tuple[int, int], list[int]] = {}
         markers: dict[str, int] = {}
-        # Column-wise where the records have few distinct names (the common case at a million
-        # records): one key per row, computed and split by C-level map/compress; else a loop.
-        # key = name * 8 + UNRESOLVED/HOST_TIMED bits * 2 + is a range.
+        # key = name * 32 + (UNRESOLVED and MARKS bits) * 2 + is a range.
+        bits = UNRESOLVED | MARKS
         n = len(t)
         one_name = n > 0 and RANGE not in t.kind and t.name.count(t.name[0]) == n
+        split: dict[int, list[int]] | None
         if one_name and (t.flags.count(PLACED) == n  # the usual flags, counted in C
-                         or not any(map(and_, t.flags, repeat(UNRESOLVED | HOST_TIMED)))):
-            keys = array("q", (t.name[0] * 8,))  # every row has this key: no need to compute
-            split: dict[int, Any] | None = {keys[0]: list(t.duration)}
-            nb_split: dict[int, Any] | None = {keys[0]: t.nbytes}  # only read here
+                         or not any(map(and_, t.flags, repeat(bits)))):
+            key0 = t.name[0] * 32  # every row has this key: no need to compute it
+            split, nb_split = {key0: list(t.duration)}, {key0: t.nbytes}
         else:
-            keys = array("q", map(add, map(mul, t.name, repeat(8)),
-                                  map(add, map(mul, map(and_, t.flags,
-                                                        repeat(UNRESOLVED | HOST_TIMED)),
-                                               repeat(2)),
+            keys = array("q", map(add, map(mul, t.name, repeat(32)),
+                                  map(add, map(mul, map(and_, t.flags, repeat(bits)), repeat(2)),
                                       map(eq, t.kind, repeat(RANGE)))))
             split = _split(keys, t.duration)
-            nb_split = _split(keys, t.nbytes) if split is not None else None
+            nb_split = _split(keys, t.nbytes) if split is not None else None  # type: ignore[assignment]
         if split is not None and nb_split is not None:
             for key, durs in split.items():
-                nid, rest = divmod(key, 8)
-                if rest & (UNRESOLVED * 2):
+                nid, rest = divmod(key, 32)
+                flags = rest >> 1
+                if flags & UNRESOLVED:
                     continue
-                gkey = (nid, (rest >> 1) & HOST_TIMED)
+                gkey = (nid, flags & MARKS)
                 (dranges if rest & 1 else device)[gkey] = durs
                 nb = nb_split[key]
                 if max(nb) >= 0:
@@ -232,7 +231,7 @@ class Profile:
                                                      t.nbytes):
                 if flags & UNRESOLVED:
                     continue
-                key2 = (nid, flags & HOST_TIMED)
+                key2 = (nid, flags & MARKS)
                 groups = dranges if kind == RANGE else device
                 group = groups.get(key2)
                 if group is None:
@@ -277,8 +276,8 @@ class Profile:
                     group = host[(nid, 0)] = []
                 group.append(dur)
 
-        def named(groups: dict[tuple[int, int], Any]) -> dict[tuple[str, bool], Any]:
-            return {(names[nid], bool(ht)): v for (nid, ht), v in groups.items()}
+        def named(groups: dict[tuple[int, int], Any]) -> dict[tuple[str, int], Any]:
+            return {(names[nid], marks): v for (nid, marks), v in groups.items()}
 
         return Durations(named(host), named(device), named(dranges), named(sizes), markers)
 
@@ -305,6 +304,11 @@ class Profile:
         """(host ranges, device kernels and copies) recorded."""
         h, t = self.host, self.table
         return h.kind.count(HostTable.RANGE), len(t) - t.kind.count(RANGE)
+
+    @property
+    def copies(self) -> int:
+        """How many copies (and fills) were recorded; ``counts[1]`` less this is kernels."""
+        return self.table.kind.count(COPY)
 
     # -- output -------------------------------------------------------------------------------------
 

@@ -188,7 +188,8 @@ def test_every_case_of_the_wrapper_records_the_same(setup: Any, compiled: bool) 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the queue has no profiling (tested elsewhere)
             cl.enqueue_nd_range_kernel(plain, fresh, (64,), None)
-    got = [(k.name, k.host_timed, k.error) for k in p.kernels]
+    # The queue without profiling: observed on the host as its work completes (approximate).
+    got = [(k.name, k.approximate, k.error) for k in p.kernels]
     assert got == [("fresh", False, None)] * 4 + [("fresh", True, None)]
     assert [k.duration_ns for k in p.kernels[:4]] == [
         e.get_profiling_info(END) - e.get_profiling_info(START) for e in evs]

@@ -132,7 +132,8 @@ class ElapsedPlugin(AbsolutePlugin):
 
 # An operation: (what, queue, name, asks, fail, bad, nbytes)
 OPS = st.lists(st.tuples(
-    st.sampled_from(["kernel", "kernel", "kernel", "copy", "host_timed", "range", "mark"]),
+    st.sampled_from(["kernel", "kernel", "kernel", "copy", "host_timed", "range", "mark",
+                     "observed"]),
     st.integers(0, 2), st.integers(0, 3), st.integers(0, 3),
     st.just(False), st.just(False), st.integers(-1, 4096),
 ), max_size=60)
@@ -166,6 +167,10 @@ def run(plugin: Any, ops: list[tuple[Any, ...]], rare: dict[int, str], compiled:
                     rec.mark(nm, t)
                 elif what == "host_timed":
                     rec.launch(backend, KERNEL, nm, queues[qi], t, t + 10)
+                elif what == "observed" and not isinstance(plugin, ElapsedPlugin):
+                    # Host-observed (approximate): always through _take, on every path.
+                    rec.launch_observed(backend, KERNEL, nm, queues[qi], t, t + 10,
+                                        Tok(t + 2, t + 9, asks))
                 else:
                     # Queue 2's device starts at an odd time: it is not aligned (see above).
                     begin = 10_000 + t * 3 + (1 if qi == 2 else 0)
@@ -394,7 +399,7 @@ def test_column_wise_placement_matches_row_by_row(compiled: bool,
 # -- the summary: column-wise and by a loop agree ------------------------------------------
 
 DEVICE_ROWS = st.lists(st.tuples(st.integers(0, 4), st.sampled_from([0, 1, 2]),
-                                 st.integers(0, 7), st.integers(0, 10**6), st.integers(-1, 10**4),
+                                 st.integers(0, 15), st.integers(0, 10**6), st.integers(-1, 10**4),
                                  st.integers(0, 10**4)), max_size=40)
 HOST_ROWS = st.lists(st.tuples(st.integers(0, 4), st.sampled_from([0, 1, 2]),
                                st.integers(0, 10**6)), max_size=20)
@@ -415,7 +420,7 @@ def test_the_column_wise_summary_equals_the_loop(drows: list[tuple[int, ...]],
     p.start_ns, p.end_ns = 0, 10**7
     for nid, kind, flags, dur, nbytes, launch in drows:
         row = p.table.append(nid, kind, 0, 0, launch, launch + nbytes % 97, 5, dur, nbytes,
-                             flags & 7)
+                             flags)
         if flags & 2:
             p.errors[row] = "why"
     for nid, kind, dur in hrows:
