@@ -50,7 +50,7 @@ HOST_KINDS = {HOST_RANGE: HostTable.RANGE, MARK: HostTable.MARK, HOST_LAUNCH: Ho
 HOST_QUEUE = QueueRecord("host", "host", "host", "host")
 _SLOT = itemgetter(0)
 _SHORT_RUN = 16  # runs shorter than this are cheaper entry by entry (see _harvest)
-_DEADLINE_WINDOW = 512  # at most this many entries asked in one call once a deadline is set
+_DEADLINE_WINDOW = 512  # at most this many entries in one batch call once a deadline is set
 _QID = itemgetter(1)
 
 
@@ -199,7 +199,8 @@ class Harvest:
         # Past the deadline nothing more is asked of any device (each question may be slow):
         # the column-wise and one-by-one paths are skipped and _take marks what is left
         # unresolved. The clock is read before each of their calls (~85 ns, a twentieth of a
-        # one-by-one entry); a column-wise call then asks at most _DEADLINE_WINDOW entries.
+        # one-by-one entry); a column-wise call then makes one batch call (of at most
+        # _DEADLINE_WINDOW entries) or at most 8 questions per hook (see _bulk).
         clock = time.monotonic if deadline is not None else None
         past = False
         self._deadline_set = deadline is not None
@@ -299,7 +300,9 @@ class Harvest:
             return 0
         w = min(n - i, self._window)
         if self._deadline_set:
-            w = min(w, _DEADLINE_WINDOW)
+            # Between two reads of the clock: one batch call, or at most 8 questions per hook
+            # (each may be slow), as entry by entry.
+            w = min(w, _DEADLINE_WINDOW if backend.has_batch_times else 8)
         chunk = incoming[i:i + w]
         try:
             got, run = self._bulk_rows(backend, slot, chunk)
