@@ -221,7 +221,14 @@ lp_launch(LaunchPath *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         goto fail;
     entry = PyTuple_Pack(11, slot, args[1], args[2], qk, who, args[4], args[5], args[6], stop,
                          nbytes, zero);
-    if (entry == NULL || PyList_Append(self->incoming, entry) < 0)
+    if (entry == NULL)
+        goto fail;
+    /* Not for the collector: an entry refers to tokens, ints and a str, and nothing refers to
+     * it but the pending list, so it is in no cycle. Tracked, the entries made between two
+     * collections are walked by each young collection (measured: ~0.45 µs per launch on
+     * PoCL; CPython would untrack them there only when every token is untracked too). */
+    PyObject_GC_UnTrack(entry);
+    if (PyList_Append(self->incoming, entry) < 0)
         goto fail;
     Py_DECREF(entry);
     Py_DECREF(who);
