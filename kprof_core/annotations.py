@@ -31,7 +31,7 @@ class range:  # the public name mirrors KernelAbstractions' ranges
     entry and exit, so the range's device time is that of the work enqueued inside it.
     """
 
-    __slots__ = ("_begun", "_h0", "_rec", "_t0", "name")
+    __slots__ = ("_begun", "_rec", "_t0", "name")
 
     def __init__(self, name: str) -> None:
         self.name = _check_name(name, "range")
@@ -41,22 +41,20 @@ class range:  # the public name mirrors KernelAbstractions' ranges
         rec = active()
         self._rec = rec
         if rec is not None:
-            # _t0 comes before the timestamps (no device work of the range can start earlier,
-            # placement relies on it); the host range starts after them.
+            # The host range starts before the timestamps are put, and ends after (in
+            # device_range_end): it encloses them, however long a backend takes to enqueue
+            # one, and no device work of the range can start before it (placement relies on it).
             self._t0 = now()
             self._begun = rec.device_range_begin(self.name)
-            self._h0 = now()
         return self
 
     def __exit__(self, *exc: object) -> None:
         rec = self._rec
         if rec is None:
             return
-        h1 = now()
         self._rec = None
-        rec.host_range(self.name, self._h0, h1)
-        if self._begun:
-            rec.device_range_end(self.name, RANGE, self._begun, self._t0, h1)
+        h1 = rec.device_range_end(self.name, RANGE, self._begun, self._t0) if self._begun else now()
+        rec.host_range(self.name, self._t0, h1)
 
     def __call__(self, fn: F) -> F:
         name = self.name
@@ -87,20 +85,18 @@ def kernel(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any
         rec = active()
         if rec is None:
             return fn(*args, **kwargs)
-        t0 = now()  # before the timestamps: no device work of the call can start earlier
+        t0 = now()  # before the timestamps: the launch window encloses them (see range)
         begun = rec.device_range_begin(label)
-        h0 = now()
         try:
             return fn(*args, **kwargs)
         finally:
-            h1 = now()
             # The device row carries the host call too (as a launch), so no host range here.
             if begun:
-                rec.device_range_end(label, KERNEL, begun, t0, h1)
+                rec.device_range_end(label, KERNEL, begun, t0)
             elif rec.device:
-                rec.host_timed(label, KERNEL, h0, h1)
+                rec.host_timed(label, KERNEL, t0, now())
             else:
-                rec.host_launch(label, h0, h1)
+                rec.host_launch(label, t0, now())
 
     timed.__kprof_name__ = label  # type: ignore[attr-defined]
     return timed

@@ -158,11 +158,23 @@ class Backend:
         self.has_device_times = "device_times" in self.implemented
         # Without release_timestamp there is nothing to give back: skip the call per record.
         self.pools_tokens = "release_timestamp" in self.implemented
+        if "record_timestamp" in self.implemented and not self.reads_timestamps:
+            warnings.warn(
+                f"kprof: backend {self.name!r} ({self.plugin_label}) implements record_timestamp "
+                f"but neither elapsed_time nor device_times, so kprof cannot read its "
+                f"timestamps: it is timed on the host (implement one of them to time on the "
+                f"device)", RuntimeWarning, stacklevel=2)
+
+    @property
+    def reads_timestamps(self) -> bool:
+        """Whether the plugin can read its tokens: ``elapsed_time`` or ``device_times``."""
+        return "elapsed_time" in self.implemented or self.has_device_times
 
     @property
     def has_timestamps(self) -> bool:
-        """Whether the plugin implements both timestamp hooks."""
-        return "record_timestamp" in self.implemented and "elapsed_time" in self.implemented
+        """Whether the backend is timed on the device: it puts timestamps
+        (``record_timestamp``) and reads them (``elapsed_time`` or ``device_times``)."""
+        return "record_timestamp" in self.implemented and self.reads_timestamps
 
     # -- description -----------------------------------------------------------------------
 

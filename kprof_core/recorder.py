@@ -164,20 +164,23 @@ class Recorder(Harvest):
         return begun
 
     def device_range_end(self, name: str, kind: int, begun: list[tuple[Backend, Any, Any]],
-                         start_ns: int, end_ns: int) -> None:
+                         start_ns: int) -> int:
         """Close what ``device_range_begin`` opened; host-time the backends without tokens.
 
         ``start_ns`` must be taken before ``device_range_begin``: no work of the range can
-        start on the device before it (placement relies on that).
+        start on the device before it (placement relies on that). Returns the range's host end,
+        taken after the last stop timestamp was put, so that the host interval encloses every
+        call that put the range's timestamps (a slow ``record_timestamp`` is part of what the
+        block cost the thread).
         """
         who = _who()
+        stops: list[tuple[Backend, Any, Any, Any]] = []
         for b, q, tok in begun:
             if b.broken is not None:  # disabled meanwhile: nothing more is asked of it
                 self._release(b, tok, None)
                 self._range_pop(b)
                 continue
             stop: Any = None
-            flags = 0
             if tok is not None:
                 try:
                     stop = b.record_timestamp(b)
@@ -186,6 +189,10 @@ class Recorder(Harvest):
                     self._release(b, tok, None)
                     self._range_pop(b)
                     continue
+            stops.append((b, q, tok, stop))
+        end_ns = now()
+        for b, q, tok, stop in stops:
+            flags = 0
             if stop is None:
                 self._release(b, tok, None)
                 tok = None
@@ -198,6 +205,7 @@ class Recorder(Harvest):
             qk = id(q)
             self._live_queues.setdefault(qk, q)
             self._append((b.slot, kind, name, qk, who, start_ns, end_ns, tok, stop, -1, flags))
+        return end_ns
 
     def _range_pop(self, b: Backend) -> None:
         if b.mirrors_ranges:
