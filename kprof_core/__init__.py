@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from . import mpi
 from .annotations import kernel, mark, propagate, range
-from .backend import Alignment, Backend, BackendInfo, KprofError, QueueInfo, TimestampsUnsupported
+from .backend import (
+    Alignment,
+    Backend,
+    BackendInfo,
+    KprofError,
+    NeverSubmitted,
+    QueueInfo,
+    TimestampsUnsupported,
+)
 from .combine import combine
 from .hookspecs import hookimpl, hookspec
 from .plugins import registry
@@ -48,6 +56,7 @@ __all__ = [
     "KernelRecord",
     "KprofError",
     "MarkerRecord",
+    "NeverSubmitted",
     "Profile",
     "QueueInfo",
     "RangeRecord",

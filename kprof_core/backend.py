@@ -19,6 +19,18 @@ class TimestampsUnsupported(NotImplementedError):
     """Raised by the default ``elapsed_time``: the backend has no device timestamps."""
 
 
+class NeverSubmitted(Exception):
+    """Raised by a plugin's ``timestamp_done`` (or ``elapsed_time``/``device_times``) for a
+    token whose work will never reach the device: a command buffer dropped without being
+    submitted, a failed submission, a lost device (APIs with deferred submission: Vulkan,
+    WebGPU, Metal).
+
+    kprof gives the record up at once, instead of waiting for it until the profile's timeout:
+    it is kept as unresolved, with this exception's message as the reason, without a warning,
+    the token is released as usual, and the backend stays in use.
+    """
+
+
 class KprofError(RuntimeError):
     """An error in kprof's own configuration or input that the user can fix."""
 

@@ -19,7 +19,7 @@ import warnings
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from .backend import Backend, BadReturn, QueueInfo
+from .backend import Backend, BadReturn, NeverSubmitted, QueueInfo
 from .placement import DeviceClock
 from .records import (
     HOST_TIMED,
@@ -246,6 +246,10 @@ class Harvest:
                     if ref is None:
                         self._refs[dkey] = (backend, start, h0, h1)
                         self._ref_tokens.add(id(start))
+            except NeverSubmitted as exc:
+                # The plugin knows the work will never run (deferred submission): give it up
+                # now rather than wait for it until the timeout; not an error of the plugin's.
+                error = f"its work was never submitted to the device: {exc}".rstrip(": ")
             except Exception as exc:
                 # A wrong return type is the plugin's bug: stop using it. An exception is a
                 # device error (a failed command, an invalid event): this record has no time,

@@ -189,3 +189,64 @@ def test_a_complete_plugin_registers_without_a_warning() -> None:
         warnings.simplefilter("error")
         kprof.register_backend(AbsoluteClock(), "abs2")
         kprof.register_backend(InstantClock(), "inst2")
+
+
+# -- deferred submission: work that will never run is given up at once ---------------------------
+
+
+class Deferred(InstantClock):
+    """Timestamps are written into a command buffer: done once it is submitted; a buffer
+    dropped without submission makes its tokens raise ``kprof.NeverSubmitted``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.buffer: list[Token] = []
+        self.submitted: set[int] = set()
+        self.dropped: set[int] = set()
+        self.asked: dict[int, int] = {}
+
+    @kprof.hookimpl
+    def record_timestamp(self, backend: kprof.Backend) -> Any:
+        tok = super().record_timestamp(backend)
+        self.buffer.append(tok)
+        return tok
+
+    def submit(self) -> None:
+        self.submitted.update(id(t) for t in self.buffer)
+        self.buffer.clear()
+
+    def drop(self) -> None:
+        self.dropped.update(id(t) for t in self.buffer)
+        self.buffer.clear()
+
+    @kprof.hookimpl
+    def timestamp_done(self, backend: kprof.Backend, token: Token) -> Any:
+        self.asked[id(token)] = self.asked.get(id(token), 0) + 1
+        if id(token) in self.dropped:
+            raise kprof.NeverSubmitted("command buffer dropped without submit")
+        return id(token) in self.submitted
+
+
+def test_a_token_never_submitted_is_given_up_at_once() -> None:
+    plugin = Deferred()
+    b = kprof.register_backend(plugin, "deferred")
+    q = InstantQueue("q")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # giving up is not a plugin error: no warning
+        with kprof.profile(backends=["deferred"], timeout=600) as p, plugin.using(q):
+            with kprof.range("kept"):
+                pass
+            plugin.submit()
+            with kprof.range("dropped"):
+                pass
+            plugin.drop()
+    kept, dropped = p.device_ranges
+    assert kept.name == "kept" and kept.error is None and not kept.host_timed
+    assert dropped.name == "dropped"
+    assert dropped.error == ("its work was never submitted to the device: "
+                             "command buffer dropped without submit")
+    assert [r.name for r in p.unresolved] == ["dropped"]
+    # Asked once on the fast path and once more to make the row, never polled until a timeout.
+    assert max(plugin.asked.get(i, 0) for i in plugin.dropped) <= 2
+    assert b.broken is None
+    assert not plugin.live and plugin.released == 4
