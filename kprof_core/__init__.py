@@ -46,6 +46,8 @@ def register_backend(plugin: object, name: str) -> Backend:
 
 
 def unregister_backend(name: str) -> None:
+    """Forget the backend called ``name`` (registered with ``register_backend``, or
+    discovered): new profiles no longer use it. An unknown name raises ``KprofError``."""
     registry.unregister(name)
 
 

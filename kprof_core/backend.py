@@ -37,7 +37,14 @@ class KprofError(RuntimeError):
 
 @dataclass(frozen=True)
 class BackendInfo:
-    """What ``describe_backend`` reports about a backend (see ``kprof backends``)."""
+    """What ``describe_backend`` reports about a backend (see ``kprof backends``).
+
+    ``status``: ``"available"``, ``"not installed"``, ``"no device"`` or ``"error: <why>"``
+    (a profile uses only available backends); ``library`` and ``library_version``: the vendor
+    library (version None when it is not installed); ``devices``: the names of the devices it
+    sees; ``timestamps``: whether it times on the device (shown only when the plugin also
+    implements the hooks for it); ``detail``: why, in words a user can act on.
+    """
 
     status: str = "available"
     library: str | None = None
@@ -57,19 +64,30 @@ class BackendInfo:
 
 @dataclass(frozen=True)
 class QueueInfo:
-    """What ``queue_info`` reports about one queue (stream) of a backend."""
+    """What ``queue_info`` reports about one queue (stream) of a backend.
+
+    ``device``: the device's name as reports show it; ``label``: the queue's, short
+    (``"stream 2"``); ``device_key``: hashable, the same for every queue whose timestamps are
+    comparable (one clock), or None to use ``device``.
+    """
 
     device: str
     label: str
     device_key: Any = None
 
     def key(self) -> Any:
+        """What records are grouped by: ``device_key``, or ``device`` when it is None."""
         return self.device if self.device_key is None else self.device_key
 
 
 @dataclass(frozen=True)
 class Alignment:
-    """Where a device timestamp lies on the host clock (``time.perf_counter_ns``)."""
+    """Where a device timestamp lies on the host clock (``time.perf_counter_ns``).
+
+    What ``align_clock`` returns: ``host_ns``, the host time at which the device reached the
+    token; ``error_ns``, a bound on how far that may be off (reported with the profile);
+    ``method``, the correlation's name (``"clGetDeviceAndHostTimer"``).
+    """
 
     host_ns: int
     error_ns: int
@@ -118,6 +136,15 @@ class Backend:
 
     Plugins receive this object as the ``backend`` argument of every hook. ``state`` is a dict
     the plugin may keep its own data in (pools, patched originals); kprof never reads it.
+    Each hook is an attribute holding the plugin's implementation (or the default), called as
+    ``backend.elapsed_time(backend, start, stop)``.
+
+    ``name``: the backend's (its entry point's) name; ``plugin``: the plugin object;
+    ``distribution``/``version``: the distribution that installed it, if any;
+    ``implemented``: the names of the hooks the plugin implements; ``broken``: why kprof
+    stopped using it, or None. kprof's own: ``slot`` (the number pending launches carry),
+    ``mirrors_ranges`` (it implements ``range_push``), ``has_device_times`` (it implements
+    ``device_times``), ``pools_tokens`` (it implements ``release_timestamp``).
     """
 
     # Resolved hook callables, filled in by ``resolve``.
@@ -222,6 +249,7 @@ class Backend:
 
     @property
     def plugin_label(self) -> str:
+        """The plugin as messages name it: its distribution and version, or its module."""
         if self.distribution:
             return f"{self.distribution} {self.version or ''}".strip()
         return getattr(self.plugin, "__name__", type(self.plugin).__name__)
