@@ -1,0 +1,695 @@
+"""The conformance checks of ``kprof.testing``: a backend plugin held to the hookspecs' contract.
+
+Each check drives the plugin's hooks (through the ``kprof.Backend``, as kprof calls them) and a
+small workload of the plugin author's, and raises :class:`ConformanceError` naming the hook and
+the rule it broke. ``kprof_core/testing.py`` runs them as pytest tests; they need no pytest.
+
+What a check needs from the author (a :class:`Subject`): the backend, a workload step that
+enqueues launches without waiting, a context that makes a queue current on the calling thread,
+and optionally a way to hold that queue (``stall``), without which the checks that need the
+device to be behind (``record_timestamp`` does not block, tokens are not reused before the
+device reached them) are skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .backend import Alignment, Backend, BackendInfo, QueueInfo
+from .recorder import Recorder, now
+
+#: A check's rules, by hook: what ``ConformanceError.rule`` may say (the README lists them).
+RULES = {
+    "describe_backend": ("never raises", "returns a kprof.BackendInfo or None",
+                         "is available", "claims timestamps only with the hooks for them"),
+    "current_queue": ("gives a queue inside queue_context()",),
+    "record_timestamp": ("returns a token where there is a current queue", "does not block"),
+    "timestamp_done": ("returns True, False or None", "is not done before the device reached it",
+                       "becomes True once the device reached the token"),
+    "elapsed_time": ("returns an int", "is non-negative for ordered tokens on one queue",
+                     "adds up for ordered tokens on one queue"),
+    "device_times": ("returns a pair of ints", "begins before it ends for ordered tokens",
+                     "is consistent with elapsed_time"),
+    "release_timestamp": ("is called exactly once per token",),
+    "token pool": ("a token is not handed out again while kprof holds it",
+                   "a token is not handed out again before the device reached it"),
+    "queue_info": ("returns a kprof.QueueInfo", "is stable for one queue"),
+    "install_capture": ("N workload calls give exactly N times the records of one",
+                        "records nothing outside the profile's context",
+                        "records are device-timed"),
+    "remove_capture": ("restores the very same objects",),
+    "align_clock": ("returns a kprof.Alignment or None",
+                    "places the token where the device reached it, within its error bound",
+                    "needs no shift of the device in a profile beyond its error bound"),
+}
+
+
+class ConformanceError(AssertionError):
+    """A plugin broke a rule of the hookspecs' contract: ``hook``, ``rule`` and ``detail``."""
+
+    def __init__(self, hook: str, rule: str, detail: str) -> None:
+        super().__init__(f"{hook}: {rule}: {detail}")
+        self.hook, self.rule, self.detail = hook, rule, detail
+
+
+class Skipped(Exception):
+    """A check that does not apply to this backend (the message says why)."""
+
+
+def fail(hook: str, rule: str, detail: str) -> ConformanceError:
+    assert rule in RULES[hook], f"unknown rule {hook}: {rule}"
+    return ConformanceError(hook, rule, detail)
+
+
+@dataclass
+class Subject:
+    """What the checks run against.
+
+    ``backend``: the plugin's :class:`kprof.Backend`. ``make_workload``: returns one step,
+    which enqueues the same launches each call without waiting (kprof's capture records them;
+    a plugin without capture is timed with ``kprof.kernel`` around the step); called once,
+    when a check first needs it, outside any profile. ``queue_context``: a context
+    manager factory that makes a queue current on the calling thread (on any thread).
+    ``stall``: hold the current queue (work enqueued after it does not run) and return a
+    callable that lets it go, callable from any thread; None when the author cannot.
+    ``records_per_step``: how many records one step makes, or None to learn it from one step.
+    ``own_modules``: modules whose state the plugin may change for good when it installs its
+    capture (default: its own module, and kprof's); every other module's and class's
+    attributes must be the very same objects after ``remove_capture``.
+    """
+
+    backend: Backend
+    make_workload: Callable[[], Callable[[], Any]]
+    queue_context: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
+    stall: Callable[[], Callable[[], None]] | None = None
+    records_per_step: int | None = None
+    steps: int = 5
+    tolerance_ns: int = 1_000
+    blocking_timeout_s: float = 10.0
+    done_timeout_s: float = 30.0
+    give_up_s: float = 0.2
+    require_available: bool = True
+    own_modules: tuple[str, ...] = ()
+
+
+@dataclass
+class ClockReport:
+    """What the alignment check found: the method and error bound ``align_clock`` gives (or
+    None without a correlation), and how the profile placed the device."""
+
+    method: str | None
+    error_ns: int | None
+    profile_clocks: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        if self.method is None:
+            head = "align_clock: no correlation (devices placed by launch time)"
+        else:
+            head = f"align_clock: {self.method}, error bound {self.error_ns} ns"
+        return "; ".join([head, *self.profile_clocks])
+
+
+def _is_int(x: Any) -> bool:
+    return not isinstance(x, bool) and hasattr(x, "__index__")
+
+
+class Conformance:
+    """The checks, one method each; each raises ``ConformanceError`` or ``Skipped``."""
+
+    def __init__(self, subject: Subject) -> None:
+        self.s = subject
+        self.b = subject.backend
+        self._workload: Callable[[], Any] | None = None
+
+    @property
+    def workload(self) -> Callable[[], Any]:
+        """The author's workload step, made on first use (after the availability check)."""
+        if self._workload is None:
+            self._workload = self.s.make_workload()
+        return self._workload
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _call(self, hook: str, *args: Any) -> Any:
+        return getattr(self.b, hook)(self.b, *args)
+
+    def require_available(self) -> None:
+        info = self.b.info(refresh=True)
+        if info.status != "available":
+            why = f"status {info.status!r}" + (f" ({info.detail})" if info.detail else "")
+            if self.s.require_available:
+                raise fail("describe_backend", "is available",
+                           f"{why}: the checks need the backend available here (set "
+                           f"require_available = False to skip them instead)")
+            raise Skipped(f"backend {self.b.name!r} is not available: {why}")
+        if self.b.broken is not None:
+            raise Skipped(f"backend {self.b.name!r} was disabled by an earlier failure: "
+                          f"{self.b.broken}")
+        self.workload  # noqa: B018  (made here, never inside a profile)
+
+    def require_timestamps(self) -> None:
+        self.require_available()
+        if not self.b.has_timestamps:
+            raise Skipped(f"backend {self.b.name!r} has no device timestamps (record_timestamp "
+                          f"and elapsed_time or device_times): it is timed on the host")
+
+    def _current(self) -> Any:
+        q = self._call("current_queue")
+        if q is None:
+            raise fail("current_queue", "gives a queue inside queue_context()",
+                       "it returned None: make queue_context() make a queue current on the "
+                       "calling thread, as the plugin's users do")
+        return q
+
+    def _record(self) -> Any:
+        tok = self._call("record_timestamp")
+        if tok is None:
+            raise fail("record_timestamp", "returns a token where there is a current queue",
+                       "it returned None although current_queue gave a queue: give "
+                       "queue_context() a queue that supports timestamps")
+        return tok
+
+    def _done(self, tok: Any) -> bool | None:
+        done = self._call("timestamp_done", tok)
+        if done is not None and not isinstance(done, bool):
+            raise fail("timestamp_done", "returns True, False or None",
+                       f"it returned {type(done).__name__} {done!r}")
+        return done
+
+    def _wait_done(self, tok: Any) -> None:
+        """Until the device reached ``tok`` (by polling, or by a reading hook that waits)."""
+        deadline = time.monotonic() + self.s.done_timeout_s
+        while True:
+            done = self._done(tok)
+            if done is None:
+                self._read(tok, tok)  # it cannot tell: the reading hooks wait themselves
+                return
+            if done:
+                return
+            if time.monotonic() > deadline:
+                raise fail("timestamp_done", "becomes True once the device reached the token",
+                           f"still False after {self.s.done_timeout_s:g} s (is the queue "
+                           f"flushed? a token must complete without anyone waiting on it)")
+            time.sleep(0.001)
+
+    def _read(self, start: Any, stop: Any) -> tuple[int | None, tuple[int, int] | None]:
+        """``elapsed_time`` and ``device_times`` of two tokens, each checked for its type."""
+        et = dt = None
+        if "elapsed_time" in self.b.implemented:
+            et = self._call("elapsed_time", start, stop)
+            if not _is_int(et):
+                raise fail("elapsed_time", "returns an int",
+                           f"it returned {type(et).__name__} {et!r} (nanoseconds, as an int)")
+            et = int(et)
+        if self.b.has_device_times:
+            pair = self._call("device_times", start, stop)
+            if (type(pair) is not tuple or len(pair) != 2
+                    or not all(_is_int(x) for x in pair)):
+                raise fail("device_times", "returns a pair of ints",
+                           f"it returned {pair!r}, expected (begin_ns, end_ns)")
+            dt = (int(pair[0]), int(pair[1]))
+        return et, dt
+
+    def _release(self, *tokens: Any) -> None:
+        seen: set[int] = set()
+        for tok in tokens:
+            if id(tok) not in seen:
+                seen.add(id(tok))
+                self._call("release_timestamp", tok)
+
+    def _drain(self) -> None:
+        """Let the current queue finish (so one check's work does not run into the next)."""
+        with self.s.queue_context():
+            q = self._call("current_queue")
+            if "synchronize" in self.b.implemented:
+                self._call("synchronize", q)
+            elif q is not None and self.b.has_timestamps:
+                tok = self._call("record_timestamp")
+                if tok is not None:
+                    self._wait_done(tok)
+                    self._release(tok)
+
+    def _step(self) -> Callable[[], Any]:
+        if "install_capture" in self.b.implemented:
+            return self.workload
+        from .annotations import kernel
+
+        return kernel(self.workload, name="kprof.testing step")
+
+    # -- describe_backend ----------------------------------------------------------------------
+
+    def check_describe_backend(self) -> str:
+        for _ in range(2):
+            try:
+                info = self._call("describe_backend")
+            except Exception as exc:
+                raise fail("describe_backend", "never raises",
+                           f"it raised {type(exc).__name__}: {exc} (report a missing library "
+                           f"or device in the status instead)") from exc
+            if info is not None and not isinstance(info, BackendInfo):
+                raise fail("describe_backend", "returns a kprof.BackendInfo or None",
+                           f"it returned {type(info).__name__} {info!r}")
+        if info is not None and info.timestamps and not self.b.has_timestamps:
+            raise fail("describe_backend", "claims timestamps only with the hooks for them",
+                       "timestamps=True, but the plugin does not implement record_timestamp "
+                       "and elapsed_time or device_times")
+        return f"describe_backend: {info!r}"
+
+    # -- queues ------------------------------------------------------------------------------
+
+    def check_queue_info(self) -> str:
+        self.require_available()
+        answers: list[tuple[str, QueueInfo]] = []
+
+        def ask(when: str) -> None:
+            q = self._current()
+            info = self._call("queue_info", q)
+            if not isinstance(info, QueueInfo):
+                raise fail("queue_info", "returns a kprof.QueueInfo",
+                           f"it returned {type(info).__name__} {info!r}")
+            try:
+                hash(info.key())
+            except TypeError as exc:
+                raise fail("queue_info", "is stable for one queue",
+                           f"its device_key {info.device_key!r} is not hashable") from exc
+            answers.append((when, info))
+
+        with self.s.queue_context():
+            ask("first")
+            ask("again")
+            self.workload()
+            ask("after a workload step")
+        self._drain()
+        for when, info in answers[1:]:
+            if info != answers[0][1]:
+                raise fail("queue_info", "is stable for one queue",
+                           f"{answers[0][1]!r} at first, {info!r} {when}")
+        return f"queue_info: {answers[0][1]!r}"
+
+    # -- timestamps ------------------------------------------------------------------------------
+
+    def check_tokens_read(self) -> str:
+        """Three tokens in order around two workload steps: their times are ints, ordered,
+        additive, and the two reading hooks agree."""
+        self.require_timestamps()
+        tol = self.s.tolerance_ns
+        with self.s.queue_context():
+            self._current()
+            t1 = self._record()
+            self.workload()
+            t2 = self._record()
+            self.workload()
+            t3 = self._record()
+            try:
+                self._wait_done(t3)
+                e12, d12 = self._read(t1, t2)
+                e23, d23 = self._read(t2, t3)
+                e13, d13 = self._read(t1, t3)
+            finally:
+                self._release(t1, t2, t3)
+        if e12 is not None and e23 is not None and e13 is not None:
+            for name, el in (("t1→t2", e12), ("t2→t3", e23), ("t1→t3", e13)):
+                if el < 0:
+                    raise fail("elapsed_time", "is non-negative for ordered tokens on one queue",
+                               f"{name} gave {el} ns")
+            if abs(e12 + e23 - e13) > tol:
+                raise fail("elapsed_time", "adds up for ordered tokens on one queue",
+                           f"t1→t2 {e12} ns + t2→t3 {e23} ns != t1→t3 {e13} ns "
+                           f"(tolerance {tol} ns)")
+        if d12 is not None and d23 is not None and d13 is not None:
+            for name, (b, e) in (("t1→t2", d12), ("t2→t3", d23), ("t1→t3", d13)):
+                if e < b:
+                    raise fail("device_times", "begins before it ends for ordered tokens",
+                               f"{name} gave begin {b} > end {e}")
+            if d12[0] != d13[0] or d23[1] != d13[1]:
+                raise fail("device_times", "is consistent with elapsed_time",
+                           f"one token gave two times: t1 began at {d12[0]} and {d13[0]}, "
+                           f"t3 ended at {d23[1]} and {d13[1]}")
+            if e13 is not None:
+                for name, et, (b, en) in (("t1→t2", e12, d12), ("t1→t3", e13, d13)):
+                    if et is not None and abs((en - b) - et) > tol:
+                        raise fail("device_times", "is consistent with elapsed_time",
+                                   f"{name}: device_times gives {en - b} ns, elapsed_time "
+                                   f"{et} ns (tolerance {tol} ns)")
+        return f"elapsed over two steps: {e13 if e13 is not None else d13} ns"
+
+    def check_record_does_not_block(self) -> str:
+        """With the queue held, ``record_timestamp`` returns and its token is not done; once
+        the queue goes, the token completes."""
+        self.require_timestamps()
+        if self.s.stall is None:
+            raise Skipped("no stall(): give the kit a way to hold the queue to check that "
+                          "record_timestamp does not block")
+        with self.s.queue_context():
+            self._current()
+            release = _Once(self.s.stall())
+            watchdog = threading.Timer(self.s.blocking_timeout_s, release)
+            watchdog.daemon = True
+            watchdog.start()
+            try:
+                tok = self._record()
+            finally:
+                watchdog.cancel()
+            try:
+                if release.called:
+                    raise fail("record_timestamp", "does not block",
+                               f"it had not returned after {self.s.blocking_timeout_s:g} s "
+                               f"with the queue held (it returned once the queue was let go): "
+                               f"the timestamp must be taken when the device reaches it")
+                done = self._done(tok)
+                if done:
+                    raise fail("timestamp_done", "is not done before the device reached it",
+                               "it said True for a token recorded behind work that cannot "
+                               "run yet (the queue was held)")
+            finally:
+                release()
+            try:
+                self._wait_done(tok)
+            finally:
+                self._release(tok)
+        return "record_timestamp returned with the queue held; the token completed after"
+
+    # -- tokens through a profile ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _ledger(self) -> Iterator[_Ledger]:
+        """Watch every token handed to kprof (by record_timestamp or a capture) and released."""
+        b = self.b
+        ledger = _Ledger(b, b.timestamp_done)
+        orig_record, orig_release, orig_launch = b.record_timestamp, b.release_timestamp, Recorder.launch
+
+        def record(backend: Backend) -> Any:
+            tok = orig_record(backend)
+            if tok is not None:
+                ledger.handed(tok, "record_timestamp")
+            return tok
+
+        def release(backend: Backend, tok: Any) -> None:
+            ledger.released(tok)
+            orig_release(backend, tok)
+
+        def launch(rec: Recorder, backend: Backend, kind: int, name: str, queue: Any,
+                   start_ns: int, end_ns: int, start: Any = None, stop: Any = None,
+                   nbytes: int = -1) -> None:
+            if backend is b:
+                ledger.launches.append((name, threading.current_thread().name))
+                for tok in (start, stop) if stop is not start else (start,):
+                    if tok is not None:
+                        ledger.handed(tok, "install_capture (a captured launch)")
+            orig_launch(rec, backend, kind, name, queue, start_ns, end_ns, start, stop, nbytes)
+
+        b.record_timestamp, b.release_timestamp = record, release
+        setattr(Recorder, "launch", launch)  # noqa: B010  (the checks watch every launch)
+        try:
+            yield ledger
+        finally:
+            b.record_timestamp, b.release_timestamp = orig_record, orig_release
+            setattr(Recorder, "launch", orig_launch)  # noqa: B010
+
+    def _profile(self, steps: int, timeout: float | None = None, ranges: bool = True) -> Any:
+        from .annotations import range as kprof_range
+        from .profiler import profile
+
+        step = self._step()
+        with profile(backends=[self.b.name], timeout=timeout) as p, self.s.queue_context():
+            for _ in range(steps):
+                if ranges:
+                    with kprof_range("kprof.testing range"):
+                        step()
+                else:
+                    step()
+        return p
+
+    def check_tokens_released_once(self) -> str:
+        self.require_available()
+        with self._ledger() as ledger:
+            self._profile(self.s.steps)
+        self._drain()
+        ledger.raise_violations()
+        ledger.check_all_released()
+        return f"{ledger.count} tokens, each released once"
+
+    def check_tokens_not_reused_early(self) -> str:
+        """Two profiles on a held queue: the first gives up its tokens (its timeout passes);
+        the second must not get any of them back before the device reached them."""
+        self.require_timestamps()
+        if self.s.stall is None:
+            raise Skipped("no stall(): give the kit a way to hold the queue to check that "
+                          "tokens given up are not reused before the device reached them")
+        with self._ledger() as ledger:
+            with self.s.queue_context():
+                release = _Once(self.s.stall())
+            try:
+                for _ in range(2):
+                    self._profile(2, timeout=self.s.give_up_s)
+            finally:
+                release()
+        self._drain()
+        ledger.raise_violations()
+        ledger.check_all_released()
+        return f"{ledger.undone_releases} tokens released before the device reached them; none reused early"
+
+    # -- capture ------------------------------------------------------------------------------
+
+    def check_records_per_call(self) -> str:
+        """N workload calls give exactly N times the records of one, device-timed; a step run
+        outside the profile's context (a thread it did not propagate to) records nothing."""
+        self.require_available()
+        per = self.s.records_per_step
+        if per is None:
+            per = len(self._profile(1, ranges=False).kernels)
+            if per == 0:
+                raise fail("install_capture", "N workload calls give exactly N times the records of one",
+                           "one workload step gave no record: the capture records nothing")
+        n = self.s.steps
+        from .profiler import profile
+
+        step = self._step()
+        outside_error: list[BaseException] = []
+
+        def outside() -> None:
+            try:
+                with self.s.queue_context():
+                    step()
+            except BaseException as exc:  # reported below, in the test's thread
+                outside_error.append(exc)
+
+        with profile(backends=[self.b.name]) as p, self.s.queue_context():
+            for _ in range(n):
+                step()
+            t = threading.Thread(target=outside, name="kprof.testing outside")
+            t.start()
+            t.join()
+        self._drain()
+        if outside_error:
+            raise outside_error[0]
+        ks = p.kernels
+        mine = [k for k in ks if k.thread != "kprof.testing outside"]
+        if len(ks) != len(mine):
+            raise fail("install_capture", "records nothing outside the profile's context",
+                       f"{len(ks) - len(mine)} records came from a thread the profile did not "
+                       f"propagate to (when capture.active() is None, call straight through)")
+        if len(ks) != n * per:
+            raise fail("install_capture", "N workload calls give exactly N times the records of one",
+                       f"{n} calls gave {len(ks)} records, expected {n * per} ({per} per call): "
+                       f"{sorted({k.name for k in ks})}")
+        if self.b.has_timestamps:
+            bad = [k for k in ks if k.host_timed or k.error is not None or k.duration_ns < 0]
+            if bad:
+                k = bad[0]
+                raise fail("install_capture", "records are device-timed",
+                           f"{len(bad)} of {len(ks)} records were not: {k.name!r} "
+                           f"host_timed={k.host_timed}, error={k.error!r}, "
+                           f"duration={k.duration_ns} ns (hand tokens to recorder.launch)")
+        return f"{n} calls, {len(ks)} records ({per} per call)"
+
+    def check_capture_restores(self) -> str:
+        self.require_available()
+        from .profiler import capture_installed
+
+        if "install_capture" not in self.b.implemented:
+            raise Skipped("the plugin has no automatic capture (no install_capture)")
+        if capture_installed():
+            raise Skipped("a profile is active: capture cannot be installed and removed alone")
+        own = self.s.own_modules or _own_modules(self.b.plugin)
+        before = _snapshot(own)
+        owners = {k[0] for k in before}
+        self._call("install_capture")
+        try:
+            installed = _snapshot(own)
+            # Installed but outside any profile: the wrappers call straight through.
+            with self.s.queue_context():
+                self.workload()
+            self._drain()
+        finally:
+            self._call("remove_capture")
+        after = _snapshot(own)
+        patched = [k for k in installed if k in before and installed[k][0] is not before[k][0]]
+        added = [k for k in installed if k not in before and k[0] in owners
+                 and not _is_module(installed[k][0]) and k[1] != "__warningregistry__"]
+        wrong = [before[k][1] for k in patched if k not in after or after[k][0] is not before[k][0]]
+        wrong += [installed[k][1] for k in added if k in after]
+        if wrong:
+            raise fail("remove_capture", "restores the very same objects",
+                       f"not as before install_capture: {', '.join(sorted(wrong))}")
+        names = sorted(before[k][1] for k in patched) + sorted(installed[k][1] for k in added)
+        return f"patched and restored {len(names)}: {', '.join(names[:8])}" + (
+            " ..." if len(names) > 8 else "")
+
+    # -- clocks ---------------------------------------------------------------------------------
+
+    def check_clock_alignment(self) -> ClockReport:
+        self.require_timestamps()
+        with self.s.queue_context():
+            self._current()
+            h0 = now()
+            tok = self._record()
+            h1 = now()
+            try:
+                self._wait_done(tok)
+                h2 = now()
+                try:
+                    a = self._call("align_clock", tok, (h0, h1))
+                except Exception as exc:
+                    raise fail("align_clock", "returns a kprof.Alignment or None",
+                               f"it raised {type(exc).__name__}: {exc}") from exc
+            finally:
+                self._release(tok)
+        if a is not None and (not isinstance(a, Alignment) or not _is_int(a.host_ns)
+                              or not _is_int(a.error_ns) or a.error_ns < 0):
+            raise fail("align_clock", "returns a kprof.Alignment or None",
+                       f"it returned {a!r} (host_ns and a non-negative error_ns as ints)")
+        if a is not None and not h0 - a.error_ns <= a.host_ns <= h2 + a.error_ns:
+            raise fail("align_clock", "places the token where the device reached it, within its error bound",
+                       f"it put the token at {a.host_ns} ns ± {a.error_ns}, but it was enqueued "
+                       f"at {h0} and seen done at {h2} (host clock, time.perf_counter_ns): "
+                       f"{_off(a.host_ns, h0, h2)}")
+        p = self._profile(2, ranges=True)
+        self._drain()
+        report = ClockReport(a.method if a else None, a.error_ns if a else None,
+                             [f"{c.device}: {c.describe()}" for c in p.clocks.values()])
+        for c in p.clocks.values():
+            if a is not None and c.error_ns is not None and c.shift_ns > c.error_ns:
+                raise fail("align_clock", "needs no shift of the device in a profile beyond its error bound",
+                           f"{c.device}: work would have started {c.shift_ns} ns before its "
+                           f"launch, more than the bound of {c.error_ns} ns")
+        return report
+
+
+def _off(t: int, lo: int, hi: int) -> str:
+    return f"{lo - t} ns too early" if t < lo else f"{t - hi} ns too late"
+
+
+class _Once:
+    """A stall's release, called at most once, from whichever thread comes first."""
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self.fn, self.called = fn, False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self.called:
+                return
+            self.called = True
+        self.fn()
+
+
+class _Ledger:
+    """Tokens handed to kprof and released, by identity (it holds them, so ids stay unique)."""
+
+    def __init__(self, backend: Backend, done: Callable[..., Any]) -> None:
+        self.backend, self._done = backend, done
+        self._lock = threading.Lock()
+        self._keep: list[Any] = []
+        self.outstanding: dict[int, str] = {}  # id -> who handed it out
+        self.releases: dict[int, int] = {}
+        self.undone: set[int] = set()  # released before the device reached them
+        self.undone_releases = 0
+        self.violations: list[ConformanceError] = []
+        self.launches: list[tuple[str, str]] = []
+        self.count = 0
+
+    def handed(self, tok: Any, who: str) -> None:
+        with self._lock:
+            self._keep.append(tok)
+            k = id(tok)
+            if k in self.outstanding:
+                self.violations.append(fail(
+                    "token pool", "a token is not handed out again while kprof holds it",
+                    f"{who} handed out {tok!r}, which {self.outstanding[k]} had handed to kprof "
+                    f"and kprof has not released"))
+            elif k in self.undone and self._done(self.backend, tok) is False:
+                self.violations.append(fail(
+                    "token pool", "a token is not handed out again before the device reached it",
+                    f"{who} handed out {tok!r}, which kprof had given up on and released before "
+                    f"the device reached it; the device still has not"))
+            self.undone.discard(k)
+            self.outstanding[k] = who
+            self.releases.setdefault(k, 0)
+            self.count += 1
+
+    def released(self, tok: Any) -> None:
+        with self._lock:
+            k = id(tok)
+            if k not in self.outstanding:
+                if k in self.releases:
+                    self.violations.append(fail(
+                        "release_timestamp", "is called exactly once per token",
+                        f"{tok!r} was released twice"))
+                return  # a token from before the ledger (a pool's older token): not ours
+            who = self.outstanding.pop(k)
+            self.releases[k] += 1
+            if self._done(self.backend, tok) is False:  # None: it cannot tell
+                self.undone.add(k)
+                self.undone_releases += 1
+            del who
+
+    def raise_violations(self) -> None:
+        if self.violations:
+            raise self.violations[0]
+
+    def check_all_released(self) -> None:
+        if not self.backend.pools_tokens:
+            return  # kprof only drops its references: nothing to count
+        left = list(self.outstanding.values())
+        if left:
+            raise fail("release_timestamp", "is called exactly once per token",
+                       f"{len(left)} tokens were never released (first handed out by {left[0]})")
+
+
+def _own_modules(plugin: object) -> tuple[str, ...]:
+    """kprof's packages and the plugin's own module: their state is theirs to change (a
+    plugin binding a native function on first use). The vendor library's is not."""
+    mod = getattr(plugin, "__name__", None) if _is_module(plugin) else type(plugin).__module__
+    return ("kprof", "kprof_core", *([mod] if mod else []))
+
+
+def _is_module(x: Any) -> bool:
+    return isinstance(x, type(sys))
+
+
+def _snapshot(own: tuple[str, ...]) -> dict[tuple[int, str], tuple[Any, str, Any]]:
+    """Every attribute of every loaded module and of every class defined in one, by owner and
+    name: (value, dotted name, owner). Owners are held, so their ids stay unique."""
+    snap: dict[tuple[int, str], tuple[Any, str, Any]] = {}
+    classes: set[int] = set()
+    for modname, mod in list(sys.modules.items()):
+        if modname.split(".")[0] in own or modname in own:
+            continue
+        d = getattr(mod, "__dict__", None) if _is_module(mod) else None
+        if not isinstance(d, dict):
+            continue
+        for k, v in list(d.items()):
+            snap[(id(mod), k)] = (v, f"{modname}.{k}", mod)
+            if isinstance(v, type) and id(v) not in classes and getattr(v, "__module__", None) == modname:
+                classes.add(id(v))
+                for ck, cv in list(vars(v).items()):
+                    snap[(id(v), ck)] = (cv, f"{modname}.{v.__qualname__}.{ck}", v)
+    return snap
