@@ -54,8 +54,8 @@ class BackendConformance:
     Set ``backend_name``; override ``make_workload`` unless the plugin implements
     ``demo_workload``, ``queue_context`` unless a workload step leaves the calling thread with
     a current queue, and ``stall`` to enable the checks that need the device to be behind.
-    ``plugin``: an object to register as ``backend_name`` (a plugin not installed through an
-    entry point); it is unregistered after the class's tests.
+    ``plugin``: the plugin object, registered as ``backend_name`` for the class's tests when
+    it is not installed through an entry point (then it is found there).
 
     Settings: ``steps`` (workload calls per profile), ``records_per_step`` (records one step
     makes; None: learned from one step), ``tolerance_ns`` (for sums of device times: clock
@@ -105,7 +105,9 @@ class BackendConformance:
         self = cls()
         if not self.backend_name:
             raise TypeError(f"{type(self).__name__}: set backend_name to the backend to check")
-        registered = self.plugin is not None
+        known = {b.name: b.plugin for b in kprof.backends()}
+        # A plugin installed through its entry point is found there: registered only if not.
+        registered = self.plugin is not None and known.get(self.backend_name) is not self.plugin
         if registered:
             kprof.register_backend(self.plugin, self.backend_name)
         try:
