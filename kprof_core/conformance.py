@@ -44,6 +44,7 @@ RULES = {
                         "records nothing outside the profile's context",
                         "records are device-timed"),
     "remove_capture": ("restores the very same objects",),
+    "any hook": ("kprof never disables the backend",),
     "align_clock": ("returns a kprof.Alignment or None",
                     "places the token where the device reached it, within its error bound",
                     "needs no shift of the device in a profile beyond its error bound"),
@@ -80,8 +81,8 @@ class Subject:
     callable that lets it go, callable from any thread; None when the author cannot.
     ``records_per_step``: how many records one step makes, or None to learn it from one step.
     ``own_modules``: modules whose state the plugin may change for good when it installs its
-    capture (default: its own module, and kprof's); every other module's and class's
-    attributes must be the very same objects after ``remove_capture``.
+    capture (default: the module defining the plugin; kprof's always); every other module's
+    and class's attributes must be the very same objects after ``remove_capture``.
     """
 
     backend: Backend
@@ -140,6 +141,9 @@ class Conformance:
         return getattr(self.b, hook)(self.b, *args)
 
     def require_available(self) -> None:
+        if self.b.broken is not None:
+            raise Skipped(f"backend {self.b.name!r} was disabled by an earlier failure: "
+                          f"{self.b.broken}")
         info = self.b.info(refresh=True)
         if info.status != "available":
             why = f"status {info.status!r}" + (f" ({info.detail})" if info.detail else "")
@@ -148,9 +152,6 @@ class Conformance:
                            f"{why}: the checks need the backend available here (set "
                            f"require_available = False to skip them instead)")
             raise Skipped(f"backend {self.b.name!r} is not available: {why}")
-        if self.b.broken is not None:
-            raise Skipped(f"backend {self.b.name!r} was disabled by an earlier failure: "
-                          f"{self.b.broken}")
         self.workload  # noqa: B018  (made here, never inside a profile)
 
     def require_timestamps(self) -> None:
@@ -357,7 +358,7 @@ class Conformance:
             finally:
                 watchdog.cancel()
             try:
-                if release.called:
+                if release.called_by_watchdog(watchdog):
                     raise fail("record_timestamp", "does not block",
                                f"it had not returned after {self.s.blocking_timeout_s:g} s "
                                f"with the queue held (it returned once the queue was let go): "
@@ -424,7 +425,15 @@ class Conformance:
                         step()
                 else:
                     step()
+        self._still_in_use()
         return p
+
+    def _still_in_use(self) -> None:
+        """After a profile: kprof disables a backend whose hook raised or returned a wrong
+        type on the way (it warns once); that fails the check that saw it."""
+        if self.b.broken is not None:
+            raise fail("any hook", "kprof never disables the backend",
+                       f"kprof stopped using it during a profile: {self.b.broken}")
 
     def check_tokens_released_once(self) -> str:
         self.require_available()
@@ -445,12 +454,21 @@ class Conformance:
         with self._ledger() as ledger:
             with self.s.queue_context():
                 release = _Once(self.s.stall())
+            # A plugin that waits for the device would wait forever on a held queue.
+            watchdog = threading.Timer(self.s.blocking_timeout_s + 4 * self.s.give_up_s, release)
+            watchdog.daemon = True
+            watchdog.start()
             try:
                 for _ in range(2):
                     self._profile(2, timeout=self.s.give_up_s)
             finally:
+                watchdog.cancel()
                 release()
         self._drain()
+        if release.called_by_watchdog(watchdog):
+            raise fail("record_timestamp", "does not block",
+                       "a profile on a held queue did not end until the queue was let go: "
+                       "record_timestamp or a capture wrapper waited for the device")
         ledger.raise_violations()
         ledger.check_all_released()
         return f"{ledger.undone_releases} tokens released before the device reached them; none reused early"
@@ -486,6 +504,7 @@ class Conformance:
             t = threading.Thread(target=outside, name="kprof.testing outside")
             t.start()
             t.join()
+        self._still_in_use()
         self._drain()
         if outside_error:
             raise outside_error[0]
@@ -517,7 +536,7 @@ class Conformance:
             raise Skipped("the plugin has no automatic capture (no install_capture)")
         if capture_installed():
             raise Skipped("a profile is active: capture cannot be installed and removed alone")
-        own = self.s.own_modules or _own_modules(self.b.plugin)
+        own = ("kprof", "kprof_core", *(self.s.own_modules or _plugin_module(self.b.plugin)))
         before = _snapshot(own)
         owners = {k[0] for k in before}
         self._call("install_capture")
@@ -592,13 +611,18 @@ class _Once:
     def __init__(self, fn: Callable[[], None]) -> None:
         self.fn, self.called = fn, False
         self._lock = threading.Lock()
+        self._by: threading.Thread | None = None
 
     def __call__(self) -> None:
         with self._lock:
             if self.called:
                 return
             self.called = True
+            self._by = threading.current_thread()
         self.fn()
+
+    def called_by_watchdog(self, watchdog: threading.Thread) -> bool:
+        return self._by is watchdog
 
 
 class _Ledger:
@@ -664,11 +688,11 @@ class _Ledger:
                        f"{len(left)} tokens were never released (first handed out by {left[0]})")
 
 
-def _own_modules(plugin: object) -> tuple[str, ...]:
-    """kprof's packages and the plugin's own module: their state is theirs to change (a
-    plugin binding a native function on first use). The vendor library's is not."""
+def _plugin_module(plugin: object) -> tuple[str, ...]:
+    """The module defining the plugin: its state is its own to change (a plugin binding a
+    native function on first use). The vendor library's, and any other, is not."""
     mod = getattr(plugin, "__name__", None) if _is_module(plugin) else type(plugin).__module__
-    return ("kprof", "kprof_core", *([mod] if mod else []))
+    return (mod,) if mod else ()
 
 
 def _is_module(x: Any) -> bool:
