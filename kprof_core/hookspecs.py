@@ -57,7 +57,8 @@ Tokens. A token is whatever object the plugin returns: kprof never looks inside,
 until it calls ``release_timestamp`` for it, exactly once (a launch whose ``start`` and
 ``stop`` are the same object counts once). Until then the plugin must not hand the same object
 out again; after it, a token the device has not reached yet (kprof gave up on
-it) must not be handed out again until the device has reached it. A token must stay readable
+it) must not be handed out again until the device has reached it, unless recording it again
+makes it forget the pending record (as CUDA and HIP events do). A token must stay readable
 on its own: kprof may read it after the user's queue, buffers or command buffer are gone.
 
 Queues. kprof holds a strong reference to every queue object handed to it (by a capture or
@@ -242,7 +243,9 @@ def release_timestamp(backend: Backend, token: Any) -> None:
     that uses it (reference tokens after ``align_clock``), or when the profile is abandoned.
     It may be called for a token the device has not reached yet (kprof gave up waiting for it,
     ``NeverSubmitted``, a device error, or the work was reported after its profile ended): a
-    pool must not hand such a token out again before the device has reached it. Tokens that a
+    pool must not hand such a token out again before the device has reached it, unless
+    recording it again makes it forget the pending record (CUDA and HIP events: an event
+    recorded again reports its newest record only). Tokens that a
     capture made but never handed to kprof (the native launch raised) are the plugin's own to
     give back. Called on the harvesting thread. The default does nothing; without this hook
     kprof just drops its reference (right for tokens that are not pooled, such as OpenCL

@@ -62,7 +62,8 @@ class BackendConformance:
     resolution), ``blocking_timeout_s`` (how long ``record_timestamp`` may take with the queue
     held before it counts as blocking), ``done_timeout_s`` (how long a token may take to
     complete), ``require_available`` (fail, rather than skip, when the backend is not
-    available here), ``own_modules`` (see :class:`kprof_core.conformance.Subject`).
+    available here), ``own_modules`` and ``rerecord_supersedes`` (see
+    :class:`kprof_core.conformance.Subject`).
     """
 
     backend_name: str = ""
@@ -74,6 +75,7 @@ class BackendConformance:
     done_timeout_s: float = 30.0
     require_available: bool = True
     own_modules: tuple[str, ...] = ()
+    rerecord_supersedes: bool = False
 
     def make_workload(self, backend: Backend) -> Callable[[], Any]:
         """One workload step, set up (buffers, compilation) before it is returned. The
@@ -119,7 +121,7 @@ class BackendConformance:
                 stall=stall, records_per_step=self.records_per_step, steps=self.steps,
                 tolerance_ns=self.tolerance_ns, blocking_timeout_s=self.blocking_timeout_s,
                 done_timeout_s=self.done_timeout_s, require_available=self.require_available,
-                own_modules=self.own_modules))
+                own_modules=self.own_modules, rerecord_supersedes=self.rerecord_supersedes))
         finally:
             if registered:
                 kprof.unregister_backend(self.backend_name)

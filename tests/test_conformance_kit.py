@@ -494,6 +494,18 @@ def test_a_token_kprof_never_released_fails_the_ledger() -> None:
         ledger.raise_violations()
 
 
+def test_tokens_that_forget_a_pending_record_may_be_reused_early(
+        check: Callable[..., Conformance]) -> None:
+    """CUDA and HIP events recorded again report their newest record only: the author says so,
+    and early reuse is no longer a failure (holding a token twice still is)."""
+    c = check(PoolTakesBackUndone, rerecord_supersedes=True)
+    assert "none reused early" in c.check_tokens_not_reused_early()
+    kprof.unregister_backend("ref")
+    c = check(PoolOfOne, rerecord_supersedes=True)
+    with pytest.raises(ConformanceError, match="while kprof holds it"):
+        c.check_tokens_released_once()
+
+
 def test_unavailable_backends_skip_when_the_author_says_so(check: Callable[..., Conformance]) -> None:
     c = check(Unavailable, require_available=False)
     with pytest.raises(Skipped, match="not available: status 'no device' \\(no ref device here\\)"):

@@ -1,15 +1,26 @@
-"""kprof.testing's conformance kit, run against every plugin kprof ships and its test backend."""
+"""kprof.testing's conformance kit, run against every plugin kprof ships and its test backend:
+OpenCL on PoCL, CUDA on the fake of test_cuda_fake.py, testdev and testnots here; HIP on its
+test double in a child process (tests/hip/test_hip_conformance.py)."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from kprof_testbackend import device
+from test_cuda_fake import MODULE as FAKE_CUPY
+from test_cuda_fake import FakeCuda, fake_cupy_module
+from test_cuda_fake import _available as fake_cuda_info
 
 from kprof.testing import BackendConformance
+from kprof_cuda.plugin import CudaPlugin
+
+_FAKE_CUDA = FakeCuda(1)
 
 
 class TestTestdevConformance(BackendConformance):
@@ -101,3 +112,38 @@ class TestOpenCLConformance(BackendConformance):
         gate = cl.UserEvent(self.queue.context)
         cl.enqueue_barrier(self.queue, wait_for=[gate])
         return lambda: gate.set_status(cl.command_execution_status.COMPLETE)
+
+
+class TestCudaOnItsFakeConformance(BackendConformance):
+    """kprof_cuda's CudaPlugin on the fake CUDA of test_cuda_fake.py (streams are worker
+    threads, events stamped with the host clock): pooled events, copy capture, calibration."""
+
+    backend_name = "fakecuda"
+    plugin = CudaPlugin(api=lambda: _FAKE_CUDA, module=FAKE_CUPY, describe=fake_cuda_info,
+                        nvtx=lambda: None)
+    records_per_step = 2
+    rerecord_supersedes = True  # an event recorded again reports its newest record only
+
+    @pytest.fixture(scope="class", autouse=True)
+    @classmethod
+    def fake_cupy(cls) -> Iterator[None]:
+        """The fake ``cupy`` module is imported while the class runs (capture needs it)."""
+        sys.modules[FAKE_CUPY] = fake_cupy_module(_FAKE_CUDA)
+        yield
+        del sys.modules[FAKE_CUPY]
+        _FAKE_CUDA.close()
+
+    def make_workload(self, backend: Any) -> Callable[[], Any]:
+        cupy = sys.modules[FAKE_CUPY]
+        self.stream = _FAKE_CUDA.stream()
+        host = np.zeros(1000, dtype=np.float32)
+        on_device = cupy.asarray(host)
+        return lambda: (cupy.asarray(host), on_device.set(host))  # two copies to the device
+
+    def queue_context(self) -> contextlib.AbstractContextManager[Any]:
+        return _FAKE_CUDA.use(self.stream)
+
+    def stall(self) -> Callable[[], None]:
+        gate = threading.Event()
+        _FAKE_CUDA.worker(self.stream.ptr, self.stream.device_id).commands.put(gate.wait)
+        return gate.set
