@@ -20,7 +20,7 @@ backend and a small workload, and pytest runs every check of the hookspecs' cont
             self.queue.wait_for(gate)
             return gate.set
 
-A failure names the hook and the rule it broke (``kprof_core.conformance.RULES`` lists them),
+A failure names the hook and the rule it broke (``kprof.testing.RULES`` lists them),
 for example ``ConformanceError: record_timestamp: does not block: ...``. The clock check
 records the alignment's method and error bound as the test's ``clock`` property and prints it.
 The checks need pytest only here; ``kprof_core.conformance`` runs them without it.

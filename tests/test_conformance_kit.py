@@ -18,7 +18,7 @@ from kprof_testbackend import device
 
 import kprof
 from kprof import capture
-from kprof_core.conformance import RULES, Conformance, ConformanceError, Skipped, Subject, _Ledger
+from kprof_core.conformance import RULES, Conformance, ConformanceError, Ledger, Skipped, Subject
 
 pytestmark = pytest.mark.usefixtures("fresh_registry")
 
@@ -481,7 +481,7 @@ def test_a_token_kprof_never_released_fails_the_ledger() -> None:
     """kprof releases every token: the rule can only fail through kprof, so the ledger is
     shown to catch it directly."""
     b = kprof.register_backend(Ref(), "ref")
-    ledger = _Ledger(b, lambda backend, tok: True)
+    ledger = Ledger(b, lambda backend, tok: True)
     tok = object()
     ledger.handed(tok, "record_timestamp")
     with pytest.raises(ConformanceError, match="release_timestamp: is called exactly once per "
@@ -586,9 +586,9 @@ def test_the_base_class_runs_every_check_and_reports_failures_by_hook_and_rule(
     failed = [ln for ln in out.splitlines() if ln.startswith("FAILED")]
     assert failed and all("::TestBlocks::" in ln or "::TestFloat::" in ln for ln in failed), out
     assert ("FAILED test_plugin_conformance.py::TestBlocks::test_record_timestamp_does_not_block"
-            " - kprof_core.conformance.ConformanceError: record_timestamp: does not block:") in out
+            " - kprof.testing.ConformanceError: record_timestamp: does not block:") in out
     assert ("FAILED test_plugin_conformance.py::TestFloat::test_timestamps_read_as_ordered_ints"
-            " - kprof_core.conformance.ConformanceError: elapsed_time: returns an int:") in out
+            " - kprof.testing.ConformanceError: elapsed_time: returns an int:") in out
     # The good plugin's 9 checks pass; the others fail or skip once kprof disabled them.
     good = [ln for ln in out.splitlines() if ln.startswith("PASSED") and "::TestGood::" in ln]
     assert len(good) == 9, out

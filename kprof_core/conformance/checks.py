@@ -1,122 +1,21 @@
-"""The conformance checks of ``kprof.testing``: a backend plugin held to the hookspecs' contract.
-
-Each check drives the plugin's hooks (through the ``kprof.Backend``, as kprof calls them) and a
-small workload of the plugin author's, and raises :class:`ConformanceError` naming the hook and
-the rule it broke. ``kprof_core/testing.py`` runs them as pytest tests; they need no pytest.
-
-What a check needs from the author (a :class:`Subject`): the backend, a workload step that
-enqueues launches without waiting, a context that makes a queue current on the calling thread,
-and optionally a way to hold that queue (``stall``), without which the checks that need the
-device to be behind (``record_timestamp`` does not block, tokens are not reused before the
-device reached them) are skipped.
-"""
+"""The checks, one method each of :class:`Conformance`; each raises ``ConformanceError`` naming
+the hook and the rule, or ``Skipped``."""
 
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
-from .backend import Alignment, Backend, BackendInfo, QueueInfo
-from .recorder import Recorder, now
-
-#: A check's rules, by hook: what ``ConformanceError.rule`` may say (the README lists them).
-RULES = {
-    "describe_backend": ("never raises", "returns a kprof.BackendInfo or None",
-                         "is available", "claims timestamps only with the hooks for them"),
-    "current_queue": ("gives a queue inside queue_context()",),
-    "record_timestamp": ("returns a token where there is a current queue", "does not block"),
-    "timestamp_done": ("returns True, False or None", "is not done before the device reached it",
-                       "becomes True once the device reached the token"),
-    "elapsed_time": ("returns an int", "is non-negative for ordered tokens on one queue",
-                     "adds up for ordered tokens on one queue"),
-    "device_times": ("returns a pair of ints", "begins before it ends for ordered tokens",
-                     "is consistent with elapsed_time"),
-    "release_timestamp": ("is called exactly once per token",),
-    "token pool": ("a token is not handed out again while kprof holds it",
-                   "a token is not handed out again before the device reached it"),
-    "queue_info": ("returns a kprof.QueueInfo", "is stable for one queue"),
-    "install_capture": ("N workload calls give exactly N times the records of one",
-                        "records nothing outside the profile's context",
-                        "records are device-timed"),
-    "remove_capture": ("restores the very same objects",),
-    "any hook": ("kprof never disables the backend",),
-    "align_clock": ("returns a kprof.Alignment or None",
-                    "places the token where the device reached it, within its error bound",
-                    "needs no shift of the device in a profile beyond its error bound"),
-}
-
-
-class ConformanceError(AssertionError):
-    """A plugin broke a rule of the hookspecs' contract: ``hook``, ``rule`` and ``detail``."""
-
-    def __init__(self, hook: str, rule: str, detail: str) -> None:
-        super().__init__(f"{hook}: {rule}: {detail}")
-        self.hook, self.rule, self.detail = hook, rule, detail
-
-
-class Skipped(Exception):
-    """A check that does not apply to this backend (the message says why)."""
-
-
-def fail(hook: str, rule: str, detail: str) -> ConformanceError:
-    assert rule in RULES[hook], f"unknown rule {hook}: {rule}"
-    return ConformanceError(hook, rule, detail)
-
-
-@dataclass
-class Subject:
-    """What the checks run against.
-
-    ``backend``: the plugin's :class:`kprof.Backend`. ``make_workload``: returns one step,
-    which enqueues the same launches each call without waiting (kprof's capture records them;
-    a plugin without capture is timed with ``kprof.kernel`` around the step); called once,
-    when a check first needs it, outside any profile. ``queue_context``: a context
-    manager factory that makes a queue current on the calling thread (on any thread).
-    ``stall``: hold the current queue (work enqueued after it does not run) and return a
-    callable that lets it go, callable from any thread; None when the author cannot.
-    ``records_per_step``: how many records one step makes, or None to learn it from one step.
-    ``own_modules``: modules whose state the plugin may change for good when it installs its
-    capture (default: the module defining the plugin; kprof's always); every other module's
-    and class's attributes must be the very same objects after ``remove_capture``.
-    ``rerecord_supersedes``: recording a token again makes it forget an earlier, pending
-    record (CUDA and HIP events), so reusing one the device has not reached is safe.
-    """
-
-    backend: Backend
-    make_workload: Callable[[], Callable[[], Any]]
-    queue_context: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext
-    stall: Callable[[], Callable[[], None]] | None = None
-    records_per_step: int | None = None
-    steps: int = 5
-    tolerance_ns: int = 1_000
-    blocking_timeout_s: float = 10.0
-    done_timeout_s: float = 30.0
-    give_up_s: float = 0.2
-    require_available: bool = True
-    own_modules: tuple[str, ...] = ()
-    rerecord_supersedes: bool = False
-
-
-@dataclass
-class ClockReport:
-    """What the alignment check found: the method and error bound ``align_clock`` gives (or
-    None without a correlation), and how the profile placed the device."""
-
-    method: str | None
-    error_ns: int | None
-    profile_clocks: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        if self.method is None:
-            head = "align_clock: no correlation (devices placed by launch time)"
-        else:
-            head = f"align_clock: {self.method}, error bound {self.error_ns} ns"
-        return "; ".join([head, *self.profile_clocks])
+from ..annotations import kernel
+from ..annotations import range as kprof_range
+from ..backend import Alignment, Backend, BackendInfo, QueueInfo
+from ..profiler import capture_installed, profile
+from ..recorder import Recorder, now
+from .rules import ClockReport, Skipped, Subject, fail
+from .watch import Ledger, Once, is_module, plugin_module, snapshot
 
 
 def _is_int(x: Any) -> bool:
@@ -242,8 +141,6 @@ class Conformance:
     def _step(self) -> Callable[[], Any]:
         if "install_capture" in self.b.implemented:
             return self.workload
-        from .annotations import kernel
-
         return kernel(self.workload, name="kprof.testing step")
 
     # -- describe_backend ----------------------------------------------------------------------
@@ -352,7 +249,7 @@ class Conformance:
                           "record_timestamp does not block")
         with self.s.queue_context():
             self._current()
-            release = _Once(self.s.stall())
+            release = Once(self.s.stall())
             watchdog = threading.Timer(self.s.blocking_timeout_s, release)
             watchdog.daemon = True
             watchdog.start()
@@ -382,10 +279,10 @@ class Conformance:
     # -- tokens through a profile ---------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _ledger(self) -> Iterator[_Ledger]:
+    def _ledger(self) -> Iterator[Ledger]:
         """Watch every token handed to kprof (by record_timestamp or a capture) and released."""
         b = self.b
-        ledger = _Ledger(b, b.timestamp_done, self.s.rerecord_supersedes)
+        ledger = Ledger(b, b.timestamp_done, self.s.rerecord_supersedes)
         orig_record, orig_release, orig_launch = b.record_timestamp, b.release_timestamp, Recorder.launch
 
         def record(backend: Backend) -> Any:
@@ -417,9 +314,6 @@ class Conformance:
             setattr(Recorder, "launch", orig_launch)  # noqa: B010
 
     def _profile(self, steps: int, timeout: float | None = None, ranges: bool = True) -> Any:
-        from .annotations import range as kprof_range
-        from .profiler import profile
-
         step = self._step()
         with profile(backends=[self.b.name], timeout=timeout) as p, self.s.queue_context():
             for _ in range(steps):
@@ -456,7 +350,7 @@ class Conformance:
                           "tokens given up are not reused before the device reached them")
         with self._ledger() as ledger:
             with self.s.queue_context():
-                release = _Once(self.s.stall())
+                release = Once(self.s.stall())
             # A plugin that waits for the device would wait forever on a held queue.
             watchdog = threading.Timer(self.s.blocking_timeout_s + 4 * self.s.give_up_s, release)
             watchdog.daemon = True
@@ -489,8 +383,6 @@ class Conformance:
                 raise fail("install_capture", "N workload calls give exactly N times the records of one",
                            "one workload step gave no record: the capture records nothing")
         n = self.s.steps
-        from .profiler import profile
-
         step = self._step()
         outside_error: list[BaseException] = []
 
@@ -533,28 +425,26 @@ class Conformance:
 
     def check_capture_restores(self) -> str:
         self.require_available()
-        from .profiler import capture_installed
-
         if "install_capture" not in self.b.implemented:
             raise Skipped("the plugin has no automatic capture (no install_capture)")
         if capture_installed():
             raise Skipped("a profile is active: capture cannot be installed and removed alone")
-        own = ("kprof", "kprof_core", *(self.s.own_modules or _plugin_module(self.b.plugin)))
-        before = _snapshot(own)
+        own = ("kprof", "kprof_core", *(self.s.own_modules or plugin_module(self.b.plugin)))
+        before = snapshot(own)
         owners = {k[0] for k in before}
         self._call("install_capture")
         try:
-            installed = _snapshot(own)
+            installed = snapshot(own)
             # Installed but outside any profile: the wrappers call straight through.
             with self.s.queue_context():
                 self.workload()
             self._drain()
         finally:
             self._call("remove_capture")
-        after = _snapshot(own)
+        after = snapshot(own)
         patched = [k for k in installed if k in before and installed[k][0] is not before[k][0]]
         added = [k for k in installed if k not in before and k[0] in owners
-                 and not _is_module(installed[k][0]) and k[1] != "__warningregistry__"]
+                 and not is_module(installed[k][0]) and k[1] != "__warningregistry__"]
         wrong = [before[k][1] for k in patched if k not in after or after[k][0] is not before[k][0]]
         wrong += [installed[k][1] for k in added if k in after]
         if wrong:
@@ -606,120 +496,3 @@ class Conformance:
 
 def _off(t: int, lo: int, hi: int) -> str:
     return f"{lo - t} ns too early" if t < lo else f"{t - hi} ns too late"
-
-
-class _Once:
-    """A stall's release, called at most once, from whichever thread comes first."""
-
-    def __init__(self, fn: Callable[[], None]) -> None:
-        self.fn, self.called = fn, False
-        self._lock = threading.Lock()
-        self._by: threading.Thread | None = None
-
-    def __call__(self) -> None:
-        with self._lock:
-            if self.called:
-                return
-            self.called = True
-            self._by = threading.current_thread()
-        self.fn()
-
-    def called_by_watchdog(self, watchdog: threading.Thread) -> bool:
-        return self._by is watchdog
-
-
-class _Ledger:
-    """Tokens handed to kprof and released, by identity (it holds them, so ids stay unique)."""
-
-    def __init__(self, backend: Backend, done: Callable[..., Any],
-                 rerecord_supersedes: bool = False) -> None:
-        self.backend, self._done = backend, done
-        self.rerecord_supersedes = rerecord_supersedes
-        self._lock = threading.Lock()
-        self._keep: list[Any] = []
-        self.outstanding: dict[int, str] = {}  # id -> who handed it out
-        self.releases: dict[int, int] = {}
-        self.undone: set[int] = set()  # released before the device reached them
-        self.undone_releases = 0
-        self.violations: list[ConformanceError] = []
-        self.launches: list[tuple[str, str]] = []
-        self.count = 0
-
-    def handed(self, tok: Any, who: str) -> None:
-        with self._lock:
-            self._keep.append(tok)
-            k = id(tok)
-            if k in self.outstanding:
-                self.violations.append(fail(
-                    "token pool", "a token is not handed out again while kprof holds it",
-                    f"{who} handed out {tok!r}, which {self.outstanding[k]} had handed to kprof "
-                    f"and kprof has not released"))
-            elif (k in self.undone and not self.rerecord_supersedes
-                  and self._done(self.backend, tok) is False):
-                self.violations.append(fail(
-                    "token pool", "a token is not handed out again before the device reached it",
-                    f"{who} handed out {tok!r}, which kprof had given up on and released before "
-                    f"the device reached it; the device still has not"))
-            self.undone.discard(k)
-            self.outstanding[k] = who
-            self.releases.setdefault(k, 0)
-            self.count += 1
-
-    def released(self, tok: Any) -> None:
-        with self._lock:
-            k = id(tok)
-            if k not in self.outstanding:
-                if k in self.releases:
-                    self.violations.append(fail(
-                        "release_timestamp", "is called exactly once per token",
-                        f"{tok!r} was released twice"))
-                return  # a token from before the ledger (a pool's older token): not ours
-            who = self.outstanding.pop(k)
-            self.releases[k] += 1
-            if self._done(self.backend, tok) is False:  # None: it cannot tell
-                self.undone.add(k)
-                self.undone_releases += 1
-            del who
-
-    def raise_violations(self) -> None:
-        if self.violations:
-            raise self.violations[0]
-
-    def check_all_released(self) -> None:
-        if not self.backend.pools_tokens:
-            return  # kprof only drops its references: nothing to count
-        left = list(self.outstanding.values())
-        if left:
-            raise fail("release_timestamp", "is called exactly once per token",
-                       f"{len(left)} tokens were never released (first handed out by {left[0]})")
-
-
-def _plugin_module(plugin: object) -> tuple[str, ...]:
-    """The module defining the plugin: its state is its own to change (a plugin binding a
-    native function on first use). The vendor library's, and any other, is not."""
-    mod = getattr(plugin, "__name__", None) if _is_module(plugin) else type(plugin).__module__
-    return (mod,) if mod else ()
-
-
-def _is_module(x: Any) -> bool:
-    return isinstance(x, type(sys))
-
-
-def _snapshot(own: tuple[str, ...]) -> dict[tuple[int, str], tuple[Any, str, Any]]:
-    """Every attribute of every loaded module and of every class defined in one, by owner and
-    name: (value, dotted name, owner). Owners are held, so their ids stay unique."""
-    snap: dict[tuple[int, str], tuple[Any, str, Any]] = {}
-    classes: set[int] = set()
-    for modname, mod in list(sys.modules.items()):
-        if modname.split(".")[0] in own or modname in own:
-            continue
-        d = getattr(mod, "__dict__", None) if _is_module(mod) else None
-        if not isinstance(d, dict):
-            continue
-        for k, v in list(d.items()):
-            snap[(id(mod), k)] = (v, f"{modname}.{k}", mod)
-            if isinstance(v, type) and id(v) not in classes and getattr(v, "__module__", None) == modname:
-                classes.add(id(v))
-                for ck, cv in list(vars(v).items()):
-                    snap[(id(v), ck)] = (cv, f"{modname}.{v.__qualname__}.{ck}", v)
-    return snap
