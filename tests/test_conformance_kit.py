@@ -592,3 +592,12 @@ def test_the_base_class_runs_every_check_and_reports_failures_by_hook_and_rule(
     # The good plugin's 9 checks pass; the others fail or skip once kprof disabled them.
     good = [ln for ln in out.splitlines() if ln.startswith("PASSED") and "::TestGood::" in ln]
     assert len(good) == 9, out
+
+
+def test_import_kprof_imports_neither_pytest_nor_the_kit() -> None:
+    code = ("import sys, kprof; "
+            "print(sorted(m for m in ('pytest', 'kprof.testing', 'kprof_core.conformance') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert out.strip() == "[]"
