@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .recorder import KERNEL, RANGE, active, now
+from .threads import who
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -23,6 +24,9 @@ def _check_name(name: object, what: str) -> str:
     return name
 
 
+_OUTSIDE = ("outside a profile",)
+
+
 class range:  # the public name mirrors KernelAbstractions' ranges
     """A named range: host time always, device time on backends with a current queue.
 
@@ -31,30 +35,52 @@ class range:  # the public name mirrors KernelAbstractions' ranges
     entry and exit, so the range's device time is that of the work enqueued inside it.
     """
 
-    __slots__ = ("_begun", "_rec", "_t0", "name")
+    __slots__ = ("_more", "_top", "name")
 
     def __init__(self, name: str) -> None:
         self.name = _check_name(name, "range")
-        self._rec: Any = None
+        # The innermost entry not yet exited: None, _OUTSIDE (entered outside a profile) or
+        # its frame. An object entered again before it exited (a shared range object) keeps
+        # the outer entries in _more and records them all, innermost exit first.
+        self._top: Any = None
+        self._more: list[Any] | None = None
 
     def __enter__(self) -> range:
         rec = active()
-        self._rec = rec
-        if rec is not None:
-            # The host range starts before the timestamps are put, and ends after (in
-            # device_range_end): it encloses them, however long a backend takes to enqueue
-            # one, and no device work of the range can start before it (placement relies on it).
-            self._t0 = now()
-            self._begun = rec.device_range_begin(self.name)
+        if self._top is not None:
+            if self._more is None:
+                self._more = []
+            self._more.append(self._top)
+            if rec is not None:
+                rec.reentered(self.name)
+        if rec is None:
+            self._top = _OUTSIDE
+            return self
+        # The host range starts before the timestamps are put and ends after them (in
+        # device_range_end): it encloses them, however long a backend takes to enqueue one,
+        # and no device work of the range can start before it (placement relies on it).
+        t0 = now()
+        begun = rec.device_range_begin(self.name)
+        # The frame is registered with the recorder (inline: this runs per range), so that a
+        # profile ending while the range is open records it rather than dropping it.
+        frame = (self.name, t0, begun, t0, who(), rec)
+        rec.open_ranges[id(frame)] = frame
+        self._top = frame
         return self
 
     def __exit__(self, *exc: object) -> None:
-        rec = self._rec
-        if rec is None:
+        frame = self._top
+        if frame is None:
             return
-        self._rec = None
-        h1 = rec.device_range_end(self.name, RANGE, self._begun, self._t0) if self._begun else now()
-        rec.host_range(self.name, self._t0, h1)
+        self._top = self._more.pop() if self._more else None
+        if frame is _OUTSIDE:
+            return
+        name, t0, begun, _h0, thread, rec = frame
+        if rec.open_ranges.pop(id(frame), None) is None:
+            rec.cut_range_exits(frame)  # its profile ended first and recorded it
+            return
+        h1 = rec.device_range_end(name, RANGE, begun, t0) if begun else now()
+        rec.host_range(name, t0, h1, thread)
 
     def __call__(self, fn: F) -> F:
         name = self.name

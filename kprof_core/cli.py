@@ -1,4 +1,4 @@
-"""The ``kprof`` command: ``backends``, ``demo``, ``run`` and ``merge``."""
+"""The ``kprof`` command: ``backends``, ``demo``, ``run``, ``merge``, ``show`` and ``diff``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .backend import KprofError
+from .renderers.terminal import escape, print_text, silence_stdout
 
 
 def _backend_rows() -> list[dict[str, Any]]:
@@ -43,8 +44,8 @@ def cmd_backends(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+    for w in caught:  # plugins' own text: escaped like every line written to a terminal
+        print(escape(f"warning: {w.message}"), file=sys.stderr)
     if not rows:
         print("No kprof backend plugins are installed (entry-point group 'kprof.backends').")
         print("Install one, e.g.: pip install 'kprof[opencl]'")
@@ -59,7 +60,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
         table.append((r["name"], plugin, lib, devices, r["timestamps"], status))
     widths = [max(len(row[i]) for row in table) for i in range(5)]
     for i, row in enumerate(table):
-        print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5])
+        print(escape("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5]))
         if i == 0:
             print("  ".join("─" * w for w in widths) + "  " + "─" * len("Status"))
     return 0
@@ -102,8 +103,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     p = run_demo(backend=args.backend, steps=args.steps, size=args.size, trace=args.print_trace)
-    print(p.report())
-    _write_outputs(p, args)
+    _write_outputs(p, args)  # files first: a reader that goes away must not cost them
+    print_text(p.report())
     return 0
 
 
@@ -145,7 +146,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.module:
                 runpy.run_module(script, run_name="__main__", alter_sys=True)
             else:
-                runpy.run_path(script, run_name="__main__")
+                # As python does (3.9+): __file__ is absolute, sys.argv[0] stays as typed.
+                runpy.run_path(os.path.abspath(script), run_name="__main__")
         except SystemExit as exc:
             code = _exit_code(exc.code)
         except KeyboardInterrupt:
@@ -158,9 +160,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         prof.__exit__(None, None, None)
         sys.argv = saved_argv
         sys.path[:] = saved_path
-    sys.stdout.flush()
-    print(p.report(), file=sys.stdout)
+    # Files first: a reader that went away (`| head`) or a script that closed sys.stdout must
+    # not cost them.
     _write_outputs(p, args)
+    print_text(p.report())
     if code:
         print(f"kprof run: {target_desc} exited with code {code}", file=sys.stderr)
     return code
@@ -215,7 +218,18 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--html", metavar="FILE.html", help="write an HTML timeline")
     m.add_argument("--save", metavar="FILE.kprof", help="save the merged profile")
     m.set_defaults(func=cmd_merge)
+
+    add_saved_profile_commands(sub)
     return parser
+
+
+# -- commands on saved profiles: show and diff (kprof_core/saved.py) ------------------------------
+
+
+def add_saved_profile_commands(sub: Any) -> None:
+    from .saved import add_commands
+
+    add_commands(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -229,3 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KprofError as exc:
         print(f"kprof: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader of the output went away (`kprof backends | head -1`): it read what it
+        # wanted, and every file was written before the printing started.
+        silence_stdout()
+        return 0

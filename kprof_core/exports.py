@@ -4,8 +4,8 @@ All three hold the same records, times in nanoseconds relative to the profile's 
 record views ``p.kernels``, ``p.ranges`` are):
 
 - device records: kernels, copies and the device time of ranges, with their launch's host
-  interval, queue, thread, bytes, ``host_timed`` and, for records the device never timed,
-  ``error`` (their ``start_ns``/``duration_ns`` are then the launch's, not device times);
+  interval, queue, thread, bytes, ``host_timed``, ``approximate`` (observed on the host) and,
+  for records the device never timed, ``error`` (their ``start_ns``/``duration_ns`` are then the launch's, not device times);
 - host records: ranges and markers.
 
 Files are written through :func:`open_text`: a path that cannot be written raises
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import IO, TYPE_CHECKING, Any, TextIO, Union
 
-from .records import HOST_TIMED, KIND_NAMES, UNRESOLVED, HostTable
+from .records import APPROXIMATE, HOST_TIMED, KIND_NAMES, UNRESOLVED, HostTable
 
 if TYPE_CHECKING:
     from .session import Profile
@@ -35,7 +35,8 @@ Target = Union[str, "os.PathLike[str]", TextIO, IO[str]]
 
 #: The columns of ``to_csv`` and ``to_dataframe``, in order.
 COLUMNS = ("record", "kind", "name", "backend", "device", "queue", "thread", "start_ns",
-           "duration_ns", "launch_start_ns", "launch_end_ns", "nbytes", "host_timed", "error")
+           "duration_ns", "launch_start_ns", "launch_end_ns", "nbytes", "host_timed",
+           "approximate", "error")
 
 FORMAT = "kprof.records/1"
 
@@ -58,7 +59,8 @@ def open_text(target: Target, what: str) -> Iterator[IO[str]]:
     tmp = os.path.join(os.path.dirname(path) or ".",
                        f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        f = open(tmp, "w", encoding="utf-8", newline="")  # closed by the with below
+        # A lone surrogate in a name (possible in str, not in UTF-8) is written as \udXXX.
+        f = open(tmp, "w", encoding="utf-8", errors="backslashreplace", newline="")  # closed below
     except OSError as exc:
         raise _export_error(exc, what, path) from exc
     try:
@@ -102,6 +104,7 @@ def _device_rows(p: Profile, order: Any = None) -> Iterator[dict[str, Any]]:
             "launch_end_ns": t.launch_end[i] - o,
             "nbytes": None if nbytes < 0 else nbytes,
             "host_timed": bool(flags & HOST_TIMED),
+            "approximate": bool(flags & APPROXIMATE),
             "error": p.errors.get(i, "unresolved") if flags & UNRESOLVED else None,
         }
 
@@ -124,6 +127,7 @@ def _host_rows(p: Profile, order: Any = None) -> Iterator[dict[str, Any]]:
             "launch_end_ns": None,
             "nbytes": None,
             "host_timed": False,
+            "approximate": False,
             "error": None,
         }
 
@@ -165,7 +169,8 @@ def _strip(row: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 _DEVICE_KEYS = ("kind", "name", "backend", "device", "queue", "thread", "start_ns",
-                "duration_ns", "launch_start_ns", "launch_end_ns", "nbytes", "host_timed", "error")
+                "duration_ns", "launch_start_ns", "launch_end_ns", "nbytes", "host_timed",
+                "approximate", "error")
 _HOST_KEYS = ("kind", "name", "thread", "start_ns", "duration_ns")
 
 
@@ -199,14 +204,32 @@ def to_json(p: Profile, path: Target | None = None) -> dict[str, Any] | None:
 # -- CSV and DataFrame --------------------------------------------------------------------------------
 
 
+#: What a spreadsheet reads as the start of a formula (OWASP's list for CSV injection).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: text that a spreadsheet would run as a formula (``=cmd|...``) gets a leading
+    ``'``, as OWASP recommends; numbers are written as they are."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def to_csv(p: Profile, path: Target | None = None) -> str | None:
     """Every record as CSV (:data:`COLUMNS`, by start time); returns the text when ``path`` is
-    ``None``, else writes it there and returns ``None``. Missing values are empty cells."""
+    ``None``, else writes it there and returns ``None``. Missing values are empty cells; text
+    starting with ``= + - @``, a tab or a CR is prefixed with ``'`` so that spreadsheets show
+    it instead of evaluating it (``to_json`` and ``to_dataframe`` keep names as they are)."""
     def write(f: IO[str]) -> None:
-        w = csv.writer(f, lineterminator="\n")
+        # Text quoted, numbers not: a CR inside a name (which QUOTE_MINIMAL leaves unquoted
+        # with "\n" line ends) cannot split a row.
+        w = csv.writer(f, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
         w.writerow(COLUMNS)
         for r in iter_rows(p):
-            w.writerow(["" if r[c] is None else r[c] for c in COLUMNS])
+            w.writerow([_cell(r[c]) for c in COLUMNS])
 
     if path is None:
         buf = io.StringIO()
@@ -238,4 +261,5 @@ def to_dataframe(p: Profile) -> Any:
     for c in ("start_ns", "duration_ns"):
         data[c] = pandas.array(cols[c], dtype="int64")
     data["host_timed"] = pandas.array(cols["host_timed"], dtype="bool")
+    data["approximate"] = pandas.array(cols["approximate"], dtype="bool")
     return pandas.DataFrame(data, columns=list(COLUMNS))

@@ -22,7 +22,8 @@ give) or ``device_times`` (absolute device-clock times, as OpenCL, Vulkan and We
 both. A plugin with ``record_timestamp`` and neither is warned about at registration and timed
 on the host. Then, in order of how much they matter: ``timestamp_done`` (without it kprof
 can only read a token by waiting in the reading hook, so it reads none while the profile runs
-until too many are pending, and no timeout bounds the wait at the end),
+until too many are pending, and at the end it waits for such a read in a separate thread,
+which it abandons at the timeout),
 ``current_queue`` (without it ``kprof.range`` and ``kprof.kernel`` never reach the backend),
 ``queue_info`` (device names and which queues share a clock), ``release_timestamp`` (pools),
 ``align_clock`` (a real host correlation), ``install_capture``/``remove_capture`` (automatic
@@ -55,7 +56,8 @@ be thread-safe, and a token may be read on another thread than the one that reco
 
 Tokens. A token is whatever object the plugin returns: kprof never looks inside, and holds it
 until it calls ``release_timestamp`` for it, exactly once (a launch whose ``start`` and
-``stop`` are the same object counts once). Until then the plugin must not hand the same object
+``stop`` are the same object counts once; a token whose read kprof abandoned at the timeout,
+still waiting in the reading hook, is never given back). Until then the plugin must not hand the same object
 out again; after it, a token the device has not reached yet (kprof gave up on
 it) must not be handed out again until the device has reached it, unless recording it again
 makes it forget the pending record (as CUDA and HIP events do). A token must stay readable
@@ -227,8 +229,8 @@ def timestamp_done(backend: Backend, token: Any) -> bool | None:
     Return ``True`` once the device has reached the token (also when the command failed: the
     reading hook then raises and says why), ``False`` while it has not. Return ``None`` if the
     backend cannot tell: kprof then reads such a token only when it must (too many pending, or
-    the profile's end) by calling the reading hook, which must wait itself, and no timeout
-    bounds that wait. Raise :class:`kprof.NeverSubmitted` for a token whose work will never
+    the profile's end) by calling the reading hook, which must wait itself; at the end such a
+    read is made in a separate thread and abandoned, still running, at the profile's timeout. Raise :class:`kprof.NeverSubmitted` for a token whose work will never
     reach the device (see "Deferred submission" above): the record is given up at once.
     Any other exception is a device error for that record. The default returns ``None``.
     """
@@ -240,7 +242,9 @@ def release_timestamp(backend: Backend, token: Any) -> None:
 
     Called exactly once for every token ``record_timestamp`` returned and every token kprof was
     handed by a capture (``recorder.launch``), after the last ``elapsed_time``/``device_times``
-    that uses it (reference tokens after ``align_clock``), or when the profile is abandoned.
+    that uses it (reference tokens after ``align_clock``), or when the profile is abandoned;
+    never for a token whose read kprof abandoned at the timeout while the reading hook was
+    still waiting for it (``timestamp_done`` returned ``None``): it may still be in use.
     It may be called for a token the device has not reached yet (kprof gave up waiting for it,
     ``NeverSubmitted``, a device error, or the work was reported after its profile ended): a
     pool must not hand such a token out again before the device has reached it, unless

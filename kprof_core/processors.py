@@ -7,6 +7,8 @@ import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .records import APPROXIMATE, HOST_TIMED
+
 
 @dataclass(frozen=True)
 class SummaryRow:
@@ -15,7 +17,9 @@ class SummaryRow:
     ``name``; ``calls``: how many records; ``total_ns``, ``avg_ns``, ``min_ns``, ``max_ns``,
     ``median_ns``, ``std_ns`` (population standard deviation) of their durations;
     ``percent``: ``total_ns`` as a share of the profiled span; ``host_timed``: the records
-    were timed on the host (shown with ``*``); ``nbytes``: bytes moved, for copies, else None.
+    were timed on the host (shown with ``*``); ``approximate``: their times are completions
+    observed on the host, without synchronizing (shown with ``~``); ``nbytes``: bytes moved,
+    for copies, else None.
     """
 
     name: str
@@ -29,18 +33,20 @@ class SummaryRow:
     percent: float
     host_timed: bool = False
     nbytes: int | None = None
+    approximate: bool = False
 
     @property
     def label(self) -> str:
-        """The name as the report shows it (with `` *`` when host-timed)."""
-        return f"{self.name} *" if self.host_timed else self.name
+        """The name as the report shows it (`` *`` when host-timed, `` ~`` when approximate)."""
+        return f"{self.name} *" if self.host_timed else f"{self.name} ~" if self.approximate else self.name
 
 
-def rows_of(groups: Mapping[tuple[str, bool], list[int]], sizes: Mapping[tuple[str, bool], int],
+def rows_of(groups: Mapping[tuple[str, int], list[int]], sizes: Mapping[tuple[str, int], int],
             span_ns: int) -> list[SummaryRow]:
-    """Summary rows of durations already grouped by ``(name, host_timed)``; largest total first."""
+    """Summary rows of durations already grouped by ``(name, marks)``, where marks are the
+    record flags ``HOST_TIMED`` and ``APPROXIMATE`` (or a bool: host-timed); largest total first."""
     rows = []
-    for (name, host_timed), durs in groups.items():
+    for (name, marks), durs in groups.items():
         n = len(durs)
         total = sum(durs)
         mean = total / n
@@ -60,8 +66,9 @@ def rows_of(groups: Mapping[tuple[str, bool], list[int]], sizes: Mapping[tuple[s
             median_ns=median,
             std_ns=math.sqrt(var) if var > 0 else 0.0,
             percent=100.0 * total / span_ns if span_ns > 0 else 0.0,
-            host_timed=host_timed,
-            nbytes=sizes.get((name, host_timed)),
+            host_timed=bool(marks & HOST_TIMED),
+            nbytes=sizes.get((name, marks)),
+            approximate=bool(marks & APPROXIMATE),
         ))
     rows.sort(key=lambda r: (-r.total_ns, r.name))
     return rows

@@ -21,6 +21,12 @@ KIND_CODES = {v: k for k, v in KIND_NAMES.items()}
 HOST_TIMED = 1  # timed on the host: the backend has no timestamps (or no current queue)
 UNRESOLVED = 2  # the device never gave a time (see Profile.unresolved for why)
 PLACED = 4  # start is already on the host timeline (rows merged from a nested profile)
+# Approximate: the queue gave no device timestamps, so the work's end was observed on the host
+# as it completed (without synchronizing) and its start estimated; marked ``~`` in reports.
+APPROXIMATE = 8
+MARKS = HOST_TIMED | APPROXIMATE  # the flags reports mark (``*``, ``~``) and group rows by
+#: Every flag (the loader refuses other bits): a new flag must be added here.
+ALL_FLAGS = HOST_TIMED | UNRESOLVED | PLACED | APPROXIMATE
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,8 @@ class KernelRecord:
     device, placed on that clock (how, and within what error, is in ``Profile.clocks``), and
     ``duration_ns`` its device duration (``end_ns`` = start + duration).
     ``launch_start_ns``/``launch_end_ns`` bracket the host call that enqueued it (for a range,
-    the range's host interval). ``host_timed`` records were timed on the host (marked ``*``).
+    the range's host interval). ``host_timed`` records were timed on the host (marked ``*``);
+    ``approximate`` ones from completions observed on the host, without synchronizing (``~``).
     ``error`` says why a record has no device time, when it has none.
 
     ``name``: the kernel's, copy's or range's name; ``kind``: ``"kernel"``, ``"copy"`` or
@@ -97,6 +104,7 @@ class KernelRecord:
     nbytes: int | None
     host_timed: bool
     error: str | None = None
+    approximate: bool = False
 
     @property
     def end_ns(self) -> int:
@@ -254,4 +262,5 @@ def iter_device_records(table: DeviceTable, names: list[str], queues: list[Queue
             nbytes=None if nbytes < 0 else nbytes,
             host_timed=bool(flags & HOST_TIMED),
             error=errors.get(i) if flags & UNRESOLVED else None,
+            approximate=bool(flags & APPROXIMATE),
         )

@@ -11,8 +11,8 @@ from typing import IO, TYPE_CHECKING, Any, overload
 from .processors import SummaryRow, rows_of
 from .records import (
     COPY,
-    HOST_TIMED,
     KERNEL,
+    MARKS,
     RANGE,
     UNRESOLVED,
     DeviceTable,
@@ -26,7 +26,20 @@ from .records import (
 )
 
 if TYPE_CHECKING:
+    from .compare import ProfileDiff
     from .recorder import DeviceClock, Recorder
+
+
+@dataclass(frozen=True)
+class Durations:
+    """Per-call durations (ns) grouped by ``(name, marks)`` in each section of a profile, where
+    marks are the record flags reports mark: ``HOST_TIMED`` (``*``), ``APPROXIMATE`` (``~``)."""
+
+    host: dict[tuple[str, int], list[int]]
+    device: dict[tuple[str, int], list[int]]
+    device_ranges: dict[tuple[str, int], list[int]]
+    nbytes: dict[tuple[str, int], int]
+    markers: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -186,21 +199,21 @@ class Profile:
 
     # -- summaries ------------------------------------------------------------------------------
 
-    def summary(self) -> Summary:
-        """Per-name statistics of the host side, the device side and device ranges.
+    def durations(self) -> Durations:
+        """Every duration (ns) grouped by ``(name, marks)``, section by section: what the
+        summary's statistics and ``Profile.diff``'s tests are computed from.
 
         One pass over each table, with columns zipped at C speed: a million records take well
         under a second.
         """
         t, h, names = self.table, self.host, self.names
-        span = self.span_ns
         device: dict[tuple[int, int], list[int]] = {}
         dranges: dict[tuple[int, int], list[int]] = {}
         sizes: dict[tuple[int, int], int] = {}
         for nid, kind, flags, dur, nbytes in zip(t.name, t.kind, t.flags, t.duration, t.nbytes):
             if flags & UNRESOLVED:
                 continue
-            key = (nid, flags & HOST_TIMED)
+            key = (nid, flags & MARKS)
             groups = dranges if kind == RANGE else device
             durs = groups.get(key)
             if durs is None:
@@ -226,19 +239,39 @@ class Profile:
                 durs = host[(nid, 0)] = []
             durs.append(dur)
 
-        def named(groups: dict[tuple[int, int], Any]) -> dict[tuple[str, bool], Any]:
-            return {(names[nid], bool(ht)): v for (nid, ht), v in groups.items()}
+        def named(groups: dict[tuple[int, int], Any]) -> dict[tuple[str, int], Any]:
+            return {(names[nid], marks): v for (nid, marks), v in groups.items()}
 
-        return Summary(span, rows_of(named(host), {}, span),
-                       rows_of(named(device), named(sizes), span),
-                       rows_of(named(dranges), {}, span),
-                       sorted(markers.items(), key=lambda kv: (-kv[1], kv[0])))
+        return Durations(named(host), named(device), named(dranges), named(sizes), markers)
+
+    def summary(self) -> Summary:
+        """Per-name statistics of the host side, the device side and device ranges."""
+        d, span = self.durations(), self.span_ns
+        return Summary(span, rows_of(d.host, {}, span), rows_of(d.device, d.nbytes, span),
+                       rows_of(d.device_ranges, {}, span),
+                       sorted(d.markers.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def diff(self, other: Profile, alpha: float | None = None) -> ProfileDiff:
+        """How ``other`` (after) differs from this profile (before), name by name.
+
+        Per name: calls, median and total time before and after, the ratio of the medians, and
+        whether the change stands out of the run-to-run spread of the per-call durations (a
+        Mann-Whitney U test at ``alpha``, default 0.01); see :mod:`kprof_core.compare`.
+        """
+        from .compare import DEFAULT_ALPHA, diff
+
+        return diff(self, other, DEFAULT_ALPHA if alpha is None else alpha)
 
     @property
     def counts(self) -> tuple[int, int]:
         """(host ranges, device kernels and copies) recorded."""
         h, t = self.host, self.table
         return h.kind.count(HostTable.RANGE), len(t) - t.kind.count(RANGE)
+
+    @property
+    def copies(self) -> int:
+        """How many copies (and fills) were recorded; ``counts[1]`` less this is kernels."""
+        return self.table.kind.count(COPY)
 
     # -- output -------------------------------------------------------------------------------------
 
@@ -267,6 +300,12 @@ class Profile:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the report
         p.text(self.report())
+
+    def _repr_html_(self) -> str | None:
+        """Notebooks show the timeline (a self-contained frame) and the summary tables."""
+        from .renderers.notebook import notebook_html
+
+        return notebook_html(self)
 
     # -- exports (kprof_core.renderers.chrome, .html and kprof_core.exports) ------------------------
 
