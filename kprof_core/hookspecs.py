@@ -298,7 +298,9 @@ def synchronize(backend: Backend, queue: Any) -> None:
 
     Used for host timing on backends without timestamps (right after a captured launch, and
     at the end of a ``kprof.range``), and for ``profile(synchronize=True)``. Called on the
-    user's thread. The default does nothing, so host timing then measures the enqueue alone.
+    user's thread. Wait at most the active profile's ``timeout``
+    (``kprof.capture.active().timeout``) if the work can be gated on something the program
+    does next. The default does nothing, so host timing then measures the enqueue alone.
     """
 
 
@@ -340,7 +342,9 @@ def install_capture(backend: Backend) -> None:
     returns, and releases every token it was handed. Record timestamps around the
     native enqueue alone, so that compilation and argument handling are not counted as device
     time. A wrapper reports each launch once (a wrapper calls the native function it replaced,
-    never another wrapper). The default does nothing (no automatic capture: users time work
+    never another wrapper). On a queue without timestamps whose completion the host can
+    observe, ``recorder.launch_observed(backend, kind, name, queue, start_ns, end_ns, token,
+    nbytes)`` times the launch without synchronizing (rows marked approximate, ``~``). The default does nothing (no automatic capture: users time work
     with ``kprof.range`` and ``kprof.kernel``).
     """
 
