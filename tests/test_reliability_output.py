@@ -172,16 +172,20 @@ def test_run_of_a_script_that_closes_stdout_still_reports(tmp_path: Path) -> Non
     assert (tmp_path / "out.kprof").exists() and (tmp_path / "out.html").exists()
 
 
-def test_merge_and_backends_into_a_closed_pipe(tmp_path: Path) -> None:
+def test_merge_show_diff_and_backends_into_a_closed_pipe(tmp_path: Path) -> None:
     """`kprof merge ... | head`: the files are written first, no traceback; the same for
-    `kprof backends | head`."""
+    `kprof show`, `kprof diff` and `kprof backends | head`."""
     import os
 
     fixture_profile().save(tmp_path / "a.kprof")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
     env["KPROF_PLUGINS"] = "testdev"
-    for cmd, files in (([KPROF, "merge", str(tmp_path / "a.kprof"), "-o", str(tmp_path / "t.json"),
+    a = str(tmp_path / "a.kprof")
+    for cmd, files in (([KPROF, "merge", a, "-o", str(tmp_path / "t.json"),
                          "--html", str(tmp_path / "t.html")], ["t.json", "t.html"]),
+                       ([KPROF, "show", a, "-t", "--trace", str(tmp_path / "s.json"),
+                         "--html", str(tmp_path / "s.html")], ["s.json", "s.html"]),
+                       ([KPROF, "diff", a, a, "--html", str(tmp_path / "d.html")], ["d.html"]),
                        ([KPROF, "backends"], [])):
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         assert proc.stdout is not None and proc.stderr is not None
