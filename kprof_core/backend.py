@@ -213,3 +213,7 @@ class Backend:
             RuntimeWarning,
             stacklevel=3,
         )
+
+
+class BadReturn(TypeError):
+    """A hook returned a value of the wrong type (the message says which and what was expected)."""

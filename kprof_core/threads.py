@@ -1,0 +1,42 @@
+"""Who launched: a small int key per thread (and the asyncio task's name when one runs).
+
+Threads are keyed by a number given on a thread's first kprof call and kept in a
+thread-local, so that two threads never share a key even when the second reuses the first's
+ident, and the thread's name is known even if it has ended by the time its work is harvested.
+A plain int, not an object: pending entries then hold only objects the garbage collector
+does not track, and a million of them cost no collection time (see ``Recorder.launch``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from asyncio import _get_running_loop as _running_loop  # C functions: cheap on the launch path
+from asyncio import current_task as _current_task
+from typing import Any
+
+_thread_keys = itertools.count(1)
+#: key -> (ident, name) of every thread that made a kprof call.
+thread_names: dict[int, tuple[int, str]] = {}
+_tls = threading.local()
+
+
+def _new_thread_key() -> int:
+    t = threading.current_thread()
+    key = next(_thread_keys)
+    thread_names[key] = (t.ident or 0, t.name)
+    _tls.key = key
+    return key
+
+
+def who() -> Any:
+    """The launching thread's key, with its asyncio task's name when a task is running."""
+    try:
+        key = _tls.key
+    except AttributeError:
+        key = _new_thread_key()
+    if _running_loop() is not None:
+        task = _current_task()
+        if task is not None:
+            return (key, task.get_name())
+    return key
