@@ -81,6 +81,10 @@ RESOLVED_HOOKS: dict[str, tuple[str, ...]] = {
     "demo_workload": ("backend", "size"),
     "range_push": ("backend", "name"),
     "range_pop": ("backend",),
+    "activity_scope_enter": ("backend", "scope"),
+    "activity_scope_exit": ("backend", "scope"),
+    "activity_flush": ("backend", "scopes", "timeout"),
+    "activity_align": ("backend", "queue", "device_ns"),
 }
 
 
@@ -124,6 +128,10 @@ class Backend:
     demo_workload: Callable[..., Any]
     range_push: Callable[..., Any]
     range_pop: Callable[..., Any]
+    activity_scope_enter: Callable[..., Any]
+    activity_scope_exit: Callable[..., Any]
+    activity_flush: Callable[..., Any]
+    activity_align: Callable[..., Any]
 
     def __init__(self, name: str, plugin: object, distribution: str | None = None,
                  version: str | None = None) -> None:
@@ -138,6 +146,8 @@ class Backend:
         #: Whether the plugin mirrors ranges (implements ``range_push``): checked per range.
         self.mirrors_ranges = False
         self.has_device_times = False
+        #: Whether the plugin delivers activity records (implements ``activity_scope_enter``).
+        self.has_activity = False
         self.pools_tokens = False
         self.broken: str | None = None
         self._info: BackendInfo | None = None
@@ -156,6 +166,7 @@ class Backend:
         self.implemented = frozenset(impls)
         self.mirrors_ranges = "range_push" in self.implemented
         self.has_device_times = "device_times" in self.implemented
+        self.has_activity = "activity_scope_enter" in self.implemented
         # Without release_timestamp there is nothing to give back: skip the call per record.
         self.pools_tokens = "release_timestamp" in self.implemented
 
