@@ -37,7 +37,9 @@ class DeviceRecord(NamedTuple):
     ``queue``: the backend's queue object (described by ``queue_info``; queues with the same
     ``device_key`` share one clock); ``begin``/``end``: on the device's clock, in ns;
     ``nbytes``: bytes moved or set (-1 for kernels); ``launch_begin``/``launch_end``: the
-    launching host call on the same clock, or 0 when unknown.
+    launching host call on the same clock, or 0 when unknown; ``detail``: what else the tool
+    says about it, in a few words (``"grid (4, 1, 1) block (256, 1, 1)"``), kept per row in
+    ``Profile.details`` and shown in traces.
     """
 
     scope: int
@@ -49,6 +51,7 @@ class DeviceRecord(NamedTuple):
     nbytes: int = -1
     launch_begin: int = 0
     launch_end: int = 0
+    detail: str | None = None
 
 
 _ids = itertools.count(1)

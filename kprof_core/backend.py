@@ -33,6 +33,10 @@ class BackendInfo:
     devices: tuple[str, ...] = ()
     timestamps: bool = True
     detail: str | None = None
+    #: How kprof captures device work on this backend now (e.g. ``"CUPTI activity records"``
+    #: or ``"CUDA events"``), and why that path (shown by ``kprof backends``).
+    capture: str | None = None
+    capture_detail: str | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES and not self.status.startswith("error"):
@@ -194,8 +198,7 @@ class Backend:
                     f"describe_backend returned {type(info).__name__}, expected kprof.BackendInfo"
                 )
             if not self.has_timestamps and info.timestamps:
-                info = BackendInfo(info.status, info.library, info.library_version,
-                                   info.devices, False, info.detail)
+                info = dataclasses.replace(info, timestamps=False)
         except Exception as exc:  # a broken plugin is reported, never fatal
             info = BackendInfo(status=f"error: {type(exc).__name__}: {exc}", timestamps=False)
             warnings.warn(

@@ -89,6 +89,8 @@ class Harvest:
         # Per device key, for activity records: the offset from device clock to host clock,
         # and how it was found (merged into ``clocks`` at the end).
         self._offsets: dict[str, int] = {}
+        #: Row -> what an activity backend said about it (launch configuration, ...).
+        self.details: dict[int, str] = {}
         self.activity_clocks: dict[str, DeviceClock] = {}
         self._created_ns = time.perf_counter_ns()
 
@@ -217,7 +219,7 @@ class Harvest:
             return True
         if kind >= ACTIVITY:
             self._take_activity(backend, kind - ACTIVITY, name, queue, who, h0, h1, start, stop,
-                                nbytes)
+                                nbytes, flags)
             return True
         if start is None:
             # Host timed: from the launch's start to after it synchronized (stop is a host time).
@@ -277,7 +279,7 @@ class Harvest:
 
     def _take_activity(self, backend: Backend, kind: int, name: str, queue: Any, who: Any,
                        launch_begin: int, launch_end: int, begin: int, end: int,
-                       nbytes: int) -> None:
+                       nbytes: int, detail: str | None) -> None:
         """A row of a delivered record: already complete, placed by its device's offset."""
         qid = self._queue_id(backend, queue)
         dkey = self.queues[qid].device_key
@@ -287,8 +289,10 @@ class Harvest:
         start = begin + offset
         h0 = launch_begin + offset if launch_begin else start
         h1 = launch_end + offset if launch_end else h0
-        self.table.append(self.names(name), kind, qid, self._thread_id(who), h0, h1, start,
-                          end - begin, nbytes, PLACED)
+        row = self.table.append(self.names(name), kind, qid, self._thread_id(who), h0, h1, start,
+                                end - begin, nbytes, PLACED)
+        if detail:
+            self.details[row] = str(detail)
 
     def _activity_offset(self, backend: Backend, queue: Any, qid: int, dkey: str,
                          device_ns: int) -> int:

@@ -233,8 +233,9 @@ class Recorder(Harvest):
             return True  # a backend this profile was not asked to use: not kept
         qk = id(r.queue)
         self._live_queues.setdefault(qk, r.queue)
+        # The last field, record flags for launches, holds the record's detail here.
         self._incoming.append((backend.slot, ACTIVITY + r.kind, r.name, qk, who, r.launch_begin,
-                               r.launch_end, r.begin, r.end, r.nbytes, 0))
+                               r.launch_end, r.begin, r.end, r.nbytes, r.detail))
         return True
 
     def activity_pressure(self) -> None:
@@ -338,6 +339,8 @@ class Recorder(Harvest):
                                         ct.start[i], ct.duration[i], ct.nbytes[i], ct.flags[i] | PLACED)
                 if i in child.errors:
                     self.errors[row] = child.errors[i]
+                if i in child.details:
+                    self.details[row] = child.details[i]
             ch = child.host
             for i in range(len(ch)):
                 self.host.append(nmap[ch.name[i]], ch.kind[i], tmap[ch.thread[i]], ch.start[i], ch.end[i])

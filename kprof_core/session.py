@@ -73,6 +73,8 @@ class Profile:
         self.queues: list[QueueRecord] = []
         self.threads: list[ThreadRecord] = []
         self.errors: dict[int, str] = {}
+        #: Row -> what the backend said about that device row (a kernel's grid and block).
+        self.details: dict[int, str] = {}
         self.clocks: dict[str, DeviceClock] = {}
         self.meta: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
         self._finished = False
@@ -81,6 +83,7 @@ class Profile:
         self.table, self.host = rec.table, rec.host
         self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
         self.errors, self.clocks = rec.errors, rec.clocks
+        self.details = rec.details
         self._finished = True
         from .provenance import fill_meta
 
