@@ -65,7 +65,7 @@ class _Demangler:
         self._fn: Any = None
         try:
             lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
-            fn = lib.__cxa_demangle
+            fn = getattr(lib, "__cxa_demangle")  # not lib.__x: that name would be mangled here
             fn.restype = ctypes.c_void_p
             fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p,
                            ctypes.POINTER(ctypes.c_int)]
@@ -97,6 +97,23 @@ class _Demangler:
 demangle = _Demangler()
 
 
+# CUPTI takes one pair of buffer callbacks per process: registered once, they hand buffers to
+# whichever CuptiActivity is active (there is one per CudaPlugin; tests build several).
+_registered = False
+_current: CuptiActivity | None = None
+_current_lock = threading.Lock()
+
+
+def _on_requested() -> tuple[int, int]:
+    return BUFFER_SIZE, 0
+
+
+def _on_completed(activities: list[Any]) -> None:
+    client = _current
+    if client is not None:
+        client._buffer_completed(activities)
+
+
 class CuptiActivity:
     """kprof's one CUPTI client in the process: enables the activity kinds while profiles run,
     pushes scopes as external correlation ids, decodes completed buffers into records.
@@ -112,7 +129,6 @@ class CuptiActivity:
         self.cupti: Any = None
         self.active = False
         self.reason: str | None = None  # why CUPTI is not used, when it is not
-        self._registered = False
         self._enabled: list[Any] = []
         self._kinds: dict[str, int] = {}
         self._ext_kind: Any = None
@@ -126,6 +142,7 @@ class CuptiActivity:
         self._graph_cbids: frozenset[tuple[int, int]] = frozenset()
         self._copy_names: dict[int, str] = {}
         self._offset: tuple[int, int] | None = None
+        self.runtime_records = False
         self.dropped_by_cupti = 0
         self.foreign = 0
         self._warned = False
@@ -168,6 +185,7 @@ class CuptiActivity:
                 self._enable()
             except Exception as exc:
                 self._disable()
+                self._release()
                 reason = _explain(exc)
         if reason is not None:
             self.reason = reason
@@ -183,11 +201,17 @@ class CuptiActivity:
         return True
 
     def _enable(self) -> None:
+        global _registered, _current
         c = self.cupti
         kinds = c.ActivityKind
-        if not self._registered:
-            c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
-            self._registered = True
+        with _current_lock:
+            if _current is not None and _current is not self:
+                raise RuntimeError("another kprof CUDA backend in this process holds CUPTI")
+            if not _registered:
+                c.activity_register_callbacks(_on_requested, _on_completed)
+                _registered = True
+            _current = self
+        if not self._kinds:
             self._ext_kind = c.ExternalCorrelationKind.CUSTOM2
             self._kinds = {"kernel": int(kinds.CONCURRENT_KERNEL), "memcpy": int(kinds.MEMCPY),
                            "memset": int(kinds.MEMSET), "runtime": int(kinds.RUNTIME),
@@ -197,11 +221,27 @@ class CuptiActivity:
             self._copy_names = {int(m.value): _COPY_NAMES.get(m.name, "[copy]")
                                 for m in c.ActivityMemcpyKind}
         self._calibrate()
-        # EXTERNAL_CORRELATION records come with API records: RUNTIME and DRIVER are needed.
-        for kind in (kinds.EXTERNAL_CORRELATION, kinds.RUNTIME, kinds.DRIVER,
-                     kinds.CONCURRENT_KERNEL, kinds.MEMCPY, kinds.MEMSET):
+        # EXTERNAL_CORRELATION records come with API records, so DRIVER is needed (CuPy
+        # launches kernels with cuLaunchKernel).
+        for kind in (kinds.EXTERNAL_CORRELATION, kinds.DRIVER, kinds.CONCURRENT_KERNEL,
+                     kinds.MEMCPY, kinds.MEMSET):
             c.activity_enable(kind)
             self._enabled.append(kind)
+        # RUNTIME too where the bindings allow it (cupti-python 12.8 refuses it with
+        # NotImplementedError): then work enqueued through runtime calls is attributed by
+        # their own records; without, by the records of the driver calls they make.
+        try:
+            c.activity_enable(kinds.RUNTIME)
+            self._enabled.append(kinds.RUNTIME)
+            self.runtime_records = True
+        except NotImplementedError:
+            self.runtime_records = False
+
+    def _release(self) -> None:
+        global _current
+        with _current_lock:
+            if _current is self:
+                _current = None
 
     def _disable(self) -> None:
         c = self.cupti
@@ -221,6 +261,11 @@ class CuptiActivity:
         except Exception:
             pass
         self._disable()
+        try:  # what completed meanwhile (disabling ends the kinds' records): late, said so
+            self.cupti.activity_flush_all(0)
+        except Exception:
+            pass
+        self._release()
         self.active = False
         with self._lock:
             self._corr.clear()
@@ -249,11 +294,13 @@ class CuptiActivity:
             with self._lock:
                 left = sum(len(self._waiting.get(s, ())) for s in scopes)
                 if not left or time.monotonic() >= deadline:
+                    # Entries of launches still waiting stay (bounded by MAX_CORRELATIONS), so
+                    # that their records, if they come, are known as this scope's: late.
+                    waiting = set()
                     for s in scopes:
-                        for corr in self._waiting.pop(s, ()):
-                            self._corr.pop(corr, None)
-                    # Graph launches keep their entry for further records: the scope is over.
-                    for corr in [c for c, e in self._corr.items() if e[0] in scopes]:
+                        waiting |= self._waiting.pop(s, set())
+                    for corr in [c for c, e in self._corr.items()
+                                 if e[0] in scopes and c not in waiting]:
                         del self._corr[corr]
                     return left
             time.sleep(pause)  # releases the GIL: CUPTI's thread can deliver meanwhile
@@ -282,9 +329,6 @@ class CuptiActivity:
                                f"(narrowest of {CLOCK_SAMPLES} brackets)")
 
     # -- buffers --------------------------------------------------------------------------------
-
-    def _buffer_requested(self) -> tuple[int, int]:
-        return BUFFER_SIZE, 0
 
     def _buffer_completed(self, activities: list[Any]) -> None:
         """Runs on CUPTI's thread (or a flushing one): never raise into CUPTI."""

@@ -20,7 +20,7 @@
  *   - External correlation: every thread has one stack of ids per external kind
  *     (cuptiActivityPush/PopExternalCorrelationId). An API record made on a thread is
  *     preceded by one EXTERNAL_CORRELATION record per non-empty stack, with the top id,
- *     when that kind is enabled (as the CUPTI documentation describes).
+ *     when that kind and the API record's kind are enabled (as CUPTI documents it).
  *   - Clock: CLOCK_MONOTONIC nanoseconds plus an offset the tests set
  *     (cuptidouble_set_clock_offset), so placement on perf_counter_ns can be checked exactly.
  *   - Subscribers: cuptidouble_set_busy(code) makes cuptiActivityEnable and
@@ -430,7 +430,9 @@ void cuptidouble_complete_buffer(void) {
 uint32_t cuptidouble_api(int runtime, uint32_t cbid, uint64_t start, uint64_t end) {
     pthread_mutex_lock(&lock);
     uint32_t corr = next_correlation++;
-    if (enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION]) {
+    CUpti_ActivityKind kind = runtime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
+    /* External correlation records accompany API records: none without the API kind. */
+    if (enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION] && enabled[kind]) {
         for (int k = 1; k < N_EXT_KINDS; k++) {
             if (ext_depth[k] == 0) continue;
             CUpti_ActivityExternalCorrelation *r =
@@ -442,7 +444,6 @@ uint32_t cuptidouble_api(int runtime, uint32_t cbid, uint64_t start, uint64_t en
             r->correlationId = corr;
         }
     }
-    CUpti_ActivityKind kind = runtime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
     if (enabled[kind]) {
         CUpti_ActivityAPI *r = (CUpti_ActivityAPI *)reserve_locked(sizeof *r);
         if (r) {
