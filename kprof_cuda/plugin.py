@@ -123,7 +123,7 @@ class CudaPlugin:
     @kprof.hookimpl
     def describe_backend(self, backend: kprof.Backend) -> kprof.BackendInfo:
         info = self._describe()
-        if info.status != "available":
+        if info.status == "not installed":
             return info
         path, why = self.capture_path()
         return dataclasses.replace(info, capture=path, capture_detail=why)

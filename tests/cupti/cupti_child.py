@@ -13,8 +13,10 @@ must not be what CuPy finds in the main test process.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
+import io
 import json
 import os
 import sys
@@ -315,6 +317,20 @@ def no_double_counting_with_cupti(env: Env) -> None:
         info = env.backend.info(refresh=True)
         assert info.capture == "CUPTI activity records", info
         wrapped()
+        # kprof backends, table and --json, say which path records CUDA work now.
+        from kprof_core.cli import main as kprof_main
+
+        for argv in (["backends"], ["backends", "--json"]):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                kprof_main(argv)
+            if "--json" in argv:
+                [row] = json.loads(out.getvalue())
+                assert row["capture"] == "CUPTI activity records", row
+                assert row["capture_detail"].startswith("cupti-python 12.") or \
+                    row["capture_detail"].startswith("cupti-python 13."), row
+            else:
+                assert "cuda captures with CUPTI activity records: cupti-python" in out.getvalue()
     r = rows(p)
     assert sorted((x["name"], x["kind"]) for x in r) == [("axpy call", RANGE), ("axpy()", KERNEL)], r
 
