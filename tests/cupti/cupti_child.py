@@ -266,22 +266,24 @@ def late_records_dropped_counted_said(env: Env) -> None:
             started.set()
             keep.wait()
 
-    th = threading.Thread(target=other)
+    th = threading.Thread(target=other, daemon=True)
     th.start()
     started.wait()
-    late_before = core_activity.stats()["late"]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with kprof.profile(timeout=0.2) as p:
-            corr, begin = launch(b"slow", emit=False)
-        assert rows(p) == []
-        assert any("had no device record after 0.2 s" in str(w.message) for w in caught), caught
-        lib.cuptidouble_kernel(corr, b"slow", 0, 1, 13, 1, 1, 1, 1, 1, 1, begin, begin + 10)
-        cupti.activity_flush_all(0)
-    assert core_activity.stats()["late"] == late_before + 1
-    assert any("arrived after their profile had ended" in str(w.message) for w in caught), caught
-    keep.set()
-    th.join()
+    try:
+        late_before = core_activity.stats()["late"]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with kprof.profile(timeout=0.2) as p:
+                corr, begin = launch(b"slow", emit=False)
+            assert rows(p) == []
+            assert any("had no device record after 0.2 s" in str(w.message) for w in caught), caught
+            lib.cuptidouble_kernel(corr, b"slow", 0, 1, 13, 1, 1, 1, 1, 1, 1, begin, begin + 10)
+            cupti.activity_flush_all(0)
+        assert core_activity.stats()["late"] == late_before + 1
+        assert any("arrived after their profile had ended" in str(w.message) for w in caught), caught
+    finally:
+        keep.set()
+        th.join()
 
 
 def subscriber_taken_falls_back_to_events(env: Env) -> None:
