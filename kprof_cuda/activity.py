@@ -41,6 +41,10 @@ __all__ = ["BUFFER_SIZE", "CuptiActivity", "demangle"]
 
 #: Bytes per activity buffer: ~2,000 kernel records. CUPTI asks for a new one when one fills.
 BUFFER_SIZE = 1 << 20
+#: Buffers handed to CUPTI and not yet given back, at most. Each is decoded and given back as
+#: soon as CUPTI completes it, so this is only reached when decoding falls far behind; CUPTI
+#: then drops records, and kprof counts and says so at the profile's end.
+MAX_BUFFERS = 64
 #: Clock samples per calibration (the narrowest bracket is kept).
 CLOCK_SAMPLES = 7
 #: Correlation entries of launches whose records may still come, before the oldest are dropped
@@ -104,14 +108,27 @@ _current: CuptiActivity | None = None
 _current_lock = threading.Lock()
 
 
+_outstanding = 0
+
+
 def _on_requested() -> tuple[int, int]:
+    global _outstanding
+    with _current_lock:
+        if _outstanding >= MAX_BUFFERS:
+            return 0, 0  # no buffer: CUPTI drops the records (counted at the flush)
+        _outstanding += 1
     return BUFFER_SIZE, 0
 
 
 def _on_completed(activities: list[Any]) -> None:
-    client = _current
-    if client is not None:
-        client._buffer_completed(activities)
+    global _outstanding
+    try:
+        client = _current
+        if client is not None:
+            client._buffer_completed(activities)
+    finally:
+        with _current_lock:
+            _outstanding = max(0, _outstanding - 1)
 
 
 class CuptiActivity:
@@ -302,9 +319,25 @@ class CuptiActivity:
                     for corr in [c for c, e in self._corr.items()
                                  if e[0] in scopes and c not in waiting]:
                         del self._corr[corr]
-                    return left
+                    break
             time.sleep(pause)  # releases the GIL: CUPTI's thread can deliver meanwhile
             pause = min(pause * 2, 0.005)
+        self._say_dropped()
+        return left
+
+    def _say_dropped(self) -> None:
+        """Records CUPTI dropped for want of a buffer since the last look: counted, said."""
+        n = ctypes.c_size_t(0)
+        try:
+            self.cupti.activity_get_num_dropped_records(0, 0, ctypes.addressof(n))
+        except Exception:
+            return
+        if n.value:
+            self.dropped_by_cupti += n.value
+            warnings.warn(f"kprof: CUPTI dropped {n.value} activity record(s) while the profile "
+                          f"ran, for want of a buffer ({MAX_BUFFERS} buffers of {BUFFER_SIZE} "
+                          f"bytes were all in use): those kernels and copies are missing",
+                          RuntimeWarning, stacklevel=5)
 
     # -- clocks -------------------------------------------------------------------------------
 

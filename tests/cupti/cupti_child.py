@@ -224,6 +224,9 @@ def buffers_drained_while_running(env: Env) -> None:
     """Small buffers fill and CUPTI's thread hands them over while the profile runs: rows
     are harvested before the end, and pending entries stay bounded."""
     cuda_activity.BUFFER_SIZE = 4096  # a few dozen records per buffer
+    # Hundreds of buffers: this loop launches faster than CUPTI's thread gets the GIL to hand
+    # them over, so the usual cap would (rightly) drop records; that is the next scenario.
+    cuda_activity.MAX_BUFFERS = 100_000
     try:
         with kprof.profile() as p:
             rec = capture.active()
@@ -241,6 +244,26 @@ def buffers_drained_while_running(env: Env) -> None:
         assert len(p.kernels) == 5000
     finally:
         cuda_activity.BUFFER_SIZE = 1 << 20
+        cuda_activity.MAX_BUFFERS = 64
+
+
+def records_dropped_without_buffers_are_said(env: Env) -> None:
+    """No buffer to be had (all MAX_BUFFERS in use): CUPTI drops records; kprof counts them
+    and says so at the profile's end."""
+    cuda_activity.MAX_BUFFERS = 0
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with kprof.profile() as p:
+                for _ in range(3):
+                    launch()
+    finally:
+        cuda_activity.MAX_BUFFERS = 64
+    assert rows(p) == []
+    act = env.plugin.activity
+    assert act is not None and act.dropped_by_cupti == 9  # 3 x (external correlation, API, kernel)
+    msgs = [str(w.message) for w in caught if "CUPTI dropped" in str(w.message)]
+    assert len(msgs) == 1 and msgs[0].startswith("kprof: CUPTI dropped 9 activity record(s)"), msgs
 
 
 def graph_launch_records(env: Env) -> None:
@@ -351,7 +374,8 @@ def streams_share_rows_with_events(env: Env) -> None:
 
 SCENARIOS: dict[str, Callable[[Env], None]] = {f.__name__: f for f in (
     records_become_rows, two_profiles_on_two_threads, outside_the_profile_is_not_recorded,
-    propagated_thread, nested_profiles, buffers_drained_while_running, graph_launch_records,
+    propagated_thread, nested_profiles, buffers_drained_while_running,
+    records_dropped_without_buffers_are_said, graph_launch_records,
     late_records_dropped_counted_said, subscriber_taken_falls_back_to_events,
     no_double_counting_with_cupti, streams_share_rows_with_events)}
 
