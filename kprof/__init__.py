@@ -13,3 +13,11 @@ from kprof_core import (  # noqa: F401
     __version__,
     capture,
 )
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext kprof``: the ``%kprof`` and ``%%kprof`` magics (IPython is imported here,
+    never by ``import kprof``)."""
+    from kprof_core.ipython import load_ipython_extension as load
+
+    load(ipython)

@@ -1,4 +1,4 @@
-"""The ``kprof`` command: ``backends``, ``demo``, ``run`` and ``merge``."""
+"""The ``kprof`` command: ``backends``, ``demo``, ``run``, ``merge``, ``show`` and ``diff``."""
 
 from __future__ import annotations
 
@@ -223,7 +223,18 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--html", metavar="FILE.html", help="write an HTML timeline")
     m.add_argument("--save", metavar="FILE.kprof", help="save the merged profile")
     m.set_defaults(func=cmd_merge)
+
+    add_saved_profile_commands(sub)
     return parser
+
+
+# -- commands on saved profiles: show and diff (kprof_core/saved.py) ------------------------------
+
+
+def add_saved_profile_commands(sub: Any) -> None:
+    from .saved import add_commands
+
+    add_commands(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,7 +26,19 @@ from .records import (
 )
 
 if TYPE_CHECKING:
+    from .compare import ProfileDiff
     from .recorder import DeviceClock, Recorder
+
+
+@dataclass(frozen=True)
+class Durations:
+    """Per-call durations (ns) grouped by ``(name, host_timed)`` in each section of a profile."""
+
+    host: dict[tuple[str, bool], list[int]]
+    device: dict[tuple[str, bool], list[int]]
+    device_ranges: dict[tuple[str, bool], list[int]]
+    nbytes: dict[tuple[str, bool], int]
+    markers: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -161,14 +173,14 @@ class Profile:
 
     # -- summaries ------------------------------------------------------------------------------
 
-    def summary(self) -> Summary:
-        """Per-name statistics of the host side, the device side and device ranges.
+    def durations(self) -> Durations:
+        """Every duration (ns) grouped by ``(name, host_timed)``, section by section: what the
+        summary's statistics and ``Profile.diff``'s tests are computed from.
 
         One pass over each table, with columns zipped at C speed: a million records take well
         under a second.
         """
         t, h, names = self.table, self.host, self.names
-        span = self.span_ns
         device: dict[tuple[int, int], list[int]] = {}
         dranges: dict[tuple[int, int], list[int]] = {}
         sizes: dict[tuple[int, int], int] = {}
@@ -204,10 +216,25 @@ class Profile:
         def named(groups: dict[tuple[int, int], Any]) -> dict[tuple[str, bool], Any]:
             return {(names[nid], bool(ht)): v for (nid, ht), v in groups.items()}
 
-        return Summary(span, rows_of(named(host), {}, span),
-                       rows_of(named(device), named(sizes), span),
-                       rows_of(named(dranges), {}, span),
-                       sorted(markers.items(), key=lambda kv: (-kv[1], kv[0])))
+        return Durations(named(host), named(device), named(dranges), named(sizes), markers)
+
+    def summary(self) -> Summary:
+        """Per-name statistics of the host side, the device side and device ranges."""
+        d, span = self.durations(), self.span_ns
+        return Summary(span, rows_of(d.host, {}, span), rows_of(d.device, d.nbytes, span),
+                       rows_of(d.device_ranges, {}, span),
+                       sorted(d.markers.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def diff(self, other: Profile, alpha: float | None = None) -> ProfileDiff:
+        """How ``other`` (after) differs from this profile (before), name by name.
+
+        Per name: calls, median and total time before and after, the ratio of the medians, and
+        whether the change stands out of the run-to-run spread of the per-call durations (a
+        Mann-Whitney U test at ``alpha``, default 0.01); see :mod:`kprof_core.compare`.
+        """
+        from .compare import DEFAULT_ALPHA, diff
+
+        return diff(self, other, DEFAULT_ALPHA if alpha is None else alpha)
 
     @property
     def counts(self) -> tuple[int, int]:
@@ -242,6 +269,12 @@ class Profile:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the report
         p.text(self.report())
+
+    def _repr_html_(self) -> str | None:
+        """Notebooks show the timeline (a self-contained frame) and the summary tables."""
+        from .renderers.notebook import notebook_html
+
+        return notebook_html(self)
 
     # -- exports (kprof_core.renderers.chrome, .html and kprof_core.exports) ------------------------
 

@@ -14,6 +14,8 @@ import pytest
 from kprof_core.plugins import ENV_DISABLE_AUTOLOAD, ENV_PLUGINS, registry
 from kprof_core.profiler import ENV_TIMEOUT
 
+pytest_plugins = ["pytester"]  # the pytest plugin's tests run pytest inside pytest
+
 
 @pytest.fixture
 def fresh_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:

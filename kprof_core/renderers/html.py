@@ -51,12 +51,15 @@ def _numbers(f: IO[str], values: Iterable[int]) -> None:
     f.write("[]" if sep == "[" else "]")
 
 
-def write_html(target: Target, profiles: Sequence[Profile], labels: Sequence[str] | None = None) -> None:
+def write_html(target: Target, profiles: Sequence[Profile], labels: Sequence[str] | None = None,
+               *, summary: bool = True, extra_html: str = "") -> None:
     """Write one or more profiles as one self-contained HTML timeline with summary tables.
 
     ``target`` is a path (written atomically; an unwritable one raises
     :class:`kprof_core.exports.ExportError`) or an open text file; ``labels`` as for
-    :func:`kprof_core.renderers.chrome.write_chrome_trace`.
+    :func:`kprof_core.renderers.chrome.write_chrome_trace`. ``summary=False`` leaves the
+    summary tables out; ``extra_html`` (trusted, already escaped HTML, such as a comparison)
+    goes above them.
     """
     from .. import __version__
 
@@ -71,10 +74,11 @@ def write_html(target: Target, profiles: Sequence[Profile], labels: Sequence[str
         title = f"kprof timeline: {len(profiles)} profiles"
     page = (HERE / "timeline.html").read_text(encoding="utf-8")
     script = (HERE / "timeline.js").read_text(encoding="utf-8")
-    summary = "\n".join(_summary_html(p, name if len(profiles) > 1 else None)
-                        for p, name in zip(profiles, names))
+    tables = "\n".join(_summary_html(p, name if len(profiles) > 1 else None)
+                       for p, name in zip(profiles, names)) if summary else ""
+    tables = extra_html + ("\n" if extra_html and tables else "") + tables
     page = (page.replace("{{TITLE}}", html.escape(title)).replace("{{VERSION}}", __version__)
-            .replace("{{SUMMARY}}", summary))
+            .replace("{{SUMMARY}}", tables))
     head, tail = page.split(DATA_SLOT)
     tail = tail.replace("{{SCRIPT}}", script)
     with open_text(target, "HTML timeline") as f:

@@ -1,0 +1,241 @@
+"""One profiled test (``TestRun``), its baseline, and the terminal summary of the session.
+
+``kprof_core`` is imported inside the functions that profile, so that a session where no
+test is profiled never imports it (see the package docstring).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from kprof_core.compare import DiffRow, ProfileDiff
+    from kprof_core.profiler import profile
+    from kprof_core.session import Profile
+
+_RUN = pytest.StashKey["TestRun"]()
+_RESULTS = pytest.StashKey["list[TestResult]"]()
+
+
+def test_key(item: pytest.Item) -> str:
+    """What names a test's baseline: its module's import name and the node id's part after
+    the file (``test_ops::TestMul::test_mul2[4]``).
+
+    Not the node id itself: that starts with the file's path relative to the rootdir, which
+    pytest also derives from option values that are existing paths, so the same test gets
+    another node id once ``--kprof-compare DIR`` exists (measured on PyOpenCL's test suite:
+    every baseline missed).
+    """
+    module = getattr(getattr(item, "module", None), "__name__", None)
+    if not module or "::" not in item.nodeid:
+        return item.nodeid
+    return f"{module}::{item.nodeid.split('::', 1)[1]}"
+
+
+def baseline_name(key: str) -> str:
+    """The file a test's profile is saved as: its key made safe for a file name, and a short
+    hash of the key so that two keys that sanitize alike still get two files."""
+    safe = re.sub(r"[^A-Za-z0-9_.\-\[\]]+", "_", key)[:150]
+    return f"{safe}-{hashlib.sha1(key.encode()).hexdigest()[:8]}.kprof"
+
+
+@dataclass
+class TestResult:
+    """What the terminal summary needs of one test (the profile itself is not kept)."""
+
+    __test__ = False  # not a test class, whatever its name
+
+    nodeid: str
+    device_ns: int
+    kernels: list[tuple[str, int, int]]  # (label, total ns, calls), largest first
+    compared: bool = False
+    baseline: str | None = None
+    changes: list[DiffRow] = field(default_factory=list)  # significant device-side changes
+    failed: list[DiffRow] = field(default_factory=list)
+
+
+class ProfileView:
+    """The ``kprof_profile`` fixture: the test's ``kprof.Profile``, ended on first read.
+
+    Every attribute of ``kprof.Profile`` (``kernel_times``, ``kernels``, ``summary()``,
+    ``diff``, ``save``, ...) is available; the first access ends the test's profile so that
+    its device times are resolved.
+    """
+
+    def __init__(self, run: TestRun) -> None:
+        self._run = run
+
+    @property
+    def profile(self) -> Profile:
+        """The test's ``kprof.Profile`` (ends the recording if it is still going on)."""
+        return self._run.finished()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._run.finished(), name)
+
+    def __str__(self) -> str:
+        return str(self._run.finished())
+
+    def __repr__(self) -> str:
+        if self._run.profiler is None and self._run.result is None:
+            return "<kprof_profile: not started (the test function has not run yet)>"
+        return repr(self._run.finished())
+
+    def _repr_html_(self) -> str | None:
+        return self._run.finished()._repr_html_()
+
+
+class TestRun:
+    """The profile of one test's call phase."""
+
+    __test__ = False  # not a test class, whatever its name
+
+    def __init__(self, item: pytest.Item) -> None:
+        self.item = item
+        self.profiler: profile | None = None
+        self.result: Profile | None = None
+        self.summary: TestResult | None = None
+        self.view = ProfileView(self)
+
+    @classmethod
+    def of(cls, item: pytest.Item) -> TestRun:
+        run = item.stash.get(_RUN, None)
+        if run is None:
+            run = item.stash[_RUN] = cls(item)
+        return run
+
+    def _backends(self) -> list[str] | None:
+        marker = self.item.get_closest_marker("kprof")
+        if marker is not None and marker.kwargs.get("backends") is not None:
+            names = marker.kwargs["backends"]
+            return [names] if isinstance(names, str) else list(names)
+        opt = self.item.config.getoption("kprof_backends")
+        return [b for b in opt.split(",") if b] if opt else None
+
+    def start(self) -> None:
+        from kprof_core.backend import KprofError
+        from kprof_core.profiler import profile
+
+        try:
+            prof = profile(backends=self._backends())
+            prof.__enter__()
+        except (KprofError, TypeError) as exc:  # an unknown backend name, a bad marker
+            pytest.fail(f"kprof: {exc}", pytrace=False)
+        self.profiler = prof
+
+    def stop(self) -> None:
+        """End the profile (once: the test may have ended it by reading ``kprof_profile``)."""
+        prof, self.profiler = self.profiler, None
+        if prof is not None:
+            prof.__exit__(None, None, None)
+            self.result = prof.result
+            assert self.result is not None
+            self.result.meta["test"] = self.item.nodeid
+            self.result.meta["test_key"] = test_key(self.item)
+
+    def finished(self) -> Profile:
+        if self.result is None and self.profiler is None:
+            raise RuntimeError("kprof_profile is the profile of the test function: read it in "
+                               "the test, not in a fixture's set-up")
+        self.stop()
+        assert self.result is not None
+        return self.result
+
+    def record(self) -> None:
+        """Keep what the terminal summary needs: device time and the kernels behind it."""
+        p = self.result
+        if p is None:
+            return
+        kernels = sorted(((r.label, r.total_ns, r.calls) for r in p.summary().device),
+                         key=lambda k: (-k[1], k[0]))
+        self.summary = TestResult(self.item.nodeid, sum(k[1] for k in kernels), kernels)
+        self.item.config.stash.setdefault(_RESULTS, []).append(self.summary)
+
+    def baseline(self) -> None:
+        """Save, compare with the baseline, and fail on a significant slowdown, as asked."""
+        p, res = self.result, self.summary
+        if p is None or res is None:
+            return
+        config = self.item.config
+        name = baseline_name(test_key(self.item))
+        save_dir = config.getoption("kprof_save")
+        if save_dir:
+            Path(save_dir).mkdir(parents=True, exist_ok=True)
+            p.save(os.path.join(save_dir, name))
+        compare_dir = config.getoption("kprof_compare")
+        if not compare_dir:
+            return
+        path = os.path.join(compare_dir, name)
+        if not os.path.exists(path):
+            return
+        d = compare_with(path, p, config.getoption("kprof_alpha"))
+        res.compared, res.baseline = True, path
+        res.changes = [r for r in d.rows if r.section != "host" and r.significant]
+        fail_above = config.getoption("kprof_fail_above")
+        if fail_above is not None:
+            res.failed = d.slowdowns(fail_above)
+            if res.failed:
+                pytest.fail(f"kprof: significantly slower than the baseline {path} "
+                            f"(more than {fail_above:g}x, median per call): "
+                            + "; ".join(describe(r) for r in res.failed), pytrace=False)
+
+
+def compare_with(path: str, p: Profile, alpha: float) -> ProfileDiff:
+    from kprof_core.saved import CommandError, load_profile
+
+    try:
+        base = load_profile(path)
+    except CommandError as exc:
+        raise pytest.UsageError(f"--kprof-compare: {exc}") from None
+    return base.diff(p, alpha=alpha)
+
+
+def describe(r: DiffRow) -> str:
+    from kprof_core.timefmt import format_time
+
+    assert r.median_before is not None and r.median_after is not None and r.p_value is not None
+    return (f"{r.label} {r.ratio:.2f}x ({format_time(r.median_before)} -> "
+            f"{format_time(r.median_after)} per call, {r.calls_before}->{r.calls_after} calls, "
+            f"p={r.p_value:.2g})")
+
+
+def terminal_summary(tr: Any, config: pytest.Config) -> None:
+    results = config.stash.get(_RESULTS, None)
+    if not results:
+        return
+    from kprof_core.timefmt import format_time
+
+    top = max(0, config.getoption("kprof_top"))
+    ranked = sorted(results, key=lambda r: (-r.device_ns, r.nodeid))[:top]
+    tr.write_sep("=", "kprof: device time per test")
+    width = max((len(format_time(r.device_ns)) for r in ranked), default=0)
+    for r in ranked:
+        kernels = ", ".join(f"{label} {format_time(total)} ({calls} call{'s' * (calls != 1)})"
+                            for label, total, calls in r.kernels[:3])
+        more = f", {len(r.kernels) - 3} more" if len(r.kernels) > 3 else ""
+        tr.write_line(f"{format_time(r.device_ns):>{width}}  {r.nodeid}  "
+                      f"{kernels or 'no device work'}{more}")
+    if len(results) > len(ranked):
+        tr.write_line(f"({len(results) - len(ranked)} more profiled tests; --kprof-top N lists more)")
+    compare_dir = config.getoption("kprof_compare")
+    if not compare_dir:
+        return
+    tr.write_sep("=", f"kprof: compared with {compare_dir}")
+    compared = [r for r in results if r.compared]
+    for r in compared:
+        for row in r.changes:
+            mark = "FAILED " if row in r.failed else ""
+            tr.write_line(f"{mark}{r.nodeid}: {row.status} {describe(row)}")
+    steady = sum(1 for r in compared if not r.changes)
+    missing = len(results) - len(compared)
+    tr.write_line(f"{len(compared)} test{'s' * (len(compared) != 1)} compared, {steady} within "
+                  f"the run-to-run spread; {missing} without a baseline")
