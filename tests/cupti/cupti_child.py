@@ -155,6 +155,20 @@ def records_become_rows(env: Env) -> None:
     assert r[0]["launch_end"] - r[0]["launch_start"] == 2000
     assert p.start_ns - clock.error_ns <= r[0]["launch_start"] <= p.end_ns + clock.error_ns
     assert env.plugin.activity is not None and not env.plugin.activity._corr
+    # The trace says how CUPTI's clock was placed, and each kernel's launch configuration.
+    from kprof_core.renderers.chrome import write_chrome_trace
+
+    buf = io.StringIO()
+    write_chrome_trace(buf, [p])
+    trace = json.loads(buf.getvalue())
+    assert any("cuptiGetTimestamp sampled against perf_counter_ns" in c
+               for c in trace["otherData"]["profiles"][0]["clocks"]), trace["otherData"]
+    assert any(e.get("name") == "process_labels" and "cuptiGetTimestamp" in e["args"]["labels"]
+               for e in trace["traceEvents"])
+    [ev] = [e for e in trace["traceEvents"]
+            if e.get("name") == "void scale<float>(float*, float, int)" and e.get("ph") == "X"
+            and e.get("cat") != "launch"]
+    assert ev["args"]["detail"].startswith("grid (4, 2, 1) block (256, 1, 1)")
 
 
 def two_profiles_on_two_threads(env: Env) -> None:
