@@ -135,8 +135,12 @@ class CudaPlugin:
             return "CUDA events", "this plugin was built without the CUPTI path"
         version = act.version()
         if act.active:
-            return "CUPTI activity records", (f"cupti-python {version}: every kernel, copy "
-                                              f"and memset; events time kprof.range")
+            why = f"cupti-python {version}: every kernel, copy and memset; events time kprof.range"
+            if not act.runtime_records:
+                why += (f"; cupti-python {version} cannot enable runtime-API records, so work "
+                        f"enqueued through the CUDA runtime (cuBLAS, cudaMemcpy) is attributed "
+                        f"only through the driver calls CUPTI records (kprof[cuda13] has both)")
+            return "CUPTI activity records", why
         reason = act.reason or act.probe()
         if reason is None:
             return "CUPTI activity records", (f"cupti-python {version}, enabled while a "

@@ -71,6 +71,7 @@ K = cupti.ActivityKind
 DRIVER, RUNTIME = 0, 1
 LAUNCH = int(cupti.driver_api_trace_cbid.cuLaunchKernel)
 GRAPH = int(cupti.driver_api_trace_cbid.cuGraphLaunch)
+RT_LAUNCH = int(cupti.runtime_api_trace_cbid.cudaLaunchKernel_v7000)
 MEMCPY = int(cupti.driver_api_trace_cbid.cuMemcpyDtoHAsync_v2)
 MEMSET = int(cupti.driver_api_trace_cbid.cuMemsetD8Async)
 GET_DEVICE = int(cupti.driver_api_trace_cbid.cuCtxGetDevice)
@@ -280,6 +281,26 @@ def records_dropped_without_buffers_are_said(env: Env) -> None:
     assert len(msgs) == 1 and msgs[0].startswith("kprof: CUPTI dropped 9 activity record(s)"), msgs
 
 
+def runtime_api_records(env: Env) -> None:
+    """Work enqueued through a runtime-API call is attributed by its RUNTIME record where the
+    bindings can enable that kind (cupti-python 13); where they cannot (12.8), it is not, and
+    kprof backends says so."""
+    with kprof.profile() as p:
+        t = lib.cuptidouble_now()
+        corr = lib.cuptidouble_api(RUNTIME, RT_LAUNCH, t, t + 1000)
+        lib.cuptidouble_kernel(corr, b"from_runtime", 0, 1, 13, 1, 1, 1, 32, 1, 1, t + 2000,
+                               t + 3000)
+        detail = env.backend.info(refresh=True).capture_detail or ""
+    act = env.plugin.activity
+    assert act is not None
+    if act.runtime_records:
+        assert [x["name"] for x in rows(p)] == ["from_runtime"]
+        assert "cannot enable runtime-API records" not in detail
+    else:
+        assert rows(p) == [] and act.foreign == 1
+        assert "cannot enable runtime-API records" in detail, detail
+
+
 def graph_launch_records(env: Env) -> None:
     """Several kernels share a graph launch's correlation id: all are recorded."""
     with kprof.profile() as p:
@@ -389,7 +410,7 @@ def streams_share_rows_with_events(env: Env) -> None:
 SCENARIOS: dict[str, Callable[[Env], None]] = {f.__name__: f for f in (
     records_become_rows, two_profiles_on_two_threads, outside_the_profile_is_not_recorded,
     propagated_thread, nested_profiles, buffers_drained_while_running,
-    records_dropped_without_buffers_are_said, graph_launch_records,
+    records_dropped_without_buffers_are_said, runtime_api_records, graph_launch_records,
     late_records_dropped_counted_said, subscriber_taken_falls_back_to_events,
     no_double_counting_with_cupti, streams_share_rows_with_events)}
 

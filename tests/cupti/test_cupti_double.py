@@ -23,7 +23,7 @@ import build as cupti_build  # noqa: E402
 SCENARIOS = ("records_become_rows", "two_profiles_on_two_threads",
              "outside_the_profile_is_not_recorded", "propagated_thread", "nested_profiles",
              "buffers_drained_while_running", "records_dropped_without_buffers_are_said",
-             "graph_launch_records",
+             "runtime_api_records", "graph_launch_records",
              "late_records_dropped_counted_said", "subscriber_taken_falls_back_to_events",
              "no_double_counting_with_cupti", "streams_share_rows_with_events")
 

@@ -54,14 +54,33 @@ def cupti_major() -> int:
     return int(metadata.version("cupti-python").split(".")[0])
 
 
-def _compile(cc: str, source: Path, out: Path, soname: str, includes: list[Path]) -> None:
+def record_types(cupti_include: Path) -> list[str]:
+    """``-D`` flags naming the newest kernel, memcpy and memset record structs the headers
+    define: what a libcupti built from these headers writes, and what the matching
+    cupti-python reads (Kernel9/Memcpy6/Memset4 in CUDA 12.9's, Kernel13/Memcpy7/Memset5 in
+    CUDA 13.5's)."""
+    import re
+
+    text = "".join(p.read_text(errors="replace") for p in sorted(cupti_include.glob("cupti_activity*.h")))
+    flags = []
+    for macro, base in (("KERNEL_RECORD", "Kernel"), ("MEMCPY_RECORD", "Memcpy"),
+                        ("MEMSET_RECORD", "Memset")):
+        versions = [int(v) for v in re.findall(rf"}}\s*CUpti_Activity{base}(\d+)\s*;", text)]
+        if not versions:
+            raise BuildError(f"no CUpti_Activity{base}N record in {cupti_include}")
+        flags.append(f"-D{macro}=CUpti_Activity{base}{max(versions)}")
+    return flags
+
+
+def _compile(cc: str, source: Path, out: Path, soname: str, includes: list[Path],
+             extra: list[str] | None = None) -> None:
     if out.exists() and out.stat().st_mtime >= source.stat().st_mtime:
         return
     fd, tmp = tempfile.mkstemp(prefix=f".{soname}.", suffix=".so", dir=out.parent)
     os.close(fd)
     try:
-        cmd = [cc, *CFLAGS, *(f"-I{d}" for d in includes), f"-Wl,-soname,{soname}", "-o",
-               tmp, str(source)]
+        cmd = [cc, *CFLAGS, *(extra or []), *(f"-I{d}" for d in includes),
+               f"-Wl,-soname,{soname}", "-o", tmp, str(source)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise BuildError(f"cc failed ({proc.returncode}) building {source.name}:\n"
@@ -85,7 +104,7 @@ def build(out_dir: Path) -> tuple[Path, Path]:
     soname = f"libcupti.so.{cupti_major()}"
     cupti = out / soname
     driver = out / "libcuda.so.1"
-    _compile(cc, CUPTI_SOURCE, cupti, soname, includes)
+    _compile(cc, CUPTI_SOURCE, cupti, soname, includes, record_types(includes[0]))
     _compile(cc, DRIVER_SOURCE, driver, "libcuda.so.1", includes)
     return cupti, driver
 

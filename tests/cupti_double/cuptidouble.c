@@ -41,6 +41,18 @@
 
 #include <cupti.h>
 
+/* The newest record structs of the headers (build.py passes them): what a libcupti built
+ * from these headers writes and the matching cupti-python reads. */
+#ifndef KERNEL_RECORD
+#define KERNEL_RECORD CUpti_ActivityKernel9
+#endif
+#ifndef MEMCPY_RECORD
+#define MEMCPY_RECORD CUpti_ActivityMemcpy6
+#endif
+#ifndef MEMSET_RECORD
+#define MEMSET_RECORD CUpti_ActivityMemset4
+#endif
+
 #define MAX_DEPTH 64
 #define N_EXT_KINDS 8
 #define MAX_STREAMS 1024
@@ -92,9 +104,9 @@ static uint64_t now_ns(void) {
 static size_t record_size(CUpti_ActivityKind kind) {
     switch (kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-    case CUPTI_ACTIVITY_KIND_KERNEL: return sizeof(CUpti_ActivityKernel9);
-    case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
-    case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
+    case CUPTI_ACTIVITY_KIND_KERNEL: return sizeof(KERNEL_RECORD);
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(MEMCPY_RECORD);
+    case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(MEMSET_RECORD);
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
@@ -470,7 +482,7 @@ int cuptidouble_kernel(uint32_t corr, const char *name, uint32_t device, uint32_
     pthread_mutex_lock(&lock);
     int ok = 0;
     if (enabled[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]) {
-        CUpti_ActivityKernel9 *r = (CUpti_ActivityKernel9 *)reserve_locked(sizeof *r);
+        KERNEL_RECORD *r = (KERNEL_RECORD *)reserve_locked(sizeof *r);
         if (r) {
             r->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
             r->start = start; r->end = end;
@@ -494,7 +506,7 @@ int cuptidouble_memcpy(uint32_t corr, int copy_kind, uint64_t bytes, uint32_t de
     pthread_mutex_lock(&lock);
     int ok = 0;
     if (enabled[CUPTI_ACTIVITY_KIND_MEMCPY]) {
-        CUpti_ActivityMemcpy6 *r = (CUpti_ActivityMemcpy6 *)reserve_locked(sizeof *r);
+        MEMCPY_RECORD *r = (MEMCPY_RECORD *)reserve_locked(sizeof *r);
         if (r) {
             r->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
             r->copyKind = (uint8_t)copy_kind;
@@ -517,7 +529,7 @@ int cuptidouble_memset(uint32_t corr, uint32_t value, uint64_t bytes, uint32_t d
     pthread_mutex_lock(&lock);
     int ok = 0;
     if (enabled[CUPTI_ACTIVITY_KIND_MEMSET]) {
-        CUpti_ActivityMemset4 *r = (CUpti_ActivityMemset4 *)reserve_locked(sizeof *r);
+        MEMSET_RECORD *r = (MEMSET_RECORD *)reserve_locked(sizeof *r);
         if (r) {
             r->kind = CUPTI_ACTIVITY_KIND_MEMSET;
             r->value = value;
