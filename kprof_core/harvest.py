@@ -92,7 +92,9 @@ class Harvest:
         #: Row -> what an activity backend said about it (launch configuration, ...).
         self.details: dict[int, str] = {}
         self.activity_clocks: dict[str, DeviceClock] = {}
-        self._created_ns = time.perf_counter_ns()
+        #: When the profile started (set by ``profile``): where activity records of a device
+        #: without clock correlation are anchored.
+        self.start_ns = time.perf_counter_ns()
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows, oldest first; returns how many were taken.
@@ -285,7 +287,7 @@ class Harvest:
         dkey = self.queues[qid].device_key
         offset = self._offsets.get(dkey)
         if offset is None:
-            offset = self._activity_offset(backend, queue, qid, dkey, begin)
+            offset = self._activity_offset(backend, queue, qid, dkey, begin, launch_begin)
         start = begin + offset
         h0 = launch_begin + offset if launch_begin else start
         h1 = launch_end + offset if launch_end else h0
@@ -295,7 +297,7 @@ class Harvest:
             self.details[row] = str(detail)
 
     def _activity_offset(self, backend: Backend, queue: Any, qid: int, dkey: str,
-                         device_ns: int) -> int:
+                         device_ns: int, launch_ns: int) -> int:
         alignment = None
         try:
             alignment = backend.activity_align(backend, queue, device_ns)
@@ -310,7 +312,8 @@ class Harvest:
             offset = alignment.host_ns - device_ns
             clock = DeviceClock(q.backend, q.device, alignment.method, alignment.error_ns)
         else:
-            offset = self._created_ns - device_ns
+            # The first record's launch (or, unknown, its work) at the profile's start.
+            offset = self.start_ns - (launch_ns or device_ns)
             clock = DeviceClock(q.backend, q.device, "no clock correlation: the first device "
                                 "record is placed at the profile's start", None)
         self._offsets[dkey] = offset

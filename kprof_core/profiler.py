@@ -143,7 +143,7 @@ class profile:
         result = Profile(trace=self.trace, backends=[b.name for b in backends])
         self._recorder, self.result = rec, result
         _install(backends)
-        result.start_ns = now()
+        result.start_ns = rec.start_ns = now()
         self._token = _ACTIVE.set(rec)
         if rec.has_activity:
             scope, opened = activity.open_scope(rec)

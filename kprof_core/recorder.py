@@ -236,6 +236,8 @@ class Recorder(Harvest):
         # The last field, record flags for launches, holds the record's detail here.
         self._incoming.append((backend.slot, ACTIVITY + r.kind, r.name, qk, who, r.launch_begin,
                                r.launch_end, r.begin, r.end, r.nbytes, r.detail))
+        if self._closed:  # closed meanwhile: finish() may have harvested already
+            self._late()
         return True
 
     def activity_pressure(self) -> None:

@@ -26,6 +26,8 @@ def tracer(fresh_registry: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any
     t.clock_offset = 0
     t.foreign = 0
     t.batch = 64
+    t.delivered_batches = 0
+    t.delivery_threads.clear()
     yield t
     t.release()
 
@@ -144,13 +146,14 @@ def test_delivery_runs_while_the_profile_runs_from_the_tools_thread(tracer: Any)
     s = Stream("s")
     delivered_before_end = 0
     with kprof.profile() as p:
-        for i in range(400):
-            tracer.launch(f"k{i % 4}", s, 10)
-        deadline = threading.Event()
-        for _ in range(500):  # the tool's thread hands over batches as work completes
-            if activity.stats()["delivered"] and tracer.delivered_batches >= 5:
-                break
-            deadline.wait(0.002)
+        pause = threading.Event()
+        for wave in range(5):  # the tool's thread hands over each wave once it completed
+            for i in range(80):
+                tracer.launch(f"k{i % 4}", s, 10)
+            for _ in range(5000):
+                if tracer.delivered_batches > wave:
+                    break
+                pause.wait(0.002)
         delivered_before_end = tracer.delivered_batches
     assert len(p.kernels) == 400
     assert delivered_before_end >= 5
@@ -220,3 +223,48 @@ def test_kernel_wrapper_is_a_range_when_the_backend_reports_kernels(tracer: Any)
     rec.activity_backends.add(b)
     rec.device_range_end("wrapped", KERNEL, [(b, object(), None)], 0, 1)
     assert rec._incoming[-1][1] == RANGE
+
+
+def test_a_failing_align_places_records_at_the_profile_start_and_says_so(
+        fresh_registry: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kprof_testbackend.tracer import Stream, Tracer
+
+    class NoClock(Tracer):
+        @kprof.hookimpl
+        def activity_align(self, backend: kprof.Backend, queue: Any, device_ns: int) -> Any:
+            raise RuntimeError("clock broke")
+
+    monkeypatch.setenv(ENV_PLUGINS, "none")
+    monkeypatch.setenv("KPROF_DISABLE_PLUGIN_AUTOLOAD", "1")
+    t = NoClock()
+    kprof.register_backend(t, "noclock")
+    t.clock_offset = 10**12
+    s = Stream("s")
+    with pytest.warns(RuntimeWarning, match="activity_align raised RuntimeError: clock broke"):
+        with kprof.profile() as p:
+            t.launch("k", s, 1000)
+    [k] = p.kernels
+    assert k.duration_ns == 1000 and 0 <= k.start_ns <= p.end_ns - p.start_ns
+    [clock] = p.clocks.values()
+    assert clock.error_ns is None and clock.method.startswith("no clock correlation")
+
+
+def test_a_failing_scope_enter_is_said_and_the_profile_goes_on(
+        fresh_registry: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kprof_testbackend.tracer import Stream, Tracer
+
+    class NoScope(Tracer):
+        @kprof.hookimpl
+        def activity_scope_enter(self, backend: kprof.Backend, scope: int) -> bool:
+            raise RuntimeError("no scopes today")
+
+    monkeypatch.setenv("KPROF_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv(ENV_PLUGINS, raising=False)
+    t = NoScope()
+    kprof.register_backend(t, "noscope")
+    with pytest.warns(RuntimeWarning, match="activity_scope_enter raised RuntimeError"):
+        with kprof.profile() as p:
+            t.launch("k", Stream("s"), 10)
+            kprof.mark("still profiling")
+    assert p.kernels == [] and [m.name for m in p.markers] == ["still profiling"]
+    assert t.foreign == 1
