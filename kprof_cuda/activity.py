@@ -62,11 +62,17 @@ MEMSET = "[memset]"
 
 
 class _Demangler:
-    """C++ names to readable ones with libstdc++'s ``__cxa_demangle`` (as ``c++filt``)."""
+    """C++ names to readable ones with libstdc++'s ``__cxa_demangle`` (as ``c++filt``).
+
+    libstdc++ is looked up on first use, not at import (``find_library`` runs ldconfig)."""
 
     def __init__(self) -> None:
         self._cache: dict[str, str] = {}
         self._fn: Any = None
+        self._loaded = False
+
+    def _load(self) -> None:
+        self._loaded = True
         try:
             lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
             fn = getattr(lib, "__cxa_demangle")  # not lib.__x: that name would be mangled here
@@ -86,7 +92,11 @@ class _Demangler:
         return out
 
     def _demangle(self, name: str) -> str:
-        if self._fn is None or not name.startswith("_Z"):
+        if not name.startswith("_Z"):
+            return name
+        if not self._loaded:
+            self._load()
+        if self._fn is None:
             return name
         status = ctypes.c_int(0)
         ptr = self._fn(name.encode(), None, None, ctypes.byref(status))

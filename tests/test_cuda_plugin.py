@@ -346,3 +346,11 @@ def test_a_failing_range_push_disables_the_backend_not_the_range(bare: None) -> 
     assert b.broken is not None
     assert [r.name for r in p.ranges] == ["r"] and p.device_ranges == []
     assert m.calls == []
+
+
+def test_cupti_kernel_names_are_demangled() -> None:
+    from kprof_cuda.activity import demangle
+
+    assert demangle("_Z5scaleIfEvPT_S0_i") == "void scale<float>(float*, float, int)"
+    assert demangle("cupy_multiply__float32_float_float32") == "cupy_multiply__float32_float_float32"
+    assert demangle("_Znot a name") == "_Znot a name"  # what cannot be demangled stays as is
