@@ -75,11 +75,14 @@ def launch_loop(call: Callable[..., Any], q: Any, buf: Any, n: int) -> float:
     return (time.perf_counter_ns() - t0) / n
 
 
-def alternate(variants: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
-    """Run each variant ``repeats`` times, interleaved; the median of each."""
+def alternate(variants: dict[str, Callable[[], float]], repeats: int,
+              flip: bool = False) -> dict[str, float]:
+    """Run each variant ``repeats`` times, interleaved; the median of each. With ``flip`` every
+    other round runs them in reverse order, so that no variant always follows the same one."""
     runs: dict[str, list[float]] = {k: [] for k in variants}
-    for _ in range(repeats):
-        for k, v in variants.items():
+    for r in range(repeats):
+        items = list(variants.items())
+        for k, v in (items[::-1] if flip and r % 2 else items):
             runs[k].append(v())
     return {k: statistics.median(v) for k, v in runs.items()}
 
@@ -382,7 +385,59 @@ def bench_startup(quick: bool) -> dict[str, Any]:
             "bare_python_s": bare, "targets": {"import_kprof_s": 0.150, "kprof_backends_s": 2.0}}
 
 
+def bench_queue(quick: bool) -> dict[str, Any]:
+    """What a profiling queue costs code that is not profiled (kprof creates every queue with
+    PROFILING_ENABLE while it captures, and after kprof_opencl.enable_profiling()), and what a
+    launch costs inside a profile on a queue with profiling (exact) and one without (observed
+    by the watcher thread, approximate)."""
+    import warnings
+
+    import kprof
+    import kprof_opencl
+
+    cl, ctx, prof_q, _prg, tiny, _busy, _big, np, buf = _cl()
+    plain_q = cl.CommandQueue(ctx, prof_q.device)
+    n = 500 if quick else 5000
+    host = np.empty(64, np.float32)
+
+    def loop(q: Any) -> Callable[[], float]:
+        def run() -> float:
+            ns = launch_loop(tiny, q, buf, n)
+            q.finish()
+            return ns
+        return run
+
+    def reads(q: Any) -> Callable[[], float]:
+        def run() -> float:
+            return per_call_ns(lambda: cl.enqueue_copy(q, host, buf), n // 5)
+        return run
+
+    def profiled(q: Any) -> Callable[[], float]:
+        def run() -> float:
+            with kprof.profile(backends=["opencl"]):
+                t0 = time.perf_counter_ns()
+                launch_loop(tiny, q, buf, n)
+                q.finish()
+                ns = (time.perf_counter_ns() - t0) / n
+            return ns
+        return run
+
+    for q in (plain_q, prof_q):  # warm up: compile, first launches
+        loop(q)()
+    warnings.simplefilter("ignore", kprof_opencl.ProfilingDisabledWarning)
+    res = alternate({
+        "launch_plain_queue_ns": loop(plain_q), "launch_profiling_queue_ns": loop(prof_q),
+        "read_plain_queue_ns": reads(plain_q), "read_profiling_queue_ns": reads(prof_q),
+        "profiled_launch_profiling_queue_ns": profiled(prof_q),
+        "profiled_launch_plain_queue_observed_ns": profiled(plain_q),
+    }, repeats=3 if quick else 15, flip=True)
+    res["launch_ratio"] = res["launch_profiling_queue_ns"] / res["launch_plain_queue_ns"]
+    res["read_ratio"] = res["read_profiling_queue_ns"] / res["read_plain_queue_ns"]
+    return res
+
+
 BENCHES = {
+    "queue": bench_queue,
     "launch": bench_launch,
     "idle": bench_idle,
     "range": bench_range,
@@ -407,7 +462,7 @@ def main() -> int:
     try:
         import pyopencl
 
-        results["pyopencl"] = pyopencl.VERSION_TEXT
+        results["pyopencl"] = ".".join(map(str, pyopencl.VERSION))  # no VERSION_TEXT in 2026.1
         results["device"] = ", ".join(f"{p.version} / {d.name}" for p in pyopencl.get_platforms()
                                       for d in p.get_devices())
     except Exception as exc:

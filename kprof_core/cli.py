@@ -153,7 +153,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.module:
                 runpy.run_module(script, run_name="__main__", alter_sys=True)
             else:
-                runpy.run_path(script, run_name="__main__")
+                # As python does (3.9+): __file__ is absolute, sys.argv[0] stays as typed.
+                runpy.run_path(os.path.abspath(script), run_name="__main__")
         except SystemExit as exc:
             code = _exit_code(exc.code)
         except KeyboardInterrupt:

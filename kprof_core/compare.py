@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
+from .records import APPROXIMATE, HOST_TIMED
+
 if TYPE_CHECKING:
     from .session import Profile
 
@@ -159,10 +161,11 @@ class DiffRow:
     effect: float | None
     significant: bool
     status: str
+    approximate: bool = False
 
     @property
     def label(self) -> str:
-        return f"{self.name} *" if self.host_timed else self.name
+        return f"{self.name} *" if self.host_timed else f"{self.name} ~" if self.approximate else self.name
 
     @property
     def change_ns(self) -> int:
@@ -199,9 +202,12 @@ class ProfileDiff:
         not rows timed on the host for want of device timestamps (``*``: launch, synchronize,
         read the host clock), which follow the host's load from run to run; on PyOpenCL's own
         test suite (queues without profiling) a rerun of the same code made 15 of 57 tests
-        "slower" by 1.2-5x on such rows, and none on device-timed ones."""
+        "slower" by 1.2-5x on such rows, and none on device-timed ones. Rows observed on the
+        host (``~``, OpenCL queues without profiling) follow the host's load as well and are
+        left out the same way (``host_timed=True`` counts both)."""
         return [r for r in self.rows if r.section in sections and r.status == "slower"
-                and (host_timed or not r.host_timed) and r.ratio is not None and r.ratio > above]
+                and (host_timed or not (r.host_timed or r.approximate)) and r.ratio is not None
+                and r.ratio > above]
 
     def to_json(self) -> dict[str, Any]:
         """The diff as JSON-able data (times in ns)."""
@@ -227,8 +233,8 @@ class ProfileDiff:
         return diff_html(self)
 
 
-def _rows(section: str, before: dict[tuple[str, bool], list[int]],
-          after: dict[tuple[str, bool], list[int]], alpha: float) -> list[DiffRow]:
+def _rows(section: str, before: dict[tuple[str, int], list[int]],
+          after: dict[tuple[str, int], list[int]], alpha: float) -> list[DiffRow]:
     rows = []
     for key in before.keys() | after.keys():
         b, a = before.get(key, []), after.get(key, [])
@@ -246,8 +252,9 @@ def _rows(section: str, before: dict[tuple[str, bool], list[int]],
             status = "slower" if test.effect > 0.5 else "faster"
         else:
             status = "same"
-        rows.append(DiffRow(section, key[0], key[1], len(b), len(a), mb, ma, sum(b), sum(a),
-                            ratio, p, test.effect if test else None, significant, status))
+        rows.append(DiffRow(section, key[0], bool(key[1] & HOST_TIMED), len(b), len(a), mb, ma,
+                            sum(b), sum(a), ratio, p, test.effect if test else None, significant,
+                            status, bool(key[1] & APPROXIMATE)))
     rows.sort(key=lambda r: (-abs(r.change_ns), r.name, r.host_timed))
     return rows
 

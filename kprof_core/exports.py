@@ -4,8 +4,8 @@ All three hold the same records, times in nanoseconds relative to the profile's 
 record views ``p.kernels``, ``p.ranges`` are):
 
 - device records: kernels, copies and the device time of ranges, with their launch's host
-  interval, queue, thread, bytes, ``host_timed`` and, for records the device never timed,
-  ``error`` (their ``start_ns``/``duration_ns`` are then the launch's, not device times);
+  interval, queue, thread, bytes, ``host_timed``, ``approximate`` (observed on the host) and,
+  for records the device never timed, ``error`` (their ``start_ns``/``duration_ns`` are then the launch's, not device times);
 - host records: ranges and markers.
 
 Files are written through :func:`open_text`: a path that cannot be written raises
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import IO, TYPE_CHECKING, Any, TextIO, Union
 
-from .records import HOST_TIMED, KIND_NAMES, UNRESOLVED, HostTable
+from .records import APPROXIMATE, HOST_TIMED, KIND_NAMES, UNRESOLVED, HostTable
 
 if TYPE_CHECKING:
     from .session import Profile
@@ -35,7 +35,8 @@ Target = Union[str, "os.PathLike[str]", TextIO, IO[str]]
 
 #: The columns of ``to_csv`` and ``to_dataframe``, in order.
 COLUMNS = ("record", "kind", "name", "backend", "device", "queue", "thread", "start_ns",
-           "duration_ns", "launch_start_ns", "launch_end_ns", "nbytes", "host_timed", "error")
+           "duration_ns", "launch_start_ns", "launch_end_ns", "nbytes", "host_timed",
+           "approximate", "error")
 
 FORMAT = "kprof.records/1"
 
@@ -102,6 +103,7 @@ def _device_rows(p: Profile, order: Any = None) -> Iterator[dict[str, Any]]:
             "launch_end_ns": t.launch_end[i] - o,
             "nbytes": None if nbytes < 0 else nbytes,
             "host_timed": bool(flags & HOST_TIMED),
+            "approximate": bool(flags & APPROXIMATE),
             "error": p.errors.get(i, "unresolved") if flags & UNRESOLVED else None,
         }
 
@@ -124,6 +126,7 @@ def _host_rows(p: Profile, order: Any = None) -> Iterator[dict[str, Any]]:
             "launch_end_ns": None,
             "nbytes": None,
             "host_timed": False,
+            "approximate": False,
             "error": None,
         }
 
@@ -165,7 +168,8 @@ def _strip(row: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 _DEVICE_KEYS = ("kind", "name", "backend", "device", "queue", "thread", "start_ns",
-                "duration_ns", "launch_start_ns", "launch_end_ns", "nbytes", "host_timed", "error")
+                "duration_ns", "launch_start_ns", "launch_end_ns", "nbytes", "host_timed",
+                "approximate", "error")
 _HOST_KEYS = ("kind", "name", "thread", "start_ns", "duration_ns")
 
 
@@ -238,4 +242,5 @@ def to_dataframe(p: Profile) -> Any:
     for c in ("start_ns", "duration_ns"):
         data[c] = pandas.array(cols[c], dtype="int64")
     data["host_timed"] = pandas.array(cols["host_timed"], dtype="bool")
+    data["approximate"] = pandas.array(cols["approximate"], dtype="bool")
     return pandas.DataFrame(data, columns=list(COLUMNS))

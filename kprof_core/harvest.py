@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .backend import Alignment, Backend, BadReturn, QueueInfo
 from .placement import DeviceClock
 from .records import (
+    APPROXIMATE,
     HOST_TIMED,
     PLACED,
     UNRESOLVED,
@@ -139,7 +140,8 @@ class Harvest:
             while taken < n:
                 entry = popleft()
                 slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags = entry
-                q = fast_queues.get(qk) if start is not None and kind < HOST_RANGE else None
+                q = (fast_queues.get(qk) if start is not None and kind < HOST_RANGE and not flags
+                     else None)
                 if q is not None and (backend := q[0]).slot == slot and backend.broken is None:
                     tid = thread_ids.get(who)
                     nid = name_ids.get(name) if type(name) is str else None
@@ -243,7 +245,13 @@ class Harvest:
                         return False
                     if done is not None:  # None: it can't tell, so elapsed_time waits itself
                         error = self._wait(backend, stop, deadline)
-                if error is None:
+                if error is None and flags & APPROXIMATE:
+                    # Host-clock times, already placed: never a device's reference token.
+                    hook = "device_times"
+                    rel, end = self._device_times(backend, start, stop)
+                    dur = end - rel
+                    flags |= PLACED
+                elif error is None:
                     dkey = self.queues[self._queue_id(backend, queue)].device_key
                     ref = self._refs.get(dkey)
                     if backend.has_device_times:

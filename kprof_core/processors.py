@@ -7,6 +7,8 @@ import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .records import APPROXIMATE, HOST_TIMED
+
 
 @dataclass(frozen=True)
 class SummaryRow:
@@ -23,17 +25,19 @@ class SummaryRow:
     percent: float
     host_timed: bool = False
     nbytes: int | None = None
+    approximate: bool = False
 
     @property
     def label(self) -> str:
-        return f"{self.name} *" if self.host_timed else self.name
+        return f"{self.name} *" if self.host_timed else f"{self.name} ~" if self.approximate else self.name
 
 
-def rows_of(groups: Mapping[tuple[str, bool], list[int]], sizes: Mapping[tuple[str, bool], int],
+def rows_of(groups: Mapping[tuple[str, int], list[int]], sizes: Mapping[tuple[str, int], int],
             span_ns: int) -> list[SummaryRow]:
-    """Summary rows of durations already grouped by ``(name, host_timed)``; largest total first."""
+    """Summary rows of durations already grouped by ``(name, marks)``, where marks are the
+    record flags ``HOST_TIMED`` and ``APPROXIMATE`` (or a bool: host-timed); largest total first."""
     rows = []
-    for (name, host_timed), durs in groups.items():
+    for (name, marks), durs in groups.items():
         n = len(durs)
         total = sum(durs)
         mean = total / n
@@ -53,8 +57,9 @@ def rows_of(groups: Mapping[tuple[str, bool], list[int]], sizes: Mapping[tuple[s
             median_ns=median,
             std_ns=math.sqrt(var) if var > 0 else 0.0,
             percent=100.0 * total / span_ns if span_ns > 0 else 0.0,
-            host_timed=host_timed,
-            nbytes=sizes.get((name, host_timed)),
+            host_timed=bool(marks & HOST_TIMED),
+            nbytes=sizes.get((name, marks)),
+            approximate=bool(marks & APPROXIMATE),
         ))
     rows.sort(key=lambda r: (-r.total_ns, r.name))
     return rows

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .backend import Backend
 from .harvest import ACTIVITY, HOST_LAUNCH, HOST_RANGE, MARK, Harvest
 from .placement import DeviceClock, place
-from .records import COPY, HOST_TIMED, KERNEL, PLACED, RANGE
+from .records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, PLACED, RANGE
 from .threads import who as _who
 
 if TYPE_CHECKING:
@@ -99,6 +99,26 @@ class Recorder(Harvest):
                          nbytes, flags))
         if len(incoming) >= self._next_harvest:
             self._pressure()
+
+    def launch_observed(self, backend: Backend, kind: int, name: str, queue: Any, start_ns: int,
+                        end_ns: int, token: Any, nbytes: int = -1) -> None:
+        """Record a launch on a queue without device timestamps, timed without synchronizing.
+
+        ``token`` stands for the host's observation of the work: ``timestamp_done(token)``
+        says whether it was seen complete, and ``device_times(token, token)`` gives when it
+        began and ended on the host clock (``kprof.capture.now()``), e.g. its completion as
+        observed by a watcher thread and the previous completion on the same in-order queue.
+        The row is marked approximate (``~``); the rest is as :meth:`launch`. Ranges get
+        the same treatment when ``record_timestamp`` returns such tokens: tokens whose
+        ``approximate`` attribute is ``True`` are host observations.
+        """
+        if not self.device or backend not in self._selected:
+            self._untimed(backend, name, start_ns, end_ns, token, token)
+            return
+        qk = id(queue)
+        self._live_queues.setdefault(qk, queue)
+        self._append((backend.slot, kind, name, qk, _who(), start_ns, end_ns, token, token,
+                      nbytes, APPROXIMATE))
 
     def _untimed(self, backend: Backend, name: str, start_ns: int, end_ns: int,
                  start: Any, stop: Any) -> None:
@@ -193,6 +213,9 @@ class Recorder(Harvest):
                     self._release(b, tok, None)
                     self._range_pop(b)
                     continue
+                # Tokens that are host observations say so (see launch_observed).
+                if getattr(stop, "approximate", False) is True:
+                    flags = APPROXIMATE
             if stop is None:
                 self._release(b, tok, None)
                 tok = None

@@ -21,6 +21,10 @@ KIND_CODES = {v: k for k, v in KIND_NAMES.items()}
 HOST_TIMED = 1  # timed on the host: the backend has no timestamps (or no current queue)
 UNRESOLVED = 2  # the device never gave a time (see Profile.unresolved for why)
 PLACED = 4  # start is already on the host timeline (rows merged from a nested profile)
+# Approximate: the queue gave no device timestamps, so the work's end was observed on the host
+# as it completed (without synchronizing) and its start estimated; marked ``~`` in reports.
+APPROXIMATE = 8
+MARKS = HOST_TIMED | APPROXIMATE  # the flags reports mark (``*``, ``~``) and group rows by
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,8 @@ class KernelRecord:
     Times are nanoseconds on the host clock (``time.perf_counter_ns``); ``start_ns`` is where
     the work started on the device, placed on that clock (see ``Profile.alignment``), and
     ``duration_ns`` its device duration. ``launch_start_ns``/``launch_end_ns`` bracket the
-    host call that enqueued it. ``host_timed`` records were timed on the host (marked ``*``).
+    host call that enqueued it. ``host_timed`` records were timed on the host (marked ``*``);
+    ``approximate`` ones from completions observed on the host, without synchronizing (``~``).
     ``error`` says why a record has no device time, when it has none.
     """
 
@@ -78,6 +83,7 @@ class KernelRecord:
     nbytes: int | None
     host_timed: bool
     error: str | None = None
+    approximate: bool = False
 
     @property
     def end_ns(self) -> int:
@@ -225,4 +231,5 @@ def iter_device_records(table: DeviceTable, names: list[str], queues: list[Queue
             nbytes=None if nbytes < 0 else nbytes,
             host_timed=bool(flags & HOST_TIMED),
             error=errors.get(i) if flags & UNRESOLVED else None,
+            approximate=bool(flags & APPROXIMATE),
         )

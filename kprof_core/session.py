@@ -11,8 +11,8 @@ from typing import IO, TYPE_CHECKING, Any, overload
 from .processors import SummaryRow, rows_of
 from .records import (
     COPY,
-    HOST_TIMED,
     KERNEL,
+    MARKS,
     RANGE,
     UNRESOLVED,
     DeviceTable,
@@ -32,12 +32,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Durations:
-    """Per-call durations (ns) grouped by ``(name, host_timed)`` in each section of a profile."""
+    """Per-call durations (ns) grouped by ``(name, marks)`` in each section of a profile, where
+    marks are the record flags reports mark: ``HOST_TIMED`` (``*``), ``APPROXIMATE`` (``~``)."""
 
-    host: dict[tuple[str, bool], list[int]]
-    device: dict[tuple[str, bool], list[int]]
-    device_ranges: dict[tuple[str, bool], list[int]]
-    nbytes: dict[tuple[str, bool], int]
+    host: dict[tuple[str, int], list[int]]
+    device: dict[tuple[str, int], list[int]]
+    device_ranges: dict[tuple[str, int], list[int]]
+    nbytes: dict[tuple[str, int], int]
     markers: dict[str, int]
 
 
@@ -174,7 +175,7 @@ class Profile:
     # -- summaries ------------------------------------------------------------------------------
 
     def durations(self) -> Durations:
-        """Every duration (ns) grouped by ``(name, host_timed)``, section by section: what the
+        """Every duration (ns) grouped by ``(name, marks)``, section by section: what the
         summary's statistics and ``Profile.diff``'s tests are computed from.
 
         One pass over each table, with columns zipped at C speed: a million records take well
@@ -187,7 +188,7 @@ class Profile:
         for nid, kind, flags, dur, nbytes in zip(t.name, t.kind, t.flags, t.duration, t.nbytes):
             if flags & UNRESOLVED:
                 continue
-            key = (nid, flags & HOST_TIMED)
+            key = (nid, flags & MARKS)
             groups = dranges if kind == RANGE else device
             durs = groups.get(key)
             if durs is None:
@@ -213,8 +214,8 @@ class Profile:
                 durs = host[(nid, 0)] = []
             durs.append(dur)
 
-        def named(groups: dict[tuple[int, int], Any]) -> dict[tuple[str, bool], Any]:
-            return {(names[nid], bool(ht)): v for (nid, ht), v in groups.items()}
+        def named(groups: dict[tuple[int, int], Any]) -> dict[tuple[str, int], Any]:
+            return {(names[nid], marks): v for (nid, marks), v in groups.items()}
 
         return Durations(named(host), named(device), named(dranges), named(sizes), markers)
 
@@ -241,6 +242,11 @@ class Profile:
         """(host ranges, device kernels and copies) recorded."""
         h, t = self.host, self.table
         return h.kind.count(HostTable.RANGE), len(t) - t.kind.count(RANGE)
+
+    @property
+    def copies(self) -> int:
+        """How many copies (and fills) were recorded; ``counts[1]`` less this is kernels."""
+        return self.table.kind.count(COPY)
 
     # -- output -------------------------------------------------------------------------------------
 

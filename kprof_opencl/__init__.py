@@ -3,14 +3,18 @@
 The plugin (``kprof_opencl.plugin``, entry point ``opencl``) captures kernel launches and copies
 automatically while a ``kprof.profile()`` is active. What users may call:
 
-- :func:`profiling_queue`: a ``CommandQueue`` with ``PROFILING_ENABLE``, which kprof needs to
-  read device times (a queue without it falls back to host timing, marked ``*``).
+- :func:`enable_profiling`: from now on every ``pyopencl.CommandQueue`` is created with
+  ``PROFILING_ENABLE`` (kprof reads exact device times only from such queues). While a profile
+  is active queues get it anyway; call this for queues created before a profile. Queues without
+  it are timed approximately (completions observed on the host, marked ``~``).
+- :func:`profiling_queue`: a ``CommandQueue`` with ``PROFILING_ENABLE``.
 - :class:`use_queue`: set the calling thread's current queue, which ``kprof.range`` times on.
 - :func:`current_queue`, :func:`default_device`.
 
 Importing this package does not import pyopencl.
 """
 
+from .profiled_queues import disable_profiling, enable_profiling, profiling_enabled
 from .queues import (
     ProfilingDisabledWarning,
     current_queue,
@@ -19,5 +23,5 @@ from .queues import (
     use_queue,
 )
 
-__all__ = ["ProfilingDisabledWarning", "current_queue", "default_device", "profiling_queue",
-           "use_queue"]
+__all__ = ["ProfilingDisabledWarning", "current_queue", "default_device", "disable_profiling",
+           "enable_profiling", "profiling_enabled", "profiling_queue", "use_queue"]

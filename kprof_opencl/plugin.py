@@ -8,12 +8,14 @@ module does not import pyopencl; the hooks import it when they need it.
 from __future__ import annotations
 
 import sys
+import time
+import warnings
 from typing import Any
 
 import kprof
 from kprof_core.hookspecs import hookimpl
 
-from . import clock
+from . import clock, observed
 from .queues import (
     _current,
     device_key,
@@ -77,12 +79,18 @@ def record_timestamp(backend: kprof.Backend) -> Any:
         profiles = q._kprof_profiles
     except AttributeError:
         profiles = queue_profiles(q)
-    if not profiles:
-        return None
     if _marker is None:
         import pyopencl._cl as _cl
 
         _marker = _cl._enqueue_marker_with_wait_list
+    if not profiles:
+        # No device timestamps: a marker observed as it completes, unless the profile would
+        # rather synchronize (then kprof times the range on the host).
+        rec = kprof.capture.active()
+        if rec is None or rec.synchronize:
+            return None
+        t = kprof.capture.now()
+        return observed.watcher.track(_marker(q, None), q, t)
     # With no wait list a marker waits for everything enqueued before it on the queue.
     return _marker(q, None)
 
@@ -139,9 +147,34 @@ def queue_info(backend: kprof.Backend, queue: Any) -> kprof.QueueInfo:
 
 @hookimpl
 def synchronize(backend: kprof.Backend, queue: Any) -> None:
+    """Wait for the queue's work, at most the profile's ``timeout``: a launch that waits on a
+    ``UserEvent`` the program sets later must not hang it (``queue.finish()`` would)."""
     q = queue if queue is not None else _current.queue
-    if q is not None:
+    if q is None:
+        return
+    rec = kprof.capture.active()
+    if rec is None:
         q.finish()
+        return
+    global _marker
+    if _marker is None:
+        import pyopencl._cl as _cl
+
+        _marker = _cl._enqueue_marker_with_wait_list
+    done = _marker(q, None)  # completes when everything enqueued before it has
+    q.flush()
+    deadline = time.monotonic() + rec.timeout
+    pause = 1e-5
+    while done.get_info(_EXECUTION_STATUS) > 0:
+        if time.monotonic() >= deadline:
+            warnings.warn(
+                f"kprof: gave up waiting for OpenCL {queue_label(q)} after {rec.timeout:g} s "
+                f"(profile(timeout=...)); its work is still pending (a launch waiting on an "
+                f"event not set yet?), so the host time of this record ends where kprof stopped "
+                f"waiting", RuntimeWarning, stacklevel=2)
+            return
+        time.sleep(pause)  # releases the GIL: the thread that sets the event keeps running
+        pause = min(pause * 2, 0.005)
 
 
 # -- capture -----------------------------------------------------------------------------------------
@@ -149,20 +182,24 @@ def synchronize(backend: kprof.Backend, queue: Any) -> None:
 
 @hookimpl
 def install_capture(backend: kprof.Backend) -> None:
-    from . import capture
+    from . import capture, profiled_queues
 
     backend.state["patcher"] = capture.install(backend)
+    # Queues created from now on (through pyopencl.CommandQueue) profile: device times for them.
+    profiled_queues.acquire()
+    backend.state["queues"] = True
     # The clock offset now, to bound how far it drifts (NTP slews CLOCK_MONOTONIC) by the end.
     backend.state["raw_offset"] = clock.raw_offset()
 
 
 @hookimpl
 def remove_capture(backend: kprof.Backend) -> None:
+    from . import capture, profiled_queues
+
+    conflicts = profiled_queues.release() if backend.state.pop("queues", False) else []
     patcher = backend.state.pop("patcher", None)
     if patcher is not None:
-        from . import capture
-
-        capture.remove(patcher)
+        capture.remove(patcher, conflicts)
 
 
 @hookimpl

@@ -25,7 +25,8 @@ POCL_PLATFORM = "Portable Computing Language"
 
 
 class ProfilingDisabledWarning(UserWarning):
-    """A queue without ``PROFILING_ENABLE`` was used in a profile: its work is host-timed."""
+    """A queue without ``PROFILING_ENABLE`` was used in a profile: its work is timed
+    approximately, from completions observed on the host."""
 
 
 class _Current(threading.local):
@@ -99,11 +100,13 @@ def _warn_not_profiling(queue: Any) -> None:
     except Exception:  # describing is best effort; the advice is what matters
         where = repr(queue)
     warnings.warn(
-        f"kprof: the OpenCL {where} was created without profiling, so kprof cannot read device "
-        f"times from it: each launch on it is followed by queue.finish() and timed on the host "
-        f"(rows marked *). Create the queue with "
-        f"pyopencl.CommandQueue(ctx, properties=pyopencl.command_queue_properties.PROFILING_ENABLE), "
-        f"or kprof_opencl.profiling_queue(ctx).",
+        f"kprof: the OpenCL {where} was created without profiling (before kprof captured, or "
+        f"through a name bound before), so kprof cannot read device times from it: its work is "
+        f"timed approximately, from "
+        f"completions observed on the host without synchronizing (rows marked ~). For exact "
+        f"device times, create queues while kprof captures (kprof run, or inside the profile), "
+        f"call kprof_opencl.enable_profiling() before creating them, or pass "
+        f"properties=pyopencl.command_queue_properties.PROFILING_ENABLE.",
         ProfilingDisabledWarning,
         stacklevel=_user_stacklevel(),
     )

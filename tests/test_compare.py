@@ -239,3 +239,21 @@ def test_rows_timed_on_the_host_never_count_as_device_time_slowdowns() -> None:
     assert "significant device-time slowdown" not in text
     assert text.endswith("their changes follow the host's load and never count as device-time "
                          "slowdowns")
+
+
+def test_rows_observed_on_the_host_are_marked_and_never_count_as_slowdowns() -> None:
+    from kprof_core.records import APPROXIMATE, HOST_TIMED
+
+    def observed(p: Profile) -> Profile:  # every record approximate (a queue without profiling)
+        for i in range(len(p.table)):
+            p.table.flags[i] = (p.table.flags[i] & ~HOST_TIMED) | APPROXIMATE
+        return p
+
+    before = observed(profile_with({"k": [100, 110, 120, 130, 140, 150]}))
+    after = observed(profile_with({"k": [400, 410, 420, 430, 440, 450]}))
+    d = before.diff(after)
+    row = d.row("k")
+    assert (row.host_timed, row.approximate, row.label, row.status) == (False, True, "k ~", "slower")
+    assert d.slowdowns() == [] and [r.label for r in d.slowdowns(host_timed=True)] == ["k ~"]
+    assert d.report().endswith("never count as device-time slowdowns")
+    assert "*" not in d.report()

@@ -61,7 +61,7 @@ def test_fallback_times_on_the_host_and_says_so(tdq: Any) -> None:
     assert k.duration_ns >= 300_000  # the launch was synchronized
     text = str(p)
     assert " plain *" in text
-    assert FOOTNOTE == " * timed on the host, as the backend doesn't support timestamps"
+    assert FOOTNOTE.startswith(" * timed on the host, synchronizing after each launch")
     assert text.splitlines()[-1] == FOOTNOTE
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import threading
 import uuid
 import warnings
@@ -201,8 +202,8 @@ def test_first_launch_compilation_is_not_device_time(queue: Any) -> None:
         assert compile_gap > 10 * steady_gap
 
 
-def test_queue_without_profiling_falls_back_to_host_timing_and_says_so_once(queue: Any, program: Any) -> None:
-    plain = cl.CommandQueue(queue.context, queue.device)  # no PROFILING_ENABLE
+def test_queue_without_profiling_is_observed_without_waiting_and_says_so_once(queue: Any, program: Any) -> None:
+    plain = cl.CommandQueue(queue.context, queue.device)  # made before the profile: no profiling
     x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
     host = np.zeros(64, dtype=np.float32)
     with warnings.catch_warnings(record=True) as caught:
@@ -213,13 +214,105 @@ def test_queue_without_profiling_falls_back_to_host_timing_and_says_so_once(queu
             cl.enqueue_copy(plain, host, x)
     ours = [w for w in caught if issubclass(w.category, kprof_opencl.ProfilingDisabledWarning)]
     assert len(ours) == 1
-    assert "PROFILING_ENABLE" in str(ours[0].message)
-    assert "profiling_queue" in str(ours[0].message)
+    assert "enable_profiling" in str(ours[0].message)
     assert ours[0].filename == __file__  # it points at the user's launch, not at kprof
-    assert [(r.name, r.host_timed) for r in p.kernels] == [("scale", True)] * 3 + [
-        ("[copy device to host]", True)]
-    assert all(r.error is None for r in p.kernels)
-    assert "*" in p.report()
+    rows = p.kernels
+    assert [(r.name, r.host_timed, r.approximate) for r in rows] == [("scale", False, True)] * 3 + [
+        ("[copy device to host]", False, True)]
+    assert all(r.error is None for r in rows)
+    # In queue order: each began after its launch and after the previous one ended.
+    for prev, r in zip([None, *rows], rows):
+        assert r.start_ns >= r.launch_start_ns and r.duration_ns >= 0
+        if prev is not None:
+            assert r.start_ns >= prev.end_ns
+    text = p.report()
+    assert "scale ~" in text and "~ approximate" in text and "*" not in text
+    assert text.startswith(f"Profiled {kprof.format_time(p.span_ns)}, recording 0 ranges, 3 kernels and 1 copy.")
+    data = p.to_json()
+    assert data is not None and [r["approximate"] for r in data["device"]] == [True] * 4
+    trace = io.StringIO()
+    p.export_chrome_trace(trace)
+    assert trace.getvalue().count('"approximate":true') == 4
+
+
+def test_a_range_on_a_queue_without_profiling_is_observed_around_its_work(queue: Any, program: Any) -> None:
+    plain = cl.CommandQueue(queue.context, queue.device)
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kprof_opencl.ProfilingDisabledWarning)
+        with profile() as p, kprof_opencl.use_queue(plain), kprof.range("step"):
+            for _ in range(3):
+                program.scale(plain, (64,), None, x)
+    (step,) = p.device_ranges
+    work = [r for r in p.kernels if r.kind == "kernel"]
+    assert len(work) == 3
+    assert step.approximate and not step.host_timed and step.error is None
+    assert step.start_ns <= work[0].start_ns and step.end_ns >= work[-1].end_ns
+    assert "step ~" in p.report()
+
+
+def test_synchronize_true_keeps_host_timing_on_a_queue_without_profiling(queue: Any, program: Any) -> None:
+    plain = cl.CommandQueue(queue.context, queue.device)
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kprof_opencl.ProfilingDisabledWarning)
+        with kprof.profile(backends=["opencl"], synchronize=True) as p:
+            program.scale(plain, (64,), None, x)
+    assert [(r.host_timed, r.approximate) for r in p.kernels] == [(True, False)]
+    assert "synchronizing after each launch" in p.report()
+
+
+def _gated_launch(queue: Any, program: Any, **options: Any) -> tuple[Any, list[bool]]:
+    """Launch a kernel that waits on a UserEvent inside a profile; the gate is set on the next
+    line, as a program would (a safety timer sets it if kprof blocks the launch meanwhile)."""
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
+    gate = cl.UserEvent(queue.context)
+    opened_by_timer: list[bool] = []
+
+    def safety() -> None:
+        opened_by_timer.append(True)
+        gate.set_status(COMPLETE)
+
+    timer = threading.Timer(20, safety)
+    timer.start()
+    try:
+        with profile_with(**options) as p:
+            program.scale(queue, (64,), None, x, wait_for=[gate])
+            returned_before_the_gate = not opened_by_timer
+            gate.set_status(COMPLETE)
+            program.scale(queue, (64,), None, x)
+    finally:
+        timer.cancel()
+    return p, [returned_before_the_gate]
+
+
+def profile_with(**options: Any) -> kprof.profile:
+    return kprof.profile(backends=["opencl"], **options)
+
+
+def test_a_launch_gated_on_a_user_event_returns_on_a_queue_without_profiling(queue: Any, program: Any) -> None:
+    plain = cl.CommandQueue(queue.context, queue.device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", kprof_opencl.ProfilingDisabledWarning)
+        p, (returned,) = _gated_launch(plain, program)
+    assert returned
+    assert [(r.name, r.approximate, r.error) for r in p.kernels] == [("scale", True, None)] * 2
+
+
+def test_a_launch_gated_on_a_user_event_returns_on_a_profiling_queue(queue: Any, program: Any) -> None:
+    p, (returned,) = _gated_launch(queue, program)
+    assert returned
+    assert [(r.name, r.approximate, r.error) for r in p.kernels] == [("scale", False, None)] * 2
+
+
+def test_synchronize_waits_at_most_the_timeout_for_a_gated_launch(queue: Any, program: Any) -> None:
+    plain = cl.CommandQueue(queue.context, queue.device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p, (returned,) = _gated_launch(plain, program, synchronize=True, timeout=0.3)
+    assert returned  # after 0.3 s, not when the safety timer opened the gate
+    assert any("gave up waiting" in str(w.message) for w in caught)
+    assert [r.host_timed for r in p.kernels] == [True, True]
 
 
 def test_patches_are_restored_exactly_after_an_exception(queue: Any, program: Any) -> None:

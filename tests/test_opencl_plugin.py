@@ -175,3 +175,78 @@ def test_align_clock_checks_the_launch_window(backend: kprof.Backend, queue: Any
     assert h0 - a.error_ns <= queued_on_host <= h1 + a.error_ns
     # A window the event was not queued in: no correlation can be claimed.
     assert clock.align(ev, (h1 + 10_000_000, h1 + 20_000_000), None) is None
+
+
+class _FakeEvent:
+    """A stand-in for an OpenCL event whose status the test sets (1 RUNNING, 0 COMPLETE)."""
+
+    def __init__(self, status: int = 1) -> None:
+        self.status = status
+
+    def get_info(self, param: int) -> int:
+        return self.status
+
+
+def _wait_stamped(*tokens: Any) -> None:
+    deadline = time.monotonic() + 30
+    while any(t.end < 0 for t in tokens):
+        assert time.monotonic() < deadline, "the watcher never stamped the tokens"
+        time.sleep(0.001)
+
+
+def test_the_watcher_stamps_in_queue_order_after_each_launch_and_the_previous_end(
+        backend: kprof.Backend) -> None:
+    from kprof_opencl.observed import Watcher
+
+    class InOrder:
+        properties = 0
+
+    w, q = Watcher(), InOrder()
+    first, second = _FakeEvent(), _FakeEvent()
+    t1 = w.track(first, q, launched=10)
+    t2 = w.track(second, q, launched=20)
+    second.status = 0  # done first, but in order it waits for the first
+    time.sleep(0.01)
+    assert (t1.end, t2.end) == (-1, -1)
+    assert not backend.timestamp_done(backend, t2)
+    first.status = 0
+    _wait_stamped(t1, t2)
+    assert backend.timestamp_done(backend, t1) and backend.timestamp_done(backend, t2)
+    b1, e1 = backend.device_times(backend, t1, t1)
+    b2, e2 = backend.device_times(backend, t2, t2)
+    assert b1 == 10 and e1 > b1
+    assert b2 == max(20, e1) and e2 >= b2
+    assert t1.event is None and t2.event is None  # events are let go once stamped
+
+
+def test_an_observed_command_that_failed_says_so(backend: kprof.Backend) -> None:
+    from kprof_opencl.observed import Watcher
+
+    class InOrder:
+        properties = 0
+
+    tok = Watcher().track(_FakeEvent(-5), InOrder(), launched=0)
+    _wait_stamped(tok)
+    assert backend.timestamp_done(backend, tok)  # errors count as done
+    with pytest.raises(RuntimeError, match="status -5"):
+        backend.device_times(backend, tok, tok)
+
+
+def test_on_an_out_of_order_queue_work_is_bounded_by_its_launch_alone(backend: kprof.Backend) -> None:
+    from kprof_opencl.observed import Watcher
+
+    class OutOfOrder:
+        properties = 1  # CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE
+
+    w, q = Watcher(), OutOfOrder()
+    first, second = _FakeEvent(0), _FakeEvent()
+    t1 = w.track(first, q, launched=10)
+    t2 = w.track(second, q, launched=20)
+    _wait_stamped(t1)
+    second.status = 0
+    _wait_stamped(t2)
+    assert (t1.begin, t2.begin) == (10, 20)
+    # Idle queues are forgotten by the watcher, and listed again by their next launch.
+    third = w.track(_FakeEvent(0), q, launched=30)
+    _wait_stamped(third)
+    assert third.begin == 30

@@ -110,7 +110,7 @@ def test_kprof_run_exits_as_the_script_did(tmp_path: Path, tail: str, code: int,
                                            says: str | None) -> None:
     out = kprof_run(tmp_path, tail)
     assert out.returncode == code, out.stderr
-    assert "recording 0 ranges and 1 kernel." in out.stdout  # printed whatever happened
+    assert "recording 0 ranges, 1 kernel and 0 copies." in out.stdout  # printed whatever happened
     assert "from_script" in out.stdout
     if says:
         assert says in out.stderr

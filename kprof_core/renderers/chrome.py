@@ -34,7 +34,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..backend import KprofError
 from ..exports import Target, open_text
-from ..records import HOST_TIMED, KIND_NAMES, RANGE, UNRESOLVED, QueueRecord
+from ..records import APPROXIMATE, HOST_TIMED, KIND_NAMES, RANGE, UNRESOLVED, QueueRecord
 from .timeline import DEVICE, HOST_RANGE, LAUNCH, MARK, Timeline, device_title, thread_title
 
 if TYPE_CHECKING:
@@ -229,6 +229,8 @@ def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, ids: 
                     extra = f',"bytes":{nb}' if nb >= 0 else ""
                     if fl_[i] & HOST_TIMED:
                         extra += ',"host_timed":true'
+                    elif fl_[i] & APPROXIMATE:
+                        extra += ',"approximate":true'
                     if i in details:
                         extra += f',"detail":{dumps(details[i])}'
                     buf.append(f'{{"ph":"X","cat":{kinds[k]},"name":{jnames[tn_[i]]},{where},'

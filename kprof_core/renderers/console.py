@@ -7,14 +7,41 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from ..processors import SummaryRow
-from ..records import HOST_TIMED, QueueRecord
+from ..records import APPROXIMATE, HOST_TIMED, QueueRecord
 from ..timefmt import format_rate, format_time
 from .timeline import DEVICE, HOST_RANGE, MARK, Timeline, Track, device_title
 
 if TYPE_CHECKING:
-    from ..session import Profile
+    from ..session import Profile, Summary
 
-FOOTNOTE = " * timed on the host, as the backend doesn't support timestamps"
+FOOTNOTE = (" * timed on the host, synchronizing after each launch: the backend (or the queue) "
+            "gives no device timestamps")
+APPROXIMATE_FOOTNOTE = (
+    " ~ approximate: the queue was created without device timestamps (an OpenCL queue made "
+    "before kprof captured, without PROFILING_ENABLE), so each completion was observed on the "
+    "host, without synchronizing; such times can be late by tens of µs or more. For exact "
+    "device times create queues while kprof captures (kprof run, or inside the profile), or "
+    "call kprof_opencl.enable_profiling() before creating them.")
+
+
+def headline(p: Profile) -> str:
+    """``Profiled 1.2 s, recording 3 ranges, 10 kernels and 2 copies.``"""
+    nr, nd = p.counts
+    nc = p.copies
+    nk = nd - nc
+    return (f"Profiled {format_time(p.span_ns)}, recording {nr} range{'s' * (nr != 1)}, "
+            f"{nk} kernel{'s' * (nk != 1)} and {nc} cop{'ies' if nc != 1 else 'y'}.")
+
+
+def footnotes(s: Summary) -> list[str]:
+    """The footnotes the summary's marks need."""
+    rows = [*s.device, *s.device_ranges]
+    out = []
+    if any(r.host_timed for r in rows):
+        out.append(FOOTNOTE)
+    if any(r.approximate for r in rows):
+        out.append(APPROXIMATE_FOOTNOTE)
+    return out
 COLUMNS = ("Time (%)", "Total time", "Calls", "Avg time", "Min time", "Max time", "Median")
 
 
@@ -41,9 +68,7 @@ def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> 
 
 def render_summary(p: Profile) -> list[str]:
     s = p.summary()
-    nr, nk = p.counts
-    out = [f"Profiled {format_time(p.span_ns)}, recording {nr} range{'s' * (nr != 1)} and "
-           f"{nk} kernel{'s' * (nk != 1)}.", ""]
+    out = [headline(p), ""]
     if s.host:
         out += _table("Host-side activity:", s.host)
     else:
@@ -60,8 +85,8 @@ def render_summary(p: Profile) -> list[str]:
     if s.markers:
         out += ["", "Markers:", " Count  Marker", " ─────  ──────"]
         out += [f" {n:>5}  {name}" for name, n in s.markers]
-    if any(r.host_timed for r in s.device) or any(r.host_timed for r in s.device_ranges):
-        out += ["", FOOTNOTE]
+    for note in footnotes(s):
+        out += ["", note]
     unresolved = p.unresolved
     if unresolved:
         reasons: dict[str, int] = {}
@@ -95,6 +120,8 @@ def trace_rows(p: Profile) -> list[tuple[int, int | None, str, str, int]]:
             name = names[h.name[i]] if tag == HOST_RANGE else names[t.name[i]]
             if tag == DEVICE and t.flags[i] & HOST_TIMED:
                 name += " *"
+            elif tag == DEVICE and t.flags[i] & APPROXIMATE:
+                name += " ~"
             yield s - o, e - s, on, name, depth
 
     # Each track is already in order (enclosing entries first); merge them by start.

@@ -72,6 +72,10 @@ def render_diff(d: ProfileDiff, labels: Sequence[str] = ("before", "after")) -> 
     if any(r.host_timed for r in d.rows):
         out += ["", FOOTNOTE.rstrip() + "; their changes follow the host's load and never count "
                 "as device-time slowdowns"]
+    if any(r.approximate for r in d.rows):
+        out += ["", " ~ approximate: observed on the host as the work completed (a queue without "
+                "device timestamps); their changes follow the host's load and never count as "
+                "device-time slowdowns"]
     return "\n".join(out)
 
 

@@ -19,10 +19,10 @@ from typing import IO, TYPE_CHECKING
 
 from ..exports import Target, open_text
 from ..processors import SummaryRow
-from ..records import COPY, HOST_TIMED, KERNEL, UNRESOLVED, QueueRecord
+from ..records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, UNRESOLVED, QueueRecord
 from ..timefmt import format_rate, format_time
 from .chrome import check_profiles, first_time, host_name, offset_of
-from .console import COLUMNS, FOOTNOTE
+from .console import COLUMNS, footnotes, headline
 from .timeline import DEVICE, HOST_RANGE, LAUNCH, MARK, Timeline, device_title, thread_title
 
 if TYPE_CHECKING:
@@ -153,7 +153,8 @@ def _kind(p: Profile, item: int) -> int:
 def _flags(p: Profile, item: int) -> int:
     tag = item & 3
     if tag == DEVICE:
-        return 1 if p.table.flags[item >> 2] & HOST_TIMED else 0
+        flags = p.table.flags[item >> 2]
+        return 1 if flags & HOST_TIMED else 4 if flags & APPROXIMATE else 0
     if tag == LAUNCH:
         return 2 if p.table.flags[item >> 2] & UNRESOLVED else 0
     return 0
@@ -180,10 +181,8 @@ def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> 
 
 def _summary_html(p: Profile, label: str | None) -> str:
     s = p.summary()
-    nr, nk = p.counts
     out = [f"<h2>{html.escape(label)}</h2>" if label else "<h2>Summary</h2>",
-           f"<p>Profiled {format_time(p.span_ns)}, recording {nr} range{'s' * (nr != 1)} and "
-           f"{nk} kernel{'s' * (nk != 1)}.</p>"]
+           f"<p>{html.escape(headline(p))}</p>"]
     out.append(_table("Host-side activity", s.host) if s.host
                else "<p>No host-side activity was recorded.</p>")
     out.append(_table("Device-side activity", s.device, any(r.nbytes for r in s.device)) if s.device
@@ -196,8 +195,8 @@ def _summary_html(p: Profile, label: str | None) -> str:
                    "</th></tr></thead><tbody>" + "".join(
                        f'<tr><td>{n}</td><td class="name">{html.escape(m)}</td></tr>'
                        for m, n in s.markers) + "</tbody></table>")
-    if any(r.host_timed for r in s.device) or any(r.host_timed for r in s.device_ranges):
-        out.append(f'<p class="note">{html.escape(FOOTNOTE.strip())}</p>')
+    for note in footnotes(s):
+        out.append(f'<p class="note">{html.escape(note.strip())}</p>')
     reasons: dict[str, int] = {}
     flags = p.table.flags
     for i in range(len(flags)):

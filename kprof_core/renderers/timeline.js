@@ -220,7 +220,8 @@
       var rate = tr.d[i] > 0 ? " (" + fmtBytes(tr.b[i] * 1e9 / tr.d[i]) + "/s)" : "";
       lines.push("<span class=k>bytes</span> " + fmtBytes(tr.b[i]) + rate);
     }
-    if (tr.f && tr.f[i] & 1) lines.push("timed on the host: the backend has no timestamps");
+    if (tr.f && tr.f[i] & 1) lines.push("timed on the host, synchronizing: no device timestamps");
+    if (tr.f && tr.f[i] & 4) lines.push("approximate: completion observed on the host (queue without profiling)");
     if (tr.f && tr.f[i] & 2) lines.push("unresolved: the device never gave a time (see below)");
     tip.innerHTML = lines.join("<br>");
     tip.style.display = "block";

@@ -1,0 +1,201 @@
+"""Queues created with profiling: ``pyopencl.CommandQueue`` while kprof captures, or for good.
+
+OpenCL cannot switch profiling on for an existing queue, but a queue can be created with it,
+as Intel's OpenCL intercept layer does. While capture is installed (and after
+:func:`enable_profiling`), the name ``pyopencl.CommandQueue`` is bound to a stand-in class
+(:func:`make_factory`) rather than PyOpenCL's class, so that ``cl.CommandQueue(ctx)`` (what programs, PyOpenCL's
+examples and ``pyopencl.tools`` call) returns a queue with ``PROFILING_ENABLE`` added.
+
+Why a factory rather than a subclass: PyOpenCL's class ignores a patched ``__init__``
+(nanobind calls its cached constructor), its metaclass cannot be subclassed, and a subclass
+bound to ``cl.CommandQueue`` would make ``isinstance(queue, cl.CommandQueue)`` false for every
+queue created before (``pyopencl.array.Array(queue, ...)`` checks that). The factory returns
+PyOpenCL's own ``CommandQueue`` objects (``type(q)`` is unchanged) and answers ``isinstance``
+and ``issubclass`` for PyOpenCL's class; class attributes (``from_int_ptr``, ``finish``...)
+are PyOpenCL's. A class that subclasses ``cl.CommandQueue`` while the factory is bound
+subclasses PyOpenCL's class itself, and its queues keep the properties they are given.
+
+What differs while it is bound: ``cl.CommandQueue`` is not PyOpenCL's class object itself, so
+``type(q) is cl.CommandQueue`` is false (``isinstance`` is right).
+Only the name looked up at call time is covered: ``from pyopencl import CommandQueue`` done
+before capture was installed keeps PyOpenCL's class (its queues are then timed approximately).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from kprof_core.patching import Patcher
+
+from .queues import PROFILING_ENABLE
+
+_QUEUE_PROPERTIES = 0x1093  # CL_QUEUE_PROPERTIES, a key of clCreateCommandQueueWithProperties
+_ON_DEVICE = 1 << 2  # CL_QUEUE_ON_DEVICE: device-side queues are left as they are
+
+
+def with_profiling(properties: Any) -> Any:
+    """``properties`` with ``PROFILING_ENABLE`` added, in the form it was given: a bit field
+    (an int or a ``command_queue_properties`` value), or OpenCL 2's flat list of
+    ``(key, value)`` pairs; anything else (and device-side queues) unchanged."""
+    if isinstance(properties, int):
+        if properties & _ON_DEVICE:
+            return properties
+        return properties | PROFILING_ENABLE
+    if isinstance(properties, (list, tuple)) and len(properties) % 2 == 0:
+        items = list(properties)
+        try:
+            keys = [int(k) for k in items[0::2]]
+            if _QUEUE_PROPERTIES in keys:
+                i = 2 * keys.index(_QUEUE_PROPERTIES) + 1
+                bits = int(items[i])
+                if bits & _ON_DEVICE:
+                    return properties
+                items[i] = bits | PROFILING_ENABLE
+            else:
+                items += [_QUEUE_PROPERTIES, PROFILING_ENABLE]
+        except (TypeError, ValueError):
+            return properties
+        return type(properties)(items)
+    return properties
+
+
+def create_profiling_queue(base: type, *args: Any, **kwargs: Any) -> Any:
+    """``base(*args, **kwargs)`` with ``PROFILING_ENABLE`` added to its properties.
+
+    Should OpenCL refuse the added flag (every device must support it, but a driver may err),
+    the queue is created exactly as asked, and any error is the one the program would get.
+    """
+    if "properties" in kwargs:
+        given = kwargs["properties"]
+        new_kwargs = {**kwargs, "properties": with_profiling(given)}
+        new_args = args
+    elif len(args) >= 3:
+        given = args[2]
+        new_args = (*args[:2], with_profiling(given), *args[3:])
+        new_kwargs = kwargs
+    else:
+        given = 0  # PyOpenCL's default
+        new_args, new_kwargs = args, {**kwargs, "properties": PROFILING_ENABLE}
+    if new_args is args and new_kwargs is kwargs:
+        return base(*args, **kwargs)
+    try:
+        return base(*new_args, **new_kwargs)
+    except Exception:
+        pass
+    # Outside the except block: an error is raised as the program would see it, unchained.
+    return base(*args, **kwargs)
+
+
+class _FactoryMeta(type):
+    """Makes the factory class stand for PyOpenCL's ``CommandQueue`` (see the module doc)."""
+
+    _base: type
+
+    def __new__(mcls, name: str, bases: tuple[Any, ...], ns: dict[str, Any], **kw: Any) -> Any:
+        # Only class statements deriving from a factory get here (make_factory calls
+        # type.__new__): ``class MyQueue(cl.CommandQueue)`` while the factory is bound becomes
+        # a subclass of PyOpenCL's class itself (nothing can derive from the factory and be a
+        # real queue).
+        real = tuple(b._base if isinstance(b, _FactoryMeta) else b for b in bases)
+        return type(real[0])(name, real, ns, **kw)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return create_profiling_queue(cls._base, *args, **kwargs)
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, cls._base)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return issubclass(sub, cls._base)
+
+    def __getattr__(cls, name: str) -> Any:
+        return getattr(cls._base, name)
+
+    def __setattr__(cls, name: str, value: Any) -> None:
+        # Code that adds methods to the class (as PyOpenCL's _monkeypatch does) reaches the real one.
+        setattr(cls._base, name, value)
+
+    def __delattr__(cls, name: str) -> None:
+        delattr(cls._base, name)
+
+    def __repr__(cls) -> str:
+        return f"<class {cls._base.__module__}.{cls._base.__qualname__} (kprof adds PROFILING_ENABLE)>"
+
+
+def make_factory(base: type) -> type:
+    """A stand-in for ``base`` (PyOpenCL's ``CommandQueue``) that creates profiling queues."""
+    ns = {"__doc__": base.__doc__, "__module__": base.__module__,
+          "__qualname__": base.__qualname__}
+    factory = type.__new__(_FactoryMeta, base.__name__, (), ns)
+    type.__setattr__(factory, "_base", base)
+    return factory
+
+
+# -- binding the factory: capture installs it, enable_profiling() keeps it -----------------------
+
+_lock = threading.Lock()
+_users = 0
+_patcher: Patcher | None = None
+_enabled = False
+
+
+def acquire() -> None:
+    """Bind ``pyopencl.CommandQueue`` to the factory (counted: the last ``release`` unbinds)."""
+    global _users, _patcher
+    import pyopencl as cl
+
+    with _lock:
+        _users += 1
+        if _patcher is not None:
+            return
+        current = cl.CommandQueue
+        if isinstance(current, _FactoryMeta):  # someone's earlier copy: leave it
+            return
+        patcher = Patcher()
+        patcher.patch(cl, "CommandQueue", make_factory(current))
+        _patcher = patcher
+
+
+def release() -> list[str]:
+    """Undo one ``acquire``; returns names someone else replaced meanwhile (left as they are)."""
+    global _users, _patcher
+    with _lock:
+        _users = max(0, _users - 1)
+        if _users or _patcher is None:
+            return []
+        patcher, _patcher = _patcher, None
+        return patcher.restore()
+
+
+def enable_profiling() -> None:
+    """Create every later ``pyopencl.CommandQueue`` with ``PROFILING_ENABLE``, profile or not.
+
+    kprof reads exact device times only from queues created with profiling. While a
+    ``kprof.profile()`` is active (and throughout ``kprof run``), queues created through
+    ``pyopencl.CommandQueue`` get it automatically; call this once at the start of a program
+    whose queues are created *before* its profiles (idempotent; :func:`disable_profiling` undoes
+    it). Queues made this way are PyOpenCL's own objects; profiling costs unprofiled code
+    little (see BENCHMARKS.md), and only queues created after the call are affected.
+    """
+    global _enabled
+    with _lock:
+        if _enabled:
+            return
+        _enabled = True
+    acquire()
+
+
+def disable_profiling() -> None:
+    """Undo :func:`enable_profiling` (queues already created keep their properties)."""
+    global _enabled
+    with _lock:
+        if not _enabled:
+            return
+        _enabled = False
+    release()
+
+
+def profiling_enabled() -> bool:
+    """Whether ``pyopencl.CommandQueue`` now creates profiling queues."""
+    return _patcher is not None

@@ -1,0 +1,154 @@
+"""Queues created while kprof captures get PROFILING_ENABLE; PyOpenCL's class stays itself."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import kprof
+
+cl = pytest.importorskip("pyopencl")
+cla = pytest.importorskip("pyopencl.array")
+
+import kprof_opencl  # noqa: E402
+from kprof_opencl import profiled_queues  # noqa: E402
+
+PROFILING = cl.command_queue_properties.PROFILING_ENABLE
+OUT_OF_ORDER = cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
+REAL = cl.CommandQueue  # PyOpenCL's class, as imported before any profile
+
+
+@pytest.fixture(scope="module")
+def ctx() -> Any:
+    dev = kprof_opencl.default_device()
+    if dev is None:
+        pytest.skip("OpenCL finds no device here (pip install pocl-binary-distribution)")
+    return cl.Context([dev])
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_bound() -> Iterator[None]:
+    yield
+    kprof_opencl.disable_profiling()
+    assert cl.CommandQueue is REAL
+
+
+def profile() -> kprof.profile:
+    return kprof.profile(backends=["opencl"])
+
+
+def test_queues_created_in_a_profile_profile_whatever_properties_they_are_given(ctx: Any) -> None:
+    dev = ctx.devices[0]
+    with profile():
+        made = {
+            "plain": cl.CommandQueue(ctx),
+            "device positional": cl.CommandQueue(ctx, dev),
+            "properties positional": cl.CommandQueue(ctx, dev, 0),
+            "out of order": cl.CommandQueue(ctx, properties=OUT_OF_ORDER),
+            "already profiling": cl.CommandQueue(ctx, properties=PROFILING),
+            "OpenCL 2 list": cl.CommandQueue(ctx, None, [0x1093, 0]),  # CL_QUEUE_PROPERTIES
+            "OpenCL 2 empty list": cl.CommandQueue(ctx, None, []),
+        }
+    for what, q in made.items():
+        assert q.properties & PROFILING, what
+        assert type(q) is REAL, what  # PyOpenCL's own objects
+    assert made["out of order"].properties & OUT_OF_ORDER
+    assert cl.CommandQueue is REAL  # the very same class once the profile ends
+    assert not cl.CommandQueue(ctx).properties & PROFILING
+
+
+def test_bad_properties_fail_as_they_do_without_kprof(ctx: Any) -> None:
+    with pytest.raises(Exception) as plain:
+        cl.CommandQueue(ctx, properties="bad")
+    with profile(), pytest.raises(Exception) as profiled:
+        cl.CommandQueue(ctx, properties="bad")
+    assert type(profiled.value) is type(plain.value)
+    assert str(profiled.value) == str(plain.value)
+    assert profiled.value.__context__ is None  # not chained to kprof's attempt with the flag
+
+
+def test_the_stand_in_answers_for_pyopencls_class(ctx: Any) -> None:
+    before = cl.CommandQueue(ctx)
+    with profile():
+        assert isinstance(before, cl.CommandQueue)
+        assert issubclass(REAL, cl.CommandQueue)
+        assert cl.CommandQueue.from_int_ptr is REAL.from_int_ptr
+        assert cl.CommandQueue.__name__ == "CommandQueue"
+        # pyopencl.array checks isinstance(cq, cl.CommandQueue) on queues made before.
+        x = cla.Array(before, (3,), np.float32)
+        assert x.queue is before
+        assert isinstance(cl.CommandQueue(ctx), REAL | None)
+
+        class MyQueue(cl.CommandQueue):  # a subclass made meanwhile is a real queue class
+            pass
+
+        mine = MyQueue(ctx)
+    assert MyQueue.__mro__[1] is REAL
+    assert isinstance(mine, REAL) and mine.finish() is None
+
+
+def test_queues_made_by_pyopencl_itself_get_device_times(ctx: Any) -> None:
+    from pyopencl.tools import match_dtype_to_c_struct
+
+    dtype = np.dtype([("a", np.int32), ("b", np.float64)])
+    with profile() as p:
+        # Creates its own cl.CommandQueue(context) and runs a kernel on it.
+        match_dtype_to_c_struct(ctx.devices[0], "pair", dtype, ctx)
+    rows = [r for r in p.kernels if r.name == "get_size_and_offsets"]
+    assert len(rows) == 1
+    assert not rows[0].host_timed and rows[0].error is None
+
+
+def test_enable_profiling_covers_queues_made_before_a_profile(ctx: Any) -> None:
+    kprof_opencl.enable_profiling()
+    kprof_opencl.enable_profiling()  # idempotent
+    assert kprof_opencl.profiling_enabled()
+    q = cl.CommandQueue(ctx)
+    assert q.properties & PROFILING
+    with profile():
+        pass
+    # A profile ending does not undo what the program asked for.
+    assert cl.CommandQueue(ctx).properties & PROFILING
+    kprof_opencl.disable_profiling()
+    assert cl.CommandQueue is REAL
+    assert not cl.CommandQueue(ctx).properties & PROFILING
+
+
+def test_a_profile_ending_inside_enable_profiling_keeps_it(ctx: Any) -> None:
+    with profile():
+        kprof_opencl.enable_profiling()
+    assert cl.CommandQueue(ctx).properties & PROFILING
+    kprof_opencl.disable_profiling()
+    assert cl.CommandQueue is REAL
+
+
+def test_with_profiling_keeps_the_form_it_was_given() -> None:
+    w = profiled_queues.with_profiling
+    assert w(0) == 2 and w(1) == 3
+    assert w(4) == 4  # CL_QUEUE_ON_DEVICE: left alone
+    assert w([0x1093, 1]) == [0x1093, 3]
+    assert w((0x1094, 16)) == (0x1094, 16, 0x1093, 2)
+    assert w([0x1093, 4 | 1]) == [0x1093, 5]
+    assert w("x") == "x" and w([1, 2, 3]) == [1, 2, 3]
+
+
+def test_a_plain_queue_program_under_kprof_run_gets_device_times(tmp_path: Path) -> None:
+    from test_cli_run import kprof_run
+
+    if kprof_opencl.default_device() is None:
+        pytest.skip("no OpenCL device")
+    script = Path(__file__).parent / "scripts" / "opencl_plain_queue_script.py"
+    out = tmp_path / "run.kprof"
+    # A relative path, as typed: the script still sees an absolute __file__, as with python.
+    r = kprof_run("--backends", "opencl", "-o", str(out), script.name, cwd=script.parent)
+    assert r.returncode == 0, r.stderr
+    assert f"__file__={script}" in r.stdout
+    assert "profiling=True" in r.stdout
+    p = kprof.load(out)
+    assert {r.name for r in p.kernels} >= {"axpb", "[copy host to device]", "[copy device to host]"}
+    assert all(not r.host_timed and r.error is None for r in p.kernels)
+    assert "ProfilingDisabledWarning" not in r.stderr
