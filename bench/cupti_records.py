@@ -12,8 +12,8 @@ records) is measured apart and left out.
 from __future__ import annotations
 
 import ctypes
-import os
 import glob
+import os
 import statistics
 import sys
 import time
@@ -33,7 +33,7 @@ from kprof_cuda.plugin import CudaPlugin  # noqa: E402
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    from cupti import cupti  # noqa: E402
+    from cupti import cupti
 import test_cuda_fake as tcf  # noqa: E402
 
 u32, u64, i32 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32
