@@ -75,12 +75,17 @@ def stats() -> dict[str, int]:
 def open_scope(rec: Recorder) -> tuple[int, list[Backend]]:
     """Open a scope of ``rec`` on the calling thread; returns it and the backends that will
     deliver its records (to be closed with :func:`close_scope` on this thread)."""
-    scope = next(_ids)
+    who = _who()
     with _lock:
-        _scopes[scope] = (rec, _who())
+        # One scope per profile and thread (and task): a thread pool running a million
+        # propagated calls holds one id per worker, not one per call.
+        scope = rec.scope_ids.get(who)
+        if scope is None:
+            scope = rec.scope_ids[who] = next(_ids)
+            _scopes[scope] = (rec, who)
+            rec.scopes.append(scope)
         if not rec.activity_serial:
             rec.activity_serial = next(_serials)
-    rec.scopes.append(scope)
     opened: list[Backend] = []
     for b in rec.backends:
         if not b.has_activity or b.broken is not None or not rec.device:

@@ -60,6 +60,7 @@ class Recorder(Harvest):
         # its records, and launches that never got one.
         self.has_activity = device and any(b.has_activity for b in self.backends)
         self.scopes: list[int] = []
+        self.scope_ids: dict[Any, int] = {}
         self.activity_backends: set[Backend] = set()
         self.activity_serial = 0
         self.activity_missing = 0

@@ -126,6 +126,23 @@ def test_propagated_threads_are_attributed_to_their_thread(tracer: Any) -> None:
                                                       ("main", threading.current_thread().name)]
 
 
+def test_a_thread_pool_holds_one_scope_per_worker(tracer: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kprof_testbackend.tracer import Stream
+
+    s = Stream("s")
+    with kprof.profile() as p:
+        rec = kprof.capture.active()
+        assert rec is not None
+        with ThreadPoolExecutor(2, thread_name_prefix="pool") as ex:
+            list(ex.map(kprof.propagate(lambda i: tracer.launch(f"k{i}", s, 10)), range(200)))
+        scopes = len(rec.scopes)
+    assert scopes <= 3  # the profile's thread and two workers, whatever the number of calls
+    assert sorted(k.name for k in p.kernels) == sorted(f"k{i}" for i in range(200))
+    assert {r[1].rsplit("_", 1)[0] for r in _rows(p)} == {"pool"}
+
+
 def test_nested_profiles_behave_as_today(tracer: Any) -> None:
     from kprof_testbackend.tracer import Stream
 
