@@ -150,10 +150,12 @@ def test_nested_profiles_behave_as_today(tracer: Any) -> None:
     with kprof.profile() as outer:
         tracer.launch("before", s, 10)
         with kprof.profile() as inner:
-            tracer.launch("inside", s, 10)
+            tracer.launch("inside", s, 10, detail="inner detail")
         tracer.launch("after", s, 10)
     assert [k.name for k in inner.kernels] == ["inside"]
     assert sorted(k.name for k in outer.kernels) == ["after", "before", "inside"]
+    # The outer profile took the inner one's rows with their details.
+    assert [outer.names[outer.table.name[i]] for i in outer.details] == ["inside"]
 
 
 def test_delivery_runs_while_the_profile_runs_from_the_tools_thread(tracer: Any) -> None:
@@ -285,3 +287,26 @@ def test_a_failing_scope_enter_is_said_and_the_profile_goes_on(
             kprof.mark("still profiling")
     assert p.kernels == [] and [m.name for m in p.markers] == ["still profiling"]
     assert t.foreign == 1
+
+
+def test_details_are_kept_saved_and_traced(tracer: Any, tmp_path: Any) -> None:
+    import io
+    import json
+
+    from kprof_core import storage
+    from kprof_core.renderers.chrome import write_chrome_trace
+    from kprof_testbackend.tracer import Stream
+
+    s = Stream("s")
+    with kprof.profile() as p:
+        tracer.launch("k", s, 10, detail="grid (2, 1, 1) block (64, 1, 1)")
+        tracer.launch("plain", s, 10)
+    assert p.details == {0: "grid (2, 1, 1) block (64, 1, 1)"}
+    back = storage.loads(storage.dumps(p))
+    assert back.details == p.details
+    buf = io.StringIO()
+    write_chrome_trace(buf, [p])
+    events = [e for e in json.loads(buf.getvalue())["traceEvents"]
+              if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    assert [(e["name"], e["args"].get("detail")) for e in events] == [
+        ("k", "grid (2, 1, 1) block (64, 1, 1)"), ("plain", None)]

@@ -41,7 +41,9 @@ class Tracer:
         self.enable_calls = 0
         self._tls = threading.local()
         self._lock = threading.Lock()
-        self._pending: list[tuple[Any, ...]] = []  # (scope, kind, name, stream, begin, end, n, lb, le)
+        # DeviceRecord fields: (scope, kind, name, stream, begin, end, nbytes, launch begin and
+        # end, detail).
+        self._pending: list[tuple[Any, ...]] = []
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.delivered_batches = 0
@@ -54,7 +56,7 @@ class Tracer:
         return time.perf_counter_ns() + self.clock_offset
 
     def launch(self, name: str, stream: Stream, duration_ns: int, nbytes: int = -1,
-               kind: int = capture.KERNEL) -> None:
+               kind: int = capture.KERNEL, detail: str | None = None) -> None:
         """Enqueue work: it runs after the stream's previous work, for ``duration_ns``."""
         lb = self.clock()
         stack = getattr(self._tls, "scopes", None)
@@ -65,7 +67,7 @@ class Tracer:
                 self.foreign += 1
                 return
             self._pending.append((stack[-1], kind, name, stream, begin, end, nbytes, lb,
-                                  self.clock()))
+                                  self.clock(), detail))
         if len(self._pending) >= self.batch:
             self._wake.set()
 
@@ -95,8 +97,7 @@ class Tracer:
                     and not any(now - item[5] > 20_000_000 for item in done)):
                 return []
             self._pending = rest
-        return [capture.DeviceRecord(s, k, n, st, b, e, nb, lb, le)
-                for s, k, n, st, b, e, nb, lb, le in done]
+        return [capture.DeviceRecord(*item) for item in done]
 
     def _deliver(self, records: list[Any]) -> None:
         if records:
