@@ -293,9 +293,10 @@ def test_details_are_kept_saved_and_traced(tracer: Any, tmp_path: Any) -> None:
     import io
     import json
 
+    from kprof_testbackend.tracer import Stream
+
     from kprof_core import storage
     from kprof_core.renderers.chrome import write_chrome_trace
-    from kprof_testbackend.tracer import Stream
 
     s = Stream("s")
     with kprof.profile() as p:
