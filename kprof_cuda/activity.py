@@ -170,6 +170,7 @@ class CuptiActivity:
         self._copy_names: dict[int, str] = {}
         self._offset: tuple[int, int] | None = None
         self.runtime_records = False
+        self._apis_enabled = False
         self.dropped_by_cupti = 0
         self.foreign = 0
         self._warned = False
@@ -248,21 +249,47 @@ class CuptiActivity:
             self._copy_names = {int(m.value): _COPY_NAMES.get(m.name, "[copy]")
                                 for m in c.ActivityMemcpyKind}
         self._calibrate()
-        # EXTERNAL_CORRELATION records come with API records, so DRIVER is needed (CuPy
-        # launches kernels with cuLaunchKernel).
-        for kind in (kinds.EXTERNAL_CORRELATION, kinds.DRIVER, kinds.CONCURRENT_KERNEL,
-                     kinds.MEMCPY, kinds.MEMSET):
+        for kind in (kinds.EXTERNAL_CORRELATION, kinds.CONCURRENT_KERNEL, kinds.MEMCPY,
+                     kinds.MEMSET):
             c.activity_enable(kind)
             self._enabled.append(kind)
-        # RUNTIME too where the bindings allow it (cupti-python 12.8 refuses it with
-        # NotImplementedError): then work enqueued through runtime calls is attributed by
-        # their own records; without, by the records of the driver calls they make.
+        # EXTERNAL_CORRELATION records come with API records. Only the calls that enqueue
+        # work need them: enabled one by one (cuptiActivityEnable{Driver,Runtime}Api, CUDA
+        # 12.6+), CUPTI writes no record for the many calls that enqueue nothing
+        # (cuCtxGetCurrent, cudaGetDevice...), which kprof would decode only to drop.
+        # It is also how cupti-python 12.8, whose activity_enable refuses RUNTIME, gets the
+        # runtime calls (cuBLAS launches and CuPy's copies go through the runtime).
+        if self._enable_apis(True):
+            self.runtime_records = True
+            return
+        c.activity_enable(kinds.DRIVER)  # CuPy launches kernels with cuLaunchKernel
+        self._enabled.append(kinds.DRIVER)
         try:
             c.activity_enable(kinds.RUNTIME)
             self._enabled.append(kinds.RUNTIME)
             self.runtime_records = True
         except NotImplementedError:
             self.runtime_records = False
+
+    def _enable_apis(self, on: bool) -> bool:
+        """Enable (or disable) the API records of the calls that enqueue work, one by one;
+        False when these bindings or this CUPTI cannot."""
+        c = self.cupti
+        try:
+            by_kind = ((c.activity_enable_driver_api, int(c.ActivityKind.DRIVER)),
+                       (c.activity_enable_runtime_api, int(c.ActivityKind.RUNTIME)))
+        except AttributeError:
+            return False
+        try:
+            for enable, kind in by_kind:
+                for cbid in sorted(self._work_cbids.get(kind, ())):
+                    enable(cbid, int(on))
+        except Exception:
+            if on:
+                self._enable_apis(False)
+            return False
+        self._apis_enabled = on
+        return True
 
     def _release(self) -> None:
         global _current
@@ -272,6 +299,8 @@ class CuptiActivity:
 
     def _disable(self) -> None:
         c = self.cupti
+        if self._apis_enabled:
+            self._enable_apis(False)
         while self._enabled:
             kind = self._enabled.pop()
             try:

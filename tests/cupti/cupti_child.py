@@ -61,6 +61,7 @@ lib.cuptidouble_set_clock_offset.argtypes = [i64]
 lib.cuptidouble_set_busy.argtypes = [ctypes.c_int]
 lib.cuptidouble_enabled.argtypes = [ctypes.c_int]
 lib.cuptidouble_enable_calls.argtypes = [ctypes.c_int]
+lib.cuptidouble_api_enabled.argtypes = [ctypes.c_int, u32]
 lib.cuptidouble_suppressed.restype = ctypes.c_long
 lib.cuptidouble_delivered_buffers.restype = ctypes.c_long
 lib.cuptidouble_ext_depth.argtypes = [ctypes.c_int]
@@ -203,11 +204,18 @@ def outside_the_profile_is_not_recorded(env: Env) -> None:
     assert lib.cuptidouble_enabled(kernel_kind) == 0
     with kprof.profile() as p:
         assert lib.cuptidouble_enabled(kernel_kind) == 1
+        # API records only of the calls that enqueue work, enabled one by one.
+        assert lib.cuptidouble_enabled(int(K.DRIVER)) == 0
+        assert lib.cuptidouble_enabled(int(K.RUNTIME)) == 0
+        assert lib.cuptidouble_api_enabled(DRIVER, LAUNCH) == 1
+        assert lib.cuptidouble_api_enabled(RUNTIME, RT_LAUNCH) == 1
+        assert lib.cuptidouble_api_enabled(DRIVER, GET_DEVICE) == 0
         th = threading.Thread(target=lambda: launch(b"other_thread"))
         th.start()
         th.join()
         launch(b"mine")
     assert lib.cuptidouble_enabled(kernel_kind) == 0
+    assert lib.cuptidouble_api_enabled(DRIVER, LAUNCH) == 0
     assert lib.cuptidouble_ext_depth(EXT) == 0  # every push was popped
     assert [x["name"] for x in rows(p)] == ["mine"]
     assert env.plugin.activity is not None and env.plugin.activity.foreign == 1

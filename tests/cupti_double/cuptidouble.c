@@ -23,6 +23,8 @@
  *     when that kind and the API record's kind are enabled (as CUPTI documents it).
  *   - Clock: CLOCK_MONOTONIC nanoseconds plus an offset the tests set
  *     (cuptidouble_set_clock_offset), so placement on perf_counter_ns can be checked exactly.
+ *   - API records are written for an enabled RUNTIME/DRIVER kind, or for the APIs enabled
+ *     one by one (cuptiActivityEnableDriverApi / cuptiActivityEnableRuntimeApi).
  *   - Subscribers: cuptidouble_set_busy(code) makes cuptiActivityEnable and
  *     cuptiActivityRegisterCallbacks fail with `code` (for example
  *     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), as when another tool holds CUPTI.
@@ -66,6 +68,10 @@ static pthread_mutex_t delivery = PTHREAD_MUTEX_INITIALIZER; /* one delivery at 
 static CUpti_BuffersCallbackRequestFunc on_request;
 static CUpti_BuffersCallbackCompleteFunc on_complete;
 static int enabled[CUPTI_ACTIVITY_KIND_COUNT];
+/* Per-API enabling (cuptiActivityEnableDriverApi / ...RuntimeApi), by callback id. */
+#define MAX_CBID 4096
+static unsigned char driver_api_on[MAX_CBID], runtime_api_on[MAX_CBID];
+static int api_enable_calls;
 static int enable_calls[CUPTI_ACTIVITY_KIND_COUNT];
 static CUptiResult busy = CUPTI_SUCCESS;
 static CUpti_ActivityThreadIdType thread_id_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
@@ -302,6 +308,23 @@ CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
     return CUPTI_SUCCESS;
 }
 
+static CUptiResult enable_api(unsigned char *table, CUpti_CallbackId cbid, uint8_t enable) {
+    if (cbid >= MAX_CBID) return CUPTI_ERROR_INVALID_PARAMETER;
+    pthread_mutex_lock(&lock);
+    CUptiResult r = busy;
+    if (r == CUPTI_SUCCESS) { table[cbid] = enable ? 1 : 0; api_enable_calls++; }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
+    return enable_api(driver_api_on, cbid, enable);
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
+    return enable_api(runtime_api_on, cbid, enable);
+}
+
 CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUpti_Activity **record) {
     if (!buffer || !record) return CUPTI_ERROR_INVALID_PARAMETER;
     uint8_t *at = *record == NULL ? buffer
@@ -383,6 +406,9 @@ void cuptidouble_reset(void) {
     pthread_mutex_lock(&lock);
     memset(enabled, 0, sizeof enabled);
     memset(enable_calls, 0, sizeof enable_calls);
+    memset(driver_api_on, 0, sizeof driver_api_on);
+    memset(runtime_api_on, 0, sizeof runtime_api_on);
+    api_enable_calls = 0;
     busy = CUPTI_SUCCESS;
     clock_offset = 0;
     dropped = 0;
@@ -410,6 +436,14 @@ int cuptidouble_enabled(int kind) {
     if (kind <= 0 || kind >= CUPTI_ACTIVITY_KIND_COUNT) return -1;
     pthread_mutex_lock(&lock);
     int e = enabled[kind];
+    pthread_mutex_unlock(&lock);
+    return e;
+}
+
+int cuptidouble_api_enabled(int runtime, uint32_t cbid) {
+    if (cbid >= MAX_CBID) return -1;
+    pthread_mutex_lock(&lock);
+    int e = runtime ? runtime_api_on[cbid] : driver_api_on[cbid];
     pthread_mutex_unlock(&lock);
     return e;
 }
@@ -443,8 +477,11 @@ uint32_t cuptidouble_api(int runtime, uint32_t cbid, uint64_t start, uint64_t en
     pthread_mutex_lock(&lock);
     uint32_t corr = next_correlation++;
     CUpti_ActivityKind kind = runtime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
-    /* External correlation records accompany API records: none without the API kind. */
-    if (enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION] && enabled[kind]) {
+    /* An API record is written when its kind is enabled, or this API by itself. */
+    const unsigned char *one = runtime ? runtime_api_on : driver_api_on;
+    int api_on = enabled[kind] || (cbid < MAX_CBID && one[cbid]);
+    /* External correlation records accompany API records: none without one. */
+    if (enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION] && api_on) {
         for (int k = 1; k < N_EXT_KINDS; k++) {
             if (ext_depth[k] == 0) continue;
             CUpti_ActivityExternalCorrelation *r =
@@ -456,7 +493,7 @@ uint32_t cuptidouble_api(int runtime, uint32_t cbid, uint64_t start, uint64_t en
             r->correlationId = corr;
         }
     }
-    if (enabled[kind]) {
+    if (api_on) {
         CUpti_ActivityAPI *r = (CUpti_ActivityAPI *)reserve_locked(sizeof *r);
         if (r) {
             r->kind = kind;
