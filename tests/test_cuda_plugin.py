@@ -349,7 +349,7 @@ def test_a_failing_range_push_disables_the_backend_not_the_range(bare: None) -> 
 
 
 def test_cupti_kernel_names_are_demangled() -> None:
-    from kprof_cuda.activity import demangle
+    from kprof_cuda.cupti_records import demangle
 
     assert demangle("_Z5scaleIfEvPT_S0_i") == "void scale<float>(float*, float, int)"
     assert demangle("cupy_multiply__float32_float_float32") == "cupy_multiply__float32_float_float32"
