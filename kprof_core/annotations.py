@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from . import activity
 from .recorder import KERNEL, RANGE, active, now
+from .threads import who
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -24,6 +25,9 @@ def _check_name(name: object, what: str) -> str:
     return name
 
 
+_OUTSIDE = ("outside a profile",)
+
+
 class range:  # the public name mirrors KernelAbstractions' ranges
     """A named range: host time always, device time on backends with a current queue.
 
@@ -32,32 +36,53 @@ class range:  # the public name mirrors KernelAbstractions' ranges
     entry and exit, so the range's device time is that of the work enqueued inside it.
     """
 
-    __slots__ = ("_begun", "_h0", "_rec", "_t0", "name")
+    __slots__ = ("_more", "_top", "name")
 
     def __init__(self, name: str) -> None:
         self.name = _check_name(name, "range")
-        self._rec: Any = None
+        # The innermost entry not yet exited: None, _OUTSIDE (entered outside a profile) or
+        # its frame. An object entered again before it exited (a shared range object) keeps
+        # the outer entries in _more and records them all, innermost exit first.
+        self._top: Any = None
+        self._more: list[Any] | None = None
 
     def __enter__(self) -> range:
         rec = active()
-        self._rec = rec
-        if rec is not None:
-            # _t0 comes before the timestamps (no device work of the range can start earlier,
-            # placement relies on it); the host range starts after them.
-            self._t0 = now()
-            self._begun = rec.device_range_begin(self.name)
-            self._h0 = now()
+        if self._top is not None:
+            if self._more is None:
+                self._more = []
+            self._more.append(self._top)
+            if rec is not None:
+                rec.reentered(self.name)
+        if rec is None:
+            self._top = _OUTSIDE
+            return self
+        # t0 comes before the timestamps (no device work of the range can start earlier,
+        # placement relies on it); the host range starts after them.
+        t0 = now()
+        begun = rec.device_range_begin(self.name)
+        # The frame is registered with the recorder (inline: this runs per range), so that a
+        # profile ending while the range is open records it rather than dropping it.
+        frame = (self.name, t0, begun, now(), who(), rec)
+        rec.open_ranges[id(frame)] = frame
+        self._top = frame
         return self
 
     def __exit__(self, *exc: object) -> None:
-        rec = self._rec
-        if rec is None:
+        frame = self._top
+        if frame is None:
+            return
+        self._top = self._more.pop() if self._more else None
+        if frame is _OUTSIDE:
             return
         h1 = now()
-        self._rec = None
-        rec.host_range(self.name, self._h0, h1)
-        if self._begun:
-            rec.device_range_end(self.name, RANGE, self._begun, self._t0, h1)
+        name, t0, begun, h0, thread, rec = frame
+        if rec.open_ranges.pop(id(frame), None) is None:
+            rec.cut_range_exits(frame)  # its profile ended first and recorded it
+            return
+        rec.host_range(name, h0, h1, thread)
+        if begun:
+            rec.device_range_end(name, RANGE, begun, t0, h1)
 
     def __call__(self, fn: F) -> F:
         name = self.name

@@ -39,11 +39,23 @@ class BackendInfo:
     capture_detail: str | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.status, str):
+            raise TypeError(f"BackendInfo.status must be a str, not {type(self.status).__name__}")
         if self.status not in STATUSES and not self.status.startswith("error"):
             raise ValueError(
                 f"BackendInfo.status must be one of {', '.join(STATUSES)} or 'error: ...', "
                 f"not {self.status!r}"
             )
+        # Checked here, so a wrongly typed answer is the plugin's error, not a crash of
+        # `kprof backends` (which joins, measures and prints these).
+        if not isinstance(self.devices, (list, tuple)) or not all(isinstance(d, str) for d in self.devices):
+            raise TypeError(f"BackendInfo.devices must be a list of str, not {self.devices!r:.60}")
+        for name in ("library", "library_version", "detail"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"BackendInfo.{name} must be a str or None, not {type(value).__name__}")
+        if not isinstance(self.timestamps, bool):
+            raise TypeError(f"BackendInfo.timestamps must be True or False, not {self.timestamps!r:.30}")
         object.__setattr__(self, "devices", tuple(self.devices))
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .backend import KprofError
+from .renderers.terminal import escape, print_text, silence_stdout
 
 
 def _backend_rows() -> list[dict[str, Any]]:
@@ -45,8 +46,8 @@ def cmd_backends(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+    for w in caught:  # plugins' own text: escaped like every line written to a terminal
+        print(escape(f"warning: {w.message}"), file=sys.stderr)
     if not rows:
         print("No kprof backend plugins are installed (entry-point group 'kprof.backends').")
         print("Install one, e.g.: pip install 'kprof[opencl]'")
@@ -61,7 +62,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
         table.append((r["name"], plugin, lib, devices, r["timestamps"], status))
     widths = [max(len(row[i]) for row in table) for i in range(5)]
     for i, row in enumerate(table):
-        print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5])
+        print(escape("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5]))
         if i == 0:
             print("  ".join("─" * w for w in widths) + "  " + "─" * len("Status"))
     captures = [r for r in rows if r["capture"]]
@@ -110,8 +111,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     p = run_demo(backend=args.backend, steps=args.steps, size=args.size, trace=args.print_trace)
-    print(p.report())
-    _write_outputs(p, args)
+    _write_outputs(p, args)  # files first: a reader that goes away must not cost them
+    print_text(p.report())
     return 0
 
 
@@ -167,9 +168,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         prof.__exit__(None, None, None)
         sys.argv = saved_argv
         sys.path[:] = saved_path
-    sys.stdout.flush()
-    print(p.report(), file=sys.stdout)
+    # Files first: a reader that went away (`| head`) or a script that closed sys.stdout must
+    # not cost them.
     _write_outputs(p, args)
+    print_text(p.report())
     if code:
         print(f"kprof run: {target_desc} exited with code {code}", file=sys.stderr)
     return code
@@ -249,3 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KprofError as exc:
         print(f"kprof: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader of the output went away (`kprof backends | head -1`): it read what it
+        # wanted, and every file was written before the printing started.
+        silence_stdout()
+        return 0

@@ -21,8 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .backend import KprofError
+from .filecheck import TIME_LIMIT
 from .provenance import source_label
 from .records import RANGE, UNRESOLVED, QueueRecord, ThreadRecord
+from .renderers.terminal import lines
 from .session import Profile
 from .timefmt import format_time
 
@@ -95,7 +98,9 @@ def clock_placements(profiles: Sequence[Profile]) -> list[ClockPlacement]:
             known = domains[dom]
             note(i, ClockPlacement(known.offset_ns, known.error_ns,
                                    SAME_CLOCK if known.method == SAME_CLOCK else f"{SAME_CLOCK}; {known.method}"))
-        elif delta is not None and ref_anchor is not None:
+        elif (delta is not None and ref_anchor is not None
+              and abs(delta - ref_anchor[0] + ref_anchor[1].offset_ns) < TIME_LIMIT):
+            # (Wall clocks more than 73 years apart are not clocks: such an anchor is ignored.)
             ref_delta, ref_pl = ref_anchor
             note(i, ClockPlacement(delta - ref_delta + ref_pl.offset_ns, None, WALL))
         else:
@@ -104,7 +109,15 @@ def clock_placements(profiles: Sequence[Profile]) -> list[ClockPlacement]:
 
 
 def _shifted(col: array[int], delta: int) -> array[int]:
-    return array("q", [v + delta for v in col]) if delta else array("q", col)
+    if not delta:
+        return array("q", col)
+    if col and not (-TIME_LIMIT <= min(col) + delta and max(col) + delta < TIME_LIMIT):
+        # Loaded times and offsets lie within ±2**61 ns, so this is the only check needed for
+        # the sums to stay in int64 (and for the result to save and load back).
+        raise KprofError(f"these profiles cannot share one timeline: shifting their times by "
+                         f"{delta} ns (their clock offsets) takes them beyond ±2**61 ns; check "
+                         f"the files' clock_offset_ns and wall_anchor")
+    return array("q", [v + delta for v in col])
 
 
 def shift_profile(p: Profile, delta_ns: int) -> None:
@@ -115,8 +128,7 @@ def shift_profile(p: Profile, delta_ns: int) -> None:
     for c in ("launch_start", "launch_end", "start"):
         setattr(t, c, _shifted(getattr(t, c), delta_ns))
     h.start, h.end = _shifted(h.start, delta_ns), _shifted(h.end, delta_ns)
-    p.start_ns += delta_ns
-    p.end_ns += delta_ns
+    p.start_ns, p.end_ns = (int(v) for v in _shifted(array("q", [p.start_ns, p.end_ns]), delta_ns))
     anchor = p.meta.get("wall_anchor")
     if isinstance(anchor, dict) and isinstance(anchor.get("perf_ns"), int):
         p.meta["wall_anchor"] = {**anchor, "perf_ns": anchor["perf_ns"] + delta_ns}
@@ -226,8 +238,10 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     out.names = list(names)
     out.queues = list(queues)
     out.threads = list(threads)
-    out.start_ns = min(p.start_ns + pl.offset_ns for p, pl in zip(profiles, placements))
-    out.end_ns = max(p.end_ns + pl.offset_ns for p, pl in zip(profiles, placements))
+    spans = array("q")
+    for p, pl in zip(profiles, placements):
+        spans.extend(_shifted(array("q", [p.start_ns, p.end_ns]), pl.offset_ns))
+    out.start_ns, out.end_ns = min(spans[::2]), max(spans[1::2])
     ref = next((p for p, pl in zip(profiles, placements) if pl.offset_ns == 0 and pl.error_ns == 0), None)
     out.meta = {"sources": sources, "queue_source": queue_source, "thread_source": thread_source}
     if ref is not None:  # the timeline is this profile's clock: later merges can align to it
@@ -316,6 +330,9 @@ def cross_rank_summary(profiles: Sequence[Profile]) -> list[CrossRankRow]:
     return rows
 
 
+_SINGULAR = {"ranks": "rank", "processes": "process"}
+
+
 def format_cross_rank(rows: Sequence[CrossRankRow], nranks: int, unit: str = "ranks") -> str:
     """The cross-rank summary as a text table (``unit``: what the sources are called)."""
     if not rows:
@@ -331,10 +348,10 @@ def format_cross_rank(rows: Sequence[CrossRankRow], nranks: int, unit: str = "ra
         return (" " + "  ".join(c.rjust(w) for c, w in zip(cells[:-1], widths[:-1]))
                 + "  " + cells[-1]).rstrip()
 
-    out = [f"Device time per kernel across {nranks} {unit} (total per {unit[:-1]}):", line(headers),
+    out = [f"Device time per kernel across {nranks} {unit} (total per {_SINGULAR.get(unit, unit)}):", line(headers),
            line(["─" * w for w in widths[:-1]] + ["─" * 4])]
     out += [line(b) for b in body]
-    return "\n".join(out)
+    return lines(out)
 
 
 __all__ = ["ClockPlacement", "CrossRankRow", "clock_placements", "combine", "cross_rank_summary",

@@ -59,7 +59,8 @@ def open_text(target: Target, what: str) -> Iterator[IO[str]]:
     tmp = os.path.join(os.path.dirname(path) or ".",
                        f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        f = open(tmp, "w", encoding="utf-8", newline="")  # closed by the with below
+        # A lone surrogate in a name (possible in str, not in UTF-8) is written as \udXXX.
+        f = open(tmp, "w", encoding="utf-8", errors="backslashreplace", newline="")  # closed below
     except OSError as exc:
         raise _export_error(exc, what, path) from exc
     try:
@@ -203,14 +204,32 @@ def to_json(p: Profile, path: Target | None = None) -> dict[str, Any] | None:
 # -- CSV and DataFrame --------------------------------------------------------------------------------
 
 
+#: What a spreadsheet reads as the start of a formula (OWASP's list for CSV injection).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: text that a spreadsheet would run as a formula (``=cmd|...``) gets a leading
+    ``'``, as OWASP recommends; numbers are written as they are."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def to_csv(p: Profile, path: Target | None = None) -> str | None:
     """Every record as CSV (:data:`COLUMNS`, by start time); returns the text when ``path`` is
-    ``None``, else writes it there and returns ``None``. Missing values are empty cells."""
+    ``None``, else writes it there and returns ``None``. Missing values are empty cells; text
+    starting with ``= + - @``, a tab or a CR is prefixed with ``'`` so that spreadsheets show
+    it instead of evaluating it (``to_json`` and ``to_dataframe`` keep names as they are)."""
     def write(f: IO[str]) -> None:
-        w = csv.writer(f, lineterminator="\n")
+        # Text quoted, numbers not: a CR inside a name (which QUOTE_MINIMAL leaves unquoted
+        # with "\n" line ends) cannot split a row.
+        w = csv.writer(f, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
         w.writerow(COLUMNS)
         for r in iter_rows(p):
-            w.writerow(["" if r[c] is None else r[c] for c in COLUMNS])
+            w.writerow([_cell(r[c]) for c in COLUMNS])
 
     if path is None:
         buf = io.StringIO()

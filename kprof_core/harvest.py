@@ -13,6 +13,7 @@ of a copy (-1 otherwise) and record flags.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 import warnings
@@ -44,6 +45,44 @@ HOST_QUEUE = QueueRecord("host", "host", "host", "host")
 # Delivered activity records (activity.py) are tagged ACTIVITY + their record kind; their
 # h0/h1 and start/stop are times on the device clock, placed here as they are harvested.
 ACTIVITY = 20
+
+
+class Waiter:
+    """A daemon thread that makes hook calls which may block for good (a read of a backend
+    that cannot tell whether its work is done), so that the harvest stops waiting at its
+    deadline. A call that never returns leaves the thread ``stuck``: a new one is made."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.stuck = False
+        threading.Thread(target=self._run, name="kprof resolve", daemon=True).start()
+
+    def _run(self) -> None:
+        while (item := self._calls.get()) is not None:
+            fn, args, box, done = item
+            try:
+                fn(*args)
+                box.append(None)
+            except BaseException as exc:  # handed to the caller, raised there
+                box.append(exc)
+            done.set()
+
+    def call(self, fn: Any, args: tuple[Any, ...], timeout: float) -> bool:
+        """Call ``fn(*args)``; whether it returned within ``timeout`` seconds (what it raised
+        is raised here)."""
+        box: list[BaseException | None] = []
+        done = threading.Event()
+        self._calls.put((fn, args, box, done))
+        if not done.wait(max(0.0, timeout)):
+            self.stuck = True
+            return False
+        if box[0] is not None:
+            raise box[0]
+        return True
+
+    def close(self) -> None:
+        if not self.stuck:
+            self._calls.put(None)
 
 
 class Harvest:
@@ -96,6 +135,7 @@ class Harvest:
         #: When the profile started (set by ``profile``): where activity records of a device
         #: without clock correlation are anchored.
         self.start_ns = time.perf_counter_ns()
+        self._waiter: Waiter | None = None
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows, oldest first; returns how many were taken.
@@ -136,13 +176,22 @@ class Harvest:
         ref_ids = self._ref_tokens
         popleft = incoming.popleft
         host_append = self.host.append
+        # Past the deadline nothing more is asked of any device (each question may be slow):
+        # the fast path is skipped and _take marks what is left unresolved. The clock is read
+        # every 8th entry (reading it costs ~85 ns, a tenth of an entry's harvest): at most 8
+        # questions are asked after the deadline.
+        clock = time.monotonic if deadline is not None else None
+        past = False
         try:
             while taken < n:
                 entry = popleft()
                 slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags = entry
+                if clock is not None and not taken & 7 and clock() >= deadline:  # type: ignore[operator]
+                    past, clock = True, None
                 q = (fast_queues.get(qk) if start is not None and kind < HOST_RANGE and not flags
                      else None)
-                if q is not None and (backend := q[0]).slot == slot and backend.broken is None:
+                if (q is not None and (backend := q[0]).slot == slot and backend.broken is None
+                        and not past):
                     tid = thread_ids.get(who)
                     nid = name_ids.get(name) if type(name) is str else None
                     if tid is not None and nid is not None:
@@ -234,8 +283,11 @@ class Harvest:
             return True
         error = None
         dur = rel = 0
+        held = False  # the tokens are still in use by a hook call that never returned
         if backend.broken is not None:
             error = f"backend disabled: {backend.broken}"
+        elif deadline is not None and time.monotonic() >= deadline:
+            error = self._timeout_reason()  # nothing more is asked of the device
         else:
             hook = "timestamp_done"
             try:
@@ -243,7 +295,14 @@ class Harvest:
                 if not done:
                     if deadline is None:
                         return False
-                    if done is not None:  # None: it can't tell, so elapsed_time waits itself
+                    if done is None:
+                        # It can't tell, so a read waits itself: the first one is made in a
+                        # thread, waited for until the deadline (then the work is done and
+                        # the reads below return at once).
+                        hook = "device_times" if backend.has_device_times else "elapsed_time"
+                        if not self._read_in_time(backend, start, stop, deadline):
+                            error, held = self._timeout_reason(hook), True
+                    else:
                         error = self._wait(backend, stop, deadline)
                 if error is None and flags & APPROXIMATE:
                     # Host-clock times, already placed: never a device's reference token.
@@ -278,7 +337,8 @@ class Harvest:
         qid = self._queue_id(backend, queue)
         tid = self._thread_id(who)
         nid = self.names(name)
-        self._release(backend, start, stop)
+        if not held:
+            self._release(backend, start, stop)
         if error is not None:
             row = self.table.append(nid, kind, qid, tid, h0, h1, h0, 0, nbytes,
                                     flags | UNRESOLVED | PLACED)
@@ -368,11 +428,26 @@ class Harvest:
         pause = 1e-5
         while not backend.timestamp_done(backend, token):
             if time.monotonic() >= deadline:
-                return (f"the device did not reach the timestamp within {self.timeout:g} s "
-                        f"(set profile(timeout=...) or KPROF_RESOLVE_TIMEOUT to wait longer)")
+                return self._timeout_reason()
             time.sleep(pause)  # releases the GIL: other threads keep running
             pause = min(pause * 2, 0.005)
         return None
+
+    def _timeout_reason(self, hook: str | None = None) -> str:
+        what = f"{hook} did not return" if hook else "the device did not reach the timestamp"
+        return (f"{what} within {self.timeout:g} s "
+                f"(set profile(timeout=...) or KPROF_RESOLVE_TIMEOUT to wait longer)")
+
+    def _read_in_time(self, backend: Backend, start: Any, stop: Any, deadline: float) -> bool:
+        """Whether a read of tokens whose backend cannot tell if they are done
+        (``timestamp_done`` returns None) returned by ``deadline``. ``device_times`` or
+        ``elapsed_time`` then wait for the device themselves, so the read is made in the
+        waiter thread. When it did not return, the call goes on in its thread and its tokens
+        are not given back (being still in use). What it raised is raised here."""
+        if self._waiter is None or self._waiter.stuck:
+            self._waiter = Waiter()
+        read = self._device_times if backend.has_device_times else self._elapsed
+        return self._waiter.call(read, (backend, start, stop), deadline - time.monotonic())
 
     def _release(self, backend: Backend, start: Any, stop: Any) -> None:
         """Give tokens back once (``start`` may be ``stop``); reference tokens stay for now."""

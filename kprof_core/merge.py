@@ -10,6 +10,7 @@ import copy
 import sys
 from collections.abc import Sequence
 
+from .backend import KprofError
 from .combine import (
     ClockPlacement,
     clock_placements,
@@ -18,6 +19,7 @@ from .combine import (
     format_cross_rank,
 )
 from .combine import source_labels as _source_labels
+from .renderers.terminal import lines, print_text
 from .session import Profile
 from .storage import ProfileFileError, load
 from .timefmt import format_time
@@ -62,8 +64,8 @@ def merge_report(profiles: Sequence[Profile]) -> str:
     out += source_lines(profiles, placements)
     ranked = all(isinstance(p.meta.get("rank"), int) or isinstance(p.meta.get("sources"), list)
                  for p in profiles)
-    out += ["", format_cross_rank(rows, nsources, "ranks" if ranked else "processes")]
-    return "\n".join(out)
+    # Each part escaped line by line: names in files must not act on the terminal.
+    return lines([*out, ""]) + "\n" + format_cross_rank(rows, nsources, "ranks" if ranked else "processes")
 
 
 def aligned_views(profiles: Sequence[Profile]) -> list[Profile]:
@@ -109,7 +111,7 @@ def merge_command(args: argparse.Namespace) -> int:
         print(f"kprof merge: {exc}", file=sys.stderr)
         return 2
     profiles.sort(key=_rank_key)  # stable: files without a rank keep their order, last
-    print(merge_report(profiles))
+    report = merge_report(profiles)
     views = aligned_views(profiles)
     labels = _source_labels(profiles)
     code = 0
@@ -132,5 +134,11 @@ def merge_command(args: argparse.Namespace) -> int:
             print(f"kprof merge: could not write {path}: {exc.strerror or exc}", file=sys.stderr)
             code = 2
             continue
+        except KprofError as exc:  # clocks that cannot share one timeline
+            print(f"kprof merge: could not write {path}: {exc}", file=sys.stderr)
+            code = 2
+            continue
         print(f"kprof: wrote {path}", file=sys.stderr)
+    # Printed after the files are written: a reader that goes away (`| head`) costs nothing.
+    print_text(report)
     return code

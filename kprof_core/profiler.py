@@ -54,41 +54,67 @@ def resolve_timeout(value: float | None) -> float:
 
 def _install(backends: list[Backend]) -> None:
     with _capture_lock:
-        for b in backends:
-            users = _capture_users.get(b, 0)
-            _capture_users[b] = users + 1
-            if users or b.broken is not None:
-                continue
-            try:
-                b.install_capture(b)
-                _installed.add(b)
-            except Exception as exc:
-                b.disable(f"install_capture raised {type(exc).__name__}: {exc}")
-                try:  # undo whatever it did install
-                    b.remove_capture(b)
-                except Exception:
-                    pass
+        counted: list[Backend] = []
+        try:
+            for b in backends:
+                users = _capture_users.get(b, 0)
+                _capture_users[b] = users + 1
+                counted.append(b)
+                if users or b.broken is not None:
+                    continue
+                try:
+                    b.install_capture(b)
+                    _installed.add(b)
+                except Exception as exc:
+                    b.disable(f"install_capture raised {type(exc).__name__}: {exc}")
+                    _remove_quietly(b)  # undo whatever it did install
+        except BaseException:
+            # Interrupted (Ctrl-C in a slow install_capture): undo this profile's share
+            # entirely, the interrupted backend's partial install included, then go on up.
+            if counted and counted[-1] not in _installed and _capture_users.get(counted[-1]) == 1:
+                _remove_quietly(counted[-1])
+            _release(counted)
+            raise
 
 
-def _uninstall(backends: list[Backend]) -> None:
+def _remove_quietly(b: Backend) -> None:
+    try:
+        b.remove_capture(b)
+    except Exception:
+        pass
+
+
+def _release(backends: list[Backend]) -> BaseException | None:
+    """Drop one user of each backend; remove capture where it was the last. Every backend is
+    handled even when a plugin raises: an ``Exception`` is warned about, the first
+    ``BaseException`` (``KeyboardInterrupt`` from ``remove_capture``) is returned for the
+    caller to raise once the profile is safe."""
+    pending: BaseException | None = None
+    for b in reversed(backends):
+        users = _capture_users.pop(b, 0) - 1
+        if users > 0:
+            _capture_users[b] = users
+            continue
+        if b not in _installed:
+            continue
+        _installed.discard(b)
+        try:
+            b.remove_capture(b)
+        except Exception as exc:
+            warnings.warn(
+                f"kprof: backend {b.name!r} ({b.plugin_label}) failed to remove its capture: "
+                f"{type(exc).__name__}: {exc}",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        except BaseException as exc:
+            pending = pending or exc
+    return pending
+
+
+def _uninstall(backends: list[Backend]) -> BaseException | None:
     with _capture_lock:
-        for b in reversed(backends):
-            users = _capture_users.pop(b, 0) - 1
-            if users > 0:
-                _capture_users[b] = users
-                continue
-            if b not in _installed:
-                continue
-            _installed.discard(b)
-            try:
-                b.remove_capture(b)
-            except Exception as exc:
-                warnings.warn(
-                    f"kprof: backend {b.name!r} ({b.plugin_label}) failed to remove its capture: "
-                    f"{type(exc).__name__}: {exc}",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+        return _release(backends)
 
 
 def capture_installed() -> bool:
@@ -141,8 +167,8 @@ class profile:
         rec = Recorder(backends, device=self.device, synchronize=self.synchronize,
                        timeout=self.timeout, parent=parent)
         result = Profile(trace=self.trace, backends=[b.name for b in backends])
+        _install(backends)  # raises only after undoing itself: nothing to clean up here
         self._recorder, self.result = rec, result
-        _install(backends)
         result.start_ns = rec.start_ns = now()
         self._token = _ACTIVE.set(rec)
         if rec.has_activity:
@@ -168,7 +194,7 @@ class profile:
                 if ident == threading.get_ident():  # a thread's scopes can only be left there
                     activity.close_scope(rec, scope, opened)
                 activity.flush(rec)
-            rec.finish()
+            rec.finish(result.end_ns)
         except Exception as err:
             # A bug of kprof's must not replace the user's exception or break their program.
             rec.abandon()
@@ -178,13 +204,17 @@ class profile:
             rec.abandon()  # interrupted while waiting for the device: keep what was resolved
             raise
         finally:
+            # Records first: a plugin raising KeyboardInterrupt from remove_capture must not
+            # cost the profile (nor leave other backends patched: _uninstall handles all).
             if rec.scopes:
                 activity.forget(rec)
-            _uninstall(rec.backends)
+            interrupted = _uninstall(rec.backends)
             result._load(rec)
             self._recorder = None
             if rec.parent is not None:
                 rec.parent.absorb(rec)
+        if interrupted is not None:
+            raise interrupted
 
     def __call__(self, fn: F) -> F:
         if not callable(fn):

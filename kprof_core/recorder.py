@@ -7,6 +7,7 @@ become rows in ``harvest.py`` and are placed on the host clock in ``placement.py
 from __future__ import annotations
 
 import time
+import warnings
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,7 @@ class Recorder(Harvest):
         # launch to _pressure once the profile has closed (then it is 0).
         self._next_harvest = min(self.harvest_every, self.max_pending)
         self._closed = False  # the profile's block has ended: what comes in now is late
+        self._closed_ns = 0
         self.pending_high_water = 0
         # Activity records (see activity.py): this profile's scopes, the backends delivering
         # its records, and launches that never got one.
@@ -64,6 +66,10 @@ class Recorder(Harvest):
         self.activity_backends: set[Backend] = set()
         self.activity_serial = 0
         self.activity_missing = 0
+        #: ``kprof.range``s entered and not yet exited: id(frame) -> frame, a tuple (name, t0,
+        #: begun, h0, thread, recorder). A range's exit takes its frame out; the profile's end takes
+        #: what is left and records it up to the end (``_cut_open_ranges``).
+        self.open_ranges: dict[int, tuple[Any, ...]] = {}
 
     # -- the launch path (plugins) ------------------------------------------------------------
 
@@ -84,10 +90,12 @@ class Recorder(Harvest):
         if start is None:
             if stop is not None:
                 self._release(backend, None, stop)
+            if self._closed:  # a finished profile still active in another context: drop it
+                return
             self._sync(backend, queue)
             stop = now()
             flags = HOST_TIMED
-        elif self.synchronize:
+        elif self.synchronize and not self._closed:
             self._sync(backend, queue)
         # Entries carry the backend's slot and the queue's id, not the objects: a tuple of
         # untracked objects (ints, str, an OpenCL event) is untracked by the collector's next
@@ -144,8 +152,11 @@ class Recorder(Harvest):
 
     # -- the host side (kprof.range, kprof.mark) ----------------------------------------------
 
-    def host_range(self, name: str, start_ns: int, end_ns: int) -> None:
-        self._append((None, HOST_RANGE, name, None, _who(), start_ns, end_ns, None, None, -1, 0))
+    def host_range(self, name: str, start_ns: int, end_ns: int, thread: Any = None) -> None:
+        """A host range; ``thread``: the key ``threads.who()`` gave where it ran (default: the
+        calling thread)."""
+        self._append((None, HOST_RANGE, name, None, _who() if thread is None else thread,
+                      start_ns, end_ns, None, None, -1, 0))
 
     def mark(self, name: str, time_ns: int) -> None:
         self._append((None, MARK, name, None, _who(), time_ns, time_ns, None, None, -1, 0))
@@ -159,7 +170,9 @@ class Recorder(Harvest):
 
         Backends that mirror ranges (``range_push``) are told ``name`` first.
         """
-        if not self.device:
+        if not self.device or self._closed:
+            # (Closed: the profile ended, but is still active in a context other than the one
+            # that exited it; nothing more is put on any device for it.)
             return None
         begun = []
         for b in self.backends:
@@ -234,6 +247,41 @@ class Recorder(Harvest):
                 kind = RANGE
             self._append((b.slot, kind, name, qk, who, start_ns, end_ns, tok, stop, -1, flags))
 
+    def cut_range_exits(self, frame: tuple[Any, ...]) -> None:
+        """A range that the profile recorded as cut at its end (see ``open_ranges``) exits:
+        its timestamps were given back then; the vendor tool's range is popped here, on its
+        own thread."""
+        for b, _q, _tok in frame[2] or ():
+            self._range_pop(b)
+
+    def reentered(self, name: str) -> None:
+        key = f"reentered {name}"
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(f"kprof: the range object {name!r} was entered again before it exited; "
+                          f"both are recorded, but use one kprof.range(...) per with block (one "
+                          f"object shared by threads mixes up their times)", RuntimeWarning,
+                          stacklevel=3)
+
+    def _cut_open_ranges(self, end_ns: int) -> None:
+        """Ranges still open as the profile ends (in a thread that outlived it, or a block the
+        profile was exited from): recorded on the host up to ``end_ns``, with a warning; their
+        device timestamps, which have no end, are given back."""
+        cut: list[str] = []
+        while self.open_ranges:
+            _key, frame = self.open_ranges.popitem()
+            name, _t0, begun, h0, who, _rec = frame
+            cut.append(name)
+            for b, _q, tok in begun or ():
+                self._release(b, tok, None)
+            self._take((None, HOST_RANGE, name, None, who, h0, max(h0, end_ns), None, None, -1, 0),
+                       None)
+        if cut:
+            shown = ", ".join(repr(n) for n in sorted(set(cut))[:5])
+            warnings.warn(f"kprof: {len(cut)} range{'s were' if len(cut) > 1 else ' was'} still "
+                          f"open when the profile ended ({shown}): recorded on the host up to "
+                          f"the profile's end, without device time", RuntimeWarning, stacklevel=4)
+
     def _range_pop(self, b: Backend) -> None:
         if b.mirrors_ranges:
             try:
@@ -294,30 +342,34 @@ class Recorder(Harvest):
 
     # -- the end --------------------------------------------------------------------------------
 
-    def finish(self) -> None:
+    def finish(self, end_ns: int | None = None) -> None:
         """Resolve everything launched before now (waiting at most ``timeout`` in all), then
-        place device times on the host clock. Work reported later is dropped."""
-        self._close()
+        place device times on the host clock. Work reported later is dropped; ranges still
+        open are recorded up to ``end_ns`` (default: now)."""
+        self._close(end_ns)
         with self._harvest_lock:
             if self._finished:
                 return
             self._harvest(None, time.monotonic() + self.timeout)
             self._end()
 
-    def abandon(self) -> None:
+    def abandon(self, end_ns: int | None = None) -> None:
         """End without resolving what is pending (resolving itself was interrupted): give
         every token back, keep and place the rows made so far."""
-        self._close()
+        self._close(end_ns)
         with self._harvest_lock:
             if not self._finished:
                 self._end()
 
-    def _close(self) -> None:
+    def _close(self, end_ns: int | None = None) -> None:
+        if not self._closed:
+            self._closed_ns = now() if end_ns is None else end_ns
         self._closed = True
         self._next_harvest = 0
 
     def _end(self) -> None:
         """Called once, holding the lock: the tables become final."""
+        self._cut_open_ranges(self._closed_ns)
         self._finished = True
         self._drop_late()
         try:
@@ -330,6 +382,8 @@ class Recorder(Harvest):
                 self._ref_tokens.discard(id(tok))
                 self._release(backend, tok, None)
             self._refs.clear()
+            if self._waiter is not None:
+                self._waiter.close()
             self._queue_ids.clear()  # drop references to the user's queues
             self._fast_queues.clear()
             self._live_queues.clear()

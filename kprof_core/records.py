@@ -25,6 +25,8 @@ PLACED = 4  # start is already on the host timeline (rows merged from a nested p
 # as it completed (without synchronizing) and its start estimated; marked ``~`` in reports.
 APPROXIMATE = 8
 MARKS = HOST_TIMED | APPROXIMATE  # the flags reports mark (``*``, ``~``) and group rows by
+#: Every flag (the loader refuses other bits): a new flag must be added here.
+ALL_FLAGS = HOST_TIMED | UNRESOLVED | PLACED | APPROXIMATE
 
 
 @dataclass(frozen=True)

@@ -53,11 +53,7 @@ def show_command(args: argparse.Namespace) -> int:
     except CommandError as exc:
         print(f"kprof show: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.json:
-        p.to_json(sys.stdout)
-        sys.stdout.write("\n")
-    else:
-        print(p.report(True if args.print_trace else None))
+    # Files first: a reader that went away (`| head`) must not cost them (as in kprof run).
     code = 0
     for path, export in ((args.trace_file, p.export_chrome_trace), (args.html, p.export_html)):
         if not path:
@@ -69,6 +65,11 @@ def show_command(args: argparse.Namespace) -> int:
             code = EXIT_BAD_INPUT
             continue
         _wrote(path)
+    if args.json:
+        p.to_json(sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(p.report(True if args.print_trace else None))
     return code
 
 
@@ -101,10 +102,6 @@ def diff_command(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     d = before.diff(after, alpha=args.alpha)
     labels = (args.base, args.new)
-    if args.json:
-        print(json.dumps({"before": args.base, "after": args.new, **d.to_json()}, indent=1))
-    else:
-        print(d.report(labels))
     code = 0
     if args.html:
         from .renderers.diff import diff_html
@@ -119,6 +116,10 @@ def diff_command(args: argparse.Namespace) -> int:
             print(f"kprof diff: could not write {args.html}: {exc.strerror or exc}",
                   file=sys.stderr)
             code = EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps({"before": args.base, "after": args.new, **d.to_json()}, indent=1))
+    else:
+        print(d.report(labels))
     if args.fail_above is not None:
         slow = d.slowdowns(args.fail_above)
         if slow:

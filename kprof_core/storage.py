@@ -40,7 +40,15 @@ from collections.abc import Callable
 from typing import IO, Any, Union
 
 from .backend import KprofError
-from .records import KIND_NAMES, DeviceTable, HostTable, QueueRecord, ThreadRecord
+from .filecheck import TIME_LIMIT, Checker
+from .records import (
+    ALL_FLAGS,
+    KIND_NAMES,
+    DeviceTable,
+    HostTable,
+    QueueRecord,
+    ThreadRecord,
+)
 from .session import Profile
 
 MAGIC = b"\x89KPROF\r\n"
@@ -49,6 +57,9 @@ _PREFIX = struct.Struct("<8sI")  # magic, version
 _V1_FRAME = struct.Struct("<II")  # header length, header crc32
 _RAW, _SHUFFLED = "raw", "shuffle8+zlib"
 # Every kind of host row (RANGE, MARK, ...): the upper-case int attributes of HostTable.
+#: Columns of host-clock times and durations (checked to lie within ±2**61 ns).
+_TIME_COLUMNS = {"device.launch_start", "device.launch_end", "device.start", "device.duration",
+                 "host.start", "host.end"}
 _HOST_KINDS = {v for k, v in vars(HostTable).items() if k.isupper() and isinstance(v, int)}
 
 PathOrFile = Union[str, "os.PathLike[str]", IO[bytes]]
@@ -85,12 +96,12 @@ def _shuffle(raw: bytes) -> bytes:
     return b"".join(raw[k::8] for k in range(8))
 
 
-def _unshuffle(data: bytes) -> bytes:
+def _unshuffle(data: bytes) -> bytearray:
     n = len(data) // 8
     out = bytearray(len(data))
     for k in range(8):
         out[k::8] = data[k * n:(k + 1) * n]
-    return bytes(out)
+    return out
 
 
 def _columns(profile: Profile) -> list[tuple[str, str, array[int]]]:
@@ -100,8 +111,16 @@ def _columns(profile: Profile) -> list[tuple[str, str, array[int]]]:
 
 
 def dumps(profile: Profile, compress: bool = True) -> bytes:
-    """The profile as the bytes of a ``.kprof`` file (see the module docstring)."""
+    """The profile as the bytes of a ``.kprof`` file (see the module docstring).
+
+    What the loader would refuse is refused here (``KprofError``): a saved profile loads back.
+    """
     ndev, nhost = len(profile.table), len(profile.host)
+    check = Checker("", KprofError, saving=True)
+    check.meta(profile.meta, len(profile.queues), len(profile.threads))
+    check.time(profile.start_ns, "start_ns")
+    if check.time(profile.end_ns, "end_ns") < profile.start_ns:
+        raise check.fail("the profile ends before it starts (is it still running?)")
     blobs: list[bytes] = []
     columns: list[dict[str, Any]] = []
     for table, name, col in _columns(profile):
@@ -208,53 +227,34 @@ def loads(data: bytes, name: str = "<bytes>") -> Profile:
     return reader(data, _PREFIX.size, name)
 
 
-class _Reader:
-    """Checks on untrusted header values, raising CorruptProfileError naming the file."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def fail(self, why: str) -> CorruptProfileError:
-        return CorruptProfileError(f"{self.name}: corrupt kprof file ({why})")
-
-    def get(self, obj: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
-        value = obj.get(key)
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise self.fail(f"header field {key!r} is missing or of the wrong type")
-        return value
-
-    def rows(self, value: Any, key: str, types: tuple[Any, ...]) -> list[list[Any]]:
-        """A list of fixed-length rows, each item checked against its type (None: optional)."""
-        if not isinstance(value, list):
-            raise self.fail(f"header field {key!r} is not a list")
-        for row in value:
-            if not isinstance(row, list) or len(row) != len(types):
-                raise self.fail(f"header field {key!r} has a malformed entry {row!r:.80}")
-            for item, t in zip(row, types):
-                ok = isinstance(item, t) if t is not None else True
-                if isinstance(item, bool) and t is not bool:
-                    ok = False
-                if not ok:
-                    raise self.fail(f"header field {key!r} has a malformed entry {row!r:.80}")
-        return value
-
-    def index(self, col: array[int], limit: int, what: str) -> None:
-        if col and (min(col) < 0 or max(col) >= limit):
-            raise self.fail(f"a {what} index is out of range")
-
-
-def _decode(r: _Reader, blob: bytes, encoding: str, rows: int, what: str) -> array[int]:
+def _decode(r: Checker, blob: bytes, encoding: str, rows: int, what: str) -> array[int]:
+    size = rows * 8
+    raw: bytes | bytearray
     if encoding == _SHUFFLED:
+        # Inflate at most what the declared rows need: a stream that holds more is refused
+        # without inflating the rest (a decompression bomb costs nothing).
+        inflater = zlib.decompressobj()
         try:
-            raw = _unshuffle(zlib.decompress(blob))
+            raw = inflater.decompress(blob, max(size, 1))  # (0 would mean "no limit")
+            while len(raw) <= size and not inflater.eof and inflater.unconsumed_tail:
+                # Only the stream's end may follow: one more byte of output is one too many.
+                raw += inflater.decompress(inflater.unconsumed_tail, 1)
         except zlib.error as exc:
             raise r.fail(f"column {what} does not decompress: {exc}") from None
+        if len(raw) > size or inflater.unused_data:
+            raise r.fail(f"column {what} holds more than its {rows} values")
+        if not inflater.eof:
+            raise r.fail(f"column {what} does not decompress: the stream is incomplete")
     elif encoding == _RAW:
         raw = blob
     else:
         raise r.fail(f"column {what} has an unknown encoding {encoding!r}")
-    if len(raw) != rows * 8:
+    if len(raw) != size:
         raise r.fail(f"column {what} holds {len(raw) // 8} values, expected {rows}")
+    if encoding == _SHUFFLED:
+        raw = _unshuffle(raw)
+    if what in _TIME_COLUMNS:
+        r.times_in_range(raw, what)
     col = array("q")
     col.frombytes(raw)
     if sys.byteorder != "little":
@@ -262,10 +262,14 @@ def _decode(r: _Reader, blob: bytes, encoding: str, rows: int, what: str) -> arr
     return col
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def _read_v1(data: bytes, pos: int, name: str) -> Profile:
     from .recorder import DeviceClock
 
-    r = _Reader(name)
+    r = Checker(name, CorruptProfileError)
     if len(data) < pos + _V1_FRAME.size:
         raise CorruptProfileError(f"{name}: truncated kprof file (it ends inside the header)")
     hlen, hcrc = _V1_FRAME.unpack_from(data, pos)
@@ -278,9 +282,13 @@ def _read_v1(data: bytes, pos: int, name: str) -> Profile:
         raise r.fail("header checksum mismatch")
     pos += hlen
     try:
-        header = json.loads(hbytes.decode("ascii"))
+        # NaN and Infinity are not JSON (kprof never writes them): refused, as they could not
+        # be saved again.
+        header = json.loads(hbytes.decode("ascii"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise r.fail(f"header is not JSON: {exc}") from None
+    except RecursionError:
+        raise r.fail("header is not JSON kprof reads: it nests too deeply") from None
     if not isinstance(header, dict):
         raise r.fail("header is not a JSON object")
 
@@ -302,6 +310,11 @@ def _read_v1(data: bytes, pos: int, name: str) -> Profile:
                                   f"announces {pos + total})")
     if len(data) - pos > total:
         raise r.fail(f"{len(data) - pos - total} unexpected bytes after the last column")
+    r.inflation((ndev * len(DeviceTable.COLUMNS) + nhost * len(HostTable.COLUMNS)) * 8, len(data))
+    for _table, cname, encoding, size, _crc in columns:
+        if encoding == _RAW and size != (ndev if _table == "device" else nhost) * 8:
+            raise r.fail(f"column {_table}.{cname} holds {size // 8} values, expected "
+                         f"{ndev if _table == 'device' else nhost}")
     device, host = DeviceTable(), HostTable()
     for table, cname, encoding, size, crc in columns:
         blob = data[pos:pos + size]
@@ -324,7 +337,9 @@ def _read_v1(data: bytes, pos: int, name: str) -> Profile:
     clocks = {}
     for key, backend, dev, method, err, shift in r.rows(
             header.get("clocks"), "clocks", (str, str, str, str, (int, type(None)), int)):
-        clocks[key] = DeviceClock(backend, dev, method, err, shift)
+        if err is not None and r.time(err, "a clock's error bound") < 0:
+            raise r.fail("a clock's error bound is negative")
+        clocks[key] = DeviceClock(backend, dev, method, err, r.time(shift, "a clock's shift"))
 
     r.index(device.name, len(names), "kernel name")
     r.index(device.queue, len(queues), "queue")
@@ -337,15 +352,22 @@ def _read_v1(data: bytes, pos: int, name: str) -> Profile:
         raise r.fail("unknown kind of host record")
     if any(not 0 <= row < ndev for row in errors):
         raise r.fail("an error refers to a row that does not exist")
+    r.between(device.nbytes, -1, TIME_LIMIT, "device.nbytes")  # -1: not a copy
+    if any(f & ~ALL_FLAGS for f in set(device.flags)):
+        raise r.fail("column device.flags holds an unknown flag")
     if any(not 0 <= row < ndev for row in details):
         raise r.fail("a detail refers to a row that does not exist")
 
     meta = r.get(header, "meta", dict)
+    r.meta(meta, len(queues), len(threads))
     backends = r.get(header, "backends", list)
     if not all(isinstance(b, str) for b in backends):
         raise r.fail("header field 'backends' holds a non-string")
     p = Profile(trace=bool(r.get(header, "trace", bool)), backends=backends)
-    p.start_ns, p.end_ns = r.get(header, "start_ns", int), r.get(header, "end_ns", int)
+    p.start_ns = r.time(r.get(header, "start_ns", int), "start_ns")
+    p.end_ns = r.time(r.get(header, "end_ns", int), "end_ns")
+    if p.end_ns < p.start_ns:
+        raise r.fail("the profile ends before it starts")
     p.table, p.host = device, host
     p.names, p.queues, p.threads, p.errors, p.clocks = names, queues, threads, errors, clocks
     p.details = details

@@ -18,7 +18,14 @@ from hypothesis import strategies as st
 import kprof
 from kprof_core import storage
 from kprof_core.recorder import DeviceClock
-from kprof_core.records import KIND_NAMES, DeviceTable, HostTable, QueueRecord, ThreadRecord
+from kprof_core.records import (
+    ALL_FLAGS,
+    KIND_NAMES,
+    DeviceTable,
+    HostTable,
+    QueueRecord,
+    ThreadRecord,
+)
 from kprof_core.storage import (
     CorruptProfileError,
     NotAProfileError,
@@ -30,6 +37,8 @@ from kprof_core.storage import (
 
 DATA = Path(__file__).parent / "data"
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+#: Times a loaded profile may hold (kprof_core.filecheck.TIME_LIMIT).
+TIME = st.integers(min_value=-(2**61), max_value=2**61 - 1)
 
 
 def state(p: kprof.Profile) -> dict[str, Any]:
@@ -111,8 +120,8 @@ profiles = st.builds(
     lambda names, nq, nt, dev, host, data: (names, nq, nt, dev, host, data),
     st.lists(st.text(max_size=8), min_size=1, max_size=5),
     st.integers(1, 3), st.integers(1, 3),
-    st.lists(st.tuples(*[INT64] * 6), max_size=30),
-    st.lists(st.tuples(INT64, INT64), max_size=10),
+    st.lists(st.tuples(*[TIME] * 4, st.integers(-1, 2**61), st.integers(0, ALL_FLAGS)), max_size=30),
+    st.lists(st.tuples(TIME, TIME), max_size=10),
     st.data(),
 )
 
@@ -132,14 +141,17 @@ def test_round_trip_is_exact_on_random_tables(spec: Any, compress: bool) -> None
     host_rows = [(data.draw(idx), data.draw(st.sampled_from([HostTable.RANGE, HostTable.MARK])),
                   data.draw(st.integers(0, nt - 1)), a, b) for a, b in host]
     errors = {i: data.draw(text) for i in range(len(device_rows)) if data.draw(st.booleans())}
-    meta = data.draw(st.dictionaries(st.text(max_size=5), st.recursive(
+    # Keys of the user's own (kprof's keys have types: tests/test_reliability_files.py).
+    meta = data.draw(st.dictionaries(st.text(max_size=5).map("x_".__add__), st.recursive(
         st.none() | st.booleans() | INT64 | st.floats(allow_nan=False, allow_infinity=False) | text,
         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
         max_leaves=8), max_size=4))
-    clocks = {f"key{i}": DeviceClock("b", "d", data.draw(text), data.draw(st.none() | INT64), data.draw(INT64))
+    clocks = {f"key{i}": DeviceClock("b", "d", data.draw(text),
+                                     data.draw(st.none() | st.integers(0, 2**61 - 1)), data.draw(TIME))
               for i in range(data.draw(st.integers(0, nq)))}
+    start = data.draw(TIME)
     p = build(names, queues, threads, device_rows, host_rows, errors, meta, clocks,
-              data.draw(INT64), data.draw(INT64))
+              start, data.draw(st.integers(start, 2**61 - 1)))
     blob = dumps(p, compress=compress)
     assert state(loads(blob)) == state(p)
 

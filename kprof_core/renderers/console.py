@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..processors import SummaryRow
 from ..records import APPROXIMATE, HOST_TIMED, QueueRecord
 from ..timefmt import format_rate, format_time
+from .terminal import lines
 from .timeline import DEVICE, HOST_RANGE, MARK, Timeline, Track, device_title
 
 if TYPE_CHECKING:
@@ -128,9 +129,20 @@ def trace_rows(p: Profile) -> list[tuple[int, int | None, str, str, int]]:
     return list(heapq.merge(*(rows(tr) for tr in tl.tracks()), key=lambda r: r[0]))
 
 
+#: Indentation stops growing at this depth (10,000 nested ranges made a 201 MB trace); deeper
+#: entries say their depth instead.
+MAX_INDENT = 32
+
+
+def _indented(name: str, depth: int) -> str:
+    if depth <= MAX_INDENT:
+        return "  " * depth + name
+    return "  " * MAX_INDENT + f"[depth {depth}] {name}"
+
+
 def render_trace(p: Profile) -> list[str]:
     rows = trace_rows(p)
-    cells = [(format_time(s), "" if d is None else format_time(d), on, "  " * depth + name)
+    cells = [(format_time(s), "" if d is None else format_time(d), on, _indented(name, depth))
              for s, d, on, name, depth in rows]
     headers = ("Start", "Duration", "On", "Name")
     w = [max(len(headers[i]), *(len(c[i]) for c in cells)) if cells else len(headers[i]) for i in range(3)]
@@ -147,4 +159,4 @@ def render(p: Profile, trace: bool = False) -> str:
     out = render_summary(p)
     if trace:
         out += ["", *render_trace(p)]
-    return "\n".join(out)
+    return lines(out)

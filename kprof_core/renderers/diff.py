@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..compare import SECTION_TITLES, SECTIONS
 from ..timefmt import format_time
 from .console import FOOTNOTE
+from .terminal import lines
 
 if TYPE_CHECKING:
     from ..compare import DiffRow, ProfileDiff
@@ -76,7 +77,7 @@ def render_diff(d: ProfileDiff, labels: Sequence[str] = ("before", "after")) -> 
         out += ["", " ~ approximate: observed on the host as the work completed (a queue without "
                 "device timestamps); their changes follow the host's load and never count as "
                 "device-time slowdowns"]
-    return "\n".join(out)
+    return lines(out)  # names come from files: escaped like every line for a terminal
 
 
 def diff_html(d: ProfileDiff, labels: Sequence[str] = ("before", "after")) -> str:

@@ -1,0 +1,95 @@
+"""Hostile ``.kprof`` files: valid framing and checksums around content a crafted file (or a
+buggy writer) could hold. See tests/test_reliability_files.py."""
+
+from __future__ import annotations
+
+import functools
+import json
+import struct
+import zlib
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kprof_core import storage
+from kprof_core.records import DeviceTable, HostTable
+
+
+def split(blob: bytes) -> tuple[dict[str, Any], list[bytes]]:
+    """A file's header and its columns' stored bytes, in header order."""
+    hlen, _crc = struct.unpack_from("<II", blob, 12)
+    header = json.loads(blob[20:20 + hlen])
+    pos, stored = 20 + hlen, []
+    for c in header["columns"]:
+        stored.append(blob[pos:pos + c["size"]])
+        pos += c["size"]
+    return header, stored
+
+
+_DEEP: dict[str, int] = {}
+
+
+def deep(depth: int) -> str:
+    """A value that ``assemble`` writes as ``depth`` nested JSON lists (too deep for json.dumps)."""
+    key = f"\x00deep{depth}\x00"
+    _DEEP[key] = depth
+    return key
+
+
+def assemble(header: dict[str, Any], stored: Iterable[bytes]) -> bytes:
+    """A file from a header and stored column bytes; sizes and checksums made consistent."""
+    stored = list(stored)
+    for c, b in zip(header["columns"], stored):
+        c["size"], c["crc32"] = len(b), zlib.crc32(b)
+    text = json.dumps(header)
+    for key, depth in _DEEP.items():
+        text = text.replace(json.dumps(key), "[" * depth + "1" + "]" * depth)
+    h = text.encode("ascii")
+    return storage.MAGIC + struct.pack("<III", 1, len(h), zlib.crc32(h)) + h + b"".join(stored)
+
+
+def with_header(blob: bytes, edit: Callable[[dict[str, Any]], Any]) -> bytes:
+    header, stored = split(blob)
+    edit(header)
+    return assemble(header, stored)
+
+
+def encode(values: Iterable[int], compress: bool) -> tuple[str, bytes]:
+    raw = struct.pack(f"<{len(list(values))}q", *values)
+    return ("shuffle8+zlib", zlib.compress(storage._shuffle(raw))) if compress else ("raw", raw)
+
+
+def with_column(blob: bytes, table: str, name: str, values: list[int], compress: bool = True) -> bytes:
+    """Replace one column's values (same row count), stored as a writer would."""
+    header, stored = split(blob)
+    for k, c in enumerate(header["columns"]):
+        if (c["table"], c["name"]) == (table, name):
+            c["encoding"], stored[k] = encode(values, compress)
+    return assemble(header, stored)
+
+
+@functools.cache
+def zeros_stream(nbytes: int) -> bytes:
+    """``nbytes`` zero bytes, deflated (about a thousandth of the size), made in 1 MB steps."""
+    z = zlib.compressobj(9)
+    chunk = bytes(1 << 20)
+    out = [z.compress(chunk) for _ in range(nbytes >> 20)]
+    return b"".join(out) + z.flush()
+
+
+def bomb(inflated: int, declared_rows: int | None = None) -> bytes:
+    """An empty-looking profile whose every column inflates to ``inflated`` bytes.
+
+    ``declared_rows`` None: the header declares no rows (the stream holds far more than it
+    says); else that many rows in both tables (consistent, but far more than the file's size
+    could honestly hold).
+    """
+    rows = 0 if declared_rows is None else declared_rows
+    header: dict[str, Any] = {
+        "meta": {}, "trace": False, "backends": [], "start_ns": 0, "end_ns": 0, "names": ["k"],
+        "queues": [["b", "d", "q", "k"]], "threads": [[1, "MainThread", None]], "errors": [],
+        "clocks": [], "counts": {"device": rows, "host": rows},
+        "columns": [{"table": "device", "name": c, "encoding": "shuffle8+zlib"} for c in DeviceTable.COLUMNS]
+        + [{"table": "host", "name": c, "encoding": "shuffle8+zlib"} for c in HostTable.COLUMNS],
+    }
+    stream = zeros_stream(inflated)
+    return assemble(header, [stream] * len(header["columns"]))
