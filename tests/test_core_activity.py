@@ -311,3 +311,8 @@ def test_details_are_kept_saved_and_traced(tracer: Any, tmp_path: Any) -> None:
               if e.get("ph") == "X" and e.get("cat") == "kernel"]
     assert [(e["name"], e["args"].get("detail")) for e in events] == [
         ("k", "grid (2, 1, 1) block (64, 1, 1)"), ("plain", None)]
+    # And in the data exports (JSON, CSV, DataFrame share the rows).
+    from kprof_core.exports import iter_rows
+
+    assert [(r["name"], r["detail"]) for r in iter_rows(p)] == [
+        ("k", "grid (2, 1, 1) block (64, 1, 1)"), ("plain", None)]
