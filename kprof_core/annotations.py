@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from . import activity
 from .recorder import KERNEL, RANGE, active, now
 from .threads import who
 
@@ -150,6 +151,19 @@ def propagate(fn: F) -> F:
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         # A copy per call: one context cannot be entered by two threads at once.
-        return ctx.copy().run(fn, *args, **kwargs)
+        return ctx.copy().run(_in_scope, fn, args, kwargs)
 
     return run  # type: ignore[return-value]
+
+
+def _in_scope(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call ``fn`` in a scope of the active profile on this thread, so that backends that
+    report device work afterwards (activity records) attribute what it launches here."""
+    rec = active()
+    if rec is None or not rec.has_activity:
+        return fn(*args, **kwargs)
+    scope, opened = activity.open_scope(rec)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        activity.close_scope(rec, scope, opened)

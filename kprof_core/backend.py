@@ -43,7 +43,9 @@ class BackendInfo:
     (a profile uses only available backends); ``library`` and ``library_version``: the vendor
     library (version None when it is not installed); ``devices``: the names of the devices it
     sees; ``timestamps``: whether it times on the device (shown only when the plugin also
-    implements the hooks for it); ``detail``: why, in words a user can act on.
+    implements the hooks for it); ``detail``: why, in words a user can act on; ``capture``:
+    how kprof captures device work there now (e.g. ``"CUPTI activity records"`` or ``"CUDA
+    events"``) and ``capture_detail``: why that path (both shown by ``kprof backends``).
     """
 
     status: str = "available"
@@ -52,6 +54,10 @@ class BackendInfo:
     devices: tuple[str, ...] = ()
     timestamps: bool = True
     detail: str | None = None
+    #: How kprof captures device work on this backend now (e.g. ``"CUPTI activity records"``
+    #: or ``"CUDA events"``), and why that path (shown by ``kprof backends``).
+    capture: str | None = None
+    capture_detail: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, str):
@@ -123,6 +129,10 @@ RESOLVED_HOOKS: dict[str, tuple[str, ...]] = {
     "demo_workload": ("backend", "size"),
     "range_push": ("backend", "name"),
     "range_pop": ("backend",),
+    "activity_scope_enter": ("backend", "scope"),
+    "activity_scope_exit": ("backend", "scope"),
+    "activity_flush": ("backend", "scopes", "timeout"),
+    "activity_align": ("backend", "queue", "device_ns"),
 }
 
 
@@ -156,7 +166,8 @@ class Backend:
     ``implemented``: the names of the hooks the plugin implements; ``broken``: why kprof
     stopped using it, or None. kprof's own: ``slot`` (the number pending launches carry),
     ``mirrors_ranges`` (it implements ``range_push``), ``has_device_times`` (it implements
-    ``device_times``), ``pools_tokens`` (it implements ``release_timestamp``).
+    ``device_times``), ``pools_tokens`` (it implements ``release_timestamp``), ``has_activity``
+    (it delivers activity records: implements ``activity_scope_enter``).
     """
 
     # Resolved hook callables, filled in by ``resolve``.
@@ -175,6 +186,10 @@ class Backend:
     demo_workload: Callable[..., Any]
     range_push: Callable[..., Any]
     range_pop: Callable[..., Any]
+    activity_scope_enter: Callable[..., Any]
+    activity_scope_exit: Callable[..., Any]
+    activity_flush: Callable[..., Any]
+    activity_align: Callable[..., Any]
 
     def __init__(self, name: str, plugin: object, distribution: str | None = None,
                  version: str | None = None) -> None:
@@ -189,6 +204,8 @@ class Backend:
         #: Whether the plugin mirrors ranges (implements ``range_push``): checked per range.
         self.mirrors_ranges = False
         self.has_device_times = False
+        #: Whether the plugin delivers activity records (implements ``activity_scope_enter``).
+        self.has_activity = False
         self.pools_tokens = False
         self.broken: str | None = None
         self._info: BackendInfo | None = None
@@ -207,6 +224,7 @@ class Backend:
         self.implemented = frozenset(impls)
         self.mirrors_ranges = "range_push" in self.implemented
         self.has_device_times = "device_times" in self.implemented
+        self.has_activity = "activity_scope_enter" in self.implemented
         # Without release_timestamp there is nothing to give back: skip the call per record.
         self.pools_tokens = "release_timestamp" in self.implemented
         if "record_timestamp" in self.implemented and not self.reads_timestamps:
@@ -246,8 +264,7 @@ class Backend:
                     f"describe_backend returned {type(info).__name__}, expected kprof.BackendInfo"
                 )
             if not self.has_timestamps and info.timestamps:
-                info = BackendInfo(info.status, info.library, info.library_version,
-                                   info.devices, False, info.detail)
+                info = dataclasses.replace(info, timestamps=False)
         except Exception as exc:  # a broken plugin is reported, never fatal
             info = BackendInfo(status=f"error: {type(exc).__name__}: {exc}", timestamps=False)
             warnings.warn(

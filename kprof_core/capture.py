@@ -27,7 +27,19 @@ work that it must wait for the oldest (which bounds the live device events).
 
 from __future__ import annotations
 
+from .activity import DeviceRecord, deliver
+from .activity import stats as activity_stats
 from .patching import Patcher
 from .recorder import COPY, KERNEL, Recorder, active, now
 
-__all__ = ["COPY", "KERNEL", "Patcher", "Recorder", "active", "now"]
+__all__ = [
+           "COPY",
+           "KERNEL",
+           "DeviceRecord",
+           "Patcher",
+           "Recorder",
+           "active",
+           "activity_stats",
+           "deliver",
+           "now",
+]

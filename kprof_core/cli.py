@@ -33,6 +33,8 @@ def _backend_rows() -> list[dict[str, Any]]:
             "library_version": info.library_version,
             "error": info.status[len("error: "):] if info.status.startswith("error") else None,
             "detail": info.detail,
+            "capture": info.capture,
+            "capture_detail": info.capture_detail,
         })
     return rows
 
@@ -63,6 +65,12 @@ def cmd_backends(args: argparse.Namespace) -> int:
         print(escape("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5]))
         if i == 0:
             print("  ".join("─" * w for w in widths) + "  " + "─" * len("Status"))
+    captures = [r for r in rows if r["capture"]]
+    if captures:
+        print()
+        for r in captures:
+            why = f": {r['capture_detail']}" if r["capture_detail"] else ""
+            print(f"{r['name']} captures with {r['capture']}{why}")
     return 0
 
 

@@ -20,7 +20,7 @@ import warnings
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from .backend import Backend, BadReturn, NeverSubmitted, QueueInfo
+from .backend import Alignment, Backend, BadReturn, NeverSubmitted, QueueInfo
 from .placement import DeviceClock
 from .records import (
     APPROXIMATE,
@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 HOST_RANGE, MARK, HOST_LAUNCH = 10, 11, 12
 HOST_KINDS = {HOST_RANGE: HostTable.RANGE, MARK: HostTable.MARK, HOST_LAUNCH: HostTable.LAUNCH}
 HOST_QUEUE = QueueRecord("host", "host", "host", "host")
+# Delivered activity records (activity.py) are tagged ACTIVITY + their record kind; their
+# h0/h1 and start/stop are times on the device clock, placed here as they are harvested.
+ACTIVITY = 20
 
 
 class Waiter:
@@ -123,6 +126,15 @@ class Harvest:
         self._warned: set[str] = set()
         self.late_dropped = 0
         self.dropped_bad = 0
+        # Per device key, for activity records: the offset from device clock to host clock,
+        # and how it was found (merged into ``clocks`` at the end).
+        self._offsets: dict[str, int] = {}
+        #: Row -> what an activity backend said about it (launch configuration, ...).
+        self.details: dict[int, str] = {}
+        self.activity_clocks: dict[str, DeviceClock] = {}
+        #: When the profile started (set by ``profile``): where activity records of a device
+        #: without clock correlation are anchored.
+        self.start_ns = time.perf_counter_ns()
         self._waiter: Waiter | None = None
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
@@ -258,6 +270,10 @@ class Harvest:
         if kind in HOST_KINDS:
             self.host.append(self.names(name), HOST_KINDS[kind], self._thread_id(who), h0, h1)
             return True
+        if kind >= ACTIVITY:
+            self._take_activity(backend, kind - ACTIVITY, name, queue, who, h0, h1, start, stop,
+                                nbytes, flags)
+            return True
         if start is None:
             # Host timed: from the launch's start to after it synchronized (stop is a host time).
             end = stop if isinstance(stop, int) else h1
@@ -335,9 +351,52 @@ class Harvest:
             self.table.append(nid, kind, qid, tid, h0, h1, rel, dur, nbytes, flags)
         return True
 
+    def _take_activity(self, backend: Backend, kind: int, name: str, queue: Any, who: Any,
+                       launch_begin: int, launch_end: int, begin: int, end: int,
+                       nbytes: int, detail: str | None) -> None:
+        """A row of a delivered record: already complete, placed by its device's offset."""
+        qid = self._queue_id(backend, queue)
+        dkey = self.queues[qid].device_key
+        offset = self._offsets.get(dkey)
+        if offset is None:
+            offset = self._activity_offset(backend, queue, qid, dkey, begin, launch_begin)
+        start = begin + offset
+        h0 = launch_begin + offset if launch_begin else start
+        h1 = launch_end + offset if launch_end else h0
+        row = self.table.append(self.names(name), kind, qid, self._thread_id(who), h0, h1, start,
+                                end - begin, nbytes, PLACED)
+        if detail:
+            self.details[row] = str(detail)
+
+    def _activity_offset(self, backend: Backend, queue: Any, qid: int, dkey: str,
+                         device_ns: int, launch_ns: int) -> int:
+        alignment = None
+        try:
+            alignment = backend.activity_align(backend, queue, device_ns)
+            if alignment is not None and not isinstance(alignment, Alignment):
+                raise BadReturn(f"activity_align returned {type(alignment).__name__}, expected "
+                                f"kprof.Alignment")
+        except Exception as exc:
+            self._hook_failed(backend, "activity_align", exc, disable=False)
+            alignment = None
+        q = self.queues[qid]
+        if alignment is not None:
+            offset = alignment.host_ns - device_ns
+            clock = DeviceClock(q.backend, q.device, alignment.method, alignment.error_ns)
+        else:
+            # The first record's launch (or, unknown, its work) at the profile's start.
+            offset = self.start_ns - (launch_ns or device_ns)
+            clock = DeviceClock(q.backend, q.device, "no clock correlation: the first device "
+                                "record is placed at the profile's start", None)
+        self._offsets[dkey] = offset
+        self.activity_clocks[dkey] = clock
+        return offset
+
     def _bad_entry(self, entry: tuple[Any, ...], exc: Exception) -> None:
         """Drop an entry kprof cannot make a row of; warn once per profile."""
-        slot, _kind, name, *_rest, start, stop, _n, _f = entry
+        slot, kind, name, *_rest, start, stop, _n, _f = entry
+        if kind >= ACTIVITY:
+            start = stop = None  # device times, not tokens
         backend = self._by_slot.get(slot) if slot is not None else None
         self.dropped_bad += 1
         if "bad entry" not in self._warned:

@@ -429,3 +429,66 @@ def demo_workload(backend: Backend, size: int) -> Any | None:
     returns one; ``kprof.testing.BackendConformance`` uses it as the default workload. The
     default returns ``None``.
     """
+
+
+# ---------------------------------------------------------------------------------------------
+# Activity records: backends whose vendor tool hands over completed device work
+# (CUPTI's Activity API; rocprofiler-sdk or Level Zero later). Added for issue 14.
+# ---------------------------------------------------------------------------------------------
+#
+# Such a backend sees every kernel and copy of the process, whoever launched it, after the
+# device ran it. kprof tells it which code belongs to which profile with *scopes*: a scope is
+# one profile on one thread, an int that kprof opens on that thread when the profile starts
+# (and when a ``kprof.propagate``-wrapped function starts in another thread) and closes when it
+# ends. The backend ties the work launched on a thread to the innermost open scope there (CUPTI:
+# an external correlation id pushed on the thread), and hands the completed records over with
+# ``kprof.capture.deliver(backend, records)`` (a list of ``kprof.capture.DeviceRecord``), from
+# any thread, while the profile runs and at ``activity_flush``. Records of a scope whose
+# profile has ended are dropped, counted and reported; records of no kprof scope are not
+# kprof's (the backend drops them itself). The vendor tool is switched on in
+# ``install_capture`` and off in ``remove_capture``, so it runs only while a profile does.
+
+
+@hookspec(firstresult=True)
+def activity_scope_enter(backend: Backend, scope: int) -> bool | None:
+    """The calling thread starts running code of the profile scope ``scope``.
+
+    Return True when the backend will deliver the device records of the work this thread
+    launches from now on (tagged with ``scope``) until the matching ``activity_scope_exit``;
+    False or None when it cannot (its activity source is unavailable or taken): kprof then
+    keeps timing that backend's work with timestamps (``kprof.range``, ``kprof.kernel``, and
+    the plugin's own capture). Scopes nest on a thread (a profile inside a profile): the
+    innermost open one owns the work. Called on the user's thread, once per profile per thread.
+    The default returns None (no activity records).
+    """
+
+
+@hookspec(firstresult=True)
+def activity_scope_exit(backend: Backend, scope: int) -> None:
+    """The calling thread leaves ``scope`` (matched with ``activity_scope_enter``, in stack
+    order, on the same thread). Work launched afterwards is no longer ``scope``'s.
+    The default does nothing."""
+
+
+@hookspec(firstresult=True)
+def activity_flush(backend: Backend, scopes: tuple[int, ...], timeout: float) -> int | None:
+    """Deliver every record of work launched in ``scopes`` (a profile that is ending) now.
+
+    Wait cooperatively (sleep between polls) until the device has completed that work and its
+    records were handed to ``kprof.capture.deliver``, at most ``timeout`` seconds. Return how
+    many launches of these scopes still had no record by then (kprof reports them), or None
+    if the backend cannot tell. Called on the thread that ends the profile, before kprof
+    resolves it. The default returns None.
+    """
+
+
+@hookspec(firstresult=True)
+def activity_align(backend: Backend, queue: Any, device_ns: int) -> Alignment | None:
+    """Where the time ``device_ns`` of the clock of ``queue``'s device records lies on the
+    host clock (``time.perf_counter_ns``), as a :class:`kprof.Alignment` with its error bound
+    and method (for example ``"cuptiGetTimestamp sampled against perf_counter_ns"``).
+
+    kprof asks once per device per profile, for the first record's begin, and places that
+    device's records by the same offset. Return None when there is no correlation: kprof then
+    places the first record at the start of its scope and says so. The default returns None.
+    """

@@ -98,6 +98,8 @@ class Profile:
     - ``names``, ``queues`` (``QueueRecord``), ``threads`` (``ThreadRecord``): the interned
       values the tables' ``name``, ``queue`` and ``thread`` columns index.
     - ``errors``: device row index -> why that row has no device time.
+    - ``details``: device row index -> what the backend said about that row (a kernel's grid and
+      block, its stream; rows from activity records such as CUPTI's).
     - ``backends``: the names of the backends the profile used; ``trace``: whether printing it
       shows the trace; ``meta``: provenance (host, pid, rank, world size, clock anchors).
     """
@@ -113,6 +115,8 @@ class Profile:
         self.queues: list[QueueRecord] = []
         self.threads: list[ThreadRecord] = []
         self.errors: dict[int, str] = {}
+        #: Row -> what the backend said about that device row (a kernel's grid and block).
+        self.details: dict[int, str] = {}
         self.clocks: dict[str, DeviceClock] = {}
         self.meta: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
         self._finished = False
@@ -121,6 +125,7 @@ class Profile:
         self.table, self.host = rec.table, rec.host
         self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
         self.errors, self.clocks = rec.errors, rec.clocks
+        self.details = rec.details
         self._finished = True
         from .provenance import fill_meta
 
