@@ -240,7 +240,7 @@ def test_kernel_wrapper_is_a_range_when_the_backend_reports_kernels(tracer: Any)
     b = kprof.get_backend("testtrace")
     rec = Recorder([b])
     rec.activity_backends.add(b)
-    rec.device_range_end("wrapped", KERNEL, [(b, object(), None)], 0, 1)
+    rec.device_range_end("wrapped", KERNEL, [(b, object(), None)], 0)
     assert rec._incoming[-1][1] == RANGE
 
 
