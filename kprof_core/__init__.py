@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from . import mpi
 from .annotations import kernel, mark, propagate, range
-from .backend import Alignment, Backend, BackendInfo, KprofError, QueueInfo, TimestampsUnsupported
+from .backend import (
+    Alignment,
+    Backend,
+    BackendInfo,
+    KprofError,
+    NeverSubmitted,
+    QueueInfo,
+    TimestampsUnsupported,
+)
 from .combine import combine
 from .hookspecs import hookimpl, hookspec
 from .plugins import registry
@@ -38,6 +46,8 @@ def register_backend(plugin: object, name: str) -> Backend:
 
 
 def unregister_backend(name: str) -> None:
+    """Forget the backend called ``name`` (registered with ``register_backend``, or
+    discovered): new profiles no longer use it. An unknown name raises ``KprofError``."""
     registry.unregister(name)
 
 
@@ -48,6 +58,7 @@ __all__ = [
     "KernelRecord",
     "KprofError",
     "MarkerRecord",
+    "NeverSubmitted",
     "Profile",
     "QueueInfo",
     "RangeRecord",

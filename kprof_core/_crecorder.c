@@ -317,22 +317,24 @@ as_i64(PyObject *o, int64_t *out)
     return 1;
 }
 
-/* run_columns(chunk, slot, backend, fast_queues, thread_ids, name_ids, known)
+/* run_columns(chunk, slot, backend, fast_queues, thread_ids, name_ids, known, kind_bound)
  * -> (m, starts, stops, names, kinds, queues, threads, h0s, h1s, nbytes, flags, refb)
  *
  * What Harvest._run_columns does in Python: the longest prefix of `chunk` (entry tuples) whose
  * entries are timed launches of `backend` (its `slot`) on queues in `fast_queues` (id(queue)
  * -> (backend, queue id, device key)) of a device in `known` (device key -> the reference's
  * begin time, an int, or anything else for backends placed by elapsed time: then 0), by
- * threads in `thread_ids` and names in `name_ids`, with int fields and no flags; their columns as native
+ * threads in `thread_ids` and names in `name_ids`, of a kind below `kind_bound` (device work,
+ * not host entries or delivered activity records), with int fields and no flags; their columns as native
  * int64 bytes, their tokens as tuples. */
 static PyObject *
 run_columns(PyObject *module, PyObject *args)
 {
     PyObject *chunk, *slot, *backend, *fast_queues, *thread_ids, *name_ids, *known;
-    if (!PyArg_ParseTuple(args, "O!OOO!O!O!O!:run_columns", &PyList_Type, &chunk, &slot,
+    long long kind_bound;
+    if (!PyArg_ParseTuple(args, "O!OOO!O!O!O!L:run_columns", &PyList_Type, &chunk, &slot,
                           &backend, &PyDict_Type, &fast_queues, &PyDict_Type, &thread_ids,
-                          &PyDict_Type, &name_ids, &PyDict_Type, &known))
+                          &PyDict_Type, &name_ids, &PyDict_Type, &known, &kind_bound))
         return NULL;
     Py_ssize_t n = PyList_Size(chunk);
     enum { NAME, KIND, QUEUE, THREAD, H0, H1, NBYTES, FLAGS, REFB, NCOLS };
@@ -385,6 +387,7 @@ run_columns(PyObject *module, PyObject *args)
         }
         int64_t *row = cols;
         if (!as_i64(nid, &row[NAME * n + m]) || !as_i64(f[1], &row[KIND * n + m])
+            || row[KIND * n + m] < 0 || row[KIND * n + m] >= kind_bound  /* host, activity */
             || !as_i64(tid, &row[THREAD * n + m]) || !as_i64(f[5], &row[H0 * n + m])
             || !as_i64(f[6], &row[H1 * n + m]) || !as_i64(f[9], &row[NBYTES * n + m])
             || !as_i64(f[10], &row[FLAGS * n + m]) || row[FLAGS * n + m] != 0)

@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from . import activity
 from .recorder import KERNEL, RANGE, active, now
 from .threads import who
 
@@ -56,13 +57,14 @@ class range:  # the public name mirrors KernelAbstractions' ranges
         if rec is None:
             self._top = _OUTSIDE
             return self
-        # t0 comes before the timestamps (no device work of the range can start earlier,
-        # placement relies on it); the host range starts after them.
+        # The host range starts before the timestamps are put and ends after them (in
+        # device_range_end): it encloses them, however long a backend takes to enqueue one,
+        # and no device work of the range can start before it (placement relies on it).
         t0 = now()
         begun = rec.device_range_begin(self.name)
         # The frame is registered with the recorder (inline: this runs per range), so that a
         # profile ending while the range is open records it rather than dropping it.
-        frame = (self.name, t0, begun, now(), who(), rec)
+        frame = (self.name, t0, begun, t0, who(), rec)
         rec.open_ranges[id(frame)] = frame
         self._top = frame
         return self
@@ -74,14 +76,12 @@ class range:  # the public name mirrors KernelAbstractions' ranges
         self._top = self._more.pop() if self._more else None
         if frame is _OUTSIDE:
             return
-        h1 = now()
-        name, t0, begun, h0, thread, rec = frame
+        name, t0, begun, _h0, thread, rec = frame
         if rec.open_ranges.pop(id(frame), None) is None:
             rec.cut_range_exits(frame)  # its profile ended first and recorded it
             return
-        rec.host_range(name, h0, h1, thread)
-        if begun:
-            rec.device_range_end(name, RANGE, begun, t0, h1)
+        h1 = rec.device_range_end(name, RANGE, begun, t0) if begun else now()
+        rec.host_range(name, t0, h1, thread)
 
     def __call__(self, fn: F) -> F:
         name = self.name
@@ -112,20 +112,18 @@ def kernel(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any
         rec = active()
         if rec is None:
             return fn(*args, **kwargs)
-        t0 = now()  # before the timestamps: no device work of the call can start earlier
+        t0 = now()  # before the timestamps: the launch window encloses them (see range)
         begun = rec.device_range_begin(label)
-        h0 = now()
         try:
             return fn(*args, **kwargs)
         finally:
-            h1 = now()
             # The device row carries the host call too (as a launch), so no host range here.
             if begun:
-                rec.device_range_end(label, KERNEL, begun, t0, h1)
+                rec.device_range_end(label, KERNEL, begun, t0)
             elif rec.device:
-                rec.host_timed(label, KERNEL, h0, h1)
+                rec.host_timed(label, KERNEL, t0, now())
             else:
-                rec.host_launch(label, h0, h1)
+                rec.host_launch(label, t0, now())
 
     timed.__kprof_name__ = label  # type: ignore[attr-defined]
     return timed
@@ -153,6 +151,19 @@ def propagate(fn: F) -> F:
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         # A copy per call: one context cannot be entered by two threads at once.
-        return ctx.copy().run(fn, *args, **kwargs)
+        return ctx.copy().run(_in_scope, fn, args, kwargs)
 
     return run  # type: ignore[return-value]
+
+
+def _in_scope(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call ``fn`` in a scope of the active profile on this thread, so that backends that
+    report device work afterwards (activity records) attribute what it launches here."""
+    rec = active()
+    if rec is None or not rec.has_activity:
+        return fn(*args, **kwargs)
+    scope, opened = activity.open_scope(rec)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        activity.close_scope(rec, scope, opened)

@@ -19,13 +19,34 @@ class TimestampsUnsupported(NotImplementedError):
     """Raised by the default ``elapsed_time``: the backend has no device timestamps."""
 
 
+class NeverSubmitted(Exception):
+    """Raised by a plugin's ``timestamp_done`` (or ``elapsed_time``/``device_times``) for a
+    token whose work will never reach the device: a command buffer dropped without being
+    submitted, a failed submission, a lost device (APIs with deferred submission: Vulkan,
+    WebGPU, Metal).
+
+    kprof gives the record up at once, instead of waiting for it until the profile's timeout:
+    it is kept as unresolved, with this exception's message as the reason, without a warning,
+    the token is released as usual, and the backend stays in use.
+    """
+
+
 class KprofError(RuntimeError):
     """An error in kprof's own configuration or input that the user can fix."""
 
 
 @dataclass(frozen=True)
 class BackendInfo:
-    """What ``describe_backend`` reports about a backend (see ``kprof backends``)."""
+    """What ``describe_backend`` reports about a backend (see ``kprof backends``).
+
+    ``status``: ``"available"``, ``"not installed"``, ``"no device"`` or ``"error: <why>"``
+    (a profile uses only available backends); ``library`` and ``library_version``: the vendor
+    library (version None when it is not installed); ``devices``: the names of the devices it
+    sees; ``timestamps``: whether it times on the device (shown only when the plugin also
+    implements the hooks for it); ``detail``: why, in words a user can act on; ``capture``:
+    how kprof captures device work there now (e.g. ``"CUPTI activity records"`` or ``"CUDA
+    events"``) and ``capture_detail``: why that path (both shown by ``kprof backends``).
+    """
 
     status: str = "available"
     library: str | None = None
@@ -33,6 +54,10 @@ class BackendInfo:
     devices: tuple[str, ...] = ()
     timestamps: bool = True
     detail: str | None = None
+    #: How kprof captures device work on this backend now (e.g. ``"CUPTI activity records"``
+    #: or ``"CUDA events"``), and why that path (shown by ``kprof backends``).
+    capture: str | None = None
+    capture_detail: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, str):
@@ -57,19 +82,30 @@ class BackendInfo:
 
 @dataclass(frozen=True)
 class QueueInfo:
-    """What ``queue_info`` reports about one queue (stream) of a backend."""
+    """What ``queue_info`` reports about one queue (stream) of a backend.
+
+    ``device``: the device's name as reports show it; ``label``: the queue's, short
+    (``"stream 2"``); ``device_key``: hashable, the same for every queue whose timestamps are
+    comparable (one clock), or None to use ``device``.
+    """
 
     device: str
     label: str
     device_key: Any = None
 
     def key(self) -> Any:
+        """What records are grouped by: ``device_key``, or ``device`` when it is None."""
         return self.device if self.device_key is None else self.device_key
 
 
 @dataclass(frozen=True)
 class Alignment:
-    """Where a device timestamp lies on the host clock (``time.perf_counter_ns``)."""
+    """Where a device timestamp lies on the host clock (``time.perf_counter_ns``).
+
+    What ``align_clock`` returns: ``host_ns``, the host time at which the device reached the
+    token; ``error_ns``, a bound on how far that may be off (reported with the profile);
+    ``method``, the correlation's name (``"clGetDeviceAndHostTimer"``).
+    """
 
     host_ns: int
     error_ns: int
@@ -94,6 +130,10 @@ RESOLVED_HOOKS: dict[str, tuple[str, ...]] = {
     "demo_workload": ("backend", "size"),
     "range_push": ("backend", "name"),
     "range_pop": ("backend",),
+    "activity_scope_enter": ("backend", "scope"),
+    "activity_scope_exit": ("backend", "scope"),
+    "activity_flush": ("backend", "scopes", "timeout"),
+    "activity_align": ("backend", "queue", "device_ns"),
 }
 
 
@@ -119,6 +159,16 @@ class Backend:
 
     Plugins receive this object as the ``backend`` argument of every hook. ``state`` is a dict
     the plugin may keep its own data in (pools, patched originals); kprof never reads it.
+    Each hook is an attribute holding the plugin's implementation (or the default), called as
+    ``backend.elapsed_time(backend, start, stop)``.
+
+    ``name``: the backend's (its entry point's) name; ``plugin``: the plugin object;
+    ``distribution``/``version``: the distribution that installed it, if any;
+    ``implemented``: the names of the hooks the plugin implements; ``broken``: why kprof
+    stopped using it, or None. kprof's own: ``slot`` (the number pending launches carry),
+    ``mirrors_ranges`` (it implements ``range_push``), ``has_device_times`` (it implements
+    ``device_times``), ``pools_tokens`` (it implements ``release_timestamp``), ``has_activity``
+    (it delivers activity records: implements ``activity_scope_enter``).
     """
 
     # Resolved hook callables, filled in by ``resolve``.
@@ -138,6 +188,10 @@ class Backend:
     demo_workload: Callable[..., Any]
     range_push: Callable[..., Any]
     range_pop: Callable[..., Any]
+    activity_scope_enter: Callable[..., Any]
+    activity_scope_exit: Callable[..., Any]
+    activity_flush: Callable[..., Any]
+    activity_align: Callable[..., Any]
 
     def __init__(self, name: str, plugin: object, distribution: str | None = None,
                  version: str | None = None) -> None:
@@ -153,6 +207,8 @@ class Backend:
         self.mirrors_ranges = False
         self.has_device_times = False
         self.has_batch_times = False
+        #: Whether the plugin delivers activity records (implements ``activity_scope_enter``).
+        self.has_activity = False
         self.pools_tokens = False
         self.broken: str | None = None
         self._info: BackendInfo | None = None
@@ -174,13 +230,26 @@ class Backend:
         # The batch reader stands for device_times over many tokens: only with it.
         self.has_batch_times = (self.has_device_times
                                 and "device_times_batch" in self.implemented)
+        self.has_activity = "activity_scope_enter" in self.implemented
         # Without release_timestamp there is nothing to give back: skip the call per record.
         self.pools_tokens = "release_timestamp" in self.implemented
+        if "record_timestamp" in self.implemented and not self.reads_timestamps:
+            warnings.warn(
+                f"kprof: backend {self.name!r} ({self.plugin_label}) implements record_timestamp "
+                f"but neither elapsed_time nor device_times, so kprof cannot read its "
+                f"timestamps: it is timed on the host (implement one of them to time on the "
+                f"device)", RuntimeWarning, stacklevel=2)
+
+    @property
+    def reads_timestamps(self) -> bool:
+        """Whether the plugin can read its tokens: ``elapsed_time`` or ``device_times``."""
+        return "elapsed_time" in self.implemented or self.has_device_times
 
     @property
     def has_timestamps(self) -> bool:
-        """Whether the plugin implements both timestamp hooks."""
-        return "record_timestamp" in self.implemented and "elapsed_time" in self.implemented
+        """Whether the backend is timed on the device: it puts timestamps
+        (``record_timestamp``) and reads them (``elapsed_time`` or ``device_times``)."""
+        return "record_timestamp" in self.implemented and self.reads_timestamps
 
     # -- description -----------------------------------------------------------------------
 
@@ -201,8 +270,7 @@ class Backend:
                     f"describe_backend returned {type(info).__name__}, expected kprof.BackendInfo"
                 )
             if not self.has_timestamps and info.timestamps:
-                info = BackendInfo(info.status, info.library, info.library_version,
-                                   info.devices, False, info.detail)
+                info = dataclasses.replace(info, timestamps=False)
         except Exception as exc:  # a broken plugin is reported, never fatal
             info = BackendInfo(status=f"error: {type(exc).__name__}: {exc}", timestamps=False)
             warnings.warn(
@@ -216,6 +284,7 @@ class Backend:
 
     @property
     def plugin_label(self) -> str:
+        """The plugin as messages name it: its distribution and version, or its module."""
         if self.distribution:
             return f"{self.distribution} {self.version or ''}".strip()
         return getattr(self.plugin, "__name__", type(self.plugin).__name__)

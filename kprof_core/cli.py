@@ -38,6 +38,8 @@ def _backend_rows() -> list[dict[str, Any]]:
             # The launch path every backend's launches take (the same for all of them).
             "recorder": recorder,
             "recorder_detail": native.describe(),
+            "capture": info.capture,
+            "capture_detail": info.capture_detail,
         })
     return rows
 
@@ -71,6 +73,12 @@ def cmd_backends(args: argparse.Namespace) -> int:
     from . import native
 
     print(f"Recorder: {native.describe()}")  # which launch path runs (every backend's)
+    captures = [r for r in rows if r["capture"]]
+    if captures:
+        print()
+        for r in captures:
+            why = f": {r['capture_detail']}" if r["capture_detail"] else ""
+            print(f"{r['name']} captures with {r['capture']}{why}")
     return 0
 
 

@@ -224,6 +224,8 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         d.flags.extend(t.flags)
         for row, msg in p.errors.items():
             out.errors[first + row] = msg
+        for row, text in p.details.items():
+            out.details[first + row] = text
         h, oh = p.host, out.host
         oh.name.extend(array("q", [nmap[v] for v in h.name]))
         oh.kind.extend(h.kind)

@@ -106,3 +106,26 @@ def range_pop(backend: Backend) -> None:
 @hookimpl(trylast=True)
 def demo_workload(backend: Backend, size: int) -> Any | None:
     return None
+
+
+# -- activity records (issue 14) ----------------------------------------------------------------
+
+
+@hookimpl(trylast=True)
+def activity_scope_enter(backend: Backend, scope: int) -> bool | None:
+    return None
+
+
+@hookimpl(trylast=True)
+def activity_scope_exit(backend: Backend, scope: int) -> None:
+    return None
+
+
+@hookimpl(trylast=True)
+def activity_flush(backend: Backend, scopes: tuple[int, ...], timeout: float) -> int | None:
+    return None
+
+
+@hookimpl(trylast=True)
+def activity_align(backend: Backend, queue: Any, device_ns: int) -> Alignment | None:
+    return None

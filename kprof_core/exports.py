@@ -5,7 +5,8 @@ record views ``p.kernels``, ``p.ranges`` are):
 
 - device records: kernels, copies and the device time of ranges, with their launch's host
   interval, queue, thread, bytes, ``host_timed``, ``approximate`` (observed on the host) and,
-  for records the device never timed, ``error`` (their ``start_ns``/``duration_ns`` are then the launch's, not device times);
+  for records the device never timed, ``error`` (their ``start_ns``/``duration_ns`` are then the launch's, not device times),
+  and ``detail``: what the backend said about the row (a CUDA kernel's grid and block);
 - host records: ranges and markers.
 
 Files are written through :func:`open_text`: a path that cannot be written raises
@@ -36,7 +37,7 @@ Target = Union[str, "os.PathLike[str]", TextIO, IO[str]]
 #: The columns of ``to_csv`` and ``to_dataframe``, in order.
 COLUMNS = ("record", "kind", "name", "backend", "device", "queue", "thread", "start_ns",
            "duration_ns", "launch_start_ns", "launch_end_ns", "nbytes", "host_timed",
-           "approximate", "error")
+           "approximate", "error", "detail")
 
 FORMAT = "kprof.records/1"
 
@@ -106,6 +107,7 @@ def _device_rows(p: Profile, order: Any = None) -> Iterator[dict[str, Any]]:
             "host_timed": bool(flags & HOST_TIMED),
             "approximate": bool(flags & APPROXIMATE),
             "error": p.errors.get(i, "unresolved") if flags & UNRESOLVED else None,
+            "detail": p.details.get(i),
         }
 
 
@@ -129,6 +131,7 @@ def _host_rows(p: Profile, order: Any = None) -> Iterator[dict[str, Any]]:
             "host_timed": False,
             "approximate": False,
             "error": None,
+            "detail": None,
         }
 
 
@@ -170,7 +173,7 @@ def _strip(row: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 _DEVICE_KEYS = ("kind", "name", "backend", "device", "queue", "thread", "start_ns",
                 "duration_ns", "launch_start_ns", "launch_end_ns", "nbytes", "host_timed",
-                "approximate", "error")
+                "approximate", "error", "detail")
 _HOST_KEYS = ("kind", "name", "thread", "start_ns", "duration_ns")
 
 

@@ -26,7 +26,7 @@ from operator import itemgetter, sub
 from typing import TYPE_CHECKING, Any
 
 from . import native
-from .backend import Backend, BadReturn, QueueInfo
+from .backend import Alignment, Backend, BadReturn, NeverSubmitted, QueueInfo
 from .placement import DeviceClock
 from .records import (
     APPROXIMATE,
@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 HOST_RANGE, MARK, HOST_LAUNCH = 10, 11, 12
 HOST_KINDS = {HOST_RANGE: HostTable.RANGE, MARK: HostTable.MARK, HOST_LAUNCH: HostTable.LAUNCH}
 HOST_QUEUE = QueueRecord("host", "host", "host", "host")
+# Delivered activity records (activity.py) are tagged ACTIVITY + their record kind; their
+# h0/h1 and start/stop are times on the device clock, placed here as they are harvested.
+ACTIVITY = 20
 _SLOT = itemgetter(0)
 _SHORT_RUN = 16  # runs shorter than this are cheaper entry by entry (see _harvest)
 _DEADLINE_WINDOW = 512  # at most this many entries in one batch call once a deadline is set
@@ -160,6 +163,15 @@ class Harvest:
         self._warned: set[str] = set()
         self.late_dropped = 0
         self.dropped_bad = 0
+        # Per device key, for activity records: the offset from device clock to host clock,
+        # and how it was found (merged into ``clocks`` at the end).
+        self._offsets: dict[str, int] = {}
+        #: Row -> what an activity backend said about it (launch configuration, ...).
+        self.details: dict[int, str] = {}
+        self.activity_clocks: dict[str, DeviceClock] = {}
+        #: When the profile started (set by ``profile``): where activity records of a device
+        #: without clock correlation are anchored.
+        self.start_ns = time.perf_counter_ns()
         self._waiter: Waiter | None = None
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
@@ -216,12 +228,13 @@ class Harvest:
                         host_append(nid, HOST_KINDS[kind], tid, entry[5], entry[6])
                         taken += 1
                         continue
-                elif entry[7] is not None and not entry[10] and not past:
+                elif kind < HOST_RANGE and entry[7] is not None and not entry[10] and not past:
                     # Long runs of launches go column-wise. A column-wise call costs a few µs
                     # whatever its length, so entries that come alone or in short runs
                     # (launches inside ranges: kernel, host range, range, ...) go one by one,
                     # until a few dozen later the next try finds a long run again. Flagged
-                    # entries (approximate ones, observed on the host) go to _take.
+                    # entries (approximate ones, observed on the host) and delivered activity
+                    # records (kind >= ACTIVITY) go to _take.
                     if clock is not None and clock() >= deadline:  # type: ignore[operator]
                         past, clock = True, None
                     elif self._solo <= 0 and taken + 1 < n \
@@ -252,7 +265,8 @@ class Harvest:
         nothing changed, for anything else (``_take`` then handles it)."""
         slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags = entry
         q = self._fast_queues.get(qk)
-        if q is None or (backend := q[0]).slot != slot or backend.broken is not None or flags:
+        if q is None or (backend := q[0]).slot != slot or backend.broken is not None or flags \
+                or type(kind) is not int or kind >= HOST_RANGE:
             return False
         tid = self._thread_ids.get(who)
         nid = self.names.index.get(name) if type(name) is str else None
@@ -329,7 +343,8 @@ class Harvest:
         mod = self._compiled
         if mod is not None:
             m, starts, stops, *raw = mod.run_columns(chunk, slot, backend, self._fast_queues,
-                                                     self._thread_ids, self.names.index, known)
+                                                     self._thread_ids, self.names.index, known,
+                                                     HOST_RANGE)
             cols = [array("q", b) for b in raw]
         else:
             m, starts, stops, cols = self._run_columns(chunk, slot, backend, known)
@@ -413,6 +428,8 @@ class Harvest:
             m = starts.index(None)
         if any(flags[:m]):  # flagged (approximate: observed on the host): _take's
             m = next(j for j, f in enumerate(flags) if f)
+        if m and max(kinds[:m]) >= HOST_RANGE:  # activity records (and host kinds): _take's
+            m = next(j for j, k in enumerate(kinds) if k >= HOST_RANGE)
         # Most runs have one queue, one thread and one name: one lookup each, not one a row.
         qs, m = _looked_up(self._fast_queues, qks, m)
         tids, m = _looked_up(self._thread_ids, whos, m)
@@ -447,6 +464,10 @@ class Harvest:
         backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags = self._decode(entry)
         if kind in HOST_KINDS:
             self.host.append(self.names(name), HOST_KINDS[kind], self._thread_id(who), h0, h1)
+            return True
+        if kind >= ACTIVITY:
+            self._take_activity(backend, kind - ACTIVITY, name, queue, who, h0, h1, start, stop,
+                                nbytes, flags)
             return True
         if start is None:
             # Host timed: from the launch's start to after it synchronized (stop is a host time).
@@ -503,6 +524,10 @@ class Harvest:
                     if ref is None:
                         self._refs[dkey] = (backend, start, h0, h1)
                         self._ref_tokens.add(id(start))
+            except NeverSubmitted as exc:
+                # The plugin knows the work will never run (deferred submission): give it up
+                # now rather than wait for it until the timeout; not an error of the plugin's.
+                error = f"its work was never submitted to the device: {exc}".rstrip(": ")
             except Exception as exc:
                 # A wrong return type is the plugin's bug: stop using it. An exception is a
                 # device error (a failed command, an invalid event): this record has no time,
@@ -521,9 +546,52 @@ class Harvest:
             self.table.append(nid, kind, qid, tid, h0, h1, rel, dur, nbytes, flags)
         return True
 
+    def _take_activity(self, backend: Backend, kind: int, name: str, queue: Any, who: Any,
+                       launch_begin: int, launch_end: int, begin: int, end: int,
+                       nbytes: int, detail: str | None) -> None:
+        """A row of a delivered record: already complete, placed by its device's offset."""
+        qid = self._queue_id(backend, queue)
+        dkey = self.queues[qid].device_key
+        offset = self._offsets.get(dkey)
+        if offset is None:
+            offset = self._activity_offset(backend, queue, qid, dkey, begin, launch_begin)
+        start = begin + offset
+        h0 = launch_begin + offset if launch_begin else start
+        h1 = launch_end + offset if launch_end else h0
+        row = self.table.append(self.names(name), kind, qid, self._thread_id(who), h0, h1, start,
+                                end - begin, nbytes, PLACED)
+        if detail:
+            self.details[row] = str(detail)
+
+    def _activity_offset(self, backend: Backend, queue: Any, qid: int, dkey: str,
+                         device_ns: int, launch_ns: int) -> int:
+        alignment = None
+        try:
+            alignment = backend.activity_align(backend, queue, device_ns)
+            if alignment is not None and not isinstance(alignment, Alignment):
+                raise BadReturn(f"activity_align returned {type(alignment).__name__}, expected "
+                                f"kprof.Alignment")
+        except Exception as exc:
+            self._hook_failed(backend, "activity_align", exc, disable=False)
+            alignment = None
+        q = self.queues[qid]
+        if alignment is not None:
+            offset = alignment.host_ns - device_ns
+            clock = DeviceClock(q.backend, q.device, alignment.method, alignment.error_ns)
+        else:
+            # The first record's launch (or, unknown, its work) at the profile's start.
+            offset = self.start_ns - (launch_ns or device_ns)
+            clock = DeviceClock(q.backend, q.device, "no clock correlation: the first device "
+                                "record is placed at the profile's start", None)
+        self._offsets[dkey] = offset
+        self.activity_clocks[dkey] = clock
+        return offset
+
     def _bad_entry(self, entry: tuple[Any, ...], exc: Exception) -> None:
         """Drop an entry kprof cannot make a row of; warn once per profile."""
-        slot, _kind, name, *_rest, start, stop, _n, _f = entry
+        slot, kind, name, *_rest, start, stop, _n, _f = entry
+        if kind >= ACTIVITY:
+            start = stop = None  # device times, not tokens
         backend = self._by_slot.get(slot) if slot is not None else None
         self.dropped_bad += 1
         if "bad entry" not in self._warned:

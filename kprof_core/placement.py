@@ -25,7 +25,13 @@ if TYPE_CHECKING:
 
 @dataclass
 class DeviceClock:
-    """How one device's timestamps were placed on the host timeline."""
+    """How one device's timestamps were placed on the host timeline (``Profile.clocks``).
+
+    ``backend`` and ``device``: whose; ``method``: the ``Alignment.method`` the plugin's
+    ``align_clock`` reported, or the fallback (the first work assumed to start at its launch);
+    ``error_ns``: the alignment's error bound, or None when unknown; ``shift_ns``: how far the
+    whole device was moved later so that no work starts before its launch (0 normally).
+    """
 
     backend: str
     device: str
@@ -34,6 +40,7 @@ class DeviceClock:
     shift_ns: int = 0
 
     def describe(self) -> str:
+        """The method and error bound in words, as the trace prints them."""
         err = "unknown error bound" if self.error_ns is None else f"error ≤ {self.error_ns} ns"
         extra = f", shifted {self.shift_ns} ns so no work starts before its launch" if self.shift_ns else ""
         return f"{self.method} ({err}{extra})"

@@ -14,7 +14,15 @@ from .records import APPROXIMATE, HOST_TIMED
 
 @dataclass(frozen=True)
 class SummaryRow:
-    """Statistics of one name in one section of the report (times in nanoseconds)."""
+    """Statistics of one name in one section of the report (times in nanoseconds).
+
+    ``name``; ``calls``: how many records; ``total_ns``, ``avg_ns``, ``min_ns``, ``max_ns``,
+    ``median_ns``, ``std_ns`` (population standard deviation) of their durations;
+    ``percent``: ``total_ns`` as a share of the profiled span; ``host_timed``: the records
+    were timed on the host (shown with ``*``); ``approximate``: their times are completions
+    observed on the host, without synchronizing (shown with ``~``); ``nbytes``: bytes moved,
+    for copies, else None.
+    """
 
     name: str
     calls: int
@@ -31,6 +39,7 @@ class SummaryRow:
 
     @property
     def label(self) -> str:
+        """The name as the report shows it (`` *`` when host-timed, `` ~`` when approximate)."""
         return f"{self.name} *" if self.host_timed else f"{self.name} ~" if self.approximate else self.name
 
 

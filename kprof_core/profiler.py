@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from . import activity
 from .backend import Backend, KprofError
 from .plugins import registry
 from .recorder import _ACTIVE, Recorder, now
@@ -154,6 +155,7 @@ class profile:
         self.synchronize = synchronize
         self.timeout = resolve_timeout(timeout)
         self._token: Any = None
+        self._scope: tuple[int, list[Backend], int] | None = None
         self._recorder: Recorder | None = None
         self.result: Profile | None = None
 
@@ -167,8 +169,11 @@ class profile:
         result = Profile(trace=self.trace, backends=[b.name for b in backends])
         _install(backends)  # raises only after undoing itself: nothing to clean up here
         self._recorder, self.result = rec, result
-        result.start_ns = now()
+        result.start_ns = rec.start_ns = now()
         self._token = _ACTIVE.set(rec)
+        if rec.has_activity:
+            scope, opened = activity.open_scope(rec)
+            self._scope = (scope, opened, threading.get_ident())
         return result
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -183,6 +188,12 @@ class profile:
             # what was active around it rather than failing the user's code.
             _ACTIVE.set(rec.parent)
         try:
+            if self._scope is not None:
+                scope, opened, ident = self._scope
+                self._scope = None
+                if ident == threading.get_ident():  # a thread's scopes can only be left there
+                    activity.close_scope(rec, scope, opened)
+                activity.flush(rec)
             rec.finish(result.end_ns)
         except Exception as err:
             # A bug of kprof's must not replace the user's exception or break their program.
@@ -195,6 +206,8 @@ class profile:
         finally:
             # Records first: a plugin raising KeyboardInterrupt from remove_capture must not
             # cost the profile (nor leave other backends patched: _uninstall handles all).
+            if rec.scopes:
+                activity.forget(rec)
             interrupted = _uninstall(rec.backends)
             result._load(rec)
             self._recorder = None

@@ -31,7 +31,12 @@ ALL_FLAGS = HOST_TIMED | UNRESOLVED | PLACED | APPROXIMATE
 
 @dataclass(frozen=True)
 class QueueRecord:
-    """One queue (stream) of one device of one backend, as it appears in reports."""
+    """One queue (stream) of one device of one backend, as it appears in reports.
+
+    ``backend``: the backend's name; ``device`` and ``label``: what the plugin's ``queue_info``
+    said (for example ``"stream 2"``); ``device_key``: ``"<backend>:<key>"``, the same for every
+    queue whose timestamps share a clock.
+    """
 
     backend: str
     device: str
@@ -39,17 +44,23 @@ class QueueRecord:
     device_key: str
 
     def row_name(self, thread: str | None = None) -> str:
+        """The queue's row title in traces (``"OpenCL <device>, queue 1"``), with a thread."""
         name = f"{self.backend_title} {self.device}, {self.label}"
         return f"{name}, {thread}" if thread else name
 
     @property
     def backend_title(self) -> str:
+        """The backend's name as shown in reports (``"OpenCL"`` for ``opencl``)."""
         return {"opencl": "OpenCL", "cuda": "CUDA", "hip": "HIP"}.get(self.backend, self.backend)
 
 
 @dataclass(frozen=True)
 class ThreadRecord:
-    """A thread (and asyncio task, if any) that launched work or entered ranges."""
+    """A thread (and asyncio task, if any) that launched work or entered ranges.
+
+    ``ident``: ``threading.get_ident()`` of the thread; ``name``: its name; ``task``: the
+    asyncio task's name, or None.
+    """
 
     ident: int
     name: str
@@ -57,6 +68,7 @@ class ThreadRecord:
 
     @property
     def label(self) -> str:
+        """How records name it: the thread's name, with its task's (``"MainThread, task t1"``)."""
         return f"{self.name}, task {self.task}" if self.task else self.name
 
 
@@ -64,12 +76,19 @@ class ThreadRecord:
 class KernelRecord:
     """One piece of device work: a kernel, a copy, or the device time of a ``kprof.range``.
 
-    Times are nanoseconds on the host clock (``time.perf_counter_ns``); ``start_ns`` is where
-    the work started on the device, placed on that clock (see ``Profile.alignment``), and
-    ``duration_ns`` its device duration. ``launch_start_ns``/``launch_end_ns`` bracket the
-    host call that enqueued it. ``host_timed`` records were timed on the host (marked ``*``);
+    Times are nanoseconds on the host clock (``time.perf_counter_ns``), relative to the
+    profile's start (``Profile.start_ns``). ``start_ns`` is where the work started on the
+    device, placed on that clock (how, and within what error, is in ``Profile.clocks``), and
+    ``duration_ns`` its device duration (``end_ns`` = start + duration).
+    ``launch_start_ns``/``launch_end_ns`` bracket the host call that enqueued it (for a range,
+    the range's host interval). ``host_timed`` records were timed on the host (marked ``*``);
     ``approximate`` ones from completions observed on the host, without synchronizing (``~``).
     ``error`` says why a record has no device time, when it has none.
+
+    ``name``: the kernel's, copy's or range's name; ``kind``: ``"kernel"``, ``"copy"`` or
+    ``"range"``; ``backend``, ``device`` and ``queue``: where it ran (the backend's name, and
+    the device and queue label from its ``queue_info``); ``thread``: the launching thread's
+    label (see ``ThreadRecord.label``); ``nbytes``: a copy's size, else None.
     """
 
     name: str
@@ -89,12 +108,18 @@ class KernelRecord:
 
     @property
     def end_ns(self) -> int:
+        """When the work ended: ``start_ns + duration_ns``."""
         return self.start_ns + self.duration_ns
 
 
 @dataclass(frozen=True)
 class RangeRecord:
-    """A named host range (``kprof.range``, or the host side of a captured launch)."""
+    """A named host range (``kprof.range``, or the host side of a captured launch).
+
+    ``name``; ``thread``: the thread's label; ``start_ns`` and ``duration_ns``: nanoseconds on
+    the host clock, relative to ``Profile.start_ns``; ``kind``: ``"range"``, or ``"launch"``
+    for the host side of a launch (``Profile.launches``).
+    """
 
     name: str
     thread: str
@@ -104,11 +129,15 @@ class RangeRecord:
 
     @property
     def end_ns(self) -> int:
+        """When the range ended: ``start_ns + duration_ns``."""
         return self.start_ns + self.duration_ns
 
 
 @dataclass(frozen=True)
 class MarkerRecord:
+    """A ``kprof.mark`` instant: its ``name``, the ``thread``'s label, and ``time_ns`` (host
+    clock, relative to ``Profile.start_ns``)."""
+
     name: str
     thread: str
     time_ns: int

@@ -60,7 +60,14 @@ class Durations:
 
 @dataclass(frozen=True)
 class Summary:
-    """Per-name statistics of a profile, section by section."""
+    """Per-name statistics of a profile, section by section (``Profile.summary()``).
+
+    ``span_ns``: the profiled span the percentages are shares of (``Profile.span_ns``).
+    ``host``: rows of the host side (ranges, and the host calls of launches); ``device``: rows
+    of device work (kernels and copies); ``device_ranges``: rows of the device time of ranges;
+    each a list of :class:`kprof.SummaryRow`, largest total first. ``markers``: ``(name,
+    count)`` of every marker name. ``device_row(name)`` and ``host_row(name)`` pick one row.
+    """
 
     span_ns: int
     host: list[SummaryRow]
@@ -76,6 +83,7 @@ class Summary:
         raise KeyError(f"no device-side activity named {name!r}; names: {[r.name for r in self.device]}")
 
     def host_row(self, name: str) -> SummaryRow:
+        """The host-side row of one name (ranges, launches' host calls), or KeyError."""
         for r in self.host:
             if r.name == name:
                 return r
@@ -85,10 +93,31 @@ class Summary:
 class Profile:
     """The result of ``kprof.profile()``: print it, or read its records.
 
-    ``kernels`` (device work: kernels and copies), ``device_ranges`` (device time of
-    ``kprof.range`` blocks), ``ranges`` (host ranges), ``launches`` (the host calls that
-    enqueued the kernels), ``markers``. Times in records are nanoseconds relative to the
-    profile's start. ``summary()`` gives per-name statistics.
+    Record views, built when asked for: ``kernels`` (device work: kernels and copies),
+    ``device_ranges`` (device time of ``kprof.range`` blocks), ``ranges`` (host ranges),
+    ``launches`` (the host calls that enqueued the kernels), ``markers``, ``unresolved``. Times
+    in records are nanoseconds relative to the profile's start, ``start_ns``. ``summary()``
+    gives per-name statistics, ``report()`` (or ``print(p)``) the printed report.
+
+    Attributes, as data (what reports, exports and ``.kprof`` files are made from):
+
+    - ``start_ns``, ``end_ns``: the host times (``time.perf_counter_ns``) at which the profile's
+      block began and ended; ``span_ns`` may reach past ``end_ns`` (work still running).
+    - ``clocks``: per device (its ``device_key``), a ``DeviceClock`` saying how its timestamps
+      were placed on the host clock: ``method``, ``error_ns`` (the bound, or None when
+      unknown) and ``shift_ns`` (how far the device was moved so that no work starts before
+      its launch); ``describe()`` says it in words.
+    - ``table``: device rows (``DeviceTable``: ``array('q')`` columns ``name``, ``kind``,
+      ``queue``, ``thread``, ``launch_start``, ``launch_end``, ``start``, ``duration``,
+      ``nbytes``, ``flags``; times absolute, on the host clock); ``host``: host rows
+      (``HostTable``: ranges, markers and the host calls of untimed launches).
+    - ``names``, ``queues`` (``QueueRecord``), ``threads`` (``ThreadRecord``): the interned
+      values the tables' ``name``, ``queue`` and ``thread`` columns index.
+    - ``errors``: device row index -> why that row has no device time.
+    - ``details``: device row index -> what the backend said about that row (a kernel's grid and
+      block, its stream; rows from activity records such as CUPTI's).
+    - ``backends``: the names of the backends the profile used; ``trace``: whether printing it
+      shows the trace; ``meta``: provenance (host, pid, rank, world size, clock anchors).
     """
 
     def __init__(self, trace: bool = False, backends: list[str] | None = None) -> None:
@@ -102,6 +131,8 @@ class Profile:
         self.queues: list[QueueRecord] = []
         self.threads: list[ThreadRecord] = []
         self.errors: dict[int, str] = {}
+        #: Row -> what the backend said about that device row (a kernel's grid and block).
+        self.details: dict[int, str] = {}
         self.clocks: dict[str, DeviceClock] = {}
         self.meta: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
         self._finished = False
@@ -110,6 +141,7 @@ class Profile:
         self.table, self.host = rec.table, rec.host
         self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
         self.errors, self.clocks = rec.errors, rec.clocks
+        self.details = rec.details
         self._finished = True
         from .provenance import fill_meta
 
@@ -171,6 +203,7 @@ class Profile:
 
     @property
     def markers(self) -> list[MarkerRecord]:
+        """``kprof.mark`` instants, in the order they were recorded."""
         h, o = self.host, self.start_ns
         return [MarkerRecord(self.names[h.name[i]], self.threads[h.thread[i]].label, h.start[i] - o)
                 for i in range(len(h)) if h.kind[i] == HostTable.MARK]

@@ -150,6 +150,8 @@ def dumps(profile: Profile, compress: bool = True) -> bytes:
         "counts": {"device": ndev, "host": nhost},
         "columns": columns,
     }
+    if profile.details:  # only then: files without details stay byte-identical to version 1's
+        header["details"] = sorted([row, text] for row, text in profile.details.items())
     try:
         hbytes = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("ascii")
     except (TypeError, ValueError) as exc:
@@ -330,6 +332,8 @@ def _read_v1(data: bytes, pos: int, name: str) -> Profile:
     threads = [ThreadRecord(*t) for t in r.rows(header.get("threads"), "threads",
                                                 (int, str, (str, type(None))))]
     errors = {row: msg for row, msg in r.rows(header.get("errors"), "errors", (int, str))}
+    # Added after version 1's first files: absent there, which reads as none.
+    details = {row: text for row, text in r.rows(header.get("details", []), "details", (int, str))}
     clocks = {}
     for key, backend, dev, method, err, shift in r.rows(
             header.get("clocks"), "clocks", (str, str, str, str, (int, type(None)), int)):
@@ -351,6 +355,8 @@ def _read_v1(data: bytes, pos: int, name: str) -> Profile:
     r.between(device.nbytes, -1, TIME_LIMIT, "device.nbytes")  # -1: not a copy
     if any(f & ~ALL_FLAGS for f in set(device.flags)):
         raise r.fail("column device.flags holds an unknown flag")
+    if any(not 0 <= row < ndev for row in details):
+        raise r.fail("a detail refers to a row that does not exist")
 
     meta = r.get(header, "meta", dict)
     r.meta(meta, len(queues), len(threads))
@@ -364,6 +370,7 @@ def _read_v1(data: bytes, pos: int, name: str) -> Profile:
         raise r.fail("the profile ends before it starts")
     p.table, p.host = device, host
     p.names, p.queues, p.threads, p.errors, p.clocks = names, queues, threads, errors, clocks
+    p.details = details
     p.meta = meta
     p._finished = True
     return p

@@ -1,11 +1,24 @@
-"""kprof's CUDA backend, on CuPy (``pip install 'kprof[cuda]'``, or ``kprof[cuda13]``).
+"""kprof's CUDA backend, on CuPy and CUPTI (``pip install 'kprof[cuda]'``, or ``kprof[cuda13]``).
 
-Device times come from CUDA events drawn from a pool (no event is created per launch once
-warm), recorded on the calling thread's current CuPy stream, and read later without
-synchronizing: kprof polls ``cudaEventQuery`` and reads ``cudaEventElapsedTime``.
+What is captured on CUDA with CUPTI
+-----------------------------------
+When CUPTI can be used (cupti-python installed, a driver, no other tool holding CUPTI), a
+profile records every kernel, copy (direction, bytes) and memset its code enqueues, from
+CUPTI's Activity API (:mod:`kprof_cuda.activity`), whoever launched it: CuPy's array
+operations, cuBLAS, cuFFT, CUB, Numba, raw kernels. Kernel names are demangled; grid, block,
+device and CUPTI stream are in ``Profile.details``. Work belongs to a profile when it was
+launched on a thread running the profile's code (the thread that entered it, threads started
+through ``kprof.propagate``). ``kprof.range`` still gets its device time from events, and a
+``kprof_cuda.kernel`` call becomes a range around the kernels CUPTI reports. ``kprof
+backends`` says which path is in use and why.
 
-What is captured on CUDA
-------------------------
+Without CUPTI (the rest of this note): device times come from CUDA events drawn from a pool
+(no event is created per launch once warm), recorded on the calling thread's current CuPy
+stream, and read later without synchronizing: kprof polls ``cudaEventQuery`` and reads
+``cudaEventElapsedTime``.
+
+What is captured on CUDA with events
+------------------------------------
 CuPy has no kernel-launch hook, and its kernel types (``RawKernel``, ``RawModule`` functions,
 ``ElementwiseKernel``, ``ReductionKernel``, ufuncs such as ``cupy.add``) are immutable Cython
 types whose launches reach ``cuLaunchKernel`` through C-level calls. kprof does not change

@@ -56,6 +56,8 @@ class CupyApi:
         self.get_elapsed_time = cupy.cuda.get_elapsed_time
         #: The error CuPy raises, built from a status code.
         self.error = runtime.CUDARuntimeError
+        #: ``() -> int``: the calling thread's current CUDA context (CUPTI's stream ids need it).
+        self.current_context = cupy.cuda.driver.ctxGetCurrent
 
     def new_event(self, device: int) -> Any:
         """A timing event created on ``device`` (events belong to their device)."""

@@ -1,4 +1,6 @@
-"""kprof backend plugin ``cuda``: device timestamps from pooled CuPy events.
+"""kprof backend plugin ``cuda``: every kernel, copy and memset from CUPTI's activity records
+(``kprof_cuda.activity``) when CUPTI can be used; device timestamps from pooled CuPy events for
+``kprof.range``, ``kprof.kernel`` and, without CUPTI, for copies.
 
 The entry point (``cuda = "kprof_cuda.plugin"``) is this module; its hook functions are the
 bound methods of one :class:`CudaPlugin`. Tests build their own ``CudaPlugin`` around a fake
@@ -10,6 +12,7 @@ the latter, and CuPy itself is only used once the user's program has imported it
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -20,6 +23,7 @@ import kprof
 from kprof import capture
 
 from . import nvtx as _nvtx
+from .activity import CuptiActivity
 from .api import LEGACY_STREAMS, NOT_READY, PER_THREAD_STREAM, CupyApi, describe
 from .clock import Calibration, align, calibrate
 from .events import EventPool, PoolStats, Stamp
@@ -76,7 +80,8 @@ class CudaPlugin:
 
     def __init__(self, api: Callable[[], Any] = CupyApi, module: str = "cupy",
                  describe: Callable[[], kprof.BackendInfo] = describe,
-                 nvtx: Callable[[], Any] = _nvtx.load) -> None:
+                 nvtx: Callable[[], Any] = _nvtx.load,
+                 activity: Callable[[CudaPlugin], Any] | None = None) -> None:
         self._api_factory = api
         self._module = module
         self._describe = describe
@@ -92,6 +97,11 @@ class CudaPlugin:
         self._nvtx: Any = None
         self._nvtx_loaded = False
         self._patcher: Patcher | None = None
+        #: The CUPTI activity path (None: events only). ``activity(self)`` builds it.
+        self.activity: CuptiActivity | None = (
+            activity(self) if activity is not None else CuptiActivity(self._cupti_queue))
+        # (device, CUPTI stream id) -> queue, for records; shared with the events' queues.
+        self._cupti_queues: dict[tuple[int, int], Queue] = {}
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -112,7 +122,30 @@ class CudaPlugin:
 
     @kprof.hookimpl
     def describe_backend(self, backend: kprof.Backend) -> kprof.BackendInfo:
-        return self._describe()
+        info = self._describe()
+        if info.status == "not installed":
+            return info
+        path, why = self.capture_path()
+        return dataclasses.replace(info, capture=path, capture_detail=why)
+
+    def capture_path(self) -> tuple[str, str]:
+        """Which path records CUDA work (CUPTI or events) and why, for ``kprof backends``."""
+        act = self.activity
+        if act is None:
+            return "CUDA events", "this plugin was built without the CUPTI path"
+        version = act.version()
+        if act.active:
+            why = f"cupti-python {version}: every kernel, copy and memset; events time kprof.range"
+            if not act.runtime_records:
+                why += (f"; cupti-python {version} cannot enable runtime-API records, so work "
+                        f"enqueued through the CUDA runtime (cuBLAS, cudaMemcpy) is attributed "
+                        f"only through the driver calls CUPTI records (kprof[cuda13] has both)")
+            return "CUPTI activity records", why
+        reason = act.reason or act.probe()
+        if reason is None:
+            return "CUPTI activity records", (f"cupti-python {version}, enabled while a "
+                                              f"profile runs; events time kprof.range")
+        return "CUDA events", f"{reason}; copies, kprof.range and kprof.kernel only"
 
     # -- queues -------------------------------------------------------------------------------
 
@@ -154,7 +187,42 @@ class CudaPlugin:
             # Holds the stream alive while capture is installed, so its handle (the key) is
             # not reused by another stream meanwhile; kprof's recorder holds it as long.
             q = self._queues[key] = Queue(dev, stream, label)
+            if self.activity is not None and self.activity.active:
+                q = self._queues[key] = self._share_with_cupti(q)
             return q
+
+    def _share_with_cupti(self, q: Queue) -> Queue:
+        """The one queue for a stream's events and its CUPTI records (one row, not two)."""
+        ctx_of = getattr(self.api, "current_context", None)
+        ctx = 0
+        if ctx_of is not None:
+            try:
+                ctx = ctx_of()
+            except Exception:
+                ctx = 0
+        act = self.activity
+        assert act is not None
+        sid = act.stream_id(ctx, q.stream.ptr, q.stream.ptr == PER_THREAD_STREAM)
+        if sid is None:
+            return q
+        seen = self._cupti_queues.get((q.device, sid))
+        if seen is not None and seen.stream is None:  # records came first: give it the stream
+            seen.stream, seen.label = q.stream, q.label
+            return seen
+        if seen is None:
+            self._cupti_queues[(q.device, sid)] = q
+        return seen or q
+
+    def _cupti_queue(self, dev: int, stream_id: int) -> Queue:
+        """The queue of a CUPTI record (called while records are decoded)."""
+        q = self._cupti_queues.get((dev, stream_id))
+        if q is None:
+            with self._lock:
+                q = self._cupti_queues.get((dev, stream_id))
+                if q is None:
+                    n = self._stream_numbers[dev] = self._stream_numbers.get(dev, 0) + 1
+                    q = self._cupti_queues[(dev, stream_id)] = Queue(dev, None, f"stream {n}")
+        return q
 
     @kprof.hookimpl
     def queue_info(self, backend: kprof.Backend, queue: Queue) -> kprof.QueueInfo:
@@ -288,6 +356,9 @@ class CudaPlugin:
         if not self._nvtx_loaded:  # loaded once, kept: a range may end after its profile
             self._nvtx = self._nvtx_loader()
             self._nvtx_loaded = True
+        # CUPTI sees every copy itself: patching CuPy's copies too would count each twice.
+        if self.activity is not None and self.activity.start(backend):
+            return
         mod = _modules.get(self._module)
         if mod is None:  # CuPy imported later: kprof.range and kprof_cuda.kernel still work
             return
@@ -300,6 +371,8 @@ class CudaPlugin:
 
     @kprof.hookimpl
     def remove_capture(self, backend: kprof.Backend) -> None:
+        if self.activity is not None:
+            self.activity.stop()
         patcher, self._patcher = self._patcher, None
         if patcher is not None:
             patcher.restore()
@@ -308,6 +381,7 @@ class CudaPlugin:
                 self.pool.give(cal.stamp)
             self._calibrations.clear()
             self._queues.clear()  # drop the streams we held
+            self._cupti_queues.clear()
             self._stream_numbers.clear()
         self.pool.trim(KEEP_FREE_EVENTS)
 
@@ -359,6 +433,27 @@ class CudaPlugin:
         rec.launch(backend, _COPY, name, q, t0, _now(), start, stop, nbytes)
         return result
 
+    # -- CUPTI activity records (kprof_cuda.activity) ----------------------------------------------
+
+    @kprof.hookimpl
+    def activity_scope_enter(self, backend: kprof.Backend, scope: int) -> bool:
+        return self.activity is not None and self.activity.scope_enter(scope)
+
+    @kprof.hookimpl
+    def activity_scope_exit(self, backend: kprof.Backend, scope: int) -> None:
+        if self.activity is not None:
+            self.activity.scope_exit(scope)
+
+    @kprof.hookimpl
+    def activity_flush(self, backend: kprof.Backend, scopes: tuple[int, ...],
+                       timeout: float) -> int | None:
+        return None if self.activity is None else self.activity.flush(scopes, timeout)
+
+    @kprof.hookimpl
+    def activity_align(self, backend: kprof.Backend, queue: Queue,
+                       device_ns: int) -> kprof.Alignment | None:
+        return None if self.activity is None else self.activity.align(device_ns)
+
     # -- the demo -----------------------------------------------------------------------------
 
     @kprof.hookimpl
@@ -401,3 +496,7 @@ range_pop = plugin.range_pop
 install_capture = plugin.install_capture
 remove_capture = plugin.remove_capture
 demo_workload = plugin.demo_workload
+activity_scope_enter = plugin.activity_scope_enter
+activity_scope_exit = plugin.activity_scope_exit
+activity_flush = plugin.activity_flush
+activity_align = plugin.activity_align

@@ -3,7 +3,10 @@
 #
 #   OUT=/some/dir scripts/gpu_check.sh
 #
-# Needs python3 with CuPy, numpy and pytest (pluggy comes with pytest); no network. kprof is
+# Needs python3 with CuPy, numpy and pytest (pluggy comes with pytest); no network. With
+# cupti-python (and its nvidia-cuda-cupti wheel) installed, the CUPTI path is checked too
+# (CuPy's own kernels, CUPTI against events, cost per launch with CUPTI on and off);
+# backends.txt says which capture path was active and why. kprof is
 # imported from this source tree (PYTHONPATH); when its entry points are not installed and
 # setuptools is present, it is installed editable (no dependencies, no index) so that
 # `kprof backends` lists it; if that fails, the suite registers the cuda plugin itself.
@@ -28,6 +31,7 @@ t_start=$(date +%s)
   uname -srm
   "$PY" --version
   "$PY" -c "import cupy, numpy, pytest; print('cupy', cupy.__version__, '| numpy', numpy.__version__, '| pytest', pytest.__version__)"
+  "$PY" -c "from importlib.metadata import version; print('cupti-python', version('cupti-python'))" 2>&1 || echo "cupti-python: not installed (events path only)"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 || true
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"

@@ -385,7 +385,8 @@ def test_range_times_the_current_stream_without_synchronizing(env: Any) -> None:
         # The range returned before its work was done: its stop event is still pending.
         rec = kprof.capture.active()
         assert rec is not None
-        assert fake.event_query(rec._incoming[-1][8].ptr) == NOT_READY
+        stop = next(e[8] for e in reversed(rec._incoming) if e[0] is not None)  # a device entry
+        assert fake.event_query(stop.ptr) == NOT_READY
     [r] = p.device_ranges
     assert (r.name, r.backend, r.queue, r.kind) == ("block", "fakecuda", "legacy default stream", "range")
     assert r.duration_ns >= 40_000_000

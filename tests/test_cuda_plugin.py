@@ -45,7 +45,8 @@ def only_cuda(monkeypatch: pytest.MonkeyPatch) -> Iterator[kprof.Backend]:
 def test_importing_the_plugin_imports_no_cuda_library() -> None:
     out = run_py("""
         import sys, kprof_cuda, kprof_cuda.plugin
-        print(sorted(m for m in sys.modules if m.startswith(("cupy", "cupy_backends"))))
+        print(sorted(m for m in sys.modules if m.startswith(("cupy", "cupy_backends", "cupti",
+                                                             "cuda"))))
     """)
     assert out.strip() == "[]"
 
@@ -67,7 +68,9 @@ def test_the_plugin_implements_every_hook_it_needs(only_cuda: kprof.Backend) -> 
     assert {"describe_backend", "record_timestamp", "elapsed_time", "timestamp_done",
             "release_timestamp", "current_queue", "queue_info", "synchronize", "align_clock",
             "install_capture", "remove_capture", "range_push", "range_pop",
-            "demo_workload"} <= b.implemented
+            "demo_workload", "activity_scope_enter", "activity_scope_exit", "activity_flush",
+            "activity_align"} <= b.implemented
+    assert b.has_activity
 
 
 @no_gpu_only
@@ -143,6 +146,35 @@ def test_kprof_backends_says_cupy_is_installed_and_why_there_is_no_device() -> N
         "no device", "cupy", cupy.__version__)
     assert row["detail"].startswith("cudaError")
     assert row["timestamps"] == "device"
+    # Which capture path, and why: no driver here, so CUPTI cannot load and events are used.
+    assert row["capture"] == "CUDA events"
+    assert row["capture_detail"].startswith("CUPTI cannot be used: NotSupportedError: CUDA "
+                                            "driver is not found")
+
+
+@no_gpu_only
+def test_kprof_backends_table_says_which_capture_path_and_why() -> None:
+    out = run_py("""
+        from kprof_core.cli import main
+        main(["backends"])
+    """, {"KPROF_PLUGINS": "cuda"})
+    assert "cuda captures with CUDA events: CUPTI cannot be used: NotSupportedError: CUDA " \
+           "driver is not found" in out
+
+
+def test_capture_path_without_cupti_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cupti-python missing: events, and the install command to get CUPTI."""
+    from kprof_cuda.activity import CuptiActivity
+    from kprof_cuda.plugin import CudaPlugin
+
+    def missing() -> None:
+        raise ImportError("No module named 'cupti'")
+
+    plugin = CudaPlugin(activity=lambda p: CuptiActivity(p._cupti_queue, load=missing))
+    path, why = plugin.capture_path()
+    assert path == "CUDA events"
+    assert why.startswith("cupti-python is not installed (No module named 'cupti'); "
+                          "pip install 'kprof[cuda]'")
 
 
 @no_gpu_only
@@ -315,3 +347,11 @@ def test_a_failing_range_push_disables_the_backend_not_the_range(bare: None) -> 
     assert b.broken is not None
     assert [r.name for r in p.ranges] == ["r"] and p.device_ranges == []
     assert m.calls == []
+
+
+def test_cupti_kernel_names_are_demangled() -> None:
+    from kprof_cuda.cupti_records import demangle
+
+    assert demangle("_Z5scaleIfEvPT_S0_i") == "void scale<float>(float*, float, int)"
+    assert demangle("cupy_multiply__float32_float_float32") == "cupy_multiply__float32_float_float32"
+    assert demangle("_Znot a name") == "_Znot a name"  # what cannot be demangled stays as is

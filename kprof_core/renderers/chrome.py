@@ -157,6 +157,7 @@ def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, ids: 
     tl = Timeline(p)
     t, h = p.table, p.host
     dumps = json.dumps
+    details = p.details
     jnames = [dumps(n) for n in p.names]
     tlabels = [dumps(x) for x in tl.thread_labels]
     qlabels = [dumps(q.label) for q in p.queues]
@@ -230,6 +231,8 @@ def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, ids: 
                         extra += ',"host_timed":true'
                     elif fl_[i] & APPROXIMATE:
                         extra += ',"approximate":true'
+                    if i in details:
+                        extra += f',"detail":{dumps(details[i])}'
                     buf.append(f'{{"ph":"X","cat":{kinds[k]},"name":{jnames[tn_[i]]},{where},'
                                f'"ts":{ts},"dur":{max(0, du_[i]) / 1000:.3f},"args":{{'
                                f'"kind":{kinds[k]},"queue":{qlabels[tq_[i]]},'

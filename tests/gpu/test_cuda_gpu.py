@@ -3,7 +3,10 @@
 Checks device times against ``cupyx.profiler.benchmark``, that launches do not synchronize,
 that threads on their own streams are placed side by side, that the event pool creates no
 event per launch once warm, ranges, copies and the clock alignment; and measures the host
-cost per launch. Figures go to the JSON file named by ``KPROF_GPU_FIGURES`` (if set).
+cost per launch. Where CUPTI can be used (cupti-python installed, no other tool holding it),
+the CUPTI path too: CuPy's own kernels (``a * 2 + b``, ``cupy.sum``, ``x @ y``) one by one,
+their device times against events, three threads on three streams, and the cost per launch
+with CUPTI on and off. Every test passes on either path; each says which it checked. Figures go to the JSON file named by ``KPROF_GPU_FIGURES`` (if set).
 
 Works from a plain checkout (``PYTHONPATH=.``): when the ``cuda`` entry point is not
 installed, the plugin module is registered directly.
@@ -109,6 +112,17 @@ def profile() -> kprof.profile:
     return kprof.profile(backends=["cuda"])
 
 
+def cupti_path() -> bool:
+    """Whether the cuda backend records kernels through CUPTI here (else: events)."""
+    from kprof_cuda.plugin import plugin
+
+    return plugin.activity is not None and plugin.activity.probe() is None
+
+
+needs_cupti = pytest.mark.skipif("not cupti_path()", reason="CUPTI cannot be used here "
+                                 "(cupti-python missing or CUPTI taken): events path only")
+
+
 def spin_args(ns: int) -> tuple[tuple[int], tuple[int], tuple[Any]]:
     return (1,), (1,), (numpy.uint64(ns),)
 
@@ -189,7 +203,9 @@ def test_clock_alignment(cuda: kprof.Backend, spin: Any) -> None:
     with profile() as p:
         k(*spin_args(MS))
     [x] = p.kernels
-    [clock] = p.clocks.values()
+    # With CUPTI the kernel row is CUPTI's, placed by its own clock; the wrapper's events
+    # (now a range around it) by the events' calibration.
+    clock = next(c for c in p.clocks.values() if c.method == METHOD)
     after_launch = x.start_ns - x.launch_start_ns
     FIGURES["clock"] = {"method": clock.method, "error_ns": clock.error_ns,
                         "shift_ns": clock.shift_ns,
@@ -329,7 +345,10 @@ def test_cost_per_launch(cuda: kprof.Backend, empty: Any) -> None:
     figures["events_created_during"] = kprof_cuda.pool_stats().created - created
     figures["launches_profiled"] = len(p.kernels)
     FIGURES["cost_per_launch"] = {k: round(v) for k, v in figures.items()}
-    assert len(p.kernels) == 3 * n and all(x.error is None for x in p.kernels)
+    # With CUPTI the raw launches inside the profile are recorded too (3 runs of n each).
+    expected = (6 if cupti_path() else 3) * n
+    FIGURES["cost_per_launch"]["path"] = "CUPTI" if cupti_path() else "events"
+    assert len(p.kernels) == expected and all(x.error is None for x in p.kernels)
     assert 0 < figures["unprofiled_ns"] < figures["profiled_ns"]
 
 
@@ -337,6 +356,8 @@ def test_cost_per_launch(cuda: kprof.Backend, empty: Any) -> None:
 
 
 def test_copies_are_captured(cuda: kprof.Backend) -> None:
+    if cupti_path():
+        pytest.skip("events path only: with CUPTI every copy is reported (test_cupti_copies)")
     host = numpy.ones(16 * 1024 * 1024, dtype=numpy.float32)  # 64 MiB
     d = cupy.asarray(host)  # warm: pinned staging buffers, memory pool
     d.get()
@@ -377,3 +398,116 @@ def test_demo_workload(cuda: kprof.Backend) -> None:
             step()
     assert [x.name for x in p.kernels] == ["mul2", "add"] * 5
     assert all(x.error is None and x.duration_ns > 0 for x in p.kernels)
+
+
+# -- the CUPTI path (kprof_cuda.activity) -------------------------------------------------------
+
+
+@needs_cupti
+def test_cupti_cupy_operations_show_their_kernels(cuda: kprof.Backend) -> None:
+    """CuPy's own kernels, which no Python wrapper sees, each as a row with its device time."""
+    a = cupy.arange(1 << 20, dtype=cupy.float32)
+    b = cupy.ones(1 << 20, dtype=cupy.float32)
+    x = cupy.ones((512, 512), dtype=cupy.float32)
+    (a * 2 + b).sum()  # compile and warm cuBLAS outside the profile
+    x @ x
+    cupy.cuda.Device().synchronize()
+    ops: dict[str, Any] = {"a * 2 + b": lambda: a * 2 + b, "cupy.sum": lambda: cupy.sum(a),
+                           "x @ y": lambda: x @ x}
+    found: dict[str, list[str]] = {}
+    for label, op in ops.items():
+        with profile() as p:
+            op()
+        rows = [k for k in p.kernels if k.kind == "kernel"]
+        found[label] = [k.name for k in rows]
+        assert rows, f"{label}: no kernel recorded"
+        assert all(k.error is None and k.duration_ns > 0 for k in rows)
+        assert all(p.details.get(i, "").startswith("grid (") for i in range(len(p.table))
+                   if p.table.kind[i] == 0)
+    FIGURES["cupti_cupy_kernels"] = found
+    assert any("multiply" in n or "add" in n for n in found["a * 2 + b"]), found
+    assert any("gemm" in n.lower() for n in found["x @ y"]), found
+
+
+@needs_cupti
+def test_cupti_device_times_agree_with_events(cuda: kprof.Backend, spin: Any) -> None:
+    """The same kernel timed by CUPTI (its row) and by events (a range around it): within 2%."""
+    n = 20
+    with profile() as p:
+        for _ in range(n):
+            with kprof.range("events"):
+                spin(*spin_args(2 * MS))
+    kernels = [k for k in p.kernels if k.name == "spin_ns"]
+    ranges = [r for r in p.device_ranges if r.name == "events"]
+    assert len(kernels) == n and len(ranges) == n
+    cupti_ns = statistics.median(k.duration_ns for k in kernels)
+    events_ns = statistics.median(r.duration_ns for r in ranges)
+    rel = (cupti_ns - events_ns) / events_ns
+    FIGURES["cupti_vs_events"] = {"kernel": "spin_ns 2 ms", "runs": n, "cupti_median_ns": cupti_ns,
+                                  "events_median_ns": events_ns, "relative_difference": round(rel, 5)}
+    assert abs(rel) < 0.02
+
+
+@needs_cupti
+def test_cupti_three_threads_on_three_streams(cuda: kprof.Backend, spin: Any) -> None:
+    """Raw launches (no wrapper) from three threads on their own streams: each kernel on its
+    thread's row and its stream's row, side by side."""
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with cupy.cuda.Stream(non_blocking=True) as s:
+                barrier.wait()
+                for _ in range(3):
+                    spin(*spin_args(5 * MS))
+                s.synchronize()
+        except BaseException as exc:
+            errors.append(exc)
+
+    with profile() as p:
+        threads = [threading.Thread(target=kprof.propagate(work), name=f"worker{i}")
+                   for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    rows = [x for x in p.kernels if x.name == "spin_ns"]
+    assert len(rows) == 9
+    by_thread: dict[str, set[str]] = {}
+    for x in rows:
+        by_thread.setdefault(x.thread, set()).add(x.queue)
+    FIGURES["cupti_three_streams"] = {t: sorted(q) for t, q in by_thread.items()}
+    assert sorted(by_thread) == ["worker0", "worker1", "worker2"]
+    assert all(len(q) == 1 for q in by_thread.values())
+    assert len(set().union(*by_thread.values())) == 3
+
+
+@needs_cupti
+def test_cupti_copies(cuda: kprof.Backend) -> None:
+    """With CUPTI, ``ndarray.get`` is one row (CUPTI's), not two."""
+    d = cupy.ones(1 << 22, dtype=cupy.float32)
+    d.get()
+    with profile() as p:
+        d.get()
+    rows = [(x.name, x.nbytes) for x in p.kernels if x.kind == "copy"]
+    FIGURES["cupti_copies"] = rows
+    assert rows == [("[copy device to host]", d.nbytes)]
+
+
+@needs_cupti
+def test_cupti_cost_per_launch_on_and_off(cuda: kprof.Backend, empty: Any) -> None:
+    """The host cost of a raw launch with CUPTI's activity kinds on (inside a profile) and off."""
+    n = 3000
+
+    def raw() -> None:
+        empty((1,), (1,), ())
+
+    off = _per_launch_ns(raw, n)
+    with profile() as p:
+        on = _per_launch_ns(raw, n)
+    FIGURES["cupti_cost_per_launch"] = {"cupti_off_ns": round(off), "cupti_on_ns": round(on),
+                                        "overhead_ns": round(on - off),
+                                        "kernels_recorded": len(p.kernels)}
+    assert len(p.kernels) == 3 * n

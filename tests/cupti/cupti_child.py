@@ -1,0 +1,441 @@
+"""Scenarios of kprof's CUPTI path, run in a child process whose CUPTI is the test double.
+
+Usage: ``python cupti_child.py LIBDIR SCENARIO...``. The child loads the double's
+``libcuda.so.1`` and ``libcupti.so.<N>`` first (by full path, RTLD_GLOBAL), so that the real
+cupti-python bindings, which open those sonames at run time, call the double. It runs the
+real ``CudaPlugin`` (its CUPTI path, ``kprof_cuda.activity``) on the fake CuPy of
+``test_cuda_fake.py`` for what is not CUPTI (events, device names), registered as ``cuda``.
+Each scenario asserts; the child prints one JSON line ``{scenario: "ok" | traceback}``.
+
+A child, not the test process: a process holds one CUPTI, and the double's ``libcuda.so.1``
+must not be what CuPy finds in the main test process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import glob
+import io
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+LIBDIR = Path(sys.argv[1])
+_driver = ctypes.CDLL(str(LIBDIR / "libcuda.so.1"), mode=ctypes.RTLD_GLOBAL)
+_cupti_path = glob.glob(str(LIBDIR / "libcupti.so.*"))[0]
+lib = ctypes.CDLL(_cupti_path, mode=ctypes.RTLD_GLOBAL)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for test_cuda_fake
+
+import kprof  # noqa: E402
+from kprof import capture  # noqa: E402
+from kprof_core import activity as core_activity  # noqa: E402
+from kprof_core.plugins import ENV_DISABLE_AUTOLOAD, registry  # noqa: E402
+from kprof_core.records import COPY, KERNEL, RANGE  # noqa: E402
+from kprof_cuda import activity as cuda_activity  # noqa: E402
+from kprof_cuda.plugin import CudaPlugin  # noqa: E402
+
+os.environ[ENV_DISABLE_AUTOLOAD] = "1"
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from cupti import cupti
+
+import test_cuda_fake as tcf  # noqa: E402
+
+u32, u64, i32, i64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64
+lib.cuptidouble_api.restype = u32
+lib.cuptidouble_api.argtypes = [ctypes.c_int, u32, u64, u64]
+lib.cuptidouble_kernel.argtypes = [u32, ctypes.c_char_p, u32, u32, u32] + [i32] * 6 + [u64, u64]
+lib.cuptidouble_memcpy.argtypes = [u32, ctypes.c_int, u64, u32, u32, u32, u64, u64]
+lib.cuptidouble_memset.argtypes = [u32, u32, u64, u32, u32, u32, u64, u64]
+lib.cuptidouble_now.restype = u64
+lib.cuptidouble_set_clock_offset.argtypes = [i64]
+lib.cuptidouble_set_busy.argtypes = [ctypes.c_int]
+lib.cuptidouble_enabled.argtypes = [ctypes.c_int]
+lib.cuptidouble_enable_calls.argtypes = [ctypes.c_int]
+lib.cuptidouble_api_enabled.argtypes = [ctypes.c_int, u32]
+lib.cuptidouble_suppressed.restype = ctypes.c_long
+lib.cuptidouble_delivered_buffers.restype = ctypes.c_long
+lib.cuptidouble_ext_depth.argtypes = [ctypes.c_int]
+lib.cuptidouble_stream_id.restype = u32
+lib.cuptidouble_stream_id.argtypes = [u64]
+
+K = cupti.ActivityKind
+DRIVER, RUNTIME = 0, 1
+LAUNCH = int(cupti.driver_api_trace_cbid.cuLaunchKernel)
+GRAPH = int(cupti.driver_api_trace_cbid.cuGraphLaunch)
+RT_LAUNCH = int(cupti.runtime_api_trace_cbid.cudaLaunchKernel_v7000)
+MEMCPY = int(cupti.driver_api_trace_cbid.cuMemcpyDtoHAsync_v2)
+MEMSET = int(cupti.driver_api_trace_cbid.cuMemsetD8Async)
+GET_DEVICE = int(cupti.driver_api_trace_cbid.cuCtxGetDevice)
+EXT = int(cupti.ExternalCorrelationKind.CUSTOM2)
+DTOH = int(cupti.ActivityMemcpyKind.DTOH)
+MANGLED = b"_Z5scaleIfEvPT_S0_i"  # void scale<float>(float*, float, int)
+MULTIPLE_SUBSCRIBERS = int(cupti.Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+
+
+def launch(name: bytes = MANGLED, stream: int = 13, duration: int = 10_000, grid: tuple[int, ...] = (4, 2, 1),
+           block: tuple[int, ...] = (256, 1, 1), device: int = 0, emit: bool = True) -> tuple[int, int]:
+    """A cuLaunchKernel on the calling thread and, unless ``emit`` is False, its kernel record
+    (begins 5 µs after the call). Returns (correlation id, kernel begin) on the double's clock."""
+    t = lib.cuptidouble_now()
+    corr = lib.cuptidouble_api(DRIVER, LAUNCH, t, t + 2000)
+    if emit:
+        lib.cuptidouble_kernel(corr, name, device, 1, stream, *grid, *block, t + 5000,
+                               t + 5000 + duration)
+    return corr, t + 5000
+
+
+class Env:
+    """The ``cuda`` backend: the real CudaPlugin with its CUPTI path, on the fake CuPy."""
+
+    def __init__(self) -> None:
+        registry.reset()
+        lib.cuptidouble_reset()
+        self.fake = tcf.FakeCuda(1)
+        self.mod = tcf.fake_cupy_module(self.fake)
+        sys.modules[tcf.MODULE] = self.mod
+        self.plugin = CudaPlugin(api=lambda: self.fake, module=tcf.MODULE,
+                                 describe=tcf._available, nvtx=lambda: None)
+        self.backend = kprof.register_backend(self.plugin, "cuda")
+
+    def close(self) -> None:
+        registry.reset()
+        self.fake.close()
+        sys.modules.pop(tcf.MODULE, None)
+
+
+def rows(p: kprof.Profile) -> list[dict[str, Any]]:
+    t = p.table
+    return [{"name": p.names[t.name[i]], "kind": t.kind[i], "thread": p.threads[t.thread[i]].name,
+             "queue": p.queues[t.queue[i]].label, "device": p.queues[t.queue[i]].device,
+             "start": t.start[i], "duration": t.duration[i], "nbytes": t.nbytes[i],
+             "launch_start": t.launch_start[i], "launch_end": t.launch_end[i],
+             "detail": p.details.get(i)} for i in range(len(t))]
+
+
+# -- scenarios ------------------------------------------------------------------------------------
+
+
+def records_become_rows(env: Env) -> None:
+    """Kernel, copy and memset records of the profile: names, kinds, bytes, device times,
+    thread and queue; placed on perf_counter_ns through cuptiGetTimestamp."""
+    offset = 7_000_000_000_000  # the double's clock runs this far ahead of perf_counter_ns
+    lib.cuptidouble_set_clock_offset(offset)
+    with kprof.profile() as p:
+        _corr, begin = launch()
+        t = lib.cuptidouble_now()
+        c2 = lib.cuptidouble_api(DRIVER, MEMCPY, t, t + 1000)
+        lib.cuptidouble_memcpy(c2, DTOH, 4096, 0, 1, 13, t + 20_000, t + 23_000)
+        c3 = lib.cuptidouble_api(DRIVER, MEMSET, t, t + 1000)
+        lib.cuptidouble_memset(c3, 0, 1024, 0, 1, 13, t + 30_000, t + 30_500)
+        # A call that enqueues no work: its correlation entry is dropped, not kept.
+        lib.cuptidouble_api(DRIVER, GET_DEVICE, t, t + 100)
+    r = rows(p)
+    assert [x["name"] for x in r] == ["void scale<float>(float*, float, int)",
+                                      "[copy device to host]", "[memset]"], r
+    assert [x["kind"] for x in r] == [KERNEL, COPY, COPY]
+    assert [x["duration"] for x in r] == [10_000, 3_000, 500]
+    assert [x["nbytes"] for x in r] == [-1, 4096, 1024]
+    assert {x["thread"] for x in r} == {threading.current_thread().name}
+    assert {x["queue"] for x in r} == {"stream 1"} and {x["device"] for x in r} == {"CUDA 0 (Fake GPU)"}
+    assert r[0]["detail"] == "grid (4, 2, 1) block (256, 1, 1), device 0, CUPTI stream 13"
+    (clock,) = p.clocks.values()
+    assert "cuptiGetTimestamp" in clock.method and clock.error_ns is not None
+    # Placement: the double's clock minus its offset is CLOCK_MONOTONIC, which is what
+    # perf_counter_ns reads: exact within the calibration's error bound.
+    assert abs(r[0]["start"] - (begin - offset)) <= clock.error_ns, (r[0]["start"], begin - offset)
+    assert abs(r[0]["launch_start"] - (begin - 5000 - offset)) <= clock.error_ns
+    assert r[0]["launch_end"] - r[0]["launch_start"] == 2000
+    assert p.start_ns - clock.error_ns <= r[0]["launch_start"] <= p.end_ns + clock.error_ns
+    assert env.plugin.activity is not None and not env.plugin.activity._corr
+    # The trace says how CUPTI's clock was placed, and each kernel's launch configuration.
+    from kprof_core.renderers.chrome import write_chrome_trace
+
+    buf = io.StringIO()
+    write_chrome_trace(buf, [p])
+    trace = json.loads(buf.getvalue())
+    assert any("cuptiGetTimestamp sampled against perf_counter_ns" in c
+               for c in trace["otherData"]["profiles"][0]["clocks"]), trace["otherData"]
+    assert any(e.get("name") == "process_labels" and "cuptiGetTimestamp" in e["args"]["labels"]
+               for e in trace["traceEvents"])
+    [ev] = [e for e in trace["traceEvents"]
+            if e.get("name") == "void scale<float>(float*, float, int)" and e.get("ph") == "X"
+            and e.get("cat") != "launch"]
+    assert ev["args"]["detail"].startswith("grid (4, 2, 1) block (256, 1, 1)")
+
+
+def two_profiles_on_two_threads(env: Env) -> None:
+    """Each profile gets exactly the kernels its own thread launched."""
+    out: dict[int, Any] = {}
+    barrier = threading.Barrier(2)
+
+    def work(i: int) -> None:
+        with kprof.profile() as p:
+            barrier.wait()
+            for j in range(200):
+                launch(f"k{i}_{j}".encode(), stream=13 + i)
+            barrier.wait()
+        out[i] = p
+
+    threads = [threading.Thread(target=work, args=(i,), name=f"worker{i}") for i in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for i in range(2):
+        r = rows(out[i])
+        assert [x["name"] for x in r] == [f"k{i}_{j}" for j in range(200)], i
+        assert {x["thread"] for x in r} == {f"worker{i}"}
+
+
+def outside_the_profile_is_not_recorded(env: Env) -> None:
+    """A thread outside every profile, and launches after the end, are not kprof's; the
+    activity kinds are on only while a profile runs."""
+    kernel_kind = int(K.CONCURRENT_KERNEL)
+    assert lib.cuptidouble_enabled(kernel_kind) == 0
+    with kprof.profile() as p:
+        assert lib.cuptidouble_enabled(kernel_kind) == 1
+        # API records only of the calls that enqueue work, enabled one by one.
+        assert lib.cuptidouble_enabled(int(K.DRIVER)) == 0
+        assert lib.cuptidouble_enabled(int(K.RUNTIME)) == 0
+        assert lib.cuptidouble_api_enabled(DRIVER, LAUNCH) == 1
+        assert lib.cuptidouble_api_enabled(RUNTIME, RT_LAUNCH) == 1
+        assert lib.cuptidouble_api_enabled(DRIVER, GET_DEVICE) == 0
+        th = threading.Thread(target=lambda: launch(b"other_thread"))
+        th.start()
+        th.join()
+        launch(b"mine")
+    assert lib.cuptidouble_enabled(kernel_kind) == 0
+    assert lib.cuptidouble_api_enabled(DRIVER, LAUNCH) == 0
+    assert lib.cuptidouble_ext_depth(EXT) == 0  # every push was popped
+    assert [x["name"] for x in rows(p)] == ["mine"]
+    assert env.plugin.activity is not None and env.plugin.activity.foreign == 1
+    suppressed = lib.cuptidouble_suppressed()
+    launch(b"after")
+    assert lib.cuptidouble_suppressed() == suppressed + 2  # API and kernel record: kinds off
+
+
+def propagated_thread(env: Env) -> None:
+    with kprof.profile() as p:
+        th = threading.Thread(target=kprof.propagate(lambda: launch(b"in_helper")), name="helper")
+        th.start()
+        th.join()
+    assert [(x["name"], x["thread"]) for x in rows(p)] == [("in_helper", "helper")]
+
+
+def nested_profiles(env: Env) -> None:
+    with kprof.profile() as outer:
+        launch(b"before")
+        with kprof.profile() as inner:
+            launch(b"inside")
+        launch(b"after")
+    assert [x["name"] for x in rows(inner)] == ["inside"]
+    assert sorted(x["name"] for x in rows(outer)) == ["after", "before", "inside"]
+    assert lib.cuptidouble_enable_calls(int(K.CONCURRENT_KERNEL)) == 1  # enabled once
+
+
+def buffers_drained_while_running(env: Env) -> None:
+    """Small buffers fill and CUPTI's thread hands them over while the profile runs: rows
+    are harvested before the end, and pending entries stay bounded."""
+    cuda_activity.BUFFER_SIZE = 4096  # a few dozen records per buffer
+    # Hundreds of buffers: this loop launches faster than CUPTI's thread gets the GIL to hand
+    # them over, so the usual cap would (rightly) drop records; that is the next scenario.
+    cuda_activity.MAX_BUFFERS = 100_000
+    try:
+        with kprof.profile() as p:
+            rec = capture.active()
+            assert rec is not None
+            for i in range(5000):
+                launch(f"k{i % 3}".encode(), duration=100)
+            deadline = time.monotonic() + 30
+            while len(rec.table) < 2048 and time.monotonic() < deadline:
+                time.sleep(0.01)  # CUPTI's thread delivers; kprof harvests as they come
+            harvested_before_end = len(rec.table)
+            delivered = lib.cuptidouble_delivered_buffers()
+        assert delivered > 50, delivered
+        assert harvested_before_end >= 2048, harvested_before_end
+        assert rec.pending_high_water <= rec.harvest_every + 200, rec.pending_high_water
+        assert len(p.kernels) == 5000
+    finally:
+        cuda_activity.BUFFER_SIZE = 1 << 20
+        cuda_activity.MAX_BUFFERS = 64
+
+
+def records_dropped_without_buffers_are_said(env: Env) -> None:
+    """No buffer to be had (all MAX_BUFFERS in use): CUPTI drops records; kprof counts them
+    and says so at the profile's end."""
+    cuda_activity.MAX_BUFFERS = 0
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with kprof.profile() as p:
+                for _ in range(3):
+                    launch()
+    finally:
+        cuda_activity.MAX_BUFFERS = 64
+    assert rows(p) == []
+    act = env.plugin.activity
+    assert act is not None and act.dropped_by_cupti == 9  # 3 x (external correlation, API, kernel)
+    msgs = [str(w.message) for w in caught if "CUPTI dropped" in str(w.message)]
+    assert len(msgs) == 1 and msgs[0].startswith("kprof: CUPTI dropped 9 activity record(s)"), msgs
+
+
+def runtime_api_records(env: Env) -> None:
+    """Work enqueued through a runtime-API call is attributed by its RUNTIME record where the
+    bindings can enable that kind (cupti-python 13); where they cannot (12.8), it is not, and
+    kprof backends says so."""
+    with kprof.profile() as p:
+        t = lib.cuptidouble_now()
+        corr = lib.cuptidouble_api(RUNTIME, RT_LAUNCH, t, t + 1000)
+        lib.cuptidouble_kernel(corr, b"from_runtime", 0, 1, 13, 1, 1, 1, 32, 1, 1, t + 2000,
+                               t + 3000)
+        detail = env.backend.info(refresh=True).capture_detail or ""
+    act = env.plugin.activity
+    assert act is not None
+    if act.runtime_records:
+        assert [x["name"] for x in rows(p)] == ["from_runtime"]
+        assert "cannot enable runtime-API records" not in detail
+    else:
+        assert rows(p) == [] and act.foreign == 1
+        assert "cannot enable runtime-API records" in detail, detail
+
+
+def graph_launch_records(env: Env) -> None:
+    """Several kernels share a graph launch's correlation id: all are recorded."""
+    with kprof.profile() as p:
+        t = lib.cuptidouble_now()
+        corr = lib.cuptidouble_api(DRIVER, GRAPH, t, t + 1000)
+        for j in range(3):
+            lib.cuptidouble_kernel(corr, f"node{j}".encode(), 0, 1, 13, 1, 1, 1, 32, 1, 1,
+                                   t + 2000 + j * 1000, t + 2500 + j * 1000)
+    assert [x["name"] for x in rows(p)] == ["node0", "node1", "node2"]
+    assert env.plugin.activity is not None and not env.plugin.activity._corr
+
+
+def late_records_dropped_counted_said(env: Env) -> None:
+    """A launch whose record had not come by the timeout is said; when it comes after the
+    profile ended (CUPTI still on for another profile) it is dropped, counted and said."""
+    keep = threading.Event()
+    started = threading.Event()
+
+    def other() -> None:
+        with kprof.profile():
+            started.set()
+            keep.wait()
+
+    th = threading.Thread(target=other, daemon=True)
+    th.start()
+    started.wait()
+    try:
+        late_before = core_activity.stats()["late"]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with kprof.profile(timeout=0.2) as p:
+                corr, begin = launch(b"slow", emit=False)
+            assert rows(p) == []
+            assert any("had no device record after 0.2 s" in str(w.message) for w in caught), caught
+            lib.cuptidouble_kernel(corr, b"slow", 0, 1, 13, 1, 1, 1, 1, 1, 1, begin, begin + 10)
+            cupti.activity_flush_all(0)
+        assert core_activity.stats()["late"] == late_before + 1
+        assert any("arrived after their profile had ended" in str(w.message) for w in caught), caught
+    finally:
+        keep.set()
+        th.join()
+
+
+def subscriber_taken_falls_back_to_events(env: Env) -> None:
+    """Another tool holds CUPTI: one warning with the reason, copies timed by events (the
+    ndarray patches are installed), and kprof backends says so."""
+    lib.cuptidouble_set_busy(MULTIPLE_SUBSCRIBERS)
+    get = env.mod.ndarray.get
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with kprof.profile() as p:
+            assert env.mod.ndarray.get is not get  # events path: CuPy's copies are patched
+            env.mod.ndarray(4096).get()
+        with kprof.profile():
+            pass
+    msgs = [str(w.message) for w in caught if "CUPTI" in str(w.message)]
+    assert len(msgs) == 1 and "in use by another tool" in msgs[0], msgs
+    assert "MULTIPLE_SUBSCRIBERS" in msgs[0]
+    assert [x["name"] for x in rows(p)] == ["[copy device to host]"]
+    info = env.backend.info(refresh=True)
+    assert info.capture == "CUDA events" and "in use by another tool" in (info.capture_detail or "")
+    lib.cuptidouble_set_busy(0)
+
+
+def no_double_counting_with_cupti(env: Env) -> None:
+    """With CUPTI on, CuPy's copies are not patched (CUPTI reports them: one row each), and a
+    kprof_cuda.kernel call is a range around the kernels CUPTI reports."""
+    import kprof_cuda
+
+    get = env.mod.ndarray.get
+    wrapped = kprof_cuda.kernel(lambda: launch(b"_Z4axpyv"), name="axpy call")
+    with kprof.profile() as p:
+        assert env.mod.ndarray.get is get
+        info = env.backend.info(refresh=True)
+        assert info.capture == "CUPTI activity records", info
+        wrapped()
+        # kprof backends, table and --json, say which path records CUDA work now.
+        from kprof_core.cli import main as kprof_main
+
+        for argv in (["backends"], ["backends", "--json"]):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                kprof_main(argv)
+            if "--json" in argv:
+                [row] = json.loads(out.getvalue())
+                assert row["capture"] == "CUPTI activity records", row
+                assert row["capture_detail"].startswith("cupti-python 12.") or \
+                    row["capture_detail"].startswith("cupti-python 13."), row
+            else:
+                assert "cuda captures with CUPTI activity records: cupti-python" in out.getvalue()
+    r = rows(p)
+    assert sorted((x["name"], x["kind"]) for x in r) == [("axpy call", RANGE), ("axpy()", KERNEL)], r
+
+
+def streams_share_rows_with_events(env: Env) -> None:
+    """A CuPy stream used by a range and by CUPTI records is one queue row."""
+    s = env.fake.stream()
+    sid = lib.cuptidouble_stream_id(s.ptr)
+    with kprof.profile() as p:
+        with env.fake.use(s):
+            with kprof.range("work"):
+                launch(b"k", stream=sid)
+    r = rows(p)
+    assert {x["queue"] for x in r} == {"stream 1"} and len(r) == 2, r
+
+
+SCENARIOS: dict[str, Callable[[Env], None]] = {f.__name__: f for f in (
+    records_become_rows, two_profiles_on_two_threads, outside_the_profile_is_not_recorded,
+    propagated_thread, nested_profiles, buffers_drained_while_running,
+    records_dropped_without_buffers_are_said, runtime_api_records, graph_launch_records,
+    late_records_dropped_counted_said, subscriber_taken_falls_back_to_events,
+    no_double_counting_with_cupti, streams_share_rows_with_events)}
+
+
+def main(names: list[str]) -> None:
+    results: dict[str, str] = {}
+    for name in names:
+        env = Env()
+        try:
+            SCENARIOS[name](env)
+            results[name] = "ok"
+        except Exception:
+            results[name] = traceback.format_exc()
+        finally:
+            env.close()
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main(sys.argv[2:] or list(SCENARIOS))

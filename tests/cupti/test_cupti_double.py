@@ -1,0 +1,56 @@
+"""kprof's CUPTI path through the real cupti-python, against the CUPTI test double.
+
+The double (tests/cupti_double) is built here with the system cc from the public headers of
+NVIDIA's wheels; the scenarios (cupti_child.py) run in one child process that loads it first.
+These tests must run in CI: a double that cannot be built fails them, never skips them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "cupti_double"))
+import build as cupti_build  # noqa: E402
+
+# The scenarios of cupti_child.py (importing it would load the double into this process).
+SCENARIOS = ("records_become_rows", "two_profiles_on_two_threads",
+             "outside_the_profile_is_not_recorded", "propagated_thread", "nested_profiles",
+             "buffers_drained_while_running", "records_dropped_without_buffers_are_said",
+             "runtime_api_records", "graph_launch_records",
+             "late_records_dropped_counted_said", "subscriber_taken_falls_back_to_events",
+             "no_double_counting_with_cupti", "streams_share_rows_with_events")
+
+
+@pytest.fixture(scope="session")
+def cupti_libdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cupti_double")
+    try:
+        cupti_build.build(out)
+    except cupti_build.BuildError as exc:
+        pytest.fail(f"cannot build the CUPTI test double: {exc}")
+    return out
+
+
+@pytest.fixture(scope="session")
+def results(cupti_libdir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    proc = subprocess.run([sys.executable, str(HERE / "cupti_child.py"), str(cupti_libdir)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, f"child failed:\n{proc.stdout}\n{proc.stderr}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_every_scenario_ran(results: dict[str, str]) -> None:
+    assert sorted(results) == sorted(SCENARIOS)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_cupti_scenario(results: dict[str, str], scenario: str) -> None:
+    assert results.get(scenario) == "ok", results.get(scenario, "scenario did not run")

@@ -1,0 +1,584 @@
+/*
+ * cuptidouble.c - a host-only test double of NVIDIA's CUPTI Activity API (libcupti.so).
+ *
+ * TEST CODE ONLY. Never shipped. It lets kprof's CUPTI path run through the real
+ * cupti-python bindings on machines without a GPU. It implements documented CUPTI
+ * functions only, compiled against the public headers the nvidia-cuda-cupti wheel ships
+ * (so every record's layout is the header's), and nothing of the CUDA runtime or driver.
+ * See README.md for how it is built and loaded.
+ *
+ * Model
+ *   - Activity kinds are enabled and disabled one by one; a record is written only while
+ *     its kind is enabled (otherwise it is counted in cuptidouble_suppressed()).
+ *   - Buffers come from the tool's buffer-requested callback. A buffer that cannot take the
+ *     next record is complete: a delivery thread of the double hands it to the
+ *     buffer-completed callback (as CUPTI does from its own thread). cuptiActivityFlushAll
+ *     completes the current buffer too (if it holds records, or always with the FORCED
+ *     flag) and returns after every completed buffer was delivered, in order.
+ *     A record for which no buffer was given is dropped and counted
+ *     (cuptiActivityGetNumDroppedRecords).
+ *   - External correlation: every thread has one stack of ids per external kind
+ *     (cuptiActivityPush/PopExternalCorrelationId). An API record made on a thread is
+ *     preceded by one EXTERNAL_CORRELATION record per non-empty stack, with the top id,
+ *     when that kind and the API record's kind are enabled (as CUPTI documents it).
+ *   - Clock: CLOCK_MONOTONIC nanoseconds plus an offset the tests set
+ *     (cuptidouble_set_clock_offset), so placement on perf_counter_ns can be checked exactly.
+ *   - API records are written for an enabled RUNTIME/DRIVER kind, or for the APIs enabled
+ *     one by one (cuptiActivityEnableDriverApi / cuptiActivityEnableRuntimeApi).
+ *   - Subscribers: cuptidouble_set_busy(code) makes cuptiActivityEnable and
+ *     cuptiActivityRegisterCallbacks fail with `code` (for example
+ *     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), as when another tool holds CUPTI.
+ *
+ * Control API (plain C, through ctypes on the same loaded file): see README.md.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cupti.h>
+
+/* The newest record structs of the headers (build.py passes them): what a libcupti built
+ * from these headers writes and the matching cupti-python reads. */
+#ifndef KERNEL_RECORD
+#define KERNEL_RECORD CUpti_ActivityKernel9
+#endif
+#ifndef MEMCPY_RECORD
+#define MEMCPY_RECORD CUpti_ActivityMemcpy6
+#endif
+#ifndef MEMSET_RECORD
+#define MEMSET_RECORD CUpti_ActivityMemset4
+#endif
+
+#define MAX_DEPTH 64
+#define N_EXT_KINDS 8
+#define MAX_STREAMS 1024
+#define MAX_NAMES 4096
+#define MAX_PENDING 4096
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t delivery = PTHREAD_MUTEX_INITIALIZER; /* one delivery at a time */
+
+static CUpti_BuffersCallbackRequestFunc on_request;
+static CUpti_BuffersCallbackCompleteFunc on_complete;
+static int enabled[CUPTI_ACTIVITY_KIND_COUNT];
+/* Per-API enabling (cuptiActivityEnableDriverApi / ...RuntimeApi), by callback id. */
+#define MAX_CBID 4096
+static unsigned char driver_api_on[MAX_CBID], runtime_api_on[MAX_CBID];
+static int api_enable_calls;
+static int enable_calls[CUPTI_ACTIVITY_KIND_COUNT];
+static CUptiResult busy = CUPTI_SUCCESS;
+static CUpti_ActivityThreadIdType thread_id_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
+static int64_t clock_offset;
+static uint32_t next_correlation = 1;
+static size_t dropped;
+static long suppressed;
+static long delivered_buffers;
+static long flushes;
+
+/* The buffer being filled. */
+static uint8_t *cur;
+static size_t cur_size, cur_used;
+
+/* Complete buffers not delivered yet, in order. */
+struct pending { uint8_t *buf; size_t size, used; };
+static struct pending queue_[MAX_PENDING];
+static int q_head, q_len, delivering;
+static pthread_t worker;
+static int worker_started;
+
+static uint64_t stream_handles[MAX_STREAMS];
+static int n_streams;
+static char *names[MAX_NAMES];
+static int n_names;
+
+static __thread uint64_t ext_stack[N_EXT_KINDS][MAX_DEPTH];
+static __thread int ext_depth[N_EXT_KINDS];
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)((int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + clock_offset);
+}
+
+static size_t record_size(CUpti_ActivityKind kind) {
+    switch (kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    case CUPTI_ACTIVITY_KIND_KERNEL: return sizeof(KERNEL_RECORD);
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(MEMCPY_RECORD);
+    case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(MEMSET_RECORD);
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
+    default: return 0;
+    }
+}
+
+/* Records are 8-byte aligned in a buffer, as CUPTI's are. */
+static size_t aligned(size_t n) { return (n + 7) & ~(size_t)7; }
+
+static void *worker_main(void *arg);
+
+static void start_worker_locked(void) {
+    if (!worker_started) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&worker, &attr, worker_main, NULL) == 0) worker_started = 1;
+        pthread_attr_destroy(&attr);
+    }
+}
+
+/* Move the current buffer to the delivery queue (lock held). */
+static void complete_current_locked(void) {
+    if (cur == NULL) return;
+    if (q_len == MAX_PENDING) { /* cannot happen in tests: the records are lost */
+        dropped++;
+        return;
+    }
+    struct pending *p = &queue_[(q_head + q_len) % MAX_PENDING];
+    p->buf = cur; p->size = cur_size; p->used = cur_used;
+    q_len++;
+    cur = NULL; cur_size = cur_used = 0;
+    start_worker_locked();
+    pthread_cond_broadcast(&cond);
+}
+
+/* Deliver the oldest complete buffer, if any; returns 0 when none was waiting. */
+static int deliver_one(void) {
+    pthread_mutex_lock(&delivery);
+    pthread_mutex_lock(&lock);
+    if (q_len == 0) {
+        pthread_mutex_unlock(&lock);
+        pthread_mutex_unlock(&delivery);
+        return 0;
+    }
+    struct pending p = queue_[q_head];
+    q_head = (q_head + 1) % MAX_PENDING;
+    q_len--;
+    delivering = 1;
+    CUpti_BuffersCallbackCompleteFunc complete = on_complete;
+    pthread_mutex_unlock(&lock);
+    if (complete) complete(NULL, 0, p.buf, p.size, p.used);
+    pthread_mutex_lock(&lock);
+    delivering = 0;
+    delivered_buffers++;
+    pthread_cond_broadcast(&cond);
+    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&delivery);
+    return 1;
+}
+
+static void *worker_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&lock);
+        while (q_len == 0) pthread_cond_wait(&cond, &lock);
+        pthread_mutex_unlock(&lock);
+        deliver_one();
+    }
+    return NULL;
+}
+
+/* Room for one record of `size` bytes, or NULL (the record is dropped). Called with the
+ * lock held; it is released around the tool's buffer-requested callback. */
+static uint8_t *reserve_locked(size_t size) {
+    size_t need = aligned(size);
+    if (cur != NULL && cur_used + need > cur_size) complete_current_locked();
+    if (cur == NULL) {
+        CUpti_BuffersCallbackRequestFunc request = on_request;
+        if (request == NULL) { dropped++; return NULL; }
+        uint8_t *buf = NULL;
+        size_t bsize = 0, max_records = 0;
+        pthread_mutex_unlock(&lock);
+        request(&buf, &bsize, &max_records);
+        pthread_mutex_lock(&lock);
+        if (cur != NULL) { /* another thread got one meanwhile: use it, complete ours empty */
+            if (buf != NULL && on_complete) {
+                struct pending *p = &queue_[(q_head + q_len) % MAX_PENDING];
+                p->buf = buf; p->size = bsize; p->used = 0; q_len++;
+                start_worker_locked();
+                pthread_cond_broadcast(&cond);
+            }
+            if (cur_used + need > cur_size) complete_current_locked();
+        } else {
+            if (buf == NULL || bsize < need) { dropped++; return NULL; }
+            cur = buf; cur_size = bsize; cur_used = 0;
+        }
+        if (cur == NULL) { dropped++; return NULL; }
+    }
+    uint8_t *rec = cur + cur_used;
+    memset(rec, 0, need);
+    cur_used += need;
+    return rec;
+}
+
+static uint32_t thread_id(void) {
+    if (thread_id_type == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) return (uint32_t)syscall(SYS_gettid);
+    return (uint32_t)(uintptr_t)pthread_self();
+}
+
+static const char *intern(const char *name) {
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < n_names; i++)
+        if (strcmp(names[i], name) == 0) { pthread_mutex_unlock(&lock); return names[i]; }
+    const char *out = "?";
+    if (n_names < MAX_NAMES) out = names[n_names++] = strdup(name);
+    pthread_mutex_unlock(&lock);
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * CUPTI functions (signatures from the public headers)
+ * ------------------------------------------------------------------------------------- */
+
+CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version) {
+    if (!version) return CUPTI_ERROR_INVALID_PARAMETER;
+    *version = CUPTI_API_VERSION;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char **str) {
+    if (!str) return CUPTI_ERROR_INVALID_PARAMETER;
+    switch (result) {
+    case CUPTI_SUCCESS: *str = "CUPTI_SUCCESS"; break;
+    case CUPTI_ERROR_INVALID_PARAMETER: *str = "CUPTI_ERROR_INVALID_PARAMETER"; break;
+    case CUPTI_ERROR_INVALID_KIND: *str = "CUPTI_ERROR_INVALID_KIND"; break;
+    case CUPTI_ERROR_QUEUE_EMPTY: *str = "CUPTI_ERROR_QUEUE_EMPTY"; break;
+    case CUPTI_ERROR_MAX_LIMIT_REACHED: *str = "CUPTI_ERROR_MAX_LIMIT_REACHED"; break;
+    case CUPTI_ERROR_NOT_INITIALIZED: *str = "CUPTI_ERROR_NOT_INITIALIZED"; break;
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+        *str = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"; break;
+    default: *str = "CUPTI_ERROR_UNKNOWN"; break;
+    }
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetLastError(void) { return CUPTI_SUCCESS; }
+
+CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t *timestamp) {
+    if (!timestamp) return CUPTI_ERROR_INVALID_PARAMETER;
+    *timestamp = now_ns();
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiSetThreadIdType(CUpti_ActivityThreadIdType type) {
+    if (type != CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT && type != CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    thread_id_type = type;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetThreadIdType(CUpti_ActivityThreadIdType *type) {
+    if (!type) return CUPTI_ERROR_INVALID_PARAMETER;
+    *type = thread_id_type;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
+                                                    CUpti_BuffersCallbackCompleteFunc done) {
+    if (!req || !done) return CUPTI_ERROR_INVALID_PARAMETER;
+    pthread_mutex_lock(&lock);
+    CUptiResult r = busy;
+    if (r == CUPTI_SUCCESS) { on_request = req; on_complete = done; }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
+    if ((int)kind <= 0 || kind >= CUPTI_ACTIVITY_KIND_COUNT) return CUPTI_ERROR_INVALID_KIND;
+    pthread_mutex_lock(&lock);
+    CUptiResult r = busy;
+    if (r == CUPTI_SUCCESS) { enabled[kind] = 1; enable_calls[kind]++; }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
+    if ((int)kind <= 0 || kind >= CUPTI_ACTIVITY_KIND_COUNT) return CUPTI_ERROR_INVALID_KIND;
+    pthread_mutex_lock(&lock);
+    enabled[kind] = 0;
+    pthread_mutex_unlock(&lock);
+    return CUPTI_SUCCESS;
+}
+
+static CUptiResult enable_api(unsigned char *table, CUpti_CallbackId cbid, uint8_t enable) {
+    if (cbid >= MAX_CBID) return CUPTI_ERROR_INVALID_PARAMETER;
+    pthread_mutex_lock(&lock);
+    CUptiResult r = busy;
+    if (r == CUPTI_SUCCESS) { table[cbid] = enable ? 1 : 0; api_enable_calls++; }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
+    return enable_api(driver_api_on, cbid, enable);
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
+    return enable_api(runtime_api_on, cbid, enable);
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUpti_Activity **record) {
+    if (!buffer || !record) return CUPTI_ERROR_INVALID_PARAMETER;
+    uint8_t *at = *record == NULL ? buffer
+                                  : (uint8_t *)*record + aligned(record_size((*record)->kind));
+    if (at >= buffer + valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+    CUpti_Activity *next = (CUpti_Activity *)at;
+    size_t size = record_size(next->kind);
+    if (size == 0 || at + size > buffer + valid) return CUPTI_ERROR_INVALID_KIND;
+    *record = next;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
+    pthread_mutex_lock(&lock);
+    flushes++;
+    if (cur != NULL && (cur_used > 0 || (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)))
+        complete_current_locked();
+    pthread_mutex_unlock(&lock);
+    while (deliver_one()) {}
+    /* The delivery thread may hold the last buffer: wait until it was handed over. */
+    pthread_mutex_lock(&lock);
+    while (q_len > 0 || delivering) pthread_cond_wait(&cond, &lock);
+    pthread_mutex_unlock(&lock);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t streamId, size_t *n) {
+    (void)context; (void)streamId;
+    if (!n) return CUPTI_ERROR_INVALID_PARAMETER;
+    pthread_mutex_lock(&lock);
+    *n = dropped;
+    dropped = 0; /* CUPTI resets the count when it is read */
+    pthread_mutex_unlock(&lock);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t id) {
+    if ((int)kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || (int)kind >= N_EXT_KINDS)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    if (ext_depth[kind] == MAX_DEPTH) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+    ext_stack[kind][ext_depth[kind]++] = id;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t *lastId) {
+    if ((int)kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || (int)kind >= N_EXT_KINDS)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    if (ext_depth[kind] == 0) return CUPTI_ERROR_QUEUE_EMPTY;
+    uint64_t id = ext_stack[kind][--ext_depth[kind]];
+    if (lastId) *lastId = id;
+    return CUPTI_SUCCESS;
+}
+
+static uint32_t stream_id_of(uint64_t handle) {
+    /* 7 stands for a context's NULL stream, as on real devices; others numbered from 13. */
+    if (handle == 0) return 7;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < n_streams; i++)
+        if (stream_handles[i] == handle) { pthread_mutex_unlock(&lock); return 13 + (uint32_t)i; }
+    uint32_t id = 0;
+    if (n_streams < MAX_STREAMS) { stream_handles[n_streams] = handle; id = 13 + (uint32_t)n_streams++; }
+    pthread_mutex_unlock(&lock);
+    return id;
+}
+
+CUptiResult CUPTIAPI cuptiGetStreamIdEx(CUcontext context, CUstream stream, uint8_t perThreadStream, uint32_t *streamId) {
+    (void)context; (void)perThreadStream;
+    if (!streamId) return CUPTI_ERROR_INVALID_PARAMETER;
+    *streamId = stream_id_of((uint64_t)(uintptr_t)stream);
+    return *streamId ? CUPTI_SUCCESS : CUPTI_ERROR_MAX_LIMIT_REACHED;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Control API for tests
+ * ------------------------------------------------------------------------------------- */
+
+void cuptidouble_reset(void) {
+    cuptiActivityFlushAll(0);
+    pthread_mutex_lock(&lock);
+    memset(enabled, 0, sizeof enabled);
+    memset(enable_calls, 0, sizeof enable_calls);
+    memset(driver_api_on, 0, sizeof driver_api_on);
+    memset(runtime_api_on, 0, sizeof runtime_api_on);
+    api_enable_calls = 0;
+    busy = CUPTI_SUCCESS;
+    clock_offset = 0;
+    dropped = 0;
+    suppressed = 0;
+    delivered_buffers = 0;
+    flushes = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+void cuptidouble_set_busy(int code) {
+    pthread_mutex_lock(&lock);
+    busy = (CUptiResult)code;
+    pthread_mutex_unlock(&lock);
+}
+
+void cuptidouble_set_clock_offset(int64_t ns) {
+    pthread_mutex_lock(&lock);
+    clock_offset = ns;
+    pthread_mutex_unlock(&lock);
+}
+
+uint64_t cuptidouble_now(void) { return now_ns(); }
+
+int cuptidouble_enabled(int kind) {
+    if (kind <= 0 || kind >= CUPTI_ACTIVITY_KIND_COUNT) return -1;
+    pthread_mutex_lock(&lock);
+    int e = enabled[kind];
+    pthread_mutex_unlock(&lock);
+    return e;
+}
+
+int cuptidouble_api_enabled(int runtime, uint32_t cbid) {
+    if (cbid >= MAX_CBID) return -1;
+    pthread_mutex_lock(&lock);
+    int e = runtime ? runtime_api_on[cbid] : driver_api_on[cbid];
+    pthread_mutex_unlock(&lock);
+    return e;
+}
+
+int cuptidouble_enable_calls(int kind) {
+    if (kind <= 0 || kind >= CUPTI_ACTIVITY_KIND_COUNT) return -1;
+    pthread_mutex_lock(&lock);
+    int e = enable_calls[kind];
+    pthread_mutex_unlock(&lock);
+    return e;
+}
+
+long cuptidouble_suppressed(void) { return suppressed; }
+long cuptidouble_delivered_buffers(void) { return delivered_buffers; }
+long cuptidouble_flushes(void) { return flushes; }
+int cuptidouble_ext_depth(int kind) { return (kind > 0 && kind < N_EXT_KINDS) ? ext_depth[kind] : -1; }
+uint32_t cuptidouble_stream_id(uint64_t handle) { return stream_id_of(handle); }
+
+/* Complete the current buffer now (the delivery thread hands it over), as CUPTI does when a
+ * buffer is full, without a flush. */
+void cuptidouble_complete_buffer(void) {
+    pthread_mutex_lock(&lock);
+    if (cur != NULL && cur_used > 0) complete_current_locked();
+    pthread_mutex_unlock(&lock);
+}
+
+/* An API call made on the calling thread: its EXTERNAL_CORRELATION records (one per
+ * non-empty stack of this thread) and its API record, each written when its kind is
+ * enabled. Returns the call's correlation id. `runtime` selects RUNTIME (1) or DRIVER (0). */
+uint32_t cuptidouble_api(int runtime, uint32_t cbid, uint64_t start, uint64_t end) {
+    pthread_mutex_lock(&lock);
+    uint32_t corr = next_correlation++;
+    CUpti_ActivityKind kind = runtime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
+    /* An API record is written when its kind is enabled, or this API by itself. */
+    const unsigned char *one = runtime ? runtime_api_on : driver_api_on;
+    int api_on = enabled[kind] || (cbid < MAX_CBID && one[cbid]);
+    /* External correlation records accompany API records: none without one. */
+    if (enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION] && api_on) {
+        for (int k = 1; k < N_EXT_KINDS; k++) {
+            if (ext_depth[k] == 0) continue;
+            CUpti_ActivityExternalCorrelation *r =
+                (CUpti_ActivityExternalCorrelation *)reserve_locked(sizeof *r);
+            if (!r) continue;
+            r->kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+            r->externalKind = (CUpti_ExternalCorrelationKind)k;
+            r->externalId = ext_stack[k][ext_depth[k] - 1];
+            r->correlationId = corr;
+        }
+    }
+    if (api_on) {
+        CUpti_ActivityAPI *r = (CUpti_ActivityAPI *)reserve_locked(sizeof *r);
+        if (r) {
+            r->kind = kind;
+            r->cbid = cbid;
+            r->start = start;
+            r->end = end;
+            r->processId = (uint32_t)getpid();
+            r->threadId = thread_id();
+            r->correlationId = corr;
+        }
+    } else {
+        suppressed++;
+    }
+    pthread_mutex_unlock(&lock);
+    return corr;
+}
+
+/* A kernel that ran from `start` to `end` (double clock), launched by correlation `corr`. */
+int cuptidouble_kernel(uint32_t corr, const char *name, uint32_t device, uint32_t context,
+                       uint32_t stream, int32_t gx, int32_t gy, int32_t gz, int32_t bx,
+                       int32_t by, int32_t bz, uint64_t start, uint64_t end) {
+    const char *nm = intern(name);
+    pthread_mutex_lock(&lock);
+    int ok = 0;
+    if (enabled[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]) {
+        KERNEL_RECORD *r = (KERNEL_RECORD *)reserve_locked(sizeof *r);
+        if (r) {
+            r->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+            r->start = start; r->end = end;
+            r->deviceId = device; r->contextId = context; r->streamId = stream;
+            r->gridX = gx; r->gridY = gy; r->gridZ = gz;
+            r->blockX = bx; r->blockY = by; r->blockZ = bz;
+            r->name = nm;
+            r->correlationId = corr;
+            ok = 1;
+        }
+    } else {
+        suppressed++;
+    }
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
+/* A copy of `bytes` of CUpti_ActivityMemcpyKind `copy_kind`. */
+int cuptidouble_memcpy(uint32_t corr, int copy_kind, uint64_t bytes, uint32_t device,
+                       uint32_t context, uint32_t stream, uint64_t start, uint64_t end) {
+    pthread_mutex_lock(&lock);
+    int ok = 0;
+    if (enabled[CUPTI_ACTIVITY_KIND_MEMCPY]) {
+        MEMCPY_RECORD *r = (MEMCPY_RECORD *)reserve_locked(sizeof *r);
+        if (r) {
+            r->kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+            r->copyKind = (uint8_t)copy_kind;
+            r->bytes = bytes;
+            r->start = start; r->end = end;
+            r->deviceId = device; r->contextId = context; r->streamId = stream;
+            r->correlationId = corr;
+            ok = 1;
+        }
+    } else {
+        suppressed++;
+    }
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
+/* A memset of `bytes` to `value`. */
+int cuptidouble_memset(uint32_t corr, uint32_t value, uint64_t bytes, uint32_t device,
+                       uint32_t context, uint32_t stream, uint64_t start, uint64_t end) {
+    pthread_mutex_lock(&lock);
+    int ok = 0;
+    if (enabled[CUPTI_ACTIVITY_KIND_MEMSET]) {
+        MEMSET_RECORD *r = (MEMSET_RECORD *)reserve_locked(sizeof *r);
+        if (r) {
+            r->kind = CUPTI_ACTIVITY_KIND_MEMSET;
+            r->value = value;
+            r->bytes = bytes;
+            r->start = start; r->end = end;
+            r->deviceId = device; r->contextId = context; r->streamId = stream;
+            r->correlationId = corr;
+            ok = 1;
+        }
+    } else {
+        suppressed++;
+    }
+    pthread_mutex_unlock(&lock);
+    return ok;
+}

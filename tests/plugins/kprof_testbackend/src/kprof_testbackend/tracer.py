@@ -1,0 +1,186 @@
+"""kprof backend plugin 'testtrace': a simulated vendor tracer that reports device work after
+it ran, as activity records (the way CUPTI's Activity API does), through kprof's activity hooks.
+
+The user's side: ``tracer.launch(name, stream, duration_ns)`` enqueues work on a simulated
+stream; streams run their work in order on a simulated device clock
+(``perf_counter_ns() + tracer.clock_offset``). The tool's side: each launch is tagged with the
+innermost scope kprof opened on the launching thread (``activity_scope_enter``), like an
+external correlation id; completed work is handed to ``kprof.capture.deliver`` in batches from
+the tracer's own thread, and all of it at ``activity_flush``. Work launched outside any kprof
+scope, or while no profile is active, is never reported to kprof. ``tracer.hold(stream)``
+keeps a stream's work from completing (a hung device) until ``tracer.release()``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import kprof
+from kprof import capture
+
+
+class Stream:
+    """A simulated queue of the traced device."""
+
+    def __init__(self, name: str, device: int = 0) -> None:
+        self.name, self.device = name, device
+        self.free_at = 0  # device time at which its last work ends
+        self.held = False
+
+
+class Tracer:
+    #: Records handed over per delivery while a profile runs (the rest wait for the next batch
+    #: or for a flush), like a vendor buffer filling up.
+    batch = 64
+
+    def __init__(self) -> None:
+        self.clock_offset = 0
+        self.enabled = False
+        self.enable_calls = 0
+        self._tls = threading.local()
+        self._lock = threading.Lock()
+        # DeviceRecord fields: (scope, kind, name, stream, begin, end, nbytes, launch begin and
+        # end, detail).
+        self._pending: list[tuple[Any, ...]] = []
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.delivered_batches = 0
+        self.delivery_threads: set[str] = set()
+        self.foreign = 0  # launches outside any kprof scope (never reported)
+
+    # -- the user's side --------------------------------------------------------------------------
+
+    def clock(self) -> int:
+        return time.perf_counter_ns() + self.clock_offset
+
+    def launch(self, name: str, stream: Stream, duration_ns: int, nbytes: int = -1,
+               kind: int = capture.KERNEL, detail: str | None = None) -> None:
+        """Enqueue work: it runs after the stream's previous work, for ``duration_ns``."""
+        lb = self.clock()
+        stack = getattr(self._tls, "scopes", None)
+        with self._lock:
+            begin = max(lb, stream.free_at)
+            end = stream.free_at = begin + duration_ns
+            if not self.enabled or not stack:
+                self.foreign += 1
+                return
+            self._pending.append((stack[-1], kind, name, stream, begin, end, nbytes, lb,
+                                  self.clock(), detail))
+        if len(self._pending) >= self.batch:
+            self._wake.set()
+
+    def hold(self, stream: Stream) -> None:
+        stream.held = True
+
+    def release(self) -> None:
+        with self._lock:
+            for item in self._pending:
+                item[3].held = False
+        self._wake.set()
+
+    # -- the tool's side ------------------------------------------------------------------------
+
+    def _completed(self, scopes: tuple[int, ...] | None, everything: bool) -> list[Any]:
+        """Take the records whose work has ended (and whose stream is not held)."""
+        now = self.clock()
+        with self._lock:
+            done, rest = [], []
+            for item in self._pending:
+                ok = item[5] <= now and not item[3].held
+                ok = ok and (scopes is None or item[0] in scopes or everything)
+                (done if ok else rest).append(item)
+            # The tool's own thread hands over full batches, and what has waited 20 ms (a
+            # vendor tool's periodic flush); a flush hands over everything completed.
+            if (not everything and len(done) < self.batch
+                    and not any(now - item[5] > 20_000_000 for item in done)):
+                return []
+            self._pending = rest
+        return [capture.DeviceRecord(*item) for item in done]
+
+    def _deliver(self, records: list[Any]) -> None:
+        if records:
+            self.delivered_batches += 1
+            self.delivery_threads.add(threading.current_thread().name)
+            capture.deliver(self.backend, records)
+
+    def _run(self) -> None:
+        while self.enabled:
+            self._wake.wait(0.002)
+            self._wake.clear()
+            self._deliver(self._completed(None, False))
+
+    @kprof.hookimpl
+    def describe_backend(self, backend: kprof.Backend) -> kprof.BackendInfo:
+        return kprof.BackendInfo(library="kprof-testbackend tracer", library_version="1.0.0",
+                                 devices=("testtrace 0",), timestamps=True,
+                                 detail="activity records (simulated vendor tracer)")
+
+    @kprof.hookimpl
+    def install_capture(self, backend: kprof.Backend) -> None:
+        self.backend = backend
+        self.enabled = True
+        self.enable_calls += 1
+        self._thread = threading.Thread(target=self._run, name="testtrace-delivery", daemon=True)
+        self._thread.start()
+
+    @kprof.hookimpl
+    def remove_capture(self, backend: kprof.Backend) -> None:
+        self.enabled = False
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        with self._lock:  # what was never delivered is gone with the tool, as with CUPTI
+            self._pending.clear()
+
+    @kprof.hookimpl
+    def activity_scope_enter(self, backend: kprof.Backend, scope: int) -> bool:
+        stack = getattr(self._tls, "scopes", None)
+        if stack is None:
+            stack = self._tls.scopes = []
+        stack.append(scope)
+        return True
+
+    @kprof.hookimpl
+    def activity_scope_exit(self, backend: kprof.Backend, scope: int) -> None:
+        stack = self._tls.scopes
+        if not stack or stack[-1] != scope:
+            raise RuntimeError(f"scope {scope} is not the innermost on this thread ({stack})")
+        stack.pop()
+
+    @kprof.hookimpl
+    def activity_flush(self, backend: kprof.Backend, scopes: tuple[int, ...],
+                       timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while True:
+            self._deliver(self._completed(scopes, True))
+            with self._lock:
+                left = sum(1 for item in self._pending if item[0] in scopes)
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.001)
+
+    @kprof.hookimpl
+    def activity_align(self, backend: kprof.Backend, queue: Stream,
+                       device_ns: int) -> kprof.Alignment:
+        return kprof.Alignment(device_ns - self.clock_offset, 0, "simulated tracer clock")
+
+    @kprof.hookimpl
+    def queue_info(self, backend: kprof.Backend, queue: Stream) -> kprof.QueueInfo:
+        return kprof.QueueInfo(device=f"testtrace {queue.device}", label=queue.name,
+                               device_key=queue.device)
+
+
+#: The instance behind the ``testtrace`` entry point.
+tracer = Tracer()
+
+describe_backend = tracer.describe_backend
+install_capture = tracer.install_capture
+remove_capture = tracer.remove_capture
+activity_scope_enter = tracer.activity_scope_enter
+activity_scope_exit = tracer.activity_scope_exit
+activity_flush = tracer.activity_flush
+activity_align = tracer.activity_align
+queue_info = tracer.queue_info
