@@ -167,8 +167,9 @@ class Backend:
     ``implemented``: the names of the hooks the plugin implements; ``broken``: why kprof
     stopped using it, or None. kprof's own: ``slot`` (the number pending launches carry),
     ``mirrors_ranges`` (it implements ``range_push``), ``has_device_times`` (it implements
-    ``device_times``), ``pools_tokens`` (it implements ``release_timestamp``), ``has_activity``
-    (it delivers activity records: implements ``activity_scope_enter``).
+    ``device_times``), ``has_batch_times`` (it implements ``device_times_batch`` too),
+    ``pools_tokens`` (it implements ``release_timestamp``), ``has_activity`` (it delivers
+    activity records: implements ``activity_scope_enter``).
     """
 
     # Resolved hook callables, filled in by ``resolve``.
