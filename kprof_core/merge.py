@@ -20,8 +20,8 @@ from .combine import (
 )
 from .combine import source_labels as _source_labels
 from .renderers.terminal import lines, print_text
+from .saved import CommandError, load_profile
 from .session import Profile
-from .storage import ProfileFileError, load
 from .timefmt import format_time
 
 
@@ -83,31 +83,20 @@ def _load_all(files: Sequence[str]) -> list[Profile]:
     profiles: list[Profile] = []
     seen: dict[tuple[object, ...], str] = {}
     for f in files:
-        try:
-            p = load(f)
-        except ProfileFileError as exc:
-            raise _Fail(str(exc)) from None
-        except IsADirectoryError:
-            raise _Fail(f"{f}: is a directory, not a kprof profile") from None
-        except OSError as exc:
-            raise _Fail(f"{f}: cannot read it ({exc.strerror or exc})") from None
+        p = load_profile(f)
         key = (p.meta.get("host"), p.meta.get("pid"), p.meta.get("rank"), p.start_ns, p.end_ns)
         if key in seen:
-            raise _Fail(f"{f} holds the same profile as {seen[key]}; give each rank's file once")
+            raise CommandError(f"{f} holds the same profile as {seen[key]}; give each rank's file once")
         seen[key] = f
         profiles.append(p)
     return profiles
-
-
-class _Fail(Exception):
-    """A one-line reason for ``kprof merge`` to stop with exit code 2."""
 
 
 def merge_command(args: argparse.Namespace) -> int:
     """``kprof merge FILES [-o trace.json] [--html page.html] [--save merged.kprof]``."""
     try:
         profiles = _load_all(args.files)
-    except _Fail as exc:
+    except CommandError as exc:
         print(f"kprof merge: {exc}", file=sys.stderr)
         return 2
     profiles.sort(key=_rank_key)  # stable: files without a rank keep their order, last

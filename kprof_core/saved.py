@@ -28,7 +28,8 @@ class CommandError(Exception):
 
 
 def load_profile(path: str) -> Profile:
-    """A saved profile, or ``CommandError`` saying why the file cannot be read."""
+    """A saved profile, or ``CommandError`` saying why the file cannot be read (the one
+    reading of a profile for every command: show, diff, merge)."""
     try:
         return load(path)
     except ProfileFileError as exc:
@@ -36,7 +37,7 @@ def load_profile(path: str) -> Profile:
     except IsADirectoryError:
         raise CommandError(f"{path}: is a directory, not a kprof profile") from None
     except FileNotFoundError:
-        raise CommandError(f"{path}: no such file") from None
+        raise CommandError(f"{path}: no such file (cannot read it)") from None
     except OSError as exc:
         raise CommandError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
