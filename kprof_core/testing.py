@@ -29,6 +29,7 @@ The checks need pytest only here; ``kprof_core.conformance`` runs them without i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -117,11 +118,8 @@ class BackendConformance:
             stall = None if type(self).stall is BackendConformance.stall else self.stall
             yield Conformance(Subject(
                 backend=backend, make_workload=lambda: self.make_workload(backend),
-                queue_context=self.queue_context,
-                stall=stall, records_per_step=self.records_per_step, steps=self.steps,
-                tolerance_ns=self.tolerance_ns, blocking_timeout_s=self.blocking_timeout_s,
-                done_timeout_s=self.done_timeout_s, require_available=self.require_available,
-                own_modules=self.own_modules, rerecord_supersedes=self.rerecord_supersedes))
+                queue_context=self.queue_context, stall=stall,
+                **{name: getattr(self, name) for name in _SETTINGS}))
         finally:
             if registered:
                 kprof.unregister_backend(self.backend_name)
@@ -174,3 +172,10 @@ class BackendConformance:
         record_property("clock", str(report))
         print(f"kprof conformance, backend {conformance.b.name!r}: {report}")
 
+
+
+# The author's settings, forwarded to the checks by name: every field of Subject that the
+# class exposes as an attribute (the others are made in ``conformance`` or keep their default).
+_SETTINGS = tuple(f.name for f in dataclasses.fields(Subject)
+                  if f.name not in ("backend", "make_workload", "queue_context", "stall")
+                  and hasattr(BackendConformance, f.name))
