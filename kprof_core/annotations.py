@@ -64,7 +64,7 @@ class range:  # the public name mirrors KernelAbstractions' ranges
         begun = rec.device_range_begin(self.name)
         # The frame is registered with the recorder (inline: this runs per range), so that a
         # profile ending while the range is open records it rather than dropping it.
-        frame = (self.name, t0, begun, t0, who(), rec)
+        frame = (self.name, t0, begun, who(), rec)
         rec.open_ranges[id(frame)] = frame
         self._top = frame
         return self
@@ -76,7 +76,7 @@ class range:  # the public name mirrors KernelAbstractions' ranges
         self._top = self._more.pop() if self._more else None
         if frame is _OUTSIDE:
             return
-        name, t0, begun, _h0, thread, rec = frame
+        name, t0, begun, thread, rec = frame
         if rec.open_ranges.pop(id(frame), None) is None:
             rec.cut_range_exits(frame)  # its profile ended first and recorded it
             return

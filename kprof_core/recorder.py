@@ -73,8 +73,9 @@ class Recorder(Harvest):
         self.activity_serial = 0
         self.activity_missing = 0
         #: ``kprof.range``s entered and not yet exited: id(frame) -> frame, a tuple (name, t0,
-        #: begun, h0, thread, recorder). A range's exit takes its frame out; the profile's end takes
-        #: what is left and records it up to the end (``_cut_open_ranges``).
+        #: begun, thread, recorder), t0 being the host range's start, taken before the
+        #: timestamps. A range's exit takes its frame out; the profile's end takes what is left
+        #: and records it up to the end (``_cut_open_ranges``).
         self.open_ranges: dict[int, tuple[Any, ...]] = {}
         self._bind_launch_path()
 
@@ -327,7 +328,7 @@ class Recorder(Harvest):
         cut: list[str] = []
         while self.open_ranges:
             _key, frame = self.open_ranges.popitem()
-            name, _t0, begun, h0, who, _rec = frame
+            name, h0, begun, who, _rec = frame
             cut.append(name)
             for b, _q, tok in begun or ():
                 self._release(b, tok, None)
