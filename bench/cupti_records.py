@@ -56,8 +56,10 @@ def one_run() -> tuple[float, float]:
     registry.reset()
     fake = tcf.FakeCuda(1)
     sys.modules[tcf.MODULE] = tcf.fake_cupy_module(fake)
-    kprof.register_backend(CudaPlugin(api=lambda: fake, module=tcf.MODULE,
-                                      describe=tcf._available, nvtx=lambda: None), "cuda")
+    kprof.register_backend(
+        CudaPlugin(api=lambda: fake, module=tcf.MODULE, describe=tcf._available, nvtx=lambda: None),
+        "cuda",
+    )
     activity.BUFFER_SIZE = 1 << 27  # everything stays in one buffer until the flush
     with kprof.profile() as p:
         emit_s = emit(N)

@@ -75,14 +75,15 @@ def launch_loop(call: Callable[..., Any], q: Any, buf: Any, n: int) -> float:
     return (time.perf_counter_ns() - t0) / n
 
 
-def alternate(variants: dict[str, Callable[[], float]], repeats: int,
-              flip: bool = False) -> dict[str, float]:
+def alternate(
+    variants: dict[str, Callable[[], float]], repeats: int, flip: bool = False
+) -> dict[str, float]:
     """Run each variant ``repeats`` times, interleaved; the median of each. With ``flip`` every
     other round runs them in reverse order, so that no variant always follows the same one."""
     runs: dict[str, list[float]] = {k: [] for k in variants}
     for r in range(repeats):
         items = list(variants.items())
-        for k, v in (items[::-1] if flip and r % 2 else items):
+        for k, v in items[::-1] if flip and r % 2 else items:
             runs[k].append(v())
     return {k: statistics.median(v) for k, v in runs.items()}
 
@@ -108,6 +109,7 @@ def on_path(compiled: bool, fn: Callable[[], Any]) -> Callable[[], Any]:
             return fn()
         finally:
             native.use_compiled(True)
+
     return run
 
 
@@ -180,8 +182,10 @@ def bench_launch(quick: bool) -> dict[str, Any]:
         return (time.perf_counter_ns() - t0) / m
 
     paths = recorder_paths()
-    variants: dict[str, Callable[[], float]] = {"unprofiled": plain_total,
-                                                "native_event_loop": native_events}
+    variants: dict[str, Callable[[], float]] = {
+        "unprofiled": plain_total,
+        "native_event_loop": native_events,
+    }
     for label, compiled in paths.items():
         variants[f"kprof_{label}"] = on_path(compiled, profiled_total)
     variants["unprofiled_loop"] = plain
@@ -192,14 +196,16 @@ def bench_launch(quick: bool) -> dict[str, Any]:
             v()
     m = alternate(variants, 7 if quick else 31, flip=True)
     m["synchronize_per_launch"] = alternate({"s": sync_per_launch}, 3 if quick else 5)["s"]
-    out: dict[str, Any] = {"launches_per_run": n, "rounds": 7 if quick else 31,
-                           "ns_per_launch": m}
+    out: dict[str, Any] = {"launches_per_run": n, "rounds": 7 if quick else 31, "ns_per_launch": m}
     for label in paths:
         out[f"ratio_{label}"] = m[f"kprof_{label}"] / m["unprofiled"]
         out[f"ratio_{label}_vs_event_loop"] = m[f"kprof_{label}"] / m["native_event_loop"]
         out[f"ratio_{label}_loop"] = m[f"kprof_{label}_loop"] / m["unprofiled_loop"]
-    out["targets"] = {"ratio_compiled": 1.25, "ratio_compiled_vs_event_loop": 1.15,
-                      "ratio_pure": 1.9}
+    out["targets"] = {
+        "ratio_compiled": 1.25,
+        "ratio_compiled_vs_event_loop": 1.15,
+        "ratio_pure": 1.9,
+    }
     return out
 
 
@@ -237,12 +243,19 @@ def bench_idle(quick: bool) -> dict[str, Any]:
     runs: dict[str, list[float]] = {"without_kprof": [], "kprof_loaded_idle": []}
     for _ in range(3 if quick else 7):
         for key, flag in (("without_kprof", "0"), ("kprof_loaded_idle", "1")):
-            out = subprocess.run([sys.executable, "-c", _IDLE_SCRIPT, flag, str(n), str(inner)],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [sys.executable, "-c", _IDLE_SCRIPT, flag, str(n), str(inner)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             runs[key].append(float(out.stdout.strip().splitlines()[-1]))
     m = {k: statistics.median(v) for k, v in runs.items()}
-    return {"ns_per_launch": m, "ratio": m["kprof_loaded_idle"] / m["without_kprof"],
-            "target_ratio": 1.02}
+    return {
+        "ns_per_launch": m,
+        "ratio": m["kprof_loaded_idle"] / m["without_kprof"],
+        "target_ratio": 1.02,
+    }
 
 
 def bench_range(quick: bool) -> dict[str, Any]:
@@ -276,7 +289,9 @@ def bench_range(quick: bool) -> dict[str, Any]:
                 pairs.append((m0, marker(q, None)))
             t1 = time.perf_counter_ns()
             q.finish()
-            times = [b.get_profiling_info(end_info) - a.get_profiling_info(start_info) for a, b in pairs]
+            times = [
+                b.get_profiling_info(end_info) - a.get_profiling_info(start_info) for a, b in pairs
+            ]
             assert len(times) == n
             t2 = time.perf_counter_ns()
         return (t1 - t0) / n, (t2 - t0) / n
@@ -312,8 +327,10 @@ def bench_range(quick: bool) -> dict[str, Any]:
                 runs[k].append(v())
     finally:
         Recorder.harvest_every = saved
-    m = {k: {"loop": statistics.median(a for a, _ in v), "total": statistics.median(b for _, b in v)}
-         for k, v in runs.items()}
+    m = {
+        k: {"loop": statistics.median(a for a, _ in v), "total": statistics.median(b for _, b in v)}
+        for k, v in runs.items()
+    }
     out: dict[str, Any] = {"ns_per_iteration": m}
     for label in paths:
         r = m[f"range_around_kernel_{label}"]
@@ -353,12 +370,20 @@ def bench_accuracy(quick: bool) -> dict[str, Any]:
         errors = [r.duration_ns - w for r, w in zip(p.device_ranges, works)]
         med = statistics.median(works)
         bound = max(0.01 * med, 2000)
-        return {"work_median_ns": med, "error_median_ns": statistics.median(errors),
-                "error_max_ns": max(errors, key=abs), "bound_ns": bound,
-                "within_bound": sum(1 for e in errors if abs(e) <= bound), "ranges": len(errors)}
+        return {
+            "work_median_ns": med,
+            "error_median_ns": statistics.median(errors),
+            "error_max_ns": max(errors, key=abs),
+            "bound_ns": bound,
+            "within_bound": sum(1 for e in errors if abs(e) <= bound),
+            "ranges": len(errors),
+        }
 
-    ranges = {f"{label}_{state}": ranges_vs_work(iters, state == "idle")
-              for label, iters in (("short", 100), ("long", 2000)) for state in ("idle", "busy")}
+    ranges = {
+        f"{label}_{state}": ranges_vs_work(iters, state == "idle")
+        for label, iters in (("short", 100), ("long", 2000))
+        for state in ("idle", "busy")
+    }
     return {"captured_launches": len(got), "captured_mismatches": mismatches, "ranges": ranges}
 
 
@@ -390,9 +415,12 @@ def bench_scale(quick: bool) -> dict[str, Any]:
             q.finish()
             t1 = time.perf_counter()
         t_resolve = time.perf_counter() - t1
-        out: dict[str, Any] = {"p": p, "seconds_profiled_loop": t_loop,
-                               "seconds_resolution": t_resolve,
-                               "max_live_pending": rec.pending_high_water}
+        out: dict[str, Any] = {
+            "p": p,
+            "seconds_profiled_loop": t_loop,
+            "seconds_resolution": t_resolve,
+            "max_live_pending": rec.pending_high_water,
+        }
         if traced:
             gc.collect()
             out["bytes_per_record"] = (tracemalloc.get_traced_memory()[0] - base) / n
@@ -406,8 +434,9 @@ def bench_scale(quick: bool) -> dict[str, Any]:
     # Times: each recorder path, alternated, median of the rounds.
     paths = recorder_paths()
     rounds = 1 if quick else 3
-    runs: dict[str, dict[str, list[float]]] = {k: {"resolution": [], "summary": [],
-                                                   "loop": []} for k in paths}
+    runs: dict[str, dict[str, list[float]]] = {
+        k: {"resolution": [], "summary": [], "loop": []} for k in paths
+    }
     last: Any = None
     for _ in range(rounds):
         for label, compiled in paths.items():
@@ -439,8 +468,12 @@ def bench_scale(quick: bool) -> dict[str, Any]:
         "seconds_chrome_trace": t_trace,
         "chrome_trace_mb": size / 1e6,
         "report_lines": len(text.splitlines()),
-        "targets": {"bytes_per_record": 80, "seconds_resolution": 1.0, "seconds_summary": 0.5,
-                    "seconds_chrome_trace": 10.0},
+        "targets": {
+            "bytes_per_record": 80,
+            "seconds_resolution": 1.0,
+            "seconds_summary": 0.5,
+            "seconds_chrome_trace": 10.0,
+        },
     }
 
 
@@ -460,8 +493,12 @@ def bench_startup(quick: bool) -> dict[str, Any]:
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", "pass"], check=True)
     bare = time.perf_counter() - t0
-    return {"import_kprof_s": statistics.median(imp), "kprof_backends_s": statistics.median(cli),
-            "bare_python_s": bare, "targets": {"import_kprof_s": 0.150, "kprof_backends_s": 2.0}}
+    return {
+        "import_kprof_s": statistics.median(imp),
+        "kprof_backends_s": statistics.median(cli),
+        "bare_python_s": bare,
+        "targets": {"import_kprof_s": 0.150, "kprof_backends_s": 2.0},
+    }
 
 
 def bench_parts(quick: bool) -> dict[str, Any]:
@@ -480,12 +517,14 @@ def bench_parts(quick: bool) -> dict[str, Any]:
 
     def native_stand_in(queue: Any, kernel: Any, *args: Any) -> Any:
         return ev
+
     from kprof_core.plugins import registry
 
     backend = registry.get("opencl")
     g = (64,)
     out: dict[str, Any] = {}
     for label, compiled in recorder_paths().items():
+
         def parts(compiled: bool = compiled) -> dict[str, float]:
             from kprof_core import native
 
@@ -506,8 +545,10 @@ def bench_parts(quick: bool) -> dict[str, Any]:
                     t2 = time.perf_counter_ns()
                     # The harvest, of real completed events (one per entry, as captured).
                     pending = rec._incoming
-                    pending[:] = [(*e[:7], events[i % 4096], events[i % 4096], *e[9:])
-                                  for i, e in enumerate(pending)]
+                    pending[:] = [
+                        (*e[:7], events[i % 4096], events[i % 4096], *e[9:])
+                        for i, e in enumerate(pending)
+                    ]
                     t3 = time.perf_counter_ns()
                     rec.harvest(wait=False)
                     t4 = time.perf_counter_ns()
@@ -516,8 +557,11 @@ def bench_parts(quick: bool) -> dict[str, Any]:
                 Recorder.harvest_every, Recorder.max_pending = saved
             finally:
                 native.use_compiled(True)
-            return {"wrapper_and_launch": (t2 - t1 - (t1 - t0)) / n, "harvest": (t4 - t3) / n,
-                    "end_of_profile": (t5 - t4) / n}
+            return {
+                "wrapper_and_launch": (t2 - t1 - (t1 - t0)) / n,
+                "harvest": (t4 - t3) / n,
+                "end_of_profile": (t5 - t4) / n,
+            }
 
         runs = [parts() for _ in range(3 if quick else 9)]
         out[label] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
@@ -537,74 +581,144 @@ def targets_table(r: dict[str, Any]) -> list[str]:
         ns = la["ns_per_launch"]
         for label in ("compiled", "pure"):
             if f"ratio_{label}" in la:
-                add(f"tiny launch, kprof {label} / unprofiled (loop + resolving; "
+                add(
+                    f"tiny launch, kprof {label} / unprofiled (loop + resolving; "
                     f"{ns[f'kprof_{label}']:.0f} vs {ns['unprofiled']:.0f} ns)",
-                    "≤ 1.25" if label == "compiled" else "≤ 1.9", la[f"ratio_{label}"], "{:.2f}×",
-                    la[f"ratio_{label}"] <= (1.25 if label == "compiled" else 1.9))
+                    "≤ 1.25" if label == "compiled" else "≤ 1.9",
+                    la[f"ratio_{label}"],
+                    "{:.2f}×",
+                    la[f"ratio_{label}"] <= (1.25 if label == "compiled" else 1.9),
+                )
         if "ratio_compiled_vs_event_loop" in la:
             v = la["ratio_compiled_vs_event_loop"]
-            add(f"kprof compiled / hand-written event loop ({ns['native_event_loop']:.0f} ns)",
-                "≤ 1.15", v, "{:.2f}×", v <= 1.15)
+            add(
+                f"kprof compiled / hand-written event loop ({ns['native_event_loop']:.0f} ns)",
+                "≤ 1.15",
+                v,
+                "{:.2f}×",
+                v <= 1.15,
+            )
         v = la.get("ratio_pure_vs_event_loop")
         if v is not None:
             add("kprof pure Python / hand-written event loop", "-", v, "{:.2f}×", None)
     idle = r.get("idle")
     if idle:
-        add("no profile running, kprof loaded / no kprof", "≤ 1.02", idle["ratio"], "{:.2f}×",
-            idle["ratio"] <= 1.02)
+        add(
+            "no profile running, kprof loaded / no kprof",
+            "≤ 1.02",
+            idle["ratio"],
+            "{:.2f}×",
+            idle["ratio"] <= 1.02,
+        )
     ra = r.get("range")
     if ra:
         for label in ("compiled", "pure"):
             key = f"range_minus_markers_loop_ns_{label}"
             if key in ra:
-                add(f"kprof.range around a kernel minus two native markers, loop, {label}",
-                    "≤ 1500 ns", ra[key], "{:+.0f} ns", ra[key] <= 1500)
+                add(
+                    f"kprof.range around a kernel minus two native markers, loop, {label}",
+                    "≤ 1500 ns",
+                    ra[key],
+                    "{:+.0f} ns",
+                    ra[key] <= 1500,
+                )
                 tot = ra[f"range_minus_markers_total_ns_{label}"]
                 add(f"the same, until the times are known, {label}", "-", tot, "{:+.0f} ns", None)
     sc = r.get("scale")
     if sc:
         n = sc["launches"]
-        add(f"{n:,} launches: Python memory per record", "≤ 80 B", sc["bytes_per_record"],
-            "{:.2f} B", sc["bytes_per_record"] <= 80)
+        add(
+            f"{n:,} launches: Python memory per record",
+            "≤ 80 B",
+            sc["bytes_per_record"],
+            "{:.2f} B",
+            sc["bytes_per_record"] <= 80,
+        )
         for label, t in sc["seconds"].items():
-            add(f"{n:,} launches: end-of-profile resolution, {label}", "≤ 1 s", t["resolution"],
-                "{:.2f} s", t["resolution"] <= 1)
-            add(f"{n:,} launches: summary, {label} run", "≤ 0.5 s", t["summary"], "{:.2f} s",
-                t["summary"] <= 0.5)
-        add(f"{n:,} launches: Chrome trace ({sc['chrome_trace_mb']:.0f} MB)", "≤ 10 s",
-            sc["seconds_chrome_trace"], "{:.1f} s", sc["seconds_chrome_trace"] <= 10)
-        add("most pending entries (live events) seen", f"≤ {sc['pending_bound']:,}",
-            sc["max_live_pending"], "{:,}", sc["max_live_pending"] <= sc["pending_bound"])
+            add(
+                f"{n:,} launches: end-of-profile resolution, {label}",
+                "≤ 1 s",
+                t["resolution"],
+                "{:.2f} s",
+                t["resolution"] <= 1,
+            )
+            add(
+                f"{n:,} launches: summary, {label} run",
+                "≤ 0.5 s",
+                t["summary"],
+                "{:.2f} s",
+                t["summary"] <= 0.5,
+            )
+        add(
+            f"{n:,} launches: Chrome trace ({sc['chrome_trace_mb']:.0f} MB)",
+            "≤ 10 s",
+            sc["seconds_chrome_trace"],
+            "{:.1f} s",
+            sc["seconds_chrome_trace"] <= 10,
+        )
+        add(
+            "most pending entries (live events) seen",
+            f"≤ {sc['pending_bound']:,}",
+            sc["max_live_pending"],
+            "{:,}",
+            sc["max_live_pending"] <= sc["pending_bound"],
+        )
     ac = r.get("accuracy")
     if ac:
-        add("captured launches whose time differs from their event's END − START", "0",
-            ac["captured_mismatches"], "{}", ac["captured_mismatches"] == 0)
+        add(
+            "captured launches whose time differs from their event's END − START",
+            "0",
+            ac["captured_mismatches"],
+            "{}",
+            ac["captured_mismatches"] == 0,
+        )
         for key, rr in ac["ranges"].items():
             state = key.split("_")[1]
-            rows.append((f"a range's device time vs its work ({rr['work_median_ns'] / 1e3:.0f} µs,"
-                         f" queue {state}): within 1 % or 2 µs", "all",
-                         f"{rr['within_bound']}/{rr['ranges']} (median error "
-                         f"{rr['error_median_ns'] / 1e3:.1f} µs)",
-                         rr["within_bound"] == rr["ranges"]))
+            rows.append(
+                (
+                    f"a range's device time vs its work ({rr['work_median_ns'] / 1e3:.0f} µs,"
+                    f" queue {state}): within 1 % or 2 µs",
+                    "all",
+                    f"{rr['within_bound']}/{rr['ranges']} (median error "
+                    f"{rr['error_median_ns'] / 1e3:.1f} µs)",
+                    rr["within_bound"] == rr["ranges"],
+                )
+            )
     st = r.get("startup")
     if st:
-        add("import kprof", "≤ 150 ms", st["import_kprof_s"] * 1e3, "{:.0f} ms",
-            st["import_kprof_s"] <= 0.150)
-        add("kprof backends", "≤ 2 s", st["kprof_backends_s"], "{:.2f} s",
-            st["kprof_backends_s"] <= 2)
+        add(
+            "import kprof",
+            "≤ 150 ms",
+            st["import_kprof_s"] * 1e3,
+            "{:.0f} ms",
+            st["import_kprof_s"] <= 0.150,
+        )
+        add(
+            "kprof backends",
+            "≤ 2 s",
+            st["kprof_backends_s"],
+            "{:.2f} s",
+            st["kprof_backends_s"] <= 2,
+        )
     lines = ["| what | target | measured | met? |", "| --- | --- | --- | --- |"]
     for what, target, value, ok in rows:
         met = "-" if ok is None else ("yes" if ok else "**no**")
         lines.append(f"| {what} | {target} | {value} | {met} |")
     if la:
-        lines += ["", "| way of timing a tiny launch (loop + resolving) | ns per launch |",
-                  "| --- | --- |"]
+        lines += [
+            "",
+            "| way of timing a tiny launch (loop + resolving) | ns per launch |",
+            "| --- | --- |",
+        ]
         for k, v in la["ns_per_launch"].items():
             lines.append(f"| {k} | {v:.0f} |")
     pa = r.get("parts")
     if pa:
-        lines += ["", "| kprof's own work per launch (stand-in enqueue) | compiled | pure |",
-                  "| --- | --- | --- |"]
+        lines += [
+            "",
+            "| kprof's own work per launch (stand-in enqueue) | compiled | pure |",
+            "| --- | --- | --- |",
+        ]
         for k in ("wrapper_and_launch", "harvest", "end_of_profile"):
             cells = [f"{pa[p][k]:.0f} ns" if p in pa else "n/a" for p in ("compiled", "pure")]
             lines.append(f"| {k.replace('_', ' ')} | {cells[0]} | {cells[1]} |")
@@ -631,11 +745,13 @@ def bench_queue(quick: bool) -> dict[str, Any]:
             ns = launch_loop(tiny, q, buf, n)
             q.finish()
             return ns
+
         return run
 
     def reads(q: Any) -> Callable[[], float]:
         def run() -> float:
             return per_call_ns(lambda: cl.enqueue_copy(q, host, buf), n // 5)
+
         return run
 
     def profiled(q: Any) -> Callable[[], float]:
@@ -646,17 +762,24 @@ def bench_queue(quick: bool) -> dict[str, Any]:
                 q.finish()
                 ns = (time.perf_counter_ns() - t0) / n
             return ns
+
         return run
 
     for q in (plain_q, prof_q):  # warm up: compile, first launches
         loop(q)()
     warnings.simplefilter("ignore", kprof_opencl.ProfilingDisabledWarning)
-    res = alternate({
-        "launch_plain_queue_ns": loop(plain_q), "launch_profiling_queue_ns": loop(prof_q),
-        "read_plain_queue_ns": reads(plain_q), "read_profiling_queue_ns": reads(prof_q),
-        "profiled_launch_profiling_queue_ns": profiled(prof_q),
-        "profiled_launch_plain_queue_observed_ns": profiled(plain_q),
-    }, repeats=3 if quick else 15, flip=True)
+    res = alternate(
+        {
+            "launch_plain_queue_ns": loop(plain_q),
+            "launch_profiling_queue_ns": loop(prof_q),
+            "read_plain_queue_ns": reads(plain_q),
+            "read_profiling_queue_ns": reads(prof_q),
+            "profiled_launch_profiling_queue_ns": profiled(prof_q),
+            "profiled_launch_plain_queue_observed_ns": profiled(plain_q),
+        },
+        repeats=3 if quick else 15,
+        flip=True,
+    )
     res["launch_ratio"] = res["launch_profiling_queue_ns"] / res["launch_plain_queue_ns"]
     res["read_ratio"] = res["read_profiling_queue_ns"] / res["read_plain_queue_ns"]
     return res
@@ -675,7 +798,9 @@ BENCHES = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", help="comma-separated: " + ",".join(BENCHES))
     ap.add_argument("--out", default=str(HERE / "results.json"))
@@ -690,8 +815,9 @@ def main() -> int:
         import pyopencl
 
         results["pyopencl"] = ".".join(map(str, pyopencl.VERSION))  # no VERSION_TEXT in 2026.1
-        results["device"] = ", ".join(f"{p.version} / {d.name}" for p in pyopencl.get_platforms()
-                                      for d in p.get_devices())
+        results["device"] = ", ".join(
+            f"{p.version} / {d.name}" for p in pyopencl.get_platforms() for d in p.get_devices()
+        )
     except Exception as exc:
         print(f"OpenCL is not available: {exc}", file=sys.stderr)
         return 1
@@ -704,8 +830,10 @@ def main() -> int:
     results["recorder"] = native.describe()
     Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
-    print(f"\n== targets ({results['date']}, {results['machine']}; {results['device']}; "
-          f"recorder: {results['recorder']})")
+    print(
+        f"\n== targets ({results['date']}, {results['machine']}; {results['device']}; "
+        f"recorder: {results['recorder']})"
+    )
     print("\n".join(targets_table(results)))
     return 0
 

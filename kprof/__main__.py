@@ -6,8 +6,11 @@ import sys
 # ``kprof_opencl.py``) must not be imported in its place: take that entry out before any
 # plugin loads. (``kprof run`` gives the profiled script its own sys.path[0] again.)
 _cwd = os.getcwd()
-if sys.path and os.path.abspath(sys.path[0] or ".") == _cwd and not any(
-        p and os.path.abspath(p) == _cwd for p in sys.path[1:]):
+if (
+    sys.path
+    and os.path.abspath(sys.path[0] or ".") == _cwd
+    and not any(p and os.path.abspath(p) == _cwd for p in sys.path[1:])
+):
     del sys.path[0]
 
 from kprof_core.cli import main  # noqa: E402

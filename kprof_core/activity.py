@@ -120,10 +120,13 @@ def flush(rec: Recorder) -> None:
             continue
         if missing:
             rec.activity_missing += int(missing)
-            warnings.warn(f"kprof: backend {b.name!r}: {missing} launch(es) of the profile had no "
-                          f"device record after {rec.timeout:g} s (the device may be hung; set "
-                          f"profile(timeout=...) or KPROF_RESOLVE_TIMEOUT to wait longer)",
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"kprof: backend {b.name!r}: {missing} launch(es) of the profile had no "
+                f"device record after {rec.timeout:g} s (the device may be hung; set "
+                f"profile(timeout=...) or KPROF_RESOLVE_TIMEOUT to wait longer)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
 
 def forget(rec: Recorder) -> None:
@@ -190,7 +193,11 @@ def _say_late(backend: Backend, n: int, serials: set[int]) -> None:
         while len(_said) > _ENDED_KEPT:
             _said.popitem(last=False)
     if new:
-        warnings.warn(f"kprof: backend {backend.name!r}: {n} device record(s) arrived after "
-                      f"their profile had ended and were dropped (counted in "
-                      f"kprof.capture.activity_stats(); the device finished that work after "
-                      f"profile(timeout=...) ran out)", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"kprof: backend {backend.name!r}: {n} device record(s) arrived after "
+            f"their profile had ended and were dropped (counted in "
+            f"kprof.capture.activity_stats(); the device finished that work after "
+            f"profile(timeout=...) ran out)",
+            RuntimeWarning,
+            stacklevel=3,
+        )

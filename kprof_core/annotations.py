@@ -104,8 +104,11 @@ def kernel(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any
     """
     if not callable(fn):
         raise TypeError(f"kprof.kernel wraps a callable, not {type(fn).__name__}")
-    label = _check_name(name, "kernel") if name is not None else (
-        getattr(fn, "__name__", None) or getattr(fn, "name", None) or type(fn).__name__)
+    label = (
+        _check_name(name, "kernel")
+        if name is not None
+        else (getattr(fn, "__name__", None) or getattr(fn, "name", None) or type(fn).__name__)
+    )
 
     @functools.wraps(fn)
     def timed(*args: Any, **kwargs: Any) -> Any:

@@ -69,14 +69,20 @@ class BackendInfo:
             )
         # Checked here, so a wrongly typed answer is the plugin's error, not a crash of
         # `kprof backends` (which joins, measures and prints these).
-        if not isinstance(self.devices, (list, tuple)) or not all(isinstance(d, str) for d in self.devices):
+        if not isinstance(self.devices, (list, tuple)) or not all(
+            isinstance(d, str) for d in self.devices
+        ):
             raise TypeError(f"BackendInfo.devices must be a list of str, not {self.devices!r:.60}")
         for name in ("library", "library_version", "detail"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
-                raise TypeError(f"BackendInfo.{name} must be a str or None, not {type(value).__name__}")
+                raise TypeError(
+                    f"BackendInfo.{name} must be a str or None, not {type(value).__name__}"
+                )
         if not isinstance(self.timestamps, bool):
-            raise TypeError(f"BackendInfo.timestamps must be True or False, not {self.timestamps!r:.30}")
+            raise TypeError(
+                f"BackendInfo.timestamps must be True or False, not {self.timestamps!r:.30}"
+            )
         object.__setattr__(self, "devices", tuple(self.devices))
 
 
@@ -137,7 +143,9 @@ RESOLVED_HOOKS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _adapt(fn: Callable[..., Any], argnames: tuple[str, ...], spec: tuple[str, ...]) -> Callable[..., Any]:
+def _adapt(
+    fn: Callable[..., Any], argnames: tuple[str, ...], spec: tuple[str, ...]
+) -> Callable[..., Any]:
     """Return a callable taking the spec's arguments positionally.
 
     pluggy lets an implementation accept a subset of the spec's arguments; the direct call
@@ -194,8 +202,9 @@ class Backend:
     activity_flush: Callable[..., Any]
     activity_align: Callable[..., Any]
 
-    def __init__(self, name: str, plugin: object, distribution: str | None = None,
-                 version: str | None = None) -> None:
+    def __init__(
+        self, name: str, plugin: object, distribution: str | None = None, version: str | None = None
+    ) -> None:
         self.name = name
         self.plugin = plugin
         self.distribution = distribution
@@ -219,8 +228,11 @@ class Backend:
 
     # -- resolution -------------------------------------------------------------------------
 
-    def resolve(self, impls: dict[str, tuple[Callable[..., Any], tuple[str, ...]]],
-                defaults: dict[str, tuple[Callable[..., Any], tuple[str, ...]]]) -> None:
+    def resolve(
+        self,
+        impls: dict[str, tuple[Callable[..., Any], tuple[str, ...]]],
+        defaults: dict[str, tuple[Callable[..., Any], tuple[str, ...]]],
+    ) -> None:
         """Bind each hook to this plugin's implementation, or to the default one."""
         for hook, spec in RESOLVED_HOOKS.items():
             fn, argnames = impls.get(hook) or defaults[hook]
@@ -229,8 +241,7 @@ class Backend:
         self.mirrors_ranges = "range_push" in self.implemented
         self.has_device_times = "device_times" in self.implemented
         # The batch reader stands for device_times over many tokens: only with it.
-        self.has_batch_times = (self.has_device_times
-                                and "device_times_batch" in self.implemented)
+        self.has_batch_times = self.has_device_times and "device_times_batch" in self.implemented
         self.has_activity = "activity_scope_enter" in self.implemented
         # Without release_timestamp there is nothing to give back: skip the call per record.
         self.pools_tokens = "release_timestamp" in self.implemented
@@ -239,7 +250,10 @@ class Backend:
                 f"kprof: backend {self.name!r} ({self.plugin_label}) implements record_timestamp "
                 f"but neither elapsed_time nor device_times, so kprof cannot read its "
                 f"timestamps: it is timed on the host (implement one of them to time on the "
-                f"device)", RuntimeWarning, stacklevel=2)
+                f"device)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     @property
     def reads_timestamps(self) -> bool:
@@ -258,8 +272,9 @@ class Backend:
         """The plugin's ``describe_backend`` answer; errors become an ``error: ...`` status,
         as does a hook failure that disabled the backend (``broken``)."""
         if self.broken is not None:
-            return dataclasses.replace(self._info or BackendInfo(), status=f"error: {self.broken}",
-                                       timestamps=False)
+            return dataclasses.replace(
+                self._info or BackendInfo(), status=f"error: {self.broken}", timestamps=False
+            )
         if self._info is not None and not refresh:
             return self._info
         try:

@@ -33,13 +33,13 @@ from .patching import Patcher
 from .recorder import COPY, KERNEL, Recorder, active, now
 
 __all__ = [
-           "COPY",
-           "KERNEL",
-           "DeviceRecord",
-           "Patcher",
-           "Recorder",
-           "active",
-           "activity_stats",
-           "deliver",
-           "now",
+    "COPY",
+    "KERNEL",
+    "DeviceRecord",
+    "Patcher",
+    "Recorder",
+    "active",
+    "activity_stats",
+    "deliver",
+    "now",
 ]

@@ -24,23 +24,25 @@ def _backend_rows() -> list[dict[str, Any]]:
     rows = []
     for b in registry.all():
         info = b.info()
-        rows.append({
-            "name": b.name,
-            "plugin": b.distribution or b.plugin_label,
-            "plugin_version": b.version,
-            "status": info.status,
-            "timestamps": "device" if info.timestamps and b.has_timestamps else "host fallback",
-            "devices": list(info.devices),
-            "library": info.library,
-            "library_version": info.library_version,
-            "error": info.status[len("error: "):] if info.status.startswith("error") else None,
-            "detail": info.detail,
-            # The launch path every backend's launches take (the same for all of them).
-            "recorder": recorder,
-            "recorder_detail": native.describe(),
-            "capture": info.capture,
-            "capture_detail": info.capture_detail,
-        })
+        rows.append(
+            {
+                "name": b.name,
+                "plugin": b.distribution or b.plugin_label,
+                "plugin_version": b.version,
+                "status": info.status,
+                "timestamps": "device" if info.timestamps and b.has_timestamps else "host fallback",
+                "devices": list(info.devices),
+                "library": info.library,
+                "library_version": info.library_version,
+                "error": info.status[len("error: ") :] if info.status.startswith("error") else None,
+                "detail": info.detail,
+                # The launch path every backend's launches take (the same for all of them).
+                "recorder": recorder,
+                "recorder_detail": native.describe(),
+                "capture": info.capture,
+                "capture_detail": info.capture_detail,
+            }
+        )
     return rows
 
 
@@ -59,8 +61,11 @@ def cmd_backends(args: argparse.Namespace) -> int:
         return 0
     table = [("Backend", "Plugin", "Library", "Devices", "Timestamps", "Status")]
     for r in rows:
-        lib = (f"{r['library']} {r['library_version']}" if r["library_version"]
-               else f"{r['library'] or '?'} (not installed)")
+        lib = (
+            f"{r['library']} {r['library_version']}"
+            if r["library_version"]
+            else f"{r['library'] or '?'} (not installed)"
+        )
         plugin = f"{r['plugin']} {r['plugin_version'] or ''}".strip()
         devices = "; ".join(r["devices"]) or "-"
         status = r["status"] + (f" ({r['detail']})" if r["detail"] else "")
@@ -84,9 +89,11 @@ def cmd_backends(args: argparse.Namespace) -> int:
 
 def _write_outputs(p: Any, args: argparse.Namespace) -> None:
     """Exports asked for on the command line; a failed export is reported, the run goes on."""
-    targets = [("chrome_trace", getattr(args, "trace_file", None)),
-               ("html", getattr(args, "html", None)),
-               ("save", getattr(args, "output", None))]
+    targets = [
+        ("chrome_trace", getattr(args, "trace_file", None)),
+        ("html", getattr(args, "html", None)),
+        ("save", getattr(args, "output", None)),
+    ]
     for kind, path in targets:
         if not path:
             continue
@@ -109,10 +116,15 @@ def _expand_output(path: str) -> str:
 
     ident = process_identity()
     try:
-        return path.format(rank=ident.get("rank") if ident.get("rank") is not None else 0,
-                           pid=os.getpid(), host=ident.get("host", "host"))
+        return path.format(
+            rank=ident.get("rank") if ident.get("rank") is not None else 0,
+            pid=os.getpid(),
+            host=ident.get("host", "host"),
+        )
     except (KeyError, IndexError, ValueError) as exc:
-        raise KprofError(f"bad output path {path!r}: use only {{rank}}, {{pid}} and {{host}} ({exc})") from None
+        raise KprofError(
+            f"bad output path {path!r}: use only {{rank}}, {{pid}} and {{host}} ({exc})"
+        ) from None
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -195,22 +207,34 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     parser = argparse.ArgumentParser(
-        prog="kprof", description="Time GPU kernels on the device without synchronizing the host.")
+        prog="kprof", description="Time GPU kernels on the device without synchronizing the host."
+    )
     parser.add_argument("--version", action="version", version=f"kprof {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    b = sub.add_parser("backends", help="list backend plugins, their devices and what they can time")
+    b = sub.add_parser(
+        "backends", help="list backend plugins, their devices and what they can time"
+    )
     b.add_argument("--json", action="store_true", help="print a JSON list of objects")
     b.set_defaults(func=cmd_backends)
 
     def outputs(p: argparse.ArgumentParser) -> None:
-        p.add_argument("-t", "--print-trace", action="store_true",
-                       help="print the chronological trace after the summary")
-        p.add_argument("--trace", dest="trace_file", metavar="FILE.json",
-                       help="write a Chrome/Perfetto trace")
+        p.add_argument(
+            "-t",
+            "--print-trace",
+            action="store_true",
+            help="print the chronological trace after the summary",
+        )
+        p.add_argument(
+            "--trace", dest="trace_file", metavar="FILE.json", help="write a Chrome/Perfetto trace"
+        )
         p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML timeline")
-        p.add_argument("-o", "--output", metavar="FILE.kprof",
-                       help="save the profile ({rank}, {pid}, {host} are filled in)")
+        p.add_argument(
+            "-o",
+            "--output",
+            metavar="FILE.kprof",
+            help="save the profile ({rank}, {pid}, {host} are filled in)",
+        )
 
     d = sub.add_parser("demo", help="profile a reference workload on the first available backend")
     d.add_argument("--backend", help="the backend to run on (default: first available)")

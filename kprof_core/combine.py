@@ -52,7 +52,11 @@ class ClockPlacement:
 def _anchor_delta(meta: dict[str, Any]) -> int | None:
     """wall − perf for this profile's clock, when it has a wall anchor."""
     a = meta.get("wall_anchor")
-    if isinstance(a, dict) and isinstance(a.get("wall_ns"), int) and isinstance(a.get("perf_ns"), int):
+    if (
+        isinstance(a, dict)
+        and isinstance(a.get("wall_ns"), int)
+        and isinstance(a.get("perf_ns"), int)
+    ):
         return int(a["wall_ns"]) - int(a["perf_ns"])
     return None
 
@@ -71,10 +75,14 @@ def clock_placements(profiles: Sequence[Profile]) -> list[ClockPlacement]:
         dom = meta.get("clock_domain")
         if isinstance(dom, str):
             prev = domains.get(dom)
-            if prev is None or (pl.error_ns is not None and (prev.error_ns is None or pl.error_ns < prev.error_ns)):
+            if prev is None or (
+                pl.error_ns is not None and (prev.error_ns is None or pl.error_ns < prev.error_ns)
+            ):
                 domains[dom] = pl
         delta = _anchor_delta(meta)
-        if delta is not None and (ref_anchor is None or (pl.error_ns is not None and ref_anchor[1].error_ns is None)):
+        if delta is not None and (
+            ref_anchor is None or (pl.error_ns is not None and ref_anchor[1].error_ns is None)
+        ):
             ref_anchor = (delta, pl)
 
     for i, p in enumerate(profiles):
@@ -86,8 +94,14 @@ def clock_placements(profiles: Sequence[Profile]) -> list[ClockPlacement]:
     if not domains and profiles:
         # Nothing measured: the timeline is the clock of the lowest rank (else the first).
         ranks = [p.meta.get("rank") for p in profiles]
-        ref = min(range(len(profiles)),
-                  key=lambda i: (not isinstance(ranks[i], int), ranks[i] if isinstance(ranks[i], int) else 0, i))
+        ref = min(
+            range(len(profiles)),
+            key=lambda i: (
+                not isinstance(ranks[i], int),
+                ranks[i] if isinstance(ranks[i], int) else 0,
+                i,
+            ),
+        )
         note(ref, ClockPlacement(0, 0, SAME_CLOCK))
     for i, p in enumerate(profiles):
         if out[i] is not None:
@@ -96,10 +110,19 @@ def clock_placements(profiles: Sequence[Profile]) -> list[ClockPlacement]:
         delta = _anchor_delta(p.meta)
         if isinstance(dom, str) and dom in domains:
             known = domains[dom]
-            note(i, ClockPlacement(known.offset_ns, known.error_ns,
-                                   SAME_CLOCK if known.method == SAME_CLOCK else f"{SAME_CLOCK}; {known.method}"))
-        elif (delta is not None and ref_anchor is not None
-              and abs(delta - ref_anchor[0] + ref_anchor[1].offset_ns) < TIME_LIMIT):
+            note(
+                i,
+                ClockPlacement(
+                    known.offset_ns,
+                    known.error_ns,
+                    SAME_CLOCK if known.method == SAME_CLOCK else f"{SAME_CLOCK}; {known.method}",
+                ),
+            )
+        elif (
+            delta is not None
+            and ref_anchor is not None
+            and abs(delta - ref_anchor[0] + ref_anchor[1].offset_ns) < TIME_LIMIT
+        ):
             # (Wall clocks more than 73 years apart are not clocks: such an anchor is ignored.)
             ref_delta, ref_pl = ref_anchor
             note(i, ClockPlacement(delta - ref_delta + ref_pl.offset_ns, None, WALL))
@@ -114,9 +137,11 @@ def _shifted(col: array[int], delta: int) -> array[int]:
     if col and not (-TIME_LIMIT <= min(col) + delta and max(col) + delta < TIME_LIMIT):
         # Loaded times and offsets lie within ±2**61 ns, so this is the only check needed for
         # the sums to stay in int64 (and for the result to save and load back).
-        raise KprofError(f"these profiles cannot share one timeline: shifting their times by "
-                         f"{delta} ns (their clock offsets) takes them beyond ±2**61 ns; check "
-                         f"the files' clock_offset_ns and wall_anchor")
+        raise KprofError(
+            f"these profiles cannot share one timeline: shifting their times by "
+            f"{delta} ns (their clock offsets) takes them beyond ±2**61 ns; check "
+            f"the files' clock_offset_ns and wall_anchor"
+        )
     return array("q", [v + delta for v in col])
 
 
@@ -171,11 +196,14 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     labels = list(labels) if labels is not None else source_labels(profiles)
     placements = clock_placements(profiles)
     plain = [p for p in profiles if "sources" not in p.meta]
-    several = len(profiles) > 1 and (len({_identity(p.meta) for p in plain}) > 1
-                                     or len(plain) < len(profiles))
+    several = len(profiles) > 1 and (
+        len({_identity(p.meta) for p in plain}) > 1 or len(plain) < len(profiles)
+    )
 
-    out = Profile(trace=any(p.trace for p in profiles),
-                  backends=sorted({b for p in profiles for b in p.backends}))
+    out = Profile(
+        trace=any(p.trace for p in profiles),
+        backends=sorted({b for p in profiles for b in p.backends}),
+    )
     names: dict[str, int] = {}
     queues: dict[QueueRecord, int] = {}
     threads: dict[ThreadRecord, int] = {}
@@ -183,7 +211,9 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     queue_source: list[int] = []
     thread_source: list[int] = []
 
-    def intern(table: dict[Any, int], value: Any, owners: list[int] | None = None, owner: int = 0) -> int:
+    def intern(
+        table: dict[Any, int], value: Any, owners: list[int] | None = None, owner: int = 0
+    ) -> int:
         i = table.get(value)
         if i is None:
             i = table[value] = len(table)
@@ -200,17 +230,40 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
             tsrc = [base + int(s) for s in p.meta.get("thread_source", [0] * len(p.threads))]
             prefix = None
         else:
-            sources.append({"label": label, "meta": p.meta, "offset_ns": pl.offset_ns,
-                            "error_ns": pl.error_ns, "method": pl.method})
+            sources.append(
+                {
+                    "label": label,
+                    "meta": p.meta,
+                    "offset_ns": pl.offset_ns,
+                    "error_ns": pl.error_ns,
+                    "method": pl.method,
+                }
+            )
             qsrc, tsrc = [base] * len(p.queues), [base] * len(p.threads)
             prefix = label if several else None
         nmap = [intern(names, n) for n in p.names]
-        qmap = [intern(queues, q if prefix is None else QueueRecord(
-            q.backend, q.device, f"{prefix}: {q.label}", f"{prefix}/{q.device_key}"), queue_source, qsrc[k])
-            for k, q in enumerate(p.queues)]
-        tmap = [intern(threads, t if prefix is None else ThreadRecord(t.ident, f"{prefix}: {t.name}", t.task),
-                       thread_source, tsrc[k])
-                for k, t in enumerate(p.threads)]
+        qmap = [
+            intern(
+                queues,
+                q
+                if prefix is None
+                else QueueRecord(
+                    q.backend, q.device, f"{prefix}: {q.label}", f"{prefix}/{q.device_key}"
+                ),
+                queue_source,
+                qsrc[k],
+            )
+            for k, q in enumerate(p.queues)
+        ]
+        tmap = [
+            intern(
+                threads,
+                t if prefix is None else ThreadRecord(t.ident, f"{prefix}: {t.name}", t.task),
+                thread_source,
+                tsrc[k],
+            )
+            for k, t in enumerate(p.threads)
+        ]
         t, d, off = p.table, out.table, pl.offset_ns
         first = len(d)
         d.name.extend(array("q", [nmap[v] for v in t.name]))
@@ -242,7 +295,9 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     for p, pl in zip(profiles, placements):
         spans.extend(_shifted(array("q", [p.start_ns, p.end_ns]), pl.offset_ns))
     out.start_ns, out.end_ns = min(spans[::2]), max(spans[1::2])
-    ref = next((p for p, pl in zip(profiles, placements) if pl.offset_ns == 0 and pl.error_ns == 0), None)
+    ref = next(
+        (p for p, pl in zip(profiles, placements) if pl.offset_ns == 0 and pl.error_ns == 0), None
+    )
     out.meta = {"sources": sources, "queue_source": queue_source, "thread_source": thread_source}
     if ref is not None:  # the timeline is this profile's clock: later merges can align to it
         for k in ("host_clock", "clock_domain", "wall_anchor"):
@@ -321,11 +376,20 @@ def cross_rank_summary(profiles: Sequence[Profile]) -> list[CrossRankRow]:
         totals = [g.get(name, [0, 0])[1] for _, g in groups]
         lo = min(range(len(groups)), key=lambda k: totals[k])
         hi = max(range(len(groups)), key=lambda k: totals[k])
-        rows.append(CrossRankRow(
-            name=name, ranks=sum(1 for c in calls if c),
-            calls_min=min(calls), calls_mean=sum(calls) / len(calls), calls_max=max(calls),
-            total_min_ns=totals[lo], total_mean_ns=sum(totals) / len(totals), total_max_ns=totals[hi],
-            min_rank=groups[lo][0], max_rank=groups[hi][0]))
+        rows.append(
+            CrossRankRow(
+                name=name,
+                ranks=sum(1 for c in calls if c),
+                calls_min=min(calls),
+                calls_mean=sum(calls) / len(calls),
+                calls_max=max(calls),
+                total_min_ns=totals[lo],
+                total_mean_ns=sum(totals) / len(totals),
+                total_max_ns=totals[hi],
+                min_rank=groups[lo][0],
+                max_rank=groups[hi][0],
+            )
+        )
     rows.sort(key=lambda r: (-r.total_max_ns, r.name))
     return rows
 
@@ -337,22 +401,55 @@ def format_cross_rank(rows: Sequence[CrossRankRow], nranks: int, unit: str = "ra
     """The cross-rank summary as a text table (``unit``: what the sources are called)."""
     if not rows:
         return f"No device-side activity was recorded on any of the {nranks} {unit}."
-    headers = ("Min total", "Mean total", "Max total", "Max/mean", "Calls (min/mean/max)",
-               unit.capitalize(), "Slowest", "Fastest", "Name")
-    body = [(format_time(r.total_min_ns), format_time(r.total_mean_ns), format_time(r.total_max_ns),
-             f"{r.imbalance:.2f}", f"{r.calls_min}/{r.calls_mean:.3g}/{r.calls_max}",
-             f"{r.ranks}/{nranks}", r.max_rank, r.min_rank, r.name) for r in rows]
+    headers = (
+        "Min total",
+        "Mean total",
+        "Max total",
+        "Max/mean",
+        "Calls (min/mean/max)",
+        unit.capitalize(),
+        "Slowest",
+        "Fastest",
+        "Name",
+    )
+    body = [
+        (
+            format_time(r.total_min_ns),
+            format_time(r.total_mean_ns),
+            format_time(r.total_max_ns),
+            f"{r.imbalance:.2f}",
+            f"{r.calls_min}/{r.calls_mean:.3g}/{r.calls_max}",
+            f"{r.ranks}/{nranks}",
+            r.max_rank,
+            r.min_rank,
+            r.name,
+        )
+        for r in rows
+    ]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
-        return (" " + "  ".join(c.rjust(w) for c, w in zip(cells[:-1], widths[:-1]))
-                + "  " + cells[-1]).rstrip()
+        return (
+            " " + "  ".join(c.rjust(w) for c, w in zip(cells[:-1], widths[:-1])) + "  " + cells[-1]
+        ).rstrip()
 
-    out = [f"Device time per kernel across {nranks} {unit} (total per {_SINGULAR.get(unit, unit)}):", line(headers),
-           line(["─" * w for w in widths[:-1]] + ["─" * 4])]
+    out = [
+        f"Device time per kernel across {nranks} {unit} (total per {_SINGULAR.get(unit, unit)}):",
+        line(headers),
+        line(["─" * w for w in widths[:-1]] + ["─" * 4]),
+    ]
     out += [line(b) for b in body]
     return lines(out)
 
 
-__all__ = ["ClockPlacement", "CrossRankRow", "clock_placements", "combine", "cross_rank_summary",
-           "format_cross_rank", "per_source_totals", "shift_profile", "source_labels"]
+__all__ = [
+    "ClockPlacement",
+    "CrossRankRow",
+    "clock_placements",
+    "combine",
+    "cross_rank_summary",
+    "format_cross_rank",
+    "per_source_totals",
+    "shift_profile",
+    "source_labels",
+]

@@ -94,7 +94,7 @@ def _ranks2(values: list[float]) -> list[int]:
         j = i
         while j + 1 < n and values[j + 1] == values[i]:
             j += 1
-        ranks2[i:j + 1] = [i + j + 2] * (j - i + 1)  # twice the mean of ranks i+1 .. j+1
+        ranks2[i : j + 1] = [i + j + 2] * (j - i + 1)  # twice the mean of ranks i+1 .. j+1
         i = j + 1
     return ranks2
 
@@ -109,7 +109,9 @@ def rank_test(before: Sequence[float], after: Sequence[float]) -> RankTest | Non
     # U of after: for each call after, the calls before that were shorter, ties counting half.
     # Binary searches mapped at C speed: a million calls a side took 3.7 s on a loaded
     # 2-core machine (sorting (value, side) tuples of the pooled calls: 16 s).
-    u2 = sum(map(bisect_left, repeat(sb, n2), after)) + sum(map(bisect_right, repeat(sb, n2), after))
+    u2 = sum(map(bisect_left, repeat(sb, n2), after)) + sum(
+        map(bisect_right, repeat(sb, n2), after)
+    )
     u = u2 / 2
     effect = u / (n1 * n2)
     if n <= EXACT_LIMIT:
@@ -120,7 +122,7 @@ def rank_test(before: Sequence[float], after: Sequence[float]) -> RankTest | Non
     mean = n1 * n2 / 2
     ties = Counter(before)
     ties.update(after)
-    tie_term = sum(t ** 3 - t for t in ties.values() if t > 1) / (n * (n - 1))
+    tie_term = sum(t**3 - t for t in ties.values() if t > 1) / (n * (n - 1))
     var = n1 * n2 / 12 * ((n + 1) - tie_term)
     if var <= 0:  # every call took the same time
         return RankTest(u, effect, 1.0, False)
@@ -165,7 +167,13 @@ class DiffRow:
 
     @property
     def label(self) -> str:
-        return f"{self.name} *" if self.host_timed else f"{self.name} ~" if self.approximate else self.name
+        return (
+            f"{self.name} *"
+            if self.host_timed
+            else f"{self.name} ~"
+            if self.approximate
+            else self.name
+        )
 
     @property
     def change_ns(self) -> int:
@@ -192,11 +200,16 @@ class ProfileDiff:
         for r in self.section(section):
             if r.name == name:
                 return r
-        raise KeyError(f"no {section} row named {name!r}; names: "
-                       f"{[r.name for r in self.section(section)]}")
+        raise KeyError(
+            f"no {section} row named {name!r}; names: {[r.name for r in self.section(section)]}"
+        )
 
-    def slowdowns(self, above: float = 1.0, sections: Sequence[str] = ("device", "device_ranges"),
-                  host_timed: bool = False) -> list[DiffRow]:
+    def slowdowns(
+        self,
+        above: float = 1.0,
+        sections: Sequence[str] = ("device", "device_ranges"),
+        host_timed: bool = False,
+    ) -> list[DiffRow]:
         """Significant slowdowns whose ratio exceeds ``above``: what a CI gate on device time
         fails on. By default only device time: not the host section (it times Python), and
         not rows timed on the host for want of device timestamps (``*``: launch, synchronize,
@@ -205,15 +218,25 @@ class ProfileDiff:
         "slower" by 1.2-5x on such rows, and none on device-timed ones. Rows observed on the
         host (``~``, OpenCL queues without profiling) follow the host's load as well and are
         left out the same way (``host_timed=True`` counts both)."""
-        return [r for r in self.rows if r.section in sections and r.status == "slower"
-                and (host_timed or not (r.host_timed or r.approximate)) and r.ratio is not None
-                and r.ratio > above]
+        return [
+            r
+            for r in self.rows
+            if r.section in sections
+            and r.status == "slower"
+            and (host_timed or not (r.host_timed or r.approximate))
+            and r.ratio is not None
+            and r.ratio > above
+        ]
 
     def to_json(self) -> dict[str, Any]:
         """The diff as JSON-able data (times in ns)."""
-        return {"alpha": self.alpha, "test": "Mann-Whitney U, two-sided",
-                "span_before_ns": self.span_before, "span_after_ns": self.span_after,
-                "rows": [asdict(r) for r in self.rows]}
+        return {
+            "alpha": self.alpha,
+            "test": "Mann-Whitney U, two-sided",
+            "span_before_ns": self.span_before,
+            "span_after_ns": self.span_after,
+            "rows": [asdict(r) for r in self.rows],
+        }
 
     def report(self, labels: Sequence[str] = ("before", "after")) -> str:
         """The printed comparison (``kprof diff``); ``labels`` name the two profiles."""
@@ -233,8 +256,12 @@ class ProfileDiff:
         return diff_html(self)
 
 
-def _rows(section: str, before: dict[tuple[str, int], list[int]],
-          after: dict[tuple[str, int], list[int]], alpha: float) -> list[DiffRow]:
+def _rows(
+    section: str,
+    before: dict[tuple[str, int], list[int]],
+    after: dict[tuple[str, int], list[int]],
+    alpha: float,
+) -> list[DiffRow]:
     rows = []
     for key in before.keys() | after.keys():
         b, a = before.get(key, []), after.get(key, [])
@@ -252,9 +279,25 @@ def _rows(section: str, before: dict[tuple[str, int], list[int]],
             status = "slower" if test.effect > 0.5 else "faster"
         else:
             status = "same"
-        rows.append(DiffRow(section, key[0], bool(key[1] & HOST_TIMED), len(b), len(a), mb, ma,
-                            sum(b), sum(a), ratio, p, test.effect if test else None, significant,
-                            status, bool(key[1] & APPROXIMATE)))
+        rows.append(
+            DiffRow(
+                section,
+                key[0],
+                bool(key[1] & HOST_TIMED),
+                len(b),
+                len(a),
+                mb,
+                ma,
+                sum(b),
+                sum(a),
+                ratio,
+                p,
+                test.effect if test else None,
+                significant,
+                status,
+                bool(key[1] & APPROXIMATE),
+            )
+        )
     rows.sort(key=lambda r: (-abs(r.change_ns), r.name, r.host_timed))
     return rows
 
@@ -266,8 +309,10 @@ def diff(before: Profile, after: Profile, alpha: float = DEFAULT_ALPHA) -> Profi
     from .session import Profile
 
     if not isinstance(before, Profile) or not isinstance(after, Profile):
-        raise TypeError(f"diff compares two kprof.Profile objects, not "
-                        f"{type(before).__name__} and {type(after).__name__}")
+        raise TypeError(
+            f"diff compares two kprof.Profile objects, not "
+            f"{type(before).__name__} and {type(after).__name__}"
+        )
     db, da = before.durations(), after.durations()
     rows = []
     for section in SECTIONS:

@@ -39,8 +39,9 @@ def device_times(backend: Backend, start: Any, stop: Any) -> tuple[int, int] | N
 
 
 @hookimpl(trylast=True)
-def device_times_batch(backend: Backend, starts: tuple[Any, ...],
-                       stops: tuple[Any, ...]) -> tuple[Any, Any] | None:
+def device_times_batch(
+    backend: Backend, starts: tuple[Any, ...], stops: tuple[Any, ...]
+) -> tuple[Any, Any] | None:
     return None
 
 

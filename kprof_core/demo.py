@@ -16,8 +16,10 @@ def pick_workload(backend: str | None, size: int) -> tuple[Backend, Any]:
     candidates = registry.usable([backend] if backend else None)
     if backend and not candidates:
         info = registry.get(backend).info()
-        raise KprofError(f"backend {backend!r} is not available here: {info.status}"
-                         + (f" ({info.detail})" if info.detail else ""))
+        raise KprofError(
+            f"backend {backend!r} is not available here: {info.status}"
+            + (f" ({info.detail})" if info.detail else "")
+        )
     for b in candidates:
         step = b.demo_workload(b, size)
         if step is not None:
@@ -29,8 +31,9 @@ def pick_workload(backend: str | None, size: int) -> tuple[Backend, Any]:
     )
 
 
-def run_demo(backend: str | None = None, steps: int = 10, size: int = 4 * 1024 * 1024,
-             trace: bool = False) -> Profile:
+def run_demo(
+    backend: str | None = None, steps: int = 10, size: int = 4 * 1024 * 1024, trace: bool = False
+) -> Profile:
     if steps < 1 or size < 1:
         raise KprofError("--steps and --size must be positive")
     b, step = pick_workload(backend, size)

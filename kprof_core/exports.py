@@ -35,9 +35,24 @@ if TYPE_CHECKING:
 Target = Union[str, "os.PathLike[str]", TextIO, IO[str]]
 
 #: The columns of ``to_csv`` and ``to_dataframe``, in order.
-COLUMNS = ("record", "kind", "name", "backend", "device", "queue", "thread", "start_ns",
-           "duration_ns", "launch_start_ns", "launch_end_ns", "nbytes", "host_timed",
-           "approximate", "error", "detail")
+COLUMNS = (
+    "record",
+    "kind",
+    "name",
+    "backend",
+    "device",
+    "queue",
+    "thread",
+    "start_ns",
+    "duration_ns",
+    "launch_start_ns",
+    "launch_end_ns",
+    "nbytes",
+    "host_timed",
+    "approximate",
+    "error",
+    "detail",
+)
 
 FORMAT = "kprof.records/1"
 
@@ -57,8 +72,7 @@ def open_text(target: Target, what: str) -> Iterator[IO[str]]:
         yield target
         return
     path = os.fspath(target)
-    tmp = os.path.join(os.path.dirname(path) or ".",
-                       f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
         # A lone surrogate in a name (possible in str, not in UTF-8) is written as \udXXX.
         f = open(tmp, "w", encoding="utf-8", errors="backslashreplace", newline="")  # closed below
@@ -78,8 +92,12 @@ def open_text(target: Target, what: str) -> Iterator[IO[str]]:
 
 def _export_error(exc: OSError, what: str, path: str) -> ExportError:
     reason = exc.strerror or str(exc)
-    return ExportError(exc.errno, f"kprof could not write the {what} ({reason}); the profile is "
-                       "unchanged in memory: export it again to a writable path", path)
+    return ExportError(
+        exc.errno,
+        f"kprof could not write the {what} ({reason}); the profile is "
+        "unchanged in memory: export it again to a writable path",
+        path,
+    )
 
 
 # -- records as rows ------------------------------------------------------------------------------
@@ -155,9 +173,17 @@ def _header(p: Profile) -> dict[str, Any]:
         "meta": dict(p.meta),
         "start_ns": p.start_ns,
         "span_ns": s.span_ns,
-        "clocks": [{"backend": c.backend, "device": c.device, "method": c.method,
-                    "error_ns": c.error_ns, "shift_ns": c.shift_ns, "description": c.describe()}
-                   for c in p.clocks.values()],
+        "clocks": [
+            {
+                "backend": c.backend,
+                "device": c.device,
+                "method": c.method,
+                "error_ns": c.error_ns,
+                "shift_ns": c.shift_ns,
+                "description": c.describe(),
+            }
+            for c in p.clocks.values()
+        ],
         "summary": {
             "host": [asdict(r) for r in s.host],
             "device": [asdict(r) for r in s.device],
@@ -171,9 +197,23 @@ def _strip(row: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: row[k] for k in keys}
 
 
-_DEVICE_KEYS = ("kind", "name", "backend", "device", "queue", "thread", "start_ns",
-                "duration_ns", "launch_start_ns", "launch_end_ns", "nbytes", "host_timed",
-                "approximate", "error", "detail")
+_DEVICE_KEYS = (
+    "kind",
+    "name",
+    "backend",
+    "device",
+    "queue",
+    "thread",
+    "start_ns",
+    "duration_ns",
+    "launch_start_ns",
+    "launch_end_ns",
+    "nbytes",
+    "host_timed",
+    "approximate",
+    "error",
+    "detail",
+)
 _HOST_KEYS = ("kind", "name", "thread", "start_ns", "duration_ns")
 
 
@@ -192,8 +232,10 @@ def to_json(p: Profile, path: Target | None = None) -> dict[str, Any] | None:
     with open_text(path, "JSON export") as f:
         text = json.dumps(head, default=str)
         f.write(text[:-1])  # the header without its closing brace; the records follow
-        for key, rows, keys in (("device", _device_rows(p), _DEVICE_KEYS),
-                                ("host", _host_rows(p), _HOST_KEYS)):
+        for key, rows, keys in (
+            ("device", _device_rows(p), _DEVICE_KEYS),
+            ("host", _host_rows(p), _HOST_KEYS),
+        ):
             f.write(f', "{key}": [')
             sep = "\n"
             for r in rows:
@@ -226,6 +268,7 @@ def to_csv(p: Profile, path: Target | None = None) -> str | None:
     ``None``, else writes it there and returns ``None``. Missing values are empty cells; text
     starting with ``= + - @``, a tab or a CR is prefixed with ``'`` so that spreadsheets show
     it instead of evaluating it (``to_json`` and ``to_dataframe`` keep names as they are)."""
+
     def write(f: IO[str]) -> None:
         # Text quoted, numbers not: a CR inside a name (which QUOTE_MINIMAL leaves unquoted
         # with "\n" line ends) cannot split a row.
@@ -251,9 +294,10 @@ def to_dataframe(p: Profile) -> Any:
     try:
         import pandas
     except ImportError as exc:
-        raise ImportError("Profile.to_dataframe() needs pandas, which is not installed: "
-                          "pip install pandas (or use to_csv() / to_json(), which need nothing)"
-                          ) from exc
+        raise ImportError(
+            "Profile.to_dataframe() needs pandas, which is not installed: "
+            "pip install pandas (or use to_csv() / to_json(), which need nothing)"
+        ) from exc
     cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
     for r in iter_rows(p):
         for c in COLUMNS:

@@ -93,7 +93,8 @@ class Checker:
             raise self.fail(
                 f"its row counts need {decoded} bytes of columns, more than {MAX_INFLATION} times "
                 f"the file's {file_size} bytes: kprof never writes such a file (a decompression "
-                f"bomb?), so nothing was inflated")
+                f"bomb?), so nothing was inflated"
+            )
 
     def times_in_range(self, raw: bytes | bytearray, what: str) -> None:
         """Every little-endian int64 of ``raw`` lies within ±TIME_LIMIT."""
@@ -127,9 +128,14 @@ class Checker:
         self.depth(meta, what)
         types: dict[str, tuple[str, bool]] = {
             # key: (type, None allowed)
-            "host": (_STR, False), "pid": (_INT, False), "rank": (_INT, True),
-            "world_size": (_INT, True), "rank_source": (_STR, False), "host_clock": (_STR, False),
-            "clock_domain": (_STR, False), "clock_error_ns": (_INT, True),
+            "host": (_STR, False),
+            "pid": (_INT, False),
+            "rank": (_INT, True),
+            "world_size": (_INT, True),
+            "rank_source": (_STR, False),
+            "host_clock": (_STR, False),
+            "clock_domain": (_STR, False),
+            "clock_error_ns": (_INT, True),
         }
         for key, (kind, optional) in types.items():
             if key not in meta:
@@ -147,8 +153,10 @@ class Checker:
         for key in ("clock_offset_ns", "test_clock_skew_ns"):
             if key in meta:
                 self.time(meta[key], f"{what}[{key!r}]")
-        if "clock_drift" in meta and (isinstance(meta["clock_drift"], bool)
-                                      or not isinstance(meta["clock_drift"], (int, float))):
+        if "clock_drift" in meta and (
+            isinstance(meta["clock_drift"], bool)
+            or not isinstance(meta["clock_drift"], (int, float))
+        ):
             raise self.fail(f"{what}['clock_drift'] is not a number")
         if "clock_reference" in meta and not isinstance(meta["clock_reference"], bool):
             raise self.fail(f"{what}['clock_reference'] is not true or false")
@@ -161,8 +169,10 @@ class Checker:
                     # Wall-clock times are ns since 1970: 2**62 lasts until 2116.
                     v = anchor[key]
                     if not _is_int(v) or not -2 * TIME_LIMIT <= v < 2 * TIME_LIMIT:
-                        raise self.fail(f"{what}['wall_anchor'][{key!r}] is not an integer "
-                                        f"within ±2**62: {v!r:.40}")
+                        raise self.fail(
+                            f"{what}['wall_anchor'][{key!r}] is not an integer "
+                            f"within ±2**62: {v!r:.40}"
+                        )
         if "sources" in meta:
             self._sources(meta, nqueues, nthreads, what)
 
@@ -187,7 +197,12 @@ class Checker:
             self.meta(m, nqueues, nthreads, f"{where}['meta']")
         for key, n in (("queue_source", nqueues), ("thread_source", nthreads)):
             owners = meta.get(key)
-            if (not isinstance(owners, list) or len(owners) != n
-                    or not all(_is_int(o) and 0 <= o < len(sources) for o in owners)):
-                raise self.fail(f"{what}[{key!r}] does not give a source for each of the {n} "
-                                f"{key.split('_')[0]}s")
+            if (
+                not isinstance(owners, list)
+                or len(owners) != n
+                or not all(_is_int(o) and 0 <= o < len(sources) for o in owners)
+            ):
+                raise self.fail(
+                    f"{what}[{key!r}] does not give a source for each of the {n} "
+                    f"{key.split('_')[0]}s"
+                )

@@ -237,8 +237,12 @@ class Harvest:
                     # records (kind >= ACTIVITY) go to _take.
                     if clock is not None and clock() >= deadline:  # type: ignore[operator]
                         past, clock = True, None
-                    elif self._solo <= 0 and taken + 1 < n \
-                            and (nxt := incoming[taken + 1])[0] == entry[0] and nxt[7] is not None:
+                    elif (
+                        self._solo <= 0
+                        and taken + 1 < n
+                        and (nxt := incoming[taken + 1])[0] == entry[0]
+                        and nxt[7] is not None
+                    ):
                         got = bulk(incoming, taken, n)
                         if got:
                             taken += got
@@ -249,7 +253,9 @@ class Harvest:
                         continue
                 try:
                     done = self._take(entry, deadline)
-                except Exception as exc:  # a malformed entry (a plugin's bug): never the user's problem
+                except (
+                    Exception
+                ) as exc:  # a malformed entry (a plugin's bug): never the user's problem
                     self._bad_entry(entry, exc)
                     done = True
                 if not done:
@@ -265,8 +271,14 @@ class Harvest:
         nothing changed, for anything else (``_take`` then handles it)."""
         slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags = entry
         q = self._fast_queues.get(qk)
-        if q is None or (backend := q[0]).slot != slot or backend.broken is not None or flags \
-                or type(kind) is not int or kind >= HOST_RANGE:
+        if (
+            q is None
+            or (backend := q[0]).slot != slot
+            or backend.broken is not None
+            or flags
+            or type(kind) is not int
+            or kind >= HOST_RANGE
+        ):
             return False
         tid = self._thread_ids.get(who)
         nid = self.names.index.get(name) if type(name) is str else None
@@ -285,9 +297,15 @@ class Harvest:
             else:
                 dur = backend.elapsed_time(backend, start, stop)
                 rel = backend.elapsed_time(backend, ref[1], stop) - dur
-            if type(dur) is not int or type(rel) is not int or type(nbytes) is not int \
-                    or type(flags) is not int or type(kind) is not int or type(h0) is not int \
-                    or type(h1) is not int:
+            if (
+                type(dur) is not int
+                or type(rel) is not int
+                or type(nbytes) is not int
+                or type(flags) is not int
+                or type(kind) is not int
+                or type(h0) is not int
+                or type(h1) is not int
+            ):
                 return False
         except Exception:
             return False  # _take asks again and reports the failure properly
@@ -317,7 +335,7 @@ class Harvest:
             # Between two reads of the clock: one batch call, or at most 8 questions per hook
             # (each may be slow), as entry by entry.
             w = min(w, _DEADLINE_WINDOW if backend.has_batch_times else 8)
-        chunk = incoming[i:i + w]
+        chunk = incoming[i : i + w]
         try:
             got, run = self._bulk_rows(backend, slot, chunk)
         except Exception:  # _take asks again, entry by entry, and reports what failed
@@ -330,8 +348,9 @@ class Harvest:
             self._solo = 4 * _SHORT_RUN
         return got
 
-    def _bulk_rows(self, backend: Backend, slot: int,
-                   chunk: list[tuple[Any, ...]]) -> tuple[int, int]:
+    def _bulk_rows(
+        self, backend: Backend, slot: int, chunk: list[tuple[Any, ...]]
+    ) -> tuple[int, int]:
         """Rows of the longest run of common entries at the start of ``chunk`` whose work is
         done; returns how many, and how long the run of common entries was, done or not (the
         table is untouched when it returns 0 rows)."""
@@ -342,9 +361,16 @@ class Harvest:
         known: dict[str, Any] = self._ref_begin if absolute else refs
         mod = self._compiled
         if mod is not None:
-            m, starts, stops, *raw = mod.run_columns(chunk, slot, backend, self._fast_queues,
-                                                     self._thread_ids, self.names.index, known,
-                                                     HOST_RANGE)
+            m, starts, stops, *raw = mod.run_columns(
+                chunk,
+                slot,
+                backend,
+                self._fast_queues,
+                self._thread_ids,
+                self.names.index,
+                known,
+                HOST_RANGE,
+            )
             cols = [array("q", b) for b in raw]
         else:
             m, starts, stops, cols = self._run_columns(chunk, slot, backend, known)
@@ -410,8 +436,9 @@ class Harvest:
                 self._release(backend, start, stop)
         return k, m
 
-    def _run_columns(self, chunk: list[tuple[Any, ...]], slot: int, backend: Backend,
-                     known: dict[str, Any]) -> tuple[int, Any, Any, list[array[int]]]:
+    def _run_columns(
+        self, chunk: list[tuple[Any, ...]], slot: int, backend: Backend, known: dict[str, Any]
+    ) -> tuple[int, Any, Any, list[array[int]]]:
         """The bookkeeping of a run, in Python (``_crecorder.run_columns`` in C): the longest
         prefix of ``chunk`` of timed launches of ``backend`` on known queues of a device in
         ``known``, by known threads, with known names; ``(m, starts, stops, columns)`` with the
@@ -443,10 +470,17 @@ class Harvest:
         qs = qs[:m]
         refb = {q: (known[q[2]] if type(known[q[2]]) is int else 0) for q in set(qs)}
         try:
-            cols = [_column(nids, m), array("q", kinds[:m]), _column(list(map(_QID, qs)), m),
-                    _column(tids, m), array("q", h0s[:m]), array("q", h1s[:m]),
-                    array("q", nbytes[:m]), array("q", (0,)) * m,
-                    _column(list(map(refb.__getitem__, qs)), m)]
+            cols = [
+                _column(nids, m),
+                array("q", kinds[:m]),
+                _column(list(map(_QID, qs)), m),
+                _column(tids, m),
+                array("q", h0s[:m]),
+                array("q", h1s[:m]),
+                array("q", nbytes[:m]),
+                array("q", (0,)) * m,
+                _column(list(map(refb.__getitem__, qs)), m),
+            ]
         except (TypeError, OverflowError):  # a field that is not an int: _take reports it
             return 0, (), (), []
         return m, starts[:m], stops[:m], cols
@@ -466,15 +500,25 @@ class Harvest:
             self.host.append(self.names(name), HOST_KINDS[kind], self._thread_id(who), h0, h1)
             return True
         if kind >= ACTIVITY:
-            self._take_activity(backend, kind - ACTIVITY, name, queue, who, h0, h1, start, stop,
-                                nbytes, flags)
+            self._take_activity(
+                backend, kind - ACTIVITY, name, queue, who, h0, h1, start, stop, nbytes, flags
+            )
             return True
         if start is None:
             # Host timed: from the launch's start to after it synchronized (stop is a host time).
             end = stop if isinstance(stop, int) else h1
-            self.table.append(self.names(name), kind, self._queue_id(backend, queue),
-                              self._thread_id(who), h0, h1, h0, end - h0, nbytes,
-                              flags | HOST_TIMED | PLACED)
+            self.table.append(
+                self.names(name),
+                kind,
+                self._queue_id(backend, queue),
+                self._thread_id(who),
+                h0,
+                h1,
+                h0,
+                end - h0,
+                nbytes,
+                flags | HOST_TIMED | PLACED,
+            )
             return True
         error = None
         dur = rel = 0
@@ -539,16 +583,28 @@ class Harvest:
         if not held:
             self._release(backend, start, stop)
         if error is not None:
-            row = self.table.append(nid, kind, qid, tid, h0, h1, h0, 0, nbytes,
-                                    flags | UNRESOLVED | PLACED)
+            row = self.table.append(
+                nid, kind, qid, tid, h0, h1, h0, 0, nbytes, flags | UNRESOLVED | PLACED
+            )
             self.errors[row] = error
         else:
             self.table.append(nid, kind, qid, tid, h0, h1, rel, dur, nbytes, flags)
         return True
 
-    def _take_activity(self, backend: Backend, kind: int, name: str, queue: Any, who: Any,
-                       launch_begin: int, launch_end: int, begin: int, end: int,
-                       nbytes: int, detail: str | None) -> None:
+    def _take_activity(
+        self,
+        backend: Backend,
+        kind: int,
+        name: str,
+        queue: Any,
+        who: Any,
+        launch_begin: int,
+        launch_end: int,
+        begin: int,
+        end: int,
+        nbytes: int,
+        detail: str | None,
+    ) -> None:
         """A row of a delivered record: already complete, placed by its device's offset."""
         qid = self._queue_id(backend, queue)
         dkey = self.queues[qid].device_key
@@ -558,19 +614,31 @@ class Harvest:
         start = begin + offset
         h0 = launch_begin + offset if launch_begin else start
         h1 = launch_end + offset if launch_end else h0
-        row = self.table.append(self.names(name), kind, qid, self._thread_id(who), h0, h1, start,
-                                end - begin, nbytes, PLACED)
+        row = self.table.append(
+            self.names(name),
+            kind,
+            qid,
+            self._thread_id(who),
+            h0,
+            h1,
+            start,
+            end - begin,
+            nbytes,
+            PLACED,
+        )
         if detail:
             self.details[row] = str(detail)
 
-    def _activity_offset(self, backend: Backend, queue: Any, qid: int, dkey: str,
-                         device_ns: int, launch_ns: int) -> int:
+    def _activity_offset(
+        self, backend: Backend, queue: Any, qid: int, dkey: str, device_ns: int, launch_ns: int
+    ) -> int:
         alignment = None
         try:
             alignment = backend.activity_align(backend, queue, device_ns)
             if alignment is not None and not isinstance(alignment, Alignment):
-                raise BadReturn(f"activity_align returned {type(alignment).__name__}, expected "
-                                f"kprof.Alignment")
+                raise BadReturn(
+                    f"activity_align returned {type(alignment).__name__}, expected kprof.Alignment"
+                )
         except Exception as exc:
             self._hook_failed(backend, "activity_align", exc, disable=False)
             alignment = None
@@ -581,8 +649,12 @@ class Harvest:
         else:
             # The first record's launch (or, unknown, its work) at the profile's start.
             offset = self.start_ns - (launch_ns or device_ns)
-            clock = DeviceClock(q.backend, q.device, "no clock correlation: the first device "
-                                "record is placed at the profile's start", None)
+            clock = DeviceClock(
+                q.backend,
+                q.device,
+                "no clock correlation: the first device record is placed at the profile's start",
+                None,
+            )
         self._offsets[dkey] = offset
         self.activity_clocks[dkey] = clock
         return offset
@@ -597,8 +669,12 @@ class Harvest:
         if "bad entry" not in self._warned:
             self._warned.add("bad entry")
             who = f"backend {backend.name!r} ({backend.plugin_label})" if backend else "kprof"
-            warnings.warn(f"kprof: a record of {name!r} from {who} was dropped, as it could not "
-                          f"be read: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"kprof: a record of {name!r} from {who} was dropped, as it could not "
+                f"be read: {type(exc).__name__}: {exc}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         if backend is not None and start is not None:
             self._release(backend, start, stop)
 
@@ -606,15 +682,20 @@ class Harvest:
         ns = backend.elapsed_time(backend, start, stop)
         if type(ns) is not int:
             if isinstance(ns, bool) or not hasattr(ns, "__index__"):
-                raise BadReturn(f"elapsed_time returned {type(ns).__name__} {ns!r}, expected "
-                                 f"int nanoseconds")
+                raise BadReturn(
+                    f"elapsed_time returned {type(ns).__name__} {ns!r}, expected int nanoseconds"
+                )
             ns = int(ns)
         return ns
 
     def _device_times(self, backend: Backend, start: Any, stop: Any) -> tuple[int, int]:
         pair = backend.device_times(backend, start, stop)
-        if (type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not int
-                or type(pair[1]) is not int):
+        if (
+            type(pair) is not tuple
+            or len(pair) != 2
+            or type(pair[0]) is not int
+            or type(pair[1]) is not int
+        ):
             raise BadReturn(f"device_times returned {pair!r}, expected a pair of int nanoseconds")
         return pair
 
@@ -634,8 +715,10 @@ class Harvest:
 
     def _timeout_reason(self, hook: str | None = None) -> str:
         what = f"{hook} did not return" if hook else "the device did not reach the timestamp"
-        return (f"{what} within {self.timeout:g} s "
-                f"(set profile(timeout=...) or KPROF_RESOLVE_TIMEOUT to wait longer)")
+        return (
+            f"{what} within {self.timeout:g} s "
+            f"(set profile(timeout=...) or KPROF_RESOLVE_TIMEOUT to wait longer)"
+        )
 
     def _read_in_time(self, backend: Backend, start: Any, stop: Any, deadline: float) -> bool:
         """Whether a read of tokens whose backend cannot tell if they are done
@@ -671,15 +754,15 @@ class Harvest:
             try:
                 info = backend.queue_info(backend, queue)
                 if info is not None and not isinstance(info, QueueInfo):
-                    raise BadReturn(f"queue_info returned {type(info).__name__}, expected "
-                                     f"kprof.QueueInfo")
+                    raise BadReturn(
+                        f"queue_info returned {type(info).__name__}, expected kprof.QueueInfo"
+                    )
             except Exception as exc:
                 self._hook_failed(backend, "queue_info", exc, disable=False)
                 info = None
             if info is None:
                 info = QueueInfo(device=backend.name, label="queue")
-            rec = QueueRecord(backend.name, info.device, info.label,
-                              f"{backend.name}:{info.key()}")
+            rec = QueueRecord(backend.name, info.device, info.label, f"{backend.name}:{info.key()}")
         qid = self._queue_ids[key] = self._intern_queue(rec)
         if backend is not None:
             self._fast_queues.setdefault(id(queue), (backend, qid, rec.device_key))
@@ -693,8 +776,9 @@ class Harvest:
             tid = self._thread_ids[who] = self._intern_thread(ThreadRecord(ident, name, task))
         return tid
 
-    def _hook_failed(self, backend: Backend, hook: str, exc: BaseException,
-                     disable: bool = True) -> str:
+    def _hook_failed(
+        self, backend: Backend, hook: str, exc: BaseException, disable: bool = True
+    ) -> str:
         """Warn once about a misbehaving hook (and stop using the backend); returns why."""
         if isinstance(exc, BadReturn):
             reason = str(exc)
@@ -704,8 +788,11 @@ class Harvest:
             backend.disable(reason)
         elif reason not in self._warned:
             self._warned.add(reason)
-            warnings.warn(f"kprof: backend {backend.name!r} ({backend.plugin_label}): {reason}",
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"kprof: backend {backend.name!r} ({backend.plugin_label}): {reason}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         return reason
 
     def _intern_queue(self, q: QueueRecord) -> int:
@@ -721,4 +808,3 @@ class Harvest:
             tid = self._thread_index[th] = len(self.threads)
             self.threads.append(th)
         return tid
-

@@ -218,8 +218,9 @@ def device_times(backend: Backend, start: Any, stop: Any) -> tuple[int, int] | N
 
 
 @hookspec(firstresult=True)
-def device_times_batch(backend: Backend, starts: tuple[Any, ...],
-                       stops: tuple[Any, ...]) -> tuple[Any, Any] | None:
+def device_times_batch(
+    backend: Backend, starts: tuple[Any, ...], stops: tuple[Any, ...]
+) -> tuple[Any, Any] | None:
     """Optional, with ``device_times``: read many tokens at once, for the harvest.
 
     Return ``(begins, ends)``, two equally long sequences of ints (lists, tuples or
@@ -382,9 +383,7 @@ def remove_capture(backend: Backend) -> None:
 
 
 @hookspec(firstresult=True)
-def align_clock(
-    backend: Backend, token: Any, launch_window: tuple[int, int]
-) -> Alignment | None:
+def align_clock(backend: Backend, token: Any, launch_window: tuple[int, int]) -> Alignment | None:
     """Map a completed token to host time, for placing device work on the host timeline.
 
     Called once per device (``device_key``) at the end of a profile, on the thread ending it,

@@ -48,8 +48,10 @@ class KprofMagics(Magics):
         if cell is not None and stmt.strip():
             raise UsageError(f"%%kprof takes options only on its line, not {stmt.strip()!r}")
         if not code.strip():
-            raise UsageError("%kprof needs a statement to profile: %kprof f(x), or %%kprof "
-                             "as the first line of a cell")
+            raise UsageError(
+                "%kprof needs a statement to profile: %kprof f(x), or %%kprof "
+                "as the first line of a cell"
+            )
         var = opt("v", "var") or DEFAULT_VAR
         if not str(var).isidentifier():
             raise UsageError(f"-v/--var takes a variable name, not {var!r}")
@@ -62,8 +64,11 @@ class KprofMagics(Magics):
         except SyntaxError as exc:
             raise UsageError(f"%kprof: the code does not compile: {exc}") from None
         try:
-            prof = profile(device="no-device" not in opts, trace="t" in opts or "print-trace" in opts,
-                           backends=[b for b in backends.split(",") if b] if backends else None)
+            prof = profile(
+                device="no-device" not in opts,
+                trace="t" in opts or "print-trace" in opts,
+                backends=[b for b in backends.split(",") if b] if backends else None,
+            )
             p = prof.__enter__()
         except (KprofError, TypeError, ValueError) as exc:
             raise UsageError(f"%kprof: {exc}") from None
@@ -72,8 +77,11 @@ class KprofMagics(Magics):
         finally:
             prof.__exit__(*sys.exc_info())
             shell.user_ns[var] = p  # kept also when the code raised: what ran is recorded
-        for path, write in ((opt("o", "output"), p.save), (opt(None, "html"), p.export_html),
-                            (opt(None, "trace"), p.export_chrome_trace)):
+        for path, write in (
+            (opt("o", "output"), p.save),
+            (opt(None, "html"), p.export_html),
+            (opt(None, "trace"), p.export_chrome_trace),
+        ):
             if path:
                 write(path)
         if "q" not in opts and "quiet" not in opts:

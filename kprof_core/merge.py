@@ -1,6 +1,6 @@
 """``kprof merge``: saved profiles (one per rank) onto one timeline, with a cross-rank summary.
 
-    kprof merge prof-*.kprof -o all.json --html all.html --save all.kprof
+kprof merge prof-*.kprof -o all.json --html all.html --save all.kprof
 """
 
 from __future__ import annotations
@@ -41,15 +41,19 @@ def source_lines(profiles: Sequence[Profile], placements: Sequence[ClockPlacemen
             for s in sources:
                 m = s.get("meta", {})
                 err = s.get("error_ns")
-                lines.append(f"    {s.get('label', '?')}: host {m.get('host', '?')} pid "
-                             f"{m.get('pid', '?')}; clock: {s.get('method', '?')}, error "
-                             f"{'unknown' if err is None else '≤ ' + format_time(err)}")
+                lines.append(
+                    f"    {s.get('label', '?')}: host {m.get('host', '?')} pid "
+                    f"{m.get('pid', '?')}; clock: {s.get('method', '?')}, error "
+                    f"{'unknown' if err is None else '≤ ' + format_time(err)}"
+                )
             continue
         nr, nk = p.counts
         err = "error unknown" if pl.error_ns is None else f"error ≤ {format_time(pl.error_ns)}"
-        lines.append(f"  {label}: host {p.meta.get('host', '?')} pid {p.meta.get('pid', '?')}, "
-                     f"{nk} kernel{'s' * (nk != 1)}, {nr} range{'s' * (nr != 1)}; "
-                     f"clock: {pl.method}, {err}")
+        lines.append(
+            f"  {label}: host {p.meta.get('host', '?')} pid {p.meta.get('pid', '?')}, "
+            f"{nk} kernel{'s' * (nk != 1)}, {nr} range{'s' * (nr != 1)}; "
+            f"clock: {pl.method}, {err}"
+        )
     return lines
 
 
@@ -58,14 +62,21 @@ def merge_report(profiles: Sequence[Profile]) -> str:
     cross-rank summary (per kernel: min, mean and max over ranks of its total device time)."""
     placements = clock_placements(profiles)
     rows = cross_rank_summary(profiles)
-    nsources = sum(len(p.meta["sources"]) if isinstance(p.meta.get("sources"), list) else 1
-                   for p in profiles)
+    nsources = sum(
+        len(p.meta["sources"]) if isinstance(p.meta.get("sources"), list) else 1 for p in profiles
+    )
     out = [f"Merged {nsources} process{'es' * (nsources != 1)} onto one timeline:"]
     out += source_lines(profiles, placements)
-    ranked = all(isinstance(p.meta.get("rank"), int) or isinstance(p.meta.get("sources"), list)
-                 for p in profiles)
+    ranked = all(
+        isinstance(p.meta.get("rank"), int) or isinstance(p.meta.get("sources"), list)
+        for p in profiles
+    )
     # Each part escaped line by line: names in files must not act on the terminal.
-    return lines([*out, ""]) + "\n" + format_cross_rank(rows, nsources, "ranks" if ranked else "processes")
+    return (
+        lines([*out, ""])
+        + "\n"
+        + format_cross_rank(rows, nsources, "ranks" if ranked else "processes")
+    )
 
 
 def aligned_views(profiles: Sequence[Profile]) -> list[Profile]:
@@ -86,7 +97,9 @@ def _load_all(files: Sequence[str]) -> list[Profile]:
         p = load_profile(f)
         key = (p.meta.get("host"), p.meta.get("pid"), p.meta.get("rank"), p.start_ns, p.end_ns)
         if key in seen:
-            raise CommandError(f"{f} holds the same profile as {seen[key]}; give each rank's file once")
+            raise CommandError(
+                f"{f} holds the same profile as {seen[key]}; give each rank's file once"
+            )
         seen[key] = f
         profiles.append(p)
     return profiles
@@ -104,8 +117,11 @@ def merge_command(args: argparse.Namespace) -> int:
     views = aligned_views(profiles)
     labels = _source_labels(profiles)
     code = 0
-    for path, what in ((args.output, "trace"), (getattr(args, "html", None), "html"),
-                       (getattr(args, "save", None), "save")):
+    for path, what in (
+        (args.output, "trace"),
+        (getattr(args, "html", None), "html"),
+        (getattr(args, "save", None), "save"),
+    ):
         if not path:
             continue
         try:

@@ -94,8 +94,12 @@ class ClockSync:
     rounds: int
 
 
-def measure_clock_offset(comm: Any, root: int = 0, rounds: int = DEFAULT_ROUNDS,
-                         clock: Callable[[], int] = time.perf_counter_ns) -> ClockSync:
+def measure_clock_offset(
+    comm: Any,
+    root: int = 0,
+    rounds: int = DEFAULT_ROUNDS,
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> ClockSync:
     """Measure every rank's clock against the root's (collective over ``comm``).
 
     The root answers each other rank in turn, ``rounds`` times; each answer is the root's
@@ -140,8 +144,11 @@ def clock_meta(start: ClockSync, end: ClockSync) -> dict[str, Any]:
         "clock_offset_ns": mean,
         "clock_error_ns": max(start.error_ns, end.error_ns) + half_change + odd,  # odd: the // 2
         "clock_drift": (end.offset_ns - start.offset_ns) / span if span > 0 else 0.0,
-        "clock_sync": {"method": "MPI ping-pong against the root, best of each round-trip set",
-                       "start": asdict(start), "end": asdict(end)},
+        "clock_sync": {
+            "method": "MPI ping-pong against the root, best of each round-trip set",
+            "start": asdict(start),
+            "end": asdict(end),
+        },
     }
 
 
@@ -163,8 +170,10 @@ class MPIProfile:
     def summary(self) -> list[CrossRankRow]:
         """The cross-rank summary (at the root; the other ranks have no one else's profile)."""
         if self.ranks is None:
-            raise KprofError(f"the cross-rank summary is only at the root (rank {self.root}) "
-                             f"after a gathered profile; this is rank {self.rank}")
+            raise KprofError(
+                f"the cross-rank summary is only at the root (rank {self.root}) "
+                f"after a gathered profile; this is rank {self.rank}"
+            )
         return cross_rank_summary(self.ranks)
 
     def report(self) -> str:
@@ -193,8 +202,16 @@ class profile:
     it: an MPI job with a failing rank is normally aborted by its launcher) and re-raises.
     """
 
-    def __init__(self, comm: Any = None, *, gather: bool = True, output: str | None = None,
-                 root: int = 0, rounds: int = DEFAULT_ROUNDS, **profile_kwargs: Any) -> None:
+    def __init__(
+        self,
+        comm: Any = None,
+        *,
+        gather: bool = True,
+        output: str | None = None,
+        root: int = 0,
+        rounds: int = DEFAULT_ROUNDS,
+        **profile_kwargs: Any,
+    ) -> None:
         from .profiler import profile as _profile
 
         if rounds < 1:
@@ -260,11 +277,14 @@ class profile:
     @staticmethod
     def _expand(pattern: str, result: MPIProfile) -> str:
         try:
-            return pattern.format(rank=result.rank, size=result.size, pid=os.getpid(),
-                                  host=socket.gethostname())
+            return pattern.format(
+                rank=result.rank, size=result.size, pid=os.getpid(), host=socket.gethostname()
+            )
         except (KeyError, IndexError, ValueError) as exc:
-            raise KprofError(f"bad output path {pattern!r}: use only {{rank}}, {{size}}, {{pid}} "
-                             f"and {{host}} ({exc})") from None
+            raise KprofError(
+                f"bad output path {pattern!r}: use only {{rank}}, {{size}}, {{pid}} "
+                f"and {{host}} ({exc})"
+            ) from None
 
 
 def _gather(comm: Any, local: Profile, root: int) -> list[Profile] | None:
@@ -283,8 +303,10 @@ def _gather(comm: Any, local: Profile, root: int) -> list[Profile] | None:
         return None
     assert sizes is not None
     if max(sizes) >= 2**31:
-        raise KprofError("a rank's profile is over 2 GiB: save one file per rank (output=...) "
-                         "and merge them with `kprof merge` instead")
+        raise KprofError(
+            "a rank's profile is over 2 GiB: save one file per rank (output=...) "
+            "and merge them with `kprof merge` instead"
+        )
     counts = [int(n) for n in sizes]
     displs = [sum(counts[:k]) for k in range(size)]
     buf = bytearray(sum(counts))
@@ -295,9 +317,19 @@ def _gather(comm: Any, local: Profile, root: int) -> list[Profile] | None:
         if r == rank:
             out.append(local)
         else:
-            out.append(loads(bytes(buf[displs[r]:displs[r] + counts[r]]), name=f"rank {r}'s profile"))
+            out.append(
+                loads(bytes(buf[displs[r] : displs[r] + counts[r]]), name=f"rank {r}'s profile")
+            )
     return out
 
 
-__all__ = ["DEFAULT_ROUNDS", "ENV_SKEW", "ClockSync", "MPIProfile", "clock_meta",
-           "measure_clock_offset", "profile", "test_clock_skew_ns"]
+__all__ = [
+    "DEFAULT_ROUNDS",
+    "ENV_SKEW",
+    "ClockSync",
+    "MPIProfile",
+    "clock_meta",
+    "measure_clock_offset",
+    "profile",
+    "test_clock_skew_ns",
+]

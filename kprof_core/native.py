@@ -36,7 +36,9 @@ def _load() -> None:
 
         crecorder = importlib.import_module("kprof_core._crecorder")
     except ImportError as exc:
-        _why = f"the compiled recorder is not built ({exc}); pip install with a C compiler builds it"
+        _why = (
+            f"the compiled recorder is not built ({exc}); pip install with a C compiler builds it"
+        )
         return
     except Exception as exc:  # a broken build must never break kprof
         _why = f"the compiled recorder failed to load: {type(exc).__name__}: {exc}"

@@ -42,14 +42,20 @@ class DeviceClock:
     def describe(self) -> str:
         """The method and error bound in words, as the trace prints them."""
         err = "unknown error bound" if self.error_ns is None else f"error ≤ {self.error_ns} ns"
-        extra = f", shifted {self.shift_ns} ns so no work starts before its launch" if self.shift_ns else ""
+        extra = (
+            f", shifted {self.shift_ns} ns so no work starts before its launch"
+            if self.shift_ns
+            else ""
+        )
         return f"{self.method} ({err}{extra})"
 
 
-
-def place(table: DeviceTable, queues: Sequence[QueueRecord],
-          refs: dict[str, tuple[Backend, Any, int, int]],
-          hook_failed: Callable[..., str]) -> dict[str, DeviceClock]:
+def place(
+    table: DeviceTable,
+    queues: Sequence[QueueRecord],
+    refs: dict[str, tuple[Backend, Any, int, int]],
+    hook_failed: Callable[..., str],
+) -> dict[str, DeviceClock]:
     """Place every unplaced row of ``table`` on the host clock; returns each device's clock.
 
     ``refs`` maps a device key to (backend, reference token, its launch's host start and end).
@@ -68,8 +74,7 @@ def place(table: DeviceTable, queues: Sequence[QueueRecord],
     # from a nested profile), else 1 + the device's index in `devices`. The common case (one
     # device, nothing placed yet) needs no codes at all.
     # (flags.count(0) == n: every row unplaced and unflagged, in C; else look at each.)
-    if len(devices) == 1 and (t.flags.count(0) == n or not any(map(and_, t.flags,
-                                                                   repeat(PLACED)))):
+    if len(devices) == 1 and (t.flags.count(0) == n or not any(map(and_, t.flags, repeat(PLACED)))):
         codes = None
         present = [1]
     else:
@@ -110,16 +115,18 @@ def place(table: DeviceTable, queues: Sequence[QueueRecord],
     return clocks
 
 
-def _base(backend: Backend, tok: Any, h0: int, h1: int,
-          hook_failed: Callable[..., str]) -> tuple[int, str, int | None]:
+def _base(
+    backend: Backend, tok: Any, h0: int, h1: int, hook_failed: Callable[..., str]
+) -> tuple[int, str, int | None]:
     """Where the device's reference token lies on the host clock, how it was found, and the
     error bound."""
     alignment: Alignment | None = None
     try:
         alignment = backend.align_clock(backend, tok, (h0, h1))
         if alignment is not None and not isinstance(alignment, Alignment):
-            raise BadReturn(f"align_clock returned {type(alignment).__name__}, "
-                            f"expected kprof.Alignment")
+            raise BadReturn(
+                f"align_clock returned {type(alignment).__name__}, expected kprof.Alignment"
+            )
     except Exception as exc:
         hook_failed(backend, "align_clock", exc, disable=False)
         alignment = None
@@ -128,9 +135,12 @@ def _base(backend: Backend, tok: Any, h0: int, h1: int,
     return h0, "first work on the device assumed to start at its launch", None
 
 
-def _place_each(t: DeviceTable, queues: Sequence[QueueRecord],
-                refs: dict[str, tuple[Backend, Any, int, int]],
-                hook_failed: Callable[..., str]) -> dict[str, DeviceClock]:
+def _place_each(
+    t: DeviceTable,
+    queues: Sequence[QueueRecord],
+    refs: dict[str, tuple[Backend, Any, int, int]],
+    hook_failed: Callable[..., str],
+) -> dict[str, DeviceClock]:
     """``place`` for tables with more devices than a byte can number: row by row."""
     clocks: dict[str, DeviceClock] = {}
     rows_by_device: dict[str, list[int]] = {}

@@ -73,7 +73,8 @@ def discovery_timeout() -> float | None:
         raise KprofError(
             f"{ENV_DISCOVERY_TIMEOUT}={raw!r} is not a number of seconds; set it to a positive "
             f"number such as 60, to 0 to wait for plugins without a bound, or unset it for the "
-            f"default ({DEFAULT_DISCOVERY_TIMEOUT:g} s)")
+            f"default ({DEFAULT_DISCOVERY_TIMEOUT:g} s)"
+        )
     return value or None
 
 
@@ -185,7 +186,11 @@ class Registry:
                 backend = self._add(ep.name, plugin, dist_name, dist_version)
                 self._describe(backend, timeout)
             except Exception as exc:
-                error = str(exc) if isinstance(exc, (_NoAnswer, PluginRaised)) else f"{type(exc).__name__}: {exc}"
+                error = (
+                    str(exc)
+                    if isinstance(exc, (_NoAnswer, PluginRaised))
+                    else f"{type(exc).__name__}: {exc}"
+                )
                 warnings.warn(
                     f"kprof: backend plugin {ep.name!r} ({ep.value}"
                     f"{', ' + dist_name + ' ' + str(dist_version) if dist_name else ''}) "
@@ -199,8 +204,9 @@ class Registry:
             backends[ep.name] = backend
         return backends
 
-    def _add(self, name: str, plugin: object, dist: str | None = None,
-             version: str | None = None) -> Backend:
+    def _add(
+        self, name: str, plugin: object, dist: str | None = None, version: str | None = None
+    ) -> Backend:
         # pluggy checks every hookimpl's arguments against the spec at registration.
         self.pm.register(plugin, name=f"{ENTRY_POINT_GROUP}:{name}")
         try:
@@ -221,7 +227,9 @@ class Registry:
         try:
             bounded(backend.info, timeout, f"describe_backend of {backend.name}")
         except (_NoAnswer, PluginRaised) as exc:
-            backend.disable(f"describe_backend {exc}" if isinstance(exc, PluginRaised) else str(exc))
+            backend.disable(
+                f"describe_backend {exc}" if isinstance(exc, PluginRaised) else str(exc)
+            )
 
     def _ensure(self) -> dict[str, Backend]:
         if self._backends is None:
@@ -298,7 +306,9 @@ def _chosen(eps: Any) -> list[Any]:
             continue  # the same distribution visible twice
         own = [e for e in (prev, ep) if _dist_name(e) == OWN_DISTRIBUTION]
         # Deterministic whatever order the file system lists distributions in.
-        keep = own[0] if len(own) == 1 else min(prev, ep, key=lambda e: (_dist_name(e) or "", e.value))
+        keep = (
+            own[0] if len(own) == 1 else min(prev, ep, key=lambda e: (_dist_name(e) or "", e.value))
+        )
         drop = ep if keep is prev else prev
         first[ep.name] = keep
         why = "kprof's own backends win" if own else "the distribution whose name sorts first wins"
@@ -306,7 +316,9 @@ def _chosen(eps: Any) -> list[Any]:
             f"kprof: two plugins register the backend {ep.name!r}: {_describe_ep(keep)} and "
             f"{_describe_ep(drop)}; using {_describe_ep(keep)} ({why}). Rename the other's "
             f"entry point (group {ENTRY_POINT_GROUP!r}) or uninstall it.",
-            RuntimeWarning, stacklevel=4)
+            RuntimeWarning,
+            stacklevel=4,
+        )
     return list(first.values())
 
 
@@ -317,7 +329,9 @@ def _dist_name(ep: Any) -> str | None:
 
 def _describe_ep(ep: Any) -> str:
     dist = getattr(ep, "dist", None)
-    who = f"{dist.metadata['Name']} {dist.version}" if dist is not None else "an unknown distribution"
+    who = (
+        f"{dist.metadata['Name']} {dist.version}" if dist is not None else "an unknown distribution"
+    )
     return f"{who} ({ep.value})"
 
 

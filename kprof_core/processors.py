@@ -40,11 +40,18 @@ class SummaryRow:
     @property
     def label(self) -> str:
         """The name as the report shows it (`` *`` when host-timed, `` ~`` when approximate)."""
-        return f"{self.name} *" if self.host_timed else f"{self.name} ~" if self.approximate else self.name
+        return (
+            f"{self.name} *"
+            if self.host_timed
+            else f"{self.name} ~"
+            if self.approximate
+            else self.name
+        )
 
 
-def rows_of(groups: Mapping[tuple[str, int], list[int]], sizes: Mapping[tuple[str, int], int],
-            span_ns: int) -> list[SummaryRow]:
+def rows_of(
+    groups: Mapping[tuple[str, int], list[int]], sizes: Mapping[tuple[str, int], int], span_ns: int
+) -> list[SummaryRow]:
     """Summary rows of durations already grouped by ``(name, marks)``, where marks are the
     record flags ``HOST_TIMED`` and ``APPROXIMATE`` (or a bool: host-timed); largest total first."""
     rows = []
@@ -53,20 +60,22 @@ def rows_of(groups: Mapping[tuple[str, int], list[int]], sizes: Mapping[tuple[st
         total, squares, lo, hi, median = _stats(durs, n)
         mean = total / n
         var = squares / n - mean * mean if n > 1 else 0.0
-        rows.append(SummaryRow(
-            name=name,
-            calls=n,
-            total_ns=total,
-            avg_ns=mean,
-            min_ns=lo,
-            max_ns=hi,
-            median_ns=median,
-            std_ns=math.sqrt(var) if var > 0 else 0.0,
-            percent=100.0 * total / span_ns if span_ns > 0 else 0.0,
-            host_timed=bool(marks & HOST_TIMED),
-            nbytes=sizes.get((name, marks)),
-            approximate=bool(marks & APPROXIMATE),
-        ))
+        rows.append(
+            SummaryRow(
+                name=name,
+                calls=n,
+                total_ns=total,
+                avg_ns=mean,
+                min_ns=lo,
+                max_ns=hi,
+                median_ns=median,
+                std_ns=math.sqrt(var) if var > 0 else 0.0,
+                percent=100.0 * total / span_ns if span_ns > 0 else 0.0,
+                host_timed=bool(marks & HOST_TIMED),
+                nbytes=sizes.get((name, marks)),
+                approximate=bool(marks & APPROXIMATE),
+            )
+        )
     rows.sort(key=lambda r: (-r.total_ns, r.name))
     return rows
 
@@ -101,5 +110,10 @@ def _stats(durs: Sequence[int], n: int) -> tuple[int, float, int, int, float]:
             return total, squares, values[0], values[-1], median
     ordered = sorted(durs)
     mid = n // 2
-    return (sum(ordered), math.fsum(map(operator.mul, ordered, ordered)), ordered[0],
-            ordered[-1], float(ordered[mid]) if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2)
+    return (
+        sum(ordered),
+        math.fsum(map(operator.mul, ordered, ordered)),
+        ordered[0],
+        ordered[-1],
+        float(ordered[mid]) if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2,
+    )

@@ -46,9 +46,13 @@ def resolve_timeout(value: float | None) -> float:
             )
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"profile(timeout=...) must be a number of seconds, not {type(value).__name__}")
+        raise TypeError(
+            f"profile(timeout=...) must be a number of seconds, not {type(value).__name__}"
+        )
     if not value > 0:
-        raise ValueError(f"profile(timeout=...) must be a positive number of seconds, not {value!r}")
+        raise ValueError(
+            f"profile(timeout=...) must be a positive number of seconds, not {value!r}"
+        )
     return float(value)
 
 
@@ -137,8 +141,14 @@ class profile:
     creates, and threads that run their target through ``kprof.propagate``.
     """
 
-    def __init__(self, device: bool = True, trace: bool = False, synchronize: bool = False,
-                 backends: Iterable[str] | None = None, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        device: bool = True,
+        trace: bool = False,
+        synchronize: bool = False,
+        backends: Iterable[str] | None = None,
+        timeout: float | None = None,
+    ) -> None:
         for arg, value in (("device", device), ("trace", trace), ("synchronize", synchronize)):
             if not isinstance(value, bool):
                 raise TypeError(f"profile({arg}=...) must be True or False, not {value!r}")
@@ -148,8 +158,10 @@ class profile:
         if self._backend_names is not None:
             for n in self._backend_names:
                 if not isinstance(n, str):
-                    raise TypeError(f"profile(backends=...) takes backend names (str), "
-                                    f"not {type(n).__name__} {n!r}")
+                    raise TypeError(
+                        f"profile(backends=...) takes backend names (str), "
+                        f"not {type(n).__name__} {n!r}"
+                    )
         self.device = device
         self.trace = trace
         self.synchronize = synchronize
@@ -164,8 +176,13 @@ class profile:
             raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
         backends = registry.usable(self._backend_names)
         parent = _ACTIVE.get()
-        rec = Recorder(backends, device=self.device, synchronize=self.synchronize,
-                       timeout=self.timeout, parent=parent)
+        rec = Recorder(
+            backends,
+            device=self.device,
+            synchronize=self.synchronize,
+            timeout=self.timeout,
+            parent=parent,
+        )
         result = Profile(trace=self.trace, backends=[b.name for b in backends])
         _install(backends)  # raises only after undoing itself: nothing to clean up here
         self._recorder, self.result = rec, result
@@ -198,8 +215,12 @@ class profile:
         except Exception as err:
             # A bug of kprof's must not replace the user's exception or break their program.
             rec.abandon()
-            warnings.warn(f"kprof: resolving the profile failed ({type(err).__name__}: {err}); "
-                          f"what was resolved before is kept", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"kprof: resolving the profile failed ({type(err).__name__}: {err}); "
+                f"what was resolved before is kept",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         except BaseException:
             rec.abandon()  # interrupted while waiting for the device: keep what was resolved
             raise
@@ -222,8 +243,9 @@ class profile:
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with profile(self.device, self.trace, self.synchronize, self._backend_names,
-                         self.timeout) as p:
+            with profile(
+                self.device, self.trace, self.synchronize, self._backend_names, self.timeout
+            ) as p:
                 try:
                     return fn(*args, **kwargs)
                 finally:

@@ -66,14 +66,18 @@ def _from_mpi4py() -> tuple[int, int] | None:
         return None
 
 
-def _from_environment(environ: dict[str, str] | os._Environ[str]) -> tuple[int, int | None, str] | None:
+def _from_environment(
+    environ: dict[str, str] | os._Environ[str],
+) -> tuple[int, int | None, str] | None:
     for rank_var, size_var in LAUNCHER_VARIABLES:
         raw = environ.get(rank_var)
         if raw is None or not raw.strip():
             continue
         rank = _int_var(rank_var, raw, 0)
         size_raw = environ.get(size_var)
-        size = _int_var(size_var, size_raw, 1) if size_raw is not None and size_raw.strip() else None
+        size = (
+            _int_var(size_var, size_raw, 1) if size_raw is not None and size_raw.strip() else None
+        )
         if size is not None and rank >= size:
             raise KprofError(
                 f"environment variables {rank_var}={rank} and {size_var}={size} disagree "

@@ -47,9 +47,15 @@ class Recorder(Harvest):
     #: launching thread waits for the oldest work to finish (the device is that far behind).
     max_pending = 16384
 
-    def __init__(self, backends: Sequence[Backend], *, device: bool = True,
-                 synchronize: bool = False, timeout: float = 60.0,
-                 parent: Recorder | None = None) -> None:
+    def __init__(
+        self,
+        backends: Sequence[Backend],
+        *,
+        device: bool = True,
+        synchronize: bool = False,
+        timeout: float = 60.0,
+        parent: Recorder | None = None,
+    ) -> None:
         super().__init__(backends, timeout)
         self._selected = frozenset(self.backends)
         self.device = device
@@ -59,8 +65,7 @@ class Recorder(Harvest):
         # launch to _pressure once the profile has closed (then it is 0).
         self._next_harvest = min(self.harvest_every, self.max_pending)
         # Slots of the backends whose launches take the short path: timed, not synchronized.
-        self._timed = frozenset(b.slot for b in self.backends
-                                if device and not synchronize)
+        self._timed = frozenset(b.slot for b in self.backends if device and not synchronize)
         self._closed = False  # the profile's block has ended: what comes in now is late
         self._closed_ns = 0
         self.pending_high_water = 0
@@ -81,8 +86,18 @@ class Recorder(Harvest):
 
     # -- the launch path (plugins) ------------------------------------------------------------
 
-    def launch(self, backend: Backend, kind: int, name: str, queue: Any, start_ns: int,
-               end_ns: int, start: Any = None, stop: Any = None, nbytes: int = -1) -> None:
+    def launch(
+        self,
+        backend: Backend,
+        kind: int,
+        name: str,
+        queue: Any,
+        start_ns: int,
+        end_ns: int,
+        start: Any = None,
+        stop: Any = None,
+        nbytes: int = -1,
+    ) -> None:
         """Record one launch (a kernel or a copy) that a plugin captured.
 
         ``start_ns``/``end_ns`` bracket the host call (``kprof.capture.now()``); ``start`` and
@@ -115,8 +130,7 @@ class Recorder(Harvest):
             if _running_loop() is not None:
                 who = _who()
             incoming = self._incoming
-            incoming.append((slot, kind, name, qk, who, start_ns, end_ns, start, stop, nbytes,
-                             0))
+            incoming.append((slot, kind, name, qk, who, start_ns, end_ns, start, stop, nbytes, 0))
             if len(incoming) >= self._next_harvest:
                 self._pressure()
             return
@@ -136,8 +150,7 @@ class Recorder(Harvest):
             self._sync(backend, queue)
         qk = id(queue)
         self._live_queues.setdefault(qk, queue)
-        self._append((slot, kind, name, qk, _who(), start_ns, end_ns, start, stop, nbytes,
-                      flags))
+        self._append((slot, kind, name, qk, _who(), start_ns, end_ns, start, stop, nbytes, flags))
 
     _launch_py = launch  # the compiled path's fallback, whatever self.launch is bound to
 
@@ -149,9 +162,17 @@ class Recorder(Harvest):
         # the replacement is called, as it would be without the compiled recorder.
         if mod is None or type(self).launch is not Recorder._launch_py:
             return
-        self._native = mod.launch_path(self._incoming, self._live_queues, self._timed,
-                                       self._launch_py, self._pressure, threads._tls,
-                                       threads._running_loop, _who, self._next_harvest)
+        self._native = mod.launch_path(
+            self._incoming,
+            self._live_queues,
+            self._timed,
+            self._launch_py,
+            self._pressure,
+            threads._tls,
+            threads._running_loop,
+            _who,
+            self._next_harvest,
+        )
         self.launch = self._native.launch  # type: ignore[method-assign]
 
     def _set_next_harvest(self, n: int) -> None:
@@ -159,8 +180,17 @@ class Recorder(Harvest):
         if self._native is not None:
             self._native.next_harvest = n
 
-    def launch_observed(self, backend: Backend, kind: int, name: str, queue: Any, start_ns: int,
-                        end_ns: int, token: Any, nbytes: int = -1) -> None:
+    def launch_observed(
+        self,
+        backend: Backend,
+        kind: int,
+        name: str,
+        queue: Any,
+        start_ns: int,
+        end_ns: int,
+        token: Any,
+        nbytes: int = -1,
+    ) -> None:
         """Record a launch on a queue without device timestamps, timed without synchronizing.
 
         ``token`` stands for the host's observation of the work: ``timestamp_done(token)``
@@ -176,17 +206,32 @@ class Recorder(Harvest):
             return
         qk = id(queue)
         self._live_queues.setdefault(qk, queue)
-        self._append((backend.slot, kind, name, qk, _who(), start_ns, end_ns, token, token,
-                      nbytes, APPROXIMATE))
+        self._append(
+            (
+                backend.slot,
+                kind,
+                name,
+                qk,
+                _who(),
+                start_ns,
+                end_ns,
+                token,
+                token,
+                nbytes,
+                APPROXIMATE,
+            )
+        )
 
-    def _untimed(self, backend: Backend, name: str, start_ns: int, end_ns: int,
-                 start: Any, stop: Any) -> None:
+    def _untimed(
+        self, backend: Backend, name: str, start_ns: int, end_ns: int, start: Any, stop: Any
+    ) -> None:
         """A launch this profile does not time: keep its host call (``device=False``), or
         drop it (a backend the profile was not asked to use); give its tokens back."""
         self._release(backend, start, stop)
         if backend in self._selected:
-            self._append((None, HOST_LAUNCH, name, None, _who(), start_ns, end_ns,
-                          None, None, -1, 0))
+            self._append(
+                (None, HOST_LAUNCH, name, None, _who(), start_ns, end_ns, None, None, -1, 0)
+            )
 
     def _append(self, entry: tuple[Any, ...]) -> None:
         incoming = self._incoming
@@ -205,8 +250,21 @@ class Recorder(Harvest):
     def host_range(self, name: str, start_ns: int, end_ns: int, thread: Any = None) -> None:
         """A host range; ``thread``: the key ``threads.who()`` gave where it ran (default: the
         calling thread)."""
-        self._append((None, HOST_RANGE, name, None, _who() if thread is None else thread,
-                      start_ns, end_ns, None, None, -1, 0))
+        self._append(
+            (
+                None,
+                HOST_RANGE,
+                name,
+                None,
+                _who() if thread is None else thread,
+                start_ns,
+                end_ns,
+                None,
+                None,
+                -1,
+                0,
+            )
+        )
 
     def mark(self, name: str, time_ns: int) -> None:
         self._append((None, MARK, name, None, _who(), time_ns, time_ns, None, None, -1, 0))
@@ -254,8 +312,9 @@ class Recorder(Harvest):
             begun.append((b, q, tok))
         return begun
 
-    def device_range_end(self, name: str, kind: int, begun: list[tuple[Backend, Any, Any]],
-                         start_ns: int) -> int:
+    def device_range_end(
+        self, name: str, kind: int, begun: list[tuple[Backend, Any, Any]], start_ns: int
+    ) -> int:
         """Close what ``device_range_begin`` opened; host-time the backends without tokens.
 
         ``start_ns`` must be taken before ``device_range_begin``: no work of the range can
@@ -316,10 +375,13 @@ class Recorder(Harvest):
         key = f"reentered {name}"
         if key not in self._warned:
             self._warned.add(key)
-            warnings.warn(f"kprof: the range object {name!r} was entered again before it exited; "
-                          f"both are recorded, but use one kprof.range(...) per with block (one "
-                          f"object shared by threads mixes up their times)", RuntimeWarning,
-                          stacklevel=3)
+            warnings.warn(
+                f"kprof: the range object {name!r} was entered again before it exited; "
+                f"both are recorded, but use one kprof.range(...) per with block (one "
+                f"object shared by threads mixes up their times)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def _cut_open_ranges(self, end_ns: int) -> None:
         """Ranges still open as the profile ends (in a thread that outlived it, or a block the
@@ -332,13 +394,18 @@ class Recorder(Harvest):
             cut.append(name)
             for b, _q, tok in begun or ():
                 self._release(b, tok, None)
-            self._take((None, HOST_RANGE, name, None, who, h0, max(h0, end_ns), None, None, -1, 0),
-                       None)
+            self._take(
+                (None, HOST_RANGE, name, None, who, h0, max(h0, end_ns), None, None, -1, 0), None
+            )
         if cut:
             shown = ", ".join(repr(n) for n in sorted(set(cut))[:5])
-            warnings.warn(f"kprof: {len(cut)} range{'s were' if len(cut) > 1 else ' was'} still "
-                          f"open when the profile ended ({shown}): recorded on the host up to "
-                          f"the profile's end, without device time", RuntimeWarning, stacklevel=4)
+            warnings.warn(
+                f"kprof: {len(cut)} range{'s were' if len(cut) > 1 else ' was'} still "
+                f"open when the profile ended ({shown}): recorded on the host up to "
+                f"the profile's end, without device time",
+                RuntimeWarning,
+                stacklevel=4,
+            )
 
     def _range_pop(self, b: Backend) -> None:
         if b.mirrors_ranges:
@@ -349,8 +416,9 @@ class Recorder(Harvest):
 
     def host_timed(self, name: str, kind: int, start_ns: int, end_ns: int) -> None:
         """A device entry with no backend at all (``kprof.kernel`` outside any queue)."""
-        self._append((None, kind, name, None, _who(), start_ns, end_ns, None, end_ns, -1,
-                      HOST_TIMED))
+        self._append(
+            (None, kind, name, None, _who(), start_ns, end_ns, None, end_ns, -1, HOST_TIMED)
+        )
 
     # -- activity records (activity.py) ---------------------------------------------------------
 
@@ -364,8 +432,21 @@ class Recorder(Harvest):
         qk = id(r.queue)
         self._live_queues.setdefault(qk, r.queue)
         # The last field, record flags for launches, holds the record's detail here.
-        self._incoming.append((backend.slot, ACTIVITY + r.kind, r.name, qk, who, r.launch_begin,
-                               r.launch_end, r.begin, r.end, r.nbytes, r.detail))
+        self._incoming.append(
+            (
+                backend.slot,
+                ACTIVITY + r.kind,
+                r.name,
+                qk,
+                who,
+                r.launch_begin,
+                r.launch_end,
+                r.begin,
+                r.end,
+                r.nbytes,
+                r.detail,
+            )
+        )
         if self._closed:  # closed meanwhile: finish() may have harvested already
             self._late()
         return True
@@ -458,7 +539,7 @@ class Recorder(Harvest):
     def _drop_late(self) -> None:
         incoming = self._incoming
         late = incoming[:]
-        del incoming[:len(late)]  # threads may still append: those come back here
+        del incoming[: len(late)]  # threads may still append: those come back here
         for slot, kind, *_rest, start, stop, _n, _f in late:
             self.late_dropped += 1
             if start is not None and slot is not None and kind < ACTIVITY:  # holds tokens
@@ -476,16 +557,26 @@ class Recorder(Harvest):
             nmap = [self.names(n) for n in child.names.values]
             ct = child.table
             for i in range(len(ct)):
-                row = self.table.append(nmap[ct.name[i]], ct.kind[i], qmap[ct.queue[i]],
-                                        tmap[ct.thread[i]], ct.launch_start[i], ct.launch_end[i],
-                                        ct.start[i], ct.duration[i], ct.nbytes[i], ct.flags[i] | PLACED)
+                row = self.table.append(
+                    nmap[ct.name[i]],
+                    ct.kind[i],
+                    qmap[ct.queue[i]],
+                    tmap[ct.thread[i]],
+                    ct.launch_start[i],
+                    ct.launch_end[i],
+                    ct.start[i],
+                    ct.duration[i],
+                    ct.nbytes[i],
+                    ct.flags[i] | PLACED,
+                )
                 if i in child.errors:
                     self.errors[row] = child.errors[i]
                 if i in child.details:
                     self.details[row] = child.details[i]
             ch = child.host
             for i in range(len(ch)):
-                self.host.append(nmap[ch.name[i]], ch.kind[i], tmap[ch.thread[i]], ch.start[i], ch.end[i])
+                self.host.append(
+                    nmap[ch.name[i]], ch.kind[i], tmap[ch.thread[i]], ch.start[i], ch.end[i]
+                )
             for k, v in child.clocks.items():
                 self.clocks.setdefault(k, v)
-

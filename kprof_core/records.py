@@ -166,8 +166,18 @@ class Interner:
 class DeviceTable:
     """Device records, one column per field."""
 
-    COLUMNS = ("name", "kind", "queue", "thread", "launch_start", "launch_end", "start",
-               "duration", "nbytes", "flags")
+    COLUMNS = (
+        "name",
+        "kind",
+        "queue",
+        "thread",
+        "launch_start",
+        "launch_end",
+        "start",
+        "duration",
+        "nbytes",
+        "flags",
+    )
 
     def __init__(self) -> None:
         for c in self.COLUMNS:
@@ -184,8 +194,19 @@ class DeviceTable:
     nbytes: array[int]
     flags: array[int]
 
-    def append(self, name: int, kind: int, queue: int, thread: int, launch_start: int,
-               launch_end: int, start: int, duration: int, nbytes: int, flags: int) -> int:
+    def append(
+        self,
+        name: int,
+        kind: int,
+        queue: int,
+        thread: int,
+        launch_start: int,
+        launch_end: int,
+        start: int,
+        duration: int,
+        nbytes: int,
+        flags: int,
+    ) -> int:
         self.name.append(name)
         self.kind.append(kind)
         self.queue.append(queue)
@@ -254,9 +275,14 @@ def _trim(table: Any, columns: tuple[str, ...]) -> None:
         setattr(table, c, array("q", getattr(table, c)))
 
 
-def iter_device_records(table: DeviceTable, names: list[str], queues: list[QueueRecord],
-                        threads: list[ThreadRecord], errors: dict[int, str],
-                        origin: int = 0) -> Iterator[KernelRecord]:
+def iter_device_records(
+    table: DeviceTable,
+    names: list[str],
+    queues: list[QueueRecord],
+    threads: list[ThreadRecord],
+    errors: dict[int, str],
+    origin: int = 0,
+) -> Iterator[KernelRecord]:
     """Build record views; times are given relative to ``origin``."""
     for i in range(len(table)):
         q = queues[table.queue[i]]

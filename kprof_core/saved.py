@@ -89,12 +89,16 @@ def diff_command(args: argparse.Namespace) -> int:
     """Compare two saved profiles; with ``--fail-above R``, exit 1 when a kernel, copy or
     device range got significantly slower by more than ``R`` (median per call)."""
     if args.fail_above is not None and not args.fail_above > 0:
-        print(f"kprof diff: --fail-above takes a ratio such as 1.10, not {args.fail_above}",
-              file=sys.stderr)
+        print(
+            f"kprof diff: --fail-above takes a ratio such as 1.10, not {args.fail_above}",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     if not 0 < args.alpha < 1:
-        print(f"kprof diff: --alpha takes a probability such as 0.01, not {args.alpha}",
-              file=sys.stderr)
+        print(
+            f"kprof diff: --alpha takes a probability such as 0.01, not {args.alpha}",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     try:
         before, after = load_profile(args.base), load_profile(args.new)
@@ -109,13 +113,17 @@ def diff_command(args: argparse.Namespace) -> int:
         from .renderers.html import write_html
 
         try:
-            write_html(args.html, side_by_side([before, after]),
-                       [f"before: {args.base}", f"after: {args.new}"],
-                       extra_html=diff_html(d, labels))
+            write_html(
+                args.html,
+                side_by_side([before, after]),
+                [f"before: {args.base}", f"after: {args.new}"],
+                extra_html=diff_html(d, labels),
+            )
             _wrote(args.html)
         except OSError as exc:
-            print(f"kprof diff: could not write {args.html}: {exc.strerror or exc}",
-                  file=sys.stderr)
+            print(
+                f"kprof diff: could not write {args.html}: {exc.strerror or exc}", file=sys.stderr
+            )
             code = EXIT_BAD_INPUT
     if args.json:
         print(json.dumps({"before": args.base, "after": args.new, **d.to_json()}, indent=1))
@@ -124,34 +132,57 @@ def diff_command(args: argparse.Namespace) -> int:
     if args.fail_above is not None:
         slow = d.slowdowns(args.fail_above)
         if slow:
-            print(f"kprof diff: {len(slow)} significant slowdown{'s' * (len(slow) != 1)} above "
-                  f"{args.fail_above:g}x: " + ", ".join(f"{r.label} {r.ratio:.2f}x (p={r.p_value:.2g})"
-                                                       for r in slow), file=sys.stderr)
+            print(
+                f"kprof diff: {len(slow)} significant slowdown{'s' * (len(slow) != 1)} above "
+                f"{args.fail_above:g}x: "
+                + ", ".join(f"{r.label} {r.ratio:.2f}x (p={r.p_value:.2g})" for r in slow),
+                file=sys.stderr,
+            )
             code = code or EXIT_SLOWER
     return code
 
 
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``show`` and ``diff`` on the ``kprof`` command's subparsers."""
-    s = sub.add_parser("show", help="print or export a saved profile, as print(p) and the exports would")
+    s = sub.add_parser(
+        "show", help="print or export a saved profile, as print(p) and the exports would"
+    )
     s.add_argument("file", help="a saved profile (.kprof)")
-    s.add_argument("-t", "--print-trace", action="store_true",
-                   help="print the chronological trace after the summary")
+    s.add_argument(
+        "-t",
+        "--print-trace",
+        action="store_true",
+        help="print the chronological trace after the summary",
+    )
     s.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML timeline")
-    s.add_argument("--trace", dest="trace_file", metavar="FILE.json",
-                   help="write a Chrome/Perfetto trace")
+    s.add_argument(
+        "--trace", dest="trace_file", metavar="FILE.json", help="write a Chrome/Perfetto trace"
+    )
     s.add_argument("--json", action="store_true", help="print the records as JSON instead")
     s.set_defaults(func=show_command)
 
-    d = sub.add_parser("diff", help="compare two saved profiles name by name (for CI gates: --fail-above)")
+    d = sub.add_parser(
+        "diff", help="compare two saved profiles name by name (for CI gates: --fail-above)"
+    )
     d.add_argument("base", help="the baseline profile (.kprof)")
     d.add_argument("new", help="the profile to compare with it (.kprof)")
     d.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    d.add_argument("--html", metavar="FILE.html",
-                   help="write both timelines and the comparison to one HTML page")
-    d.add_argument("--fail-above", type=float, metavar="RATIO",
-                   help="exit 1 when a kernel, copy or device range is significantly slower "
-                        "by more than RATIO (median per call), e.g. 1.10")
-    d.add_argument("--alpha", type=float, default=0.01,
-                   help="significance level of the rank test (default 0.01)")
+    d.add_argument(
+        "--html",
+        metavar="FILE.html",
+        help="write both timelines and the comparison to one HTML page",
+    )
+    d.add_argument(
+        "--fail-above",
+        type=float,
+        metavar="RATIO",
+        help="exit 1 when a kernel, copy or device range is significantly slower "
+        "by more than RATIO (median per call), e.g. 1.10",
+    )
+    d.add_argument(
+        "--alpha",
+        type=float,
+        default=0.01,
+        help="significance level of the rank test (default 0.01)",
+    )
     d.set_defaults(func=diff_command)

@@ -42,8 +42,10 @@ def _split(keys: array[int], values: array[int], most: int = 8) -> dict[int, lis
         return None
     if len(distinct) == 1:
         return {keys[0]: list(values)}
-    return {k: list(compress(values, map(eq, keys, repeat(k))))
-            for k in sorted(distinct, key=keys.index)}
+    return {
+        k: list(compress(values, map(eq, keys, repeat(k))))
+        for k in sorted(distinct, key=keys.index)
+    }
 
 
 @dataclass(frozen=True)
@@ -80,14 +82,18 @@ class Summary:
         for r in self.device:
             if r.name == name:
                 return r
-        raise KeyError(f"no device-side activity named {name!r}; names: {[r.name for r in self.device]}")
+        raise KeyError(
+            f"no device-side activity named {name!r}; names: {[r.name for r in self.device]}"
+        )
 
     def host_row(self, name: str) -> SummaryRow:
         """The host-side row of one name (ranges, launches' host calls), or KeyError."""
         for r in self.host:
             if r.name == name:
                 return r
-        raise KeyError(f"no host-side activity named {name!r}; names: {[r.name for r in self.host]}")
+        raise KeyError(
+            f"no host-side activity named {name!r}; names: {[r.name for r in self.host]}"
+        )
 
 
 class Profile:
@@ -159,8 +165,9 @@ class Profile:
         return max(0, end - self.start_ns)
 
     def _device(self, kinds: tuple[int, ...]) -> list[KernelRecord]:
-        recs = iter_device_records(self.table, self.names, self.queues, self.threads,
-                                   self.errors, self.start_ns)
+        recs = iter_device_records(
+            self.table, self.names, self.queues, self.threads, self.errors, self.start_ns
+        )
         kind = self.table.kind
         return [r for i, r in enumerate(recs) if kind[i] in kinds]
 
@@ -185,28 +192,53 @@ class Profile:
     def ranges(self) -> list[RangeRecord]:
         """Host ranges (``kprof.range``), in the order they ended."""
         h, o = self.host, self.start_ns
-        return [RangeRecord(self.names[h.name[i]], self.threads[h.thread[i]].label,
-                            h.start[i] - o, h.end[i] - h.start[i])
-                for i in range(len(h)) if h.kind[i] == HostTable.RANGE]
+        return [
+            RangeRecord(
+                self.names[h.name[i]],
+                self.threads[h.thread[i]].label,
+                h.start[i] - o,
+                h.end[i] - h.start[i],
+            )
+            for i in range(len(h))
+            if h.kind[i] == HostTable.RANGE
+        ]
 
     @property
     def launches(self) -> list[RangeRecord]:
         """The host side of every captured launch (the enqueue call), in harvest order
         (with ``device=False``, launches have only this host side)."""
         t, h, o = self.table, self.host, self.start_ns
-        return [RangeRecord(self.names[t.name[i]], self.threads[t.thread[i]].label,
-                            t.launch_start[i] - o, t.launch_end[i] - t.launch_start[i], "launch")
-                for i in range(len(t)) if t.kind[i] != RANGE] + [
-                RangeRecord(self.names[h.name[i]], self.threads[h.thread[i]].label,
-                            h.start[i] - o, h.end[i] - h.start[i], "launch")
-                for i in range(len(h)) if h.kind[i] == HostTable.LAUNCH]
+        return [
+            RangeRecord(
+                self.names[t.name[i]],
+                self.threads[t.thread[i]].label,
+                t.launch_start[i] - o,
+                t.launch_end[i] - t.launch_start[i],
+                "launch",
+            )
+            for i in range(len(t))
+            if t.kind[i] != RANGE
+        ] + [
+            RangeRecord(
+                self.names[h.name[i]],
+                self.threads[h.thread[i]].label,
+                h.start[i] - o,
+                h.end[i] - h.start[i],
+                "launch",
+            )
+            for i in range(len(h))
+            if h.kind[i] == HostTable.LAUNCH
+        ]
 
     @property
     def markers(self) -> list[MarkerRecord]:
         """``kprof.mark`` instants, in the order they were recorded."""
         h, o = self.host, self.start_ns
-        return [MarkerRecord(self.names[h.name[i]], self.threads[h.thread[i]].label, h.start[i] - o)
-                for i in range(len(h)) if h.kind[i] == HostTable.MARK]
+        return [
+            MarkerRecord(self.names[h.name[i]], self.threads[h.thread[i]].label, h.start[i] - o)
+            for i in range(len(h))
+            if h.kind[i] == HostTable.MARK
+        ]
 
     def kernel_times(self, name: str) -> list[int]:
         """Device durations (ns) of every kernel or copy called ``name``."""
@@ -215,8 +247,11 @@ class Profile:
             nid = self.names.index(name)
         except ValueError:
             return []
-        return [t.duration[i] for i in range(len(t))
-                if t.name[i] == nid and t.kind[i] != RANGE and not t.flags[i] & UNRESOLVED]
+        return [
+            t.duration[i]
+            for i in range(len(t))
+            if t.name[i] == nid and t.kind[i] != RANGE and not t.flags[i] & UNRESOLVED
+        ]
 
     # -- summaries ------------------------------------------------------------------------------
 
@@ -238,14 +273,25 @@ class Profile:
         n = len(t)
         one_name = n > 0 and RANGE not in t.kind and t.name.count(t.name[0]) == n
         split: dict[int, list[int]] | None
-        if one_name and (t.flags.count(PLACED) == n  # the usual flags, counted in C
-                         or not any(map(and_, t.flags, repeat(bits)))):
+        if one_name and (
+            t.flags.count(PLACED) == n  # the usual flags, counted in C
+            or not any(map(and_, t.flags, repeat(bits)))
+        ):
             key0 = t.name[0] * 32  # every row has this key: no need to compute it
             split, nb_split = {key0: list(t.duration)}, {key0: t.nbytes}
         else:
-            keys = array("q", map(add, map(mul, t.name, repeat(32)),
-                                  map(add, map(mul, map(and_, t.flags, repeat(bits)), repeat(2)),
-                                      map(eq, t.kind, repeat(RANGE)))))
+            keys = array(
+                "q",
+                map(
+                    add,
+                    map(mul, t.name, repeat(32)),
+                    map(
+                        add,
+                        map(mul, map(and_, t.flags, repeat(bits)), repeat(2)),
+                        map(eq, t.kind, repeat(RANGE)),
+                    ),
+                ),
+            )
             split = _split(keys, t.duration)
             nb_split = _split(keys, t.nbytes) if split is not None else None  # type: ignore[assignment]
         if split is not None and nb_split is not None:
@@ -260,8 +306,7 @@ class Profile:
                 if max(nb) >= 0:
                     sizes[gkey] = sizes.get(gkey, 0) + sum(compress(nb, map(ge, nb, repeat(0))))
         else:
-            for nid, kind, flags, dur, nbytes in zip(t.name, t.kind, t.flags, t.duration,
-                                                     t.nbytes):
+            for nid, kind, flags, dur, nbytes in zip(t.name, t.kind, t.flags, t.duration, t.nbytes):
                 if flags & UNRESOLVED:
                     continue
                 key2 = (nid, flags & MARKS)
@@ -277,8 +322,10 @@ class Profile:
         if one_name:
             split = {t.name[0] * 2: list(launch_durs)}
         else:
-            split = _split(array("q", map(add, map(mul, t.name, repeat(2)),
-                                          map(eq, t.kind, repeat(RANGE)))), launch_durs)
+            split = _split(
+                array("q", map(add, map(mul, t.name, repeat(2)), map(eq, t.kind, repeat(RANGE)))),
+                launch_durs,
+            )
         if split is not None:
             for key, durs in split.items():
                 if not key & 1:
@@ -317,9 +364,13 @@ class Profile:
     def summary(self) -> Summary:
         """Per-name statistics of the host side, the device side and device ranges."""
         d, span = self.durations(), self.span_ns
-        return Summary(span, rows_of(d.host, {}, span), rows_of(d.device, d.nbytes, span),
-                       rows_of(d.device_ranges, {}, span),
-                       sorted(d.markers.items(), key=lambda kv: (-kv[1], kv[0])))
+        return Summary(
+            span,
+            rows_of(d.host, {}, span),
+            rows_of(d.device, d.nbytes, span),
+            rows_of(d.device_ranges, {}, span),
+            sorted(d.markers.items(), key=lambda kv: (-kv[1], kv[0])),
+        )
 
     def diff(self, other: Profile, alpha: float | None = None) -> ProfileDiff:
         """How ``other`` (after) differs from this profile (before), name by name.
@@ -396,7 +447,9 @@ class Profile:
     @overload
     def to_json(self, path: str | os.PathLike[str] | IO[str]) -> None: ...
 
-    def to_json(self, path: str | os.PathLike[str] | IO[str] | None = None) -> dict[str, Any] | None:
+    def to_json(
+        self, path: str | os.PathLike[str] | IO[str] | None = None
+    ) -> dict[str, Any] | None:
         """The records, summary and meta as JSON-able data; with ``path``, written there as JSON."""
         from .exports import to_json
 

@@ -58,8 +58,14 @@ _V1_FRAME = struct.Struct("<II")  # header length, header crc32
 _RAW, _SHUFFLED = "raw", "shuffle8+zlib"
 # Every kind of host row (RANGE, MARK, ...): the upper-case int attributes of HostTable.
 #: Columns of host-clock times and durations (checked to lie within ±2**61 ns).
-_TIME_COLUMNS = {"device.launch_start", "device.launch_end", "device.start", "device.duration",
-                 "host.start", "host.end"}
+_TIME_COLUMNS = {
+    "device.launch_start",
+    "device.launch_end",
+    "device.start",
+    "device.duration",
+    "host.start",
+    "host.end",
+}
 _HOST_KINDS = {v for k, v in vars(HostTable).items() if k.isupper() and isinstance(v, int)}
 
 PathOrFile = Union[str, "os.PathLike[str]", IO[bytes]]
@@ -100,7 +106,7 @@ def _unshuffle(data: bytes) -> bytearray:
     n = len(data) // 8
     out = bytearray(len(data))
     for k in range(8):
-        out[k::8] = data[k * n:(k + 1) * n]
+        out[k::8] = data[k * n : (k + 1) * n]
     return out
 
 
@@ -126,15 +132,24 @@ def dumps(profile: Profile, compress: bool = True) -> bytes:
     for table, name, col in _columns(profile):
         expected = ndev if table == "device" else nhost
         if len(col) != expected:
-            raise KprofError(f"cannot save: column {table}.{name} has {len(col)} rows, expected {expected}")
+            raise KprofError(
+                f"cannot save: column {table}.{name} has {len(col)} rows, expected {expected}"
+            )
         raw = _le_bytes(col)
         encoding = _RAW
         if compress and raw:
             # Level 1: as small as level 6 on shuffled timestamps, several times faster.
             raw, encoding = zlib.compress(_shuffle(raw), 1), _SHUFFLED
         blobs.append(raw)
-        columns.append({"table": table, "name": name, "encoding": encoding, "size": len(raw),
-                        "crc32": zlib.crc32(raw)})
+        columns.append(
+            {
+                "table": table,
+                "name": name,
+                "encoding": encoding,
+                "size": len(raw),
+                "crc32": zlib.crc32(raw),
+            }
+        )
     header = {
         "meta": profile.meta,
         "trace": bool(profile.trace),
@@ -145,8 +160,10 @@ def dumps(profile: Profile, compress: bool = True) -> bytes:
         "queues": [[q.backend, q.device, q.label, q.device_key] for q in profile.queues],
         "threads": [[t.ident, t.name, t.task] for t in profile.threads],
         "errors": sorted([row, msg] for row, msg in profile.errors.items()),
-        "clocks": [[k, c.backend, c.device, c.method, c.error_ns, c.shift_ns]
-                   for k, c in profile.clocks.items()],
+        "clocks": [
+            [k, c.backend, c.device, c.method, c.error_ns, c.shift_ns]
+            for k, c in profile.clocks.items()
+        ],
         "counts": {"device": ndev, "host": nhost},
         "columns": columns,
     }
@@ -159,8 +176,14 @@ def dumps(profile: Profile, compress: bool = True) -> bytes:
             f"cannot save: the profile's meta must hold only JSON values (str, int, float, "
             f"bool, None, lists, dicts with str keys): {exc}"
         ) from None
-    return b"".join([_PREFIX.pack(MAGIC, FORMAT_VERSION),
-                     _V1_FRAME.pack(len(hbytes), zlib.crc32(hbytes)), hbytes, *blobs])
+    return b"".join(
+        [
+            _PREFIX.pack(MAGIC, FORMAT_VERSION),
+            _V1_FRAME.pack(len(hbytes), zlib.crc32(hbytes)),
+            hbytes,
+            *blobs,
+        ]
+    )
 
 
 def save(profile: Profile, target: PathOrFile, compress: bool = True) -> None:
@@ -208,22 +231,25 @@ def loads(data: bytes, name: str = "<bytes>") -> Profile:
         raise TypeError(f"loads() takes bytes, not {type(data).__name__}")
     data = bytes(data)
     if len(data) < _PREFIX.size:
-        if data and MAGIC.startswith(data[:len(MAGIC)]) and len(data) >= 4:
+        if data and MAGIC.startswith(data[: len(MAGIC)]) and len(data) >= 4:
             raise CorruptProfileError(f"{name}: truncated kprof file ({len(data)} bytes)")
         raise NotAProfileError(f"{name}: not a kprof profile (too short to hold a kprof header)")
     magic, version = _PREFIX.unpack_from(data)
     if magic != MAGIC:
-        raise NotAProfileError(f"{name}: not a kprof profile (save one with `kprof run -o FILE.kprof` "
-                               f"or Profile.save)")
+        raise NotAProfileError(
+            f"{name}: not a kprof profile (save one with `kprof run -o FILE.kprof` or Profile.save)"
+        )
     reader = READERS.get(version)
     if reader is None:
         known = ", ".join(str(v) for v in sorted(READERS))
         if version > FORMAT_VERSION:
             raise UnsupportedVersionError(
                 f"{name}: written by a newer kprof (format version {version}; this kprof reads "
-                f"version {known}): upgrade kprof to read it")
-        raise UnsupportedVersionError(f"{name}: unknown kprof format version {version} "
-                                      f"(this kprof reads version {known})")
+                f"version {known}): upgrade kprof to read it"
+            )
+        raise UnsupportedVersionError(
+            f"{name}: unknown kprof format version {version} (this kprof reads version {known})"
+        )
     return reader(data, _PREFIX.size, name)
 
 
@@ -274,10 +300,12 @@ def _read_v1(data: bytes, pos: int, name: str) -> Profile:
         raise CorruptProfileError(f"{name}: truncated kprof file (it ends inside the header)")
     hlen, hcrc = _V1_FRAME.unpack_from(data, pos)
     pos += _V1_FRAME.size
-    hbytes = data[pos:pos + hlen]
+    hbytes = data[pos : pos + hlen]
     if len(hbytes) < hlen:
-        raise CorruptProfileError(f"{name}: truncated kprof file (it ends inside the header: "
-                                  f"{len(hbytes)} of {hlen} bytes)")
+        raise CorruptProfileError(
+            f"{name}: truncated kprof file (it ends inside the header: "
+            f"{len(hbytes)} of {hlen} bytes)"
+        )
     if zlib.crc32(hbytes) != hcrc:
         raise r.fail("header checksum mismatch")
     pos += hlen
@@ -296,28 +324,40 @@ def _read_v1(data: bytes, pos: int, name: str) -> Profile:
     ndev, nhost = r.get(counts, "device", int), r.get(counts, "host", int)
     if ndev < 0 or nhost < 0:
         raise r.fail("negative row counts")
-    columns = r.rows([[c.get(k) for k in ("table", "name", "encoding", "size", "crc32")]
-                      if isinstance(c, dict) else c for c in r.get(header, "columns", list)],
-                     "columns", (str, str, str, int, int))
-    expected = {("device", c) for c in DeviceTable.COLUMNS} | {("host", c) for c in HostTable.COLUMNS}
+    columns = r.rows(
+        [
+            [c.get(k) for k in ("table", "name", "encoding", "size", "crc32")]
+            if isinstance(c, dict)
+            else c
+            for c in r.get(header, "columns", list)
+        ],
+        "columns",
+        (str, str, str, int, int),
+    )
+    expected = {("device", c) for c in DeviceTable.COLUMNS} | {
+        ("host", c) for c in HostTable.COLUMNS
+    }
     if {(c[0], c[1]) for c in columns} != expected or len(columns) != len(expected):
         raise r.fail("the header does not list exactly the record columns")
     total = sum(c[3] for c in columns)
     if any(c[3] < 0 for c in columns):
         raise r.fail("a column has a negative size")
     if len(data) - pos < total:
-        raise CorruptProfileError(f"{name}: truncated kprof file ({len(data)} bytes; the header "
-                                  f"announces {pos + total})")
+        raise CorruptProfileError(
+            f"{name}: truncated kprof file ({len(data)} bytes; the header announces {pos + total})"
+        )
     if len(data) - pos > total:
         raise r.fail(f"{len(data) - pos - total} unexpected bytes after the last column")
     r.inflation((ndev * len(DeviceTable.COLUMNS) + nhost * len(HostTable.COLUMNS)) * 8, len(data))
     for _table, cname, encoding, size, _crc in columns:
         if encoding == _RAW and size != (ndev if _table == "device" else nhost) * 8:
-            raise r.fail(f"column {_table}.{cname} holds {size // 8} values, expected "
-                         f"{ndev if _table == 'device' else nhost}")
+            raise r.fail(
+                f"column {_table}.{cname} holds {size // 8} values, expected "
+                f"{ndev if _table == 'device' else nhost}"
+            )
     device, host = DeviceTable(), HostTable()
     for table, cname, encoding, size, crc in columns:
-        blob = data[pos:pos + size]
+        blob = data[pos : pos + size]
         pos += size
         what = f"{table}.{cname}"
         if zlib.crc32(blob) != crc:
@@ -329,14 +369,17 @@ def _read_v1(data: bytes, pos: int, name: str) -> Profile:
     if not all(isinstance(n, str) for n in names):
         raise r.fail("header field 'names' holds a non-string")
     queues = [QueueRecord(*q) for q in r.rows(header.get("queues"), "queues", (str, str, str, str))]
-    threads = [ThreadRecord(*t) for t in r.rows(header.get("threads"), "threads",
-                                                (int, str, (str, type(None))))]
+    threads = [
+        ThreadRecord(*t)
+        for t in r.rows(header.get("threads"), "threads", (int, str, (str, type(None))))
+    ]
     errors = {row: msg for row, msg in r.rows(header.get("errors"), "errors", (int, str))}
     # Added after version 1's first files: absent there, which reads as none.
     details = {row: text for row, text in r.rows(header.get("details", []), "details", (int, str))}
     clocks = {}
     for key, backend, dev, method, err, shift in r.rows(
-            header.get("clocks"), "clocks", (str, str, str, str, (int, type(None)), int)):
+        header.get("clocks"), "clocks", (str, str, str, str, (int, type(None)), int)
+    ):
         if err is not None and r.time(err, "a clock's error bound") < 0:
             raise r.fail("a clock's error bound is negative")
         clocks[key] = DeviceClock(backend, dev, method, err, r.time(shift, "a clock's shift"))
@@ -389,5 +432,16 @@ def peek_version(data: bytes) -> int | None:
     return int(version) if magic == MAGIC else None
 
 
-__all__ = ["FORMAT_VERSION", "MAGIC", "READERS", "CorruptProfileError", "NotAProfileError",
-           "ProfileFileError", "UnsupportedVersionError", "dumps", "load", "loads", "save"]
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "READERS",
+    "CorruptProfileError",
+    "NotAProfileError",
+    "ProfileFileError",
+    "UnsupportedVersionError",
+    "dumps",
+    "load",
+    "loads",
+    "save",
+]

@@ -38,8 +38,14 @@ import pytest
 from .backend import Backend
 from .conformance import RULES, ClockReport, Conformance, ConformanceError, Skipped, Subject
 
-__all__ = ["RULES", "BackendConformance", "ClockReport", "Conformance", "ConformanceError",
-           "Subject"]
+__all__ = [
+    "RULES",
+    "BackendConformance",
+    "ClockReport",
+    "Conformance",
+    "ConformanceError",
+    "Subject",
+]
 
 
 def _run(check: Callable[[], Any]) -> Any:
@@ -83,9 +89,11 @@ class BackendConformance:
         default is the plugin's ``demo_workload``."""
         step = backend.demo_workload(backend, 1 << 12)
         if step is None:
-            raise TypeError(f"backend {backend.name!r} has no demo_workload: override "
-                            f"make_workload() in {type(self).__name__} to give the kit a "
-                            f"workload step")
+            raise TypeError(
+                f"backend {backend.name!r} has no demo_workload: override "
+                f"make_workload() in {type(self).__name__} to give the kit a "
+                f"workload step"
+            )
         return step
 
     def queue_context(self) -> contextlib.AbstractContextManager[Any]:
@@ -116,10 +124,15 @@ class BackendConformance:
         try:
             backend = kprof.get_backend(self.backend_name)
             stall = None if type(self).stall is BackendConformance.stall else self.stall
-            yield Conformance(Subject(
-                backend=backend, make_workload=lambda: self.make_workload(backend),
-                queue_context=self.queue_context, stall=stall,
-                **{name: getattr(self, name) for name in _SETTINGS}))
+            yield Conformance(
+                Subject(
+                    backend=backend,
+                    make_workload=lambda: self.make_workload(backend),
+                    queue_context=self.queue_context,
+                    stall=stall,
+                    **{name: getattr(self, name) for name in _SETTINGS},
+                )
+            )
         finally:
             if registered:
                 kprof.unregister_backend(self.backend_name)
@@ -150,7 +163,8 @@ class BackendConformance:
         _run(conformance.check_tokens_released_once)
 
     def test_tokens_are_not_reused_before_the_device_reached_them(
-            self, conformance: Conformance) -> None:
+        self, conformance: Conformance
+    ) -> None:
         """Tokens kprof gave up on are not handed out again before the device reached them."""
         _run(conformance.check_tokens_not_reused_early)
 
@@ -164,8 +178,9 @@ class BackendConformance:
         very same object."""
         _run(conformance.check_capture_restores)
 
-    def test_clock_alignment(self, conformance: Conformance,
-                             record_property: Callable[[str, object], None]) -> None:
+    def test_clock_alignment(
+        self, conformance: Conformance, record_property: Callable[[str, object], None]
+    ) -> None:
         """align_clock places a token where the device reached it, within its error bound;
         the method and bound are reported."""
         report = _run(conformance.check_clock_alignment)
@@ -173,9 +188,11 @@ class BackendConformance:
         print(f"kprof conformance, backend {conformance.b.name!r}: {report}")
 
 
-
 # The author's settings, forwarded to the checks by name: every field of Subject that the
 # class exposes as an attribute (the others are made in ``conformance`` or keep their default).
-_SETTINGS = tuple(f.name for f in dataclasses.fields(Subject)
-                  if f.name not in ("backend", "make_workload", "queue_context", "stall")
-                  and hasattr(BackendConformance, f.name))
+_SETTINGS = tuple(
+    f.name
+    for f in dataclasses.fields(Subject)
+    if f.name not in ("backend", "make_workload", "queue_context", "stall")
+    and hasattr(BackendConformance, f.name)
+)

@@ -95,8 +95,9 @@ def kernel(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any
         spin((blocks,), (threads,), (x, n))
     """
     if not callable(fn):
-        raise TypeError(f"kprof_cuda.kernel wraps a CuPy kernel or a callable, "
-                        f"not {type(fn).__name__}")
+        raise TypeError(
+            f"kprof_cuda.kernel wraps a CuPy kernel or a callable, not {type(fn).__name__}"
+        )
     if name is None:
         own = getattr(fn, "name", None)
         name = own if isinstance(own, str) and own else getattr(fn, "__name__", None)

@@ -90,8 +90,9 @@ class CuptiActivity:
     ``load`` imports the bindings (``cupti.cupti``), replaced by tests.
     """
 
-    def __init__(self, queue_for: Callable[[int, int], Any],
-                 load: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self, queue_for: Callable[[int, int], Any], load: Callable[[], Any] | None = None
+    ) -> None:
         self._queue_for = queue_for
         self._load = load or _import_cupti
         self.cupti: Any = None
@@ -131,8 +132,10 @@ class CuptiActivity:
         try:
             cupti = self.cupti or self._load()
         except ImportError as exc:
-            return (f"cupti-python is not installed ({exc}); pip install 'kprof[cuda]' "
-                    f"(CUDA 12) or 'kprof[cuda13]'")
+            return (
+                f"cupti-python is not installed ({exc}); pip install 'kprof[cuda]' "
+                f"(CUDA 12) or 'kprof[cuda13]'"
+            )
         except Exception as exc:
             return f"cupti-python failed to import: {type(exc).__name__}: {exc}"
         self.cupti = cupti
@@ -161,9 +164,13 @@ class CuptiActivity:
             self.active = False
             if not self._warned:
                 self._warned = True
-                warnings.warn(f"kprof: CUDA kernels are not recorded one by one, because "
-                              f"{reason}; kprof times copies, kprof.range and kprof.kernel with "
-                              f"CUDA events instead", RuntimeWarning, stacklevel=4)
+                warnings.warn(
+                    f"kprof: CUDA kernels are not recorded one by one, because "
+                    f"{reason}; kprof times copies, kprof.range and kprof.kernel with "
+                    f"CUDA events instead",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
             return False
         self.reason = None
         self.active = True
@@ -182,16 +189,25 @@ class CuptiActivity:
             _current = self
         if not self._kinds:
             self._ext_kind = c.ExternalCorrelationKind.CUSTOM2
-            self._kinds = {"kernel": int(kinds.CONCURRENT_KERNEL), "memcpy": int(kinds.MEMCPY),
-                           "memset": int(kinds.MEMSET), "runtime": int(kinds.RUNTIME),
-                           "driver": int(kinds.DRIVER),
-                           "ext": int(kinds.EXTERNAL_CORRELATION)}
+            self._kinds = {
+                "kernel": int(kinds.CONCURRENT_KERNEL),
+                "memcpy": int(kinds.MEMCPY),
+                "memset": int(kinds.MEMSET),
+                "runtime": int(kinds.RUNTIME),
+                "driver": int(kinds.DRIVER),
+                "ext": int(kinds.EXTERNAL_CORRELATION),
+            }
             self._work_cbids, self._graph_cbids = work_cbids(c)
-            self._copy_names = {int(m.value): COPY_NAMES.get(m.name, "[copy]")
-                                for m in c.ActivityMemcpyKind}
+            self._copy_names = {
+                int(m.value): COPY_NAMES.get(m.name, "[copy]") for m in c.ActivityMemcpyKind
+            }
         self._calibrate()
-        for kind in (kinds.EXTERNAL_CORRELATION, kinds.CONCURRENT_KERNEL, kinds.MEMCPY,
-                     kinds.MEMSET):
+        for kind in (
+            kinds.EXTERNAL_CORRELATION,
+            kinds.CONCURRENT_KERNEL,
+            kinds.MEMCPY,
+            kinds.MEMSET,
+        ):
             c.activity_enable(kind)
             self._enabled.append(kind)
         # EXTERNAL_CORRELATION records come with API records. Only the calls that enqueue
@@ -217,8 +233,10 @@ class CuptiActivity:
         False when these bindings or this CUPTI cannot."""
         c = self.cupti
         try:
-            by_kind = ((c.activity_enable_driver_api, int(c.ActivityKind.DRIVER)),
-                       (c.activity_enable_runtime_api, int(c.ActivityKind.RUNTIME)))
+            by_kind = (
+                (c.activity_enable_driver_api, int(c.ActivityKind.DRIVER)),
+                (c.activity_enable_runtime_api, int(c.ActivityKind.RUNTIME)),
+            )
         except AttributeError:
             return False
         try:
@@ -296,8 +314,9 @@ class CuptiActivity:
                     waiting = set()
                     for s in scopes:
                         waiting |= self._waiting.pop(s, set())
-                    for corr in [c for c, e in self._corr.items()
-                                 if e[0] in scopes and c not in waiting]:
+                    for corr in [
+                        c for c, e in self._corr.items() if e[0] in scopes and c not in waiting
+                    ]:
                         del self._corr[corr]
                     break
             time.sleep(pause)  # releases the GIL: CUPTI's thread can deliver meanwhile
@@ -314,10 +333,13 @@ class CuptiActivity:
             return
         if n.value:
             self.dropped_by_cupti += n.value
-            warnings.warn(f"kprof: CUPTI dropped {n.value} activity record(s) while the profile "
-                          f"ran, for want of a buffer ({MAX_BUFFERS} buffers of {BUFFER_SIZE} "
-                          f"bytes were all in use): those kernels and copies are missing",
-                          RuntimeWarning, stacklevel=5)
+            warnings.warn(
+                f"kprof: CUPTI dropped {n.value} activity record(s) while the profile "
+                f"ran, for want of a buffer ({MAX_BUFFERS} buffers of {BUFFER_SIZE} "
+                f"bytes were all in use): those kernels and copies are missing",
+                RuntimeWarning,
+                stacklevel=5,
+            )
 
     # -- clocks -------------------------------------------------------------------------------
 
@@ -337,9 +359,12 @@ class CuptiActivity:
 
     def align(self, device_ns: int) -> kprof.Alignment:
         offset, error = self._calibrate() if self.active else (self._offset or (0, 0))
-        return kprof.Alignment(device_ns + offset, error,
-                               f"cuptiGetTimestamp sampled against perf_counter_ns "
-                               f"(narrowest of {CLOCK_SAMPLES} brackets)")
+        return kprof.Alignment(
+            device_ns + offset,
+            error,
+            f"cuptiGetTimestamp sampled against perf_counter_ns "
+            f"(narrowest of {CLOCK_SAMPLES} brackets)",
+        )
 
     # -- buffers --------------------------------------------------------------------------------
 
@@ -351,8 +376,7 @@ class CuptiActivity:
                 capture.deliver(self.backend, records)
         except Exception as exc:  # a bug of kprof's must not reach CUPTI's thread
             if self.backend is not None:
-                self.backend.disable(f"decoding CUPTI records failed: {type(exc).__name__}: "
-                                     f"{exc}")
+                self.backend.disable(f"decoding CUPTI records failed: {type(exc).__name__}: {exc}")
 
     def _decode(self, activities: list[Any]) -> list[capture.DeviceRecord]:
         k = self._kinds
@@ -401,18 +425,32 @@ class CuptiActivity:
                 q = self._queue_for(int(get("device_id")), int(get("stream_id")))
                 start, end = get("start"), get("end")
                 if kind == kernel:
-                    detail = (f"grid ({get('grid_x')}, {get('grid_y')}, {get('grid_z')}) block "
-                              f"({get('block_x')}, {get('block_y')}, {get('block_z')}), device "
-                              f"{get('device_id')}, CUPTI stream {get('stream_id')}")
-                    rec = capture.DeviceRecord(scope, capture.KERNEL, demangle(kernel_name(a, get)), q,
-                                               start, end, -1, e[1], e[2], detail)
+                    detail = (
+                        f"grid ({get('grid_x')}, {get('grid_y')}, {get('grid_z')}) block "
+                        f"({get('block_x')}, {get('block_y')}, {get('block_z')}), device "
+                        f"{get('device_id')}, CUPTI stream {get('stream_id')}"
+                    )
+                    rec = capture.DeviceRecord(
+                        scope,
+                        capture.KERNEL,
+                        demangle(kernel_name(a, get)),
+                        q,
+                        start,
+                        end,
+                        -1,
+                        e[1],
+                        e[2],
+                        detail,
+                    )
                 elif kind == memcpy:
                     name = self._copy_names.get(int(get("copy_kind")), "[copy]")
-                    rec = capture.DeviceRecord(scope, capture.COPY, name, q, start, end,
-                                               int(get("bytes")), e[1], e[2])
+                    rec = capture.DeviceRecord(
+                        scope, capture.COPY, name, q, start, end, int(get("bytes")), e[1], e[2]
+                    )
                 else:
-                    rec = capture.DeviceRecord(scope, capture.COPY, MEMSET, q, start, end,
-                                               int(get("bytes")), e[1], e[2])
+                    rec = capture.DeviceRecord(
+                        scope, capture.COPY, MEMSET, q, start, end, int(get("bytes")), e[1], e[2]
+                    )
                 out.append(rec)
         return out
 
@@ -438,6 +476,5 @@ def _import_cupti() -> Any:
 def _explain(exc: Exception) -> str:
     text = f"{type(exc).__name__}: {exc}"
     if "MULTIPLE_SUBSCRIBERS" in text.upper() or "SUBSCRIBER" in text.upper():
-        return (f"CUPTI is in use by another tool (Nsight Systems, torch.profiler, ...): "
-                f"{text}")
+        return f"CUPTI is in use by another tool (Nsight Systems, torch.profiler, ...): {text}"
     return f"enabling CUPTI activity records failed: {text}"

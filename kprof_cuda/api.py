@@ -111,30 +111,50 @@ def describe() -> kprof.BackendInfo:
     except (ImportError, ValueError):  # a broken or blocked ``cupy`` in sys.modules
         spec = None
     if spec is None:
-        return kprof.BackendInfo(status="not installed", library="cupy", timestamps=True,
-                                 detail="CuPy is not installed: pip install 'kprof[cuda]' "
-                                        "(cupy-cuda12x) or 'kprof[cuda13]' (cupy-cuda13x)")
+        return kprof.BackendInfo(
+            status="not installed",
+            library="cupy",
+            timestamps=True,
+            detail="CuPy is not installed: pip install 'kprof[cuda]' "
+            "(cupy-cuda12x) or 'kprof[cuda13]' (cupy-cuda13x)",
+        )
     version = cupy_version()
     try:
         from cupy_backends.cuda.api import runtime
     except Exception as exc:
         return kprof.BackendInfo(
             status=f"error: CuPy {version or ''} is installed but its CUDA bindings fail to "
-                   f"import: {type(exc).__name__}: {exc}".replace("  ", " "),
-            library="cupy", library_version=version, timestamps=True)
+            f"import: {type(exc).__name__}: {exc}".replace("  ", " "),
+            library="cupy",
+            library_version=version,
+            timestamps=True,
+        )
     try:
         count = runtime.getDeviceCount()
     except runtime.CUDARuntimeError as exc:
         # cudaErrorInsufficientDriver (no driver, or one too old), cudaErrorNoDevice, ...
-        return kprof.BackendInfo(status="no device", library="cupy", library_version=version,
-                                 timestamps=True, detail=str(exc))
+        return kprof.BackendInfo(
+            status="no device",
+            library="cupy",
+            library_version=version,
+            timestamps=True,
+            detail=str(exc),
+        )
     except Exception as exc:
-        return kprof.BackendInfo(status=f"error: {type(exc).__name__}: {exc}", library="cupy",
-                                 library_version=version, timestamps=True)
+        return kprof.BackendInfo(
+            status=f"error: {type(exc).__name__}: {exc}",
+            library="cupy",
+            library_version=version,
+            timestamps=True,
+        )
     if count == 0:
-        return kprof.BackendInfo(status="no device", library="cupy", library_version=version,
-                                 timestamps=True,
-                                 detail="cudaErrorNoDevice: no CUDA-capable device is detected")
+        return kprof.BackendInfo(
+            status="no device",
+            library="cupy",
+            library_version=version,
+            timestamps=True,
+            detail="cudaErrorNoDevice: no CUDA-capable device is detected",
+        )
     devices = []
     for i in range(count):
         try:
@@ -145,9 +165,17 @@ def describe() -> kprof.BackendInfo:
         devices.append(f"CUDA {i} ({name})")
     detail = None
     try:
-        detail = (f"CUDA runtime {_cuda_version(runtime.runtimeGetVersion())}, "
-                  f"driver {_cuda_version(runtime.driverGetVersion())}")
+        detail = (
+            f"CUDA runtime {_cuda_version(runtime.runtimeGetVersion())}, "
+            f"driver {_cuda_version(runtime.driverGetVersion())}"
+        )
     except Exception:
         pass
-    return kprof.BackendInfo(status="available", library="cupy", library_version=version,
-                             devices=tuple(devices), timestamps=True, detail=detail)
+    return kprof.BackendInfo(
+        status="available",
+        library="cupy",
+        library_version=version,
+        devices=tuple(devices),
+        timestamps=True,
+        detail=detail,
+    )

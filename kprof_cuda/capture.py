@@ -44,7 +44,11 @@ def install(plugin: CudaPlugin, backend: Any, cupy_mod: Any, host_array: type) -
     active = capture.active
     timed = plugin.timed_copy
     nd = getattr(cupy_mod, "ndarray", None)
-    if isinstance(nd, type) and callable(getattr(nd, "get", None)) and callable(getattr(nd, "set", None)):
+    if (
+        isinstance(nd, type)
+        and callable(getattr(nd, "get", None))
+        and callable(getattr(nd, "set", None))
+    ):
         _patch_ndarray(patcher, nd, backend, active, timed)
     _patch_host_functions(patcher, cupy_mod, backend, active, timed, host_array)
     return patcher
@@ -57,8 +61,9 @@ def _patch_ndarray(patcher: Patcher, nd: Any, backend: Any, active: Any, timed: 
         rec = active()
         if rec is None or backend.broken is not None:
             return get(self, *args, **kwargs)
-        return timed(backend, rec, D2H, _stream_arg(args, kwargs, 0), self.nbytes,
-                     get, (self, *args), kwargs)
+        return timed(
+            backend, rec, D2H, _stream_arg(args, kwargs, 0), self.nbytes, get, (self, *args), kwargs
+        )
 
     set_ = nd.set
 
@@ -66,8 +71,16 @@ def _patch_ndarray(patcher: Patcher, nd: Any, backend: Any, active: Any, timed: 
         rec = active()
         if rec is None or backend.broken is not None:
             return set_(self, *args, **kwargs)
-        return timed(backend, rec, H2D, _stream_arg(args, kwargs, 1), self.nbytes,
-                     set_, (self, *args), kwargs)
+        return timed(
+            backend,
+            rec,
+            H2D,
+            _stream_arg(args, kwargs, 1),
+            self.nbytes,
+            set_,
+            (self, *args),
+            kwargs,
+        )
 
     for attr, fn in (("get", ndarray_get), ("set", ndarray_set)):
         fn.__name__ = fn.__qualname__ = attr
@@ -84,8 +97,9 @@ def _try_patch(patcher: Patcher, owner: Any, attr: str, replacement: Any) -> Non
         pass
 
 
-def _patch_host_functions(patcher: Patcher, cupy_mod: Any, backend: Any, active: Any,
-                          timed: Any, host_array: type) -> None:
+def _patch_host_functions(
+    patcher: Patcher, cupy_mod: Any, backend: Any, active: Any, timed: Any, host_array: type
+) -> None:
     def from_host(original: Callable[..., Any], source: str) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             rec = active()

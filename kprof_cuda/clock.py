@@ -43,10 +43,16 @@ class Calibration:
     error_ns: int
 
 
-def calibrate(stamp_for: Callable[[], Stamp], release: Callable[[Stamp], None],
-              record: Callable[[int, int], Any], query: Callable[[int], int],
-              stream_ptr: int, error: Callable[[int], BaseException],
-              tries: int = 3, timeout_s: float = 5.0) -> Calibration:
+def calibrate(
+    stamp_for: Callable[[], Stamp],
+    release: Callable[[Stamp], None],
+    record: Callable[[int, int], Any],
+    query: Callable[[int], int],
+    stream_ptr: int,
+    error: Callable[[int], BaseException],
+    tries: int = 3,
+    timeout_s: float = 5.0,
+) -> Calibration:
     """Record events on an idle stream and bracket when the device stamped each one.
 
     ``record(event_ptr, stream_ptr)`` and ``query(event_ptr) -> status`` are CuPy's
@@ -71,7 +77,8 @@ def calibrate(stamp_for: Callable[[], Stamp], release: Callable[[Stamp], None],
                 release(stamp)
                 raise TimeoutError(
                     f"a CUDA event on an idle stream did not complete within {timeout_s:g} s; "
-                    f"the device may be hung")
+                    f"the device may be hung"
+                )
             if t1 - t0 > 1_000_000:  # past 1 ms something holds the device: stop hogging
                 time.sleep(0.0005)
         half = (t1 - t0 + 1) // 2
@@ -91,8 +98,9 @@ def f32_rounding_ns(ns: int) -> int:
     return abs(ns) >> 23
 
 
-def align(token_ns_from: Callable[[Stamp], int], first: Calibration | None,
-          last: Calibration) -> Alignment:
+def align(
+    token_ns_from: Callable[[Stamp], int], first: Calibration | None, last: Calibration
+) -> Alignment:
     """Host time of the token whose elapsed time from a calibration event
     ``token_ns_from(stamp)`` gives, from the calibrations before (``first``) and after
     (``last``) the profile."""
@@ -111,6 +119,10 @@ def align(token_ns_from: Callable[[Stamp], int], first: Calibration | None,
     else:
         near, off = (first, from_first) if abs(from_first) <= abs(from_last) else (last, from_last)
         host = near.host_ns + off
-    err = (max(first.error_ns, last.error_ns) + 2 * EVENT_RESOLUTION_NS
-           + f32_rounding_ns(from_first) + f32_rounding_ns(from_last))
+    err = (
+        max(first.error_ns, last.error_ns)
+        + 2 * EVENT_RESOLUTION_NS
+        + f32_rounding_ns(from_first)
+        + f32_rounding_ns(from_last)
+    )
     return Alignment(host, err, METHOD)

@@ -12,14 +12,18 @@ from typing import Any
 __all__ = ["COPY_NAMES", "MEMSET", "demangle", "fields", "kernel_name", "work_cbids"]
 
 COPY_NAMES = {
-    "HTOD": "[copy host to device]", "DTOH": "[copy device to host]",
-    "DTOD": "[copy device to device]", "HTOH": "[copy host to host]",
-    "PTOP": "[copy peer to peer]", "HTOA": "[copy host to array]",
-    "ATOH": "[copy array to host]", "ATOA": "[copy array to array]",
-    "ATOD": "[copy array to device]", "DTOA": "[copy device to array]",
+    "HTOD": "[copy host to device]",
+    "DTOH": "[copy device to host]",
+    "DTOD": "[copy device to device]",
+    "HTOH": "[copy host to host]",
+    "PTOP": "[copy peer to peer]",
+    "HTOA": "[copy host to array]",
+    "ATOH": "[copy array to host]",
+    "ATOA": "[copy array to array]",
+    "ATOD": "[copy array to device]",
+    "DTOA": "[copy device to array]",
 }
 MEMSET = "[memset]"
-
 
 
 class _Demangler:
@@ -38,8 +42,12 @@ class _Demangler:
             lib = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
             fn = getattr(lib, "__cxa_demangle")  # not lib.__x: that name would be mangled here
             fn.restype = ctypes.c_void_p
-            fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p,
-                           ctypes.POINTER(ctypes.c_int)]
+            fn.argtypes = [
+                ctypes.c_char_p,
+                ctypes.c_char_p,
+                ctypes.c_void_p,
+                ctypes.POINTER(ctypes.c_int),
+            ]
             self._free = ctypes.CDLL(None).free
             self._free.argtypes = [ctypes.c_void_p]
             self._fn = fn
@@ -70,7 +78,6 @@ class _Demangler:
 
 
 demangle = _Demangler()
-
 
 
 # Per record class of cupti-python: field name -> position in the record's one-row numpy
@@ -108,14 +115,15 @@ def kernel_name(a: Any, get: Callable[[str], Any]) -> str:
     return str(a.name)
 
 
-
 def work_cbids(c: Any) -> tuple[dict[int, frozenset[int]], frozenset[tuple[int, int]]]:
     """API calls that enqueue device work (launches, copies, memsets, graph launches), by
     activity kind, from the names of CUPTI's callback ids; and the graph launches among them."""
     out: dict[int, frozenset[int]] = {}
     graph: set[tuple[int, int]] = set()
-    for kind, enum in ((int(c.ActivityKind.DRIVER), c.driver_api_trace_cbid),
-                       (int(c.ActivityKind.RUNTIME), c.runtime_api_trace_cbid)):
+    for kind, enum in (
+        (int(c.ActivityKind.DRIVER), c.driver_api_trace_cbid),
+        (int(c.ActivityKind.RUNTIME), c.runtime_api_trace_cbid),
+    ):
         ids = set()
         for m in enum:
             n = m.name

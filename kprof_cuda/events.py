@@ -28,8 +28,9 @@ class PoolStats:
     free: int  #: waiting in the pool for reuse
 
     def __add__(self, other: PoolStats) -> PoolStats:
-        return PoolStats(self.created + other.created, self.in_use + other.in_use,
-                         self.free + other.free)
+        return PoolStats(
+            self.created + other.created, self.in_use + other.in_use, self.free + other.free
+        )
 
 
 class Stamp:

@@ -78,10 +78,14 @@ class CudaPlugin:
     CuPy; ``describe`` answers ``describe_backend``; ``nvtx`` loads the NVTX bindings.
     """
 
-    def __init__(self, api: Callable[[], Any] = CupyApi, module: str = "cupy",
-                 describe: Callable[[], kprof.BackendInfo] = describe,
-                 nvtx: Callable[[], Any] = _nvtx.load,
-                 activity: Callable[[CudaPlugin], Any] | None = None) -> None:
+    def __init__(
+        self,
+        api: Callable[[], Any] = CupyApi,
+        module: str = "cupy",
+        describe: Callable[[], kprof.BackendInfo] = describe,
+        nvtx: Callable[[], Any] = _nvtx.load,
+        activity: Callable[[CudaPlugin], Any] | None = None,
+    ) -> None:
         self._api_factory = api
         self._module = module
         self._describe = describe
@@ -99,7 +103,8 @@ class CudaPlugin:
         self._patcher: Patcher | None = None
         #: The CUPTI activity path (None: events only). ``activity(self)`` builds it.
         self.activity: CuptiActivity | None = (
-            activity(self) if activity is not None else CuptiActivity(self._cupti_queue))
+            activity(self) if activity is not None else CuptiActivity(self._cupti_queue)
+        )
         # (device, CUPTI stream id) -> queue, for records; shared with the events' queues.
         self._cupti_queues: dict[tuple[int, int], Queue] = {}
 
@@ -137,14 +142,17 @@ class CudaPlugin:
         if act.active:
             why = f"cupti-python {version}: every kernel, copy and memset; events time kprof.range"
             if not act.runtime_records:
-                why += (f"; cupti-python {version} cannot enable runtime-API records, so work "
-                        f"enqueued through the CUDA runtime (cuBLAS, cudaMemcpy) is attributed "
-                        f"only through the driver calls CUPTI records (kprof[cuda13] has both)")
+                why += (
+                    f"; cupti-python {version} cannot enable runtime-API records, so work "
+                    f"enqueued through the CUDA runtime (cuBLAS, cudaMemcpy) is attributed "
+                    f"only through the driver calls CUPTI records (kprof[cuda13] has both)"
+                )
             return "CUPTI activity records", why
         reason = act.reason or act.probe()
         if reason is None:
-            return "CUPTI activity records", (f"cupti-python {version}, enabled while a "
-                                              f"profile runs; events time kprof.range")
+            return "CUPTI activity records", (
+                f"cupti-python {version}, enabled while a profile runs; events time kprof.range"
+            )
         return "CUDA events", f"{reason}; copies, kprof.range and kprof.kernel only"
 
     # -- queues -------------------------------------------------------------------------------
@@ -226,8 +234,9 @@ class CudaPlugin:
 
     @kprof.hookimpl
     def queue_info(self, backend: kprof.Backend, queue: Queue) -> kprof.QueueInfo:
-        return kprof.QueueInfo(device=self._device_label(queue.device), label=queue.label,
-                               device_key=queue.device)
+        return kprof.QueueInfo(
+            device=self._device_label(queue.device), label=queue.label, device_key=queue.device
+        )
 
     def _device_label(self, dev: int) -> str:
         label = self._device_labels.get(dev)
@@ -297,8 +306,10 @@ class CudaPlugin:
             if status != NOT_READY:
                 raise self.api.error(status)
             if time.monotonic() > deadline:
-                raise TimeoutError(f"CUDA event on device {token.device} not done after "
-                                   f"{WAIT_TIMEOUT_S:g} s; the device may be hung")
+                raise TimeoutError(
+                    f"CUDA event on device {token.device} not done after "
+                    f"{WAIT_TIMEOUT_S:g} s; the device may be hung"
+                )
             time.sleep(pause)
             pause = min(pause * 2, 0.005)
 
@@ -315,8 +326,9 @@ class CudaPlugin:
             stream = self._calibration_streams.get(dev)
             if stream is None:
                 stream = self._calibration_streams[dev] = api.new_stream(dev)
-            return calibrate(pool.take, pool.give, api.event_record, api.event_query,
-                             stream.ptr, api.error)
+            return calibrate(
+                pool.take, pool.give, api.event_record, api.event_query, stream.ptr, api.error
+            )
 
     def _calibrate_first(self, dev: int) -> None:
         """The calibration a profile's times are placed from (see :mod:`kprof_cuda.clock`)."""
@@ -326,12 +338,16 @@ class CudaPlugin:
             pass
 
     @kprof.hookimpl
-    def align_clock(self, backend: kprof.Backend, token: Stamp,
-                    launch_window: tuple[int, int]) -> kprof.Alignment:
+    def align_clock(
+        self, backend: kprof.Backend, token: Stamp, launch_window: tuple[int, int]
+    ) -> kprof.Alignment:
         last = self._calibrate(token.device)
         try:
-            return align(lambda cal: self.elapsed_time(backend, cal, token),
-                         self._calibrations.get(token.device), last)
+            return align(
+                lambda cal: self.elapsed_time(backend, cal, token),
+                self._calibrations.get(token.device),
+                last,
+            )
         finally:
             self.pool.give(last.stamp)
 
@@ -385,9 +401,17 @@ class CudaPlugin:
             self._stream_numbers.clear()
         self.pool.trim(KEEP_FREE_EVENTS)
 
-    def timed_copy(self, backend: kprof.Backend, rec: Recorder, name: str, stream: Any,
-                   nbytes: int, fn: Callable[..., Any], args: tuple[Any, ...],
-                   kwargs: dict[str, Any]) -> Any:
+    def timed_copy(
+        self,
+        backend: kprof.Backend,
+        rec: Recorder,
+        name: str,
+        stream: Any,
+        nbytes: int,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
         """Call ``fn`` with pooled events around it on ``stream`` (None: the current one) and
         record it as a copy. kprof's own failures never reach the caller: the backend is
         disabled and ``fn`` runs untimed."""
@@ -445,13 +469,15 @@ class CudaPlugin:
             self.activity.scope_exit(scope)
 
     @kprof.hookimpl
-    def activity_flush(self, backend: kprof.Backend, scopes: tuple[int, ...],
-                       timeout: float) -> int | None:
+    def activity_flush(
+        self, backend: kprof.Backend, scopes: tuple[int, ...], timeout: float
+    ) -> int | None:
         return None if self.activity is None else self.activity.flush(scopes, timeout)
 
     @kprof.hookimpl
-    def activity_align(self, backend: kprof.Backend, queue: Queue,
-                       device_ns: int) -> kprof.Alignment | None:
+    def activity_align(
+        self, backend: kprof.Backend, queue: Queue, device_ns: int
+    ) -> kprof.Alignment | None:
         return None if self.activity is None else self.activity.align(device_ns)
 
     # -- the demo -----------------------------------------------------------------------------
@@ -466,8 +492,9 @@ class CudaPlugin:
         y = cupy.ones(size, dtype=cupy.float32)
         z = cupy.empty_like(x)
         mul2 = kernel(cupy.ElementwiseKernel("", "float32 x", "x = x * 2", "mul2"))
-        add = kernel(cupy.ElementwiseKernel("float32 x, float32 y", "float32 z", "z = x + y",
-                                            "add"))
+        add = kernel(
+            cupy.ElementwiseKernel("float32 x, float32 y", "float32 z", "z = x + y", "add")
+        )
         mul2(x)  # compile both now, so that a step measures launches only
         add(x, y, z)
         cupy.cuda.get_current_stream().synchronize()

@@ -91,7 +91,9 @@ def _release(*events: Any) -> None:
             give_event(ev)
 
 
-def make_wrappers(backend: kprof.Backend, originals: dict[str, Any]) -> dict[str, Callable[..., Any]]:
+def make_wrappers(
+    backend: kprof.Backend, originals: dict[str, Any]
+) -> dict[str, Callable[..., Any]]:
     """Wrappers for the entry points in ``originals`` (name -> native function)."""
     active, now = capture.active, capture.now
     KERNEL, COPY = capture.KERNEL, capture.COPY
@@ -99,8 +101,15 @@ def make_wrappers(backend: kprof.Backend, originals: dict[str, Any]) -> dict[str
     def disable(exc: BaseException) -> None:
         backend.disable(f"capture failed: {type(exc).__name__}: {exc}")
 
-    def run(rec: Any, kind: int, name: str, stream: Any, nbytes: int,
-            call: Callable[..., Any], *args: Any) -> Any:
+    def run(
+        rec: Any,
+        kind: int,
+        name: str,
+        stream: Any,
+        nbytes: int,
+        call: Callable[..., Any],
+        *args: Any,
+    ) -> Any:
         """Record events around ``call(*args)`` on ``stream`` and report the launch."""
         t0 = now()
         start = None
@@ -142,6 +151,7 @@ def make_wrappers(backend: kprof.Backend, originals: dict[str, Any]) -> dict[str
             if name in originals:
                 wrappers[name] = functools.wraps(originals[name])(fn)
             return fn
+
         return register
 
     # The wrappers repeat hip-python's parameter names so keyword calls keep working.
@@ -149,46 +159,130 @@ def make_wrappers(backend: kprof.Backend, originals: dict[str, Any]) -> dict[str
     o_module_launch = _get(originals, "hipModuleLaunchKernel")
 
     @wrap("hipModuleLaunchKernel")
-    def hipModuleLaunchKernel(f: Any, gridDimX: Any, gridDimY: Any, gridDimZ: Any,
-                              blockDimX: Any, blockDimY: Any, blockDimZ: Any,
-                              sharedMemBytes: Any, stream: Any, kernelParams: Any,
-                              extra: Any) -> Any:
+    def hipModuleLaunchKernel(
+        f: Any,
+        gridDimX: Any,
+        gridDimY: Any,
+        gridDimZ: Any,
+        blockDimX: Any,
+        blockDimY: Any,
+        blockDimZ: Any,
+        sharedMemBytes: Any,
+        stream: Any,
+        kernelParams: Any,
+        extra: Any,
+    ) -> Any:
         rec = active()
         if rec is None or backend.broken is not None:
-            return o_module_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                                   blockDimZ, sharedMemBytes, stream, kernelParams, extra)
-        return run(rec, KERNEL, kernel_name(f), stream, -1,
-                   o_module_launch, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                   blockDimZ, sharedMemBytes, stream, kernelParams, extra)
+            return o_module_launch(
+                f,
+                gridDimX,
+                gridDimY,
+                gridDimZ,
+                blockDimX,
+                blockDimY,
+                blockDimZ,
+                sharedMemBytes,
+                stream,
+                kernelParams,
+                extra,
+            )
+        return run(
+            rec,
+            KERNEL,
+            kernel_name(f),
+            stream,
+            -1,
+            o_module_launch,
+            f,
+            gridDimX,
+            gridDimY,
+            gridDimZ,
+            blockDimX,
+            blockDimY,
+            blockDimZ,
+            sharedMemBytes,
+            stream,
+            kernelParams,
+            extra,
+        )
 
     o_launch = _get(originals, "hipLaunchKernel")
 
     @wrap("hipLaunchKernel")
-    def hipLaunchKernel(function_address: Any, numBlocks: Any, dimBlocks: Any, args: Any,
-                        sharedMemBytes: Any, stream: Any) -> Any:
+    def hipLaunchKernel(
+        function_address: Any,
+        numBlocks: Any,
+        dimBlocks: Any,
+        args: Any,
+        sharedMemBytes: Any,
+        stream: Any,
+    ) -> Any:
         rec = active()
         if rec is None or backend.broken is not None:
             return o_launch(function_address, numBlocks, dimBlocks, args, sharedMemBytes, stream)
-        return run(rec, KERNEL, kernel_name(function_address), stream, -1,
-                   o_launch, function_address, numBlocks, dimBlocks, args, sharedMemBytes,
-                   stream)
+        return run(
+            rec,
+            KERNEL,
+            kernel_name(function_address),
+            stream,
+            -1,
+            o_launch,
+            function_address,
+            numBlocks,
+            dimBlocks,
+            args,
+            sharedMemBytes,
+            stream,
+        )
 
     o_ext_launch = _get(originals, "hipExtLaunchKernel")
 
     @wrap("hipExtLaunchKernel")
-    def hipExtLaunchKernel(function_address: Any, numBlocks: Any, dimBlocks: Any, args: Any,
-                           sharedMemBytes: Any, stream: Any, startEvent: Any, stopEvent: Any,
-                           flags: Any) -> Any:
+    def hipExtLaunchKernel(
+        function_address: Any,
+        numBlocks: Any,
+        dimBlocks: Any,
+        args: Any,
+        sharedMemBytes: Any,
+        stream: Any,
+        startEvent: Any,
+        stopEvent: Any,
+        flags: Any,
+    ) -> Any:
         rec = active()
         if rec is None or backend.broken is not None:
-            return o_ext_launch(function_address, numBlocks, dimBlocks, args, sharedMemBytes,
-                                stream, startEvent, stopEvent, flags)
+            return o_ext_launch(
+                function_address,
+                numBlocks,
+                dimBlocks,
+                args,
+                sharedMemBytes,
+                stream,
+                startEvent,
+                stopEvent,
+                flags,
+            )
         name = kernel_name(function_address)
         if startEvent is not None or stopEvent is not None or not rec.device:
             # The user's own events are left alone: ours go around the call.
-            return run(rec, KERNEL, name, stream, -1, o_ext_launch,
-                       function_address, numBlocks, dimBlocks, args, sharedMemBytes, stream,
-                       startEvent, stopEvent, flags)
+            return run(
+                rec,
+                KERNEL,
+                name,
+                stream,
+                -1,
+                o_ext_launch,
+                function_address,
+                numBlocks,
+                dimBlocks,
+                args,
+                sharedMemBytes,
+                stream,
+                startEvent,
+                stopEvent,
+                flags,
+            )
         # No events given: the launch records ours, which bracket exactly the kernel.
         t0 = now()
         start = stop = None
@@ -199,11 +293,29 @@ def make_wrappers(backend: kprof.Backend, originals: dict[str, Any]) -> dict[str
         except Exception as exc:
             _release(start, stop)
             disable(exc)
-            return o_ext_launch(function_address, numBlocks, dimBlocks, args, sharedMemBytes,
-                                stream, startEvent, stopEvent, flags)
+            return o_ext_launch(
+                function_address,
+                numBlocks,
+                dimBlocks,
+                args,
+                sharedMemBytes,
+                stream,
+                startEvent,
+                stopEvent,
+                flags,
+            )
         try:
-            result = o_ext_launch(function_address, numBlocks, dimBlocks, args,
-                                  sharedMemBytes, stream, start, stop, flags)
+            result = o_ext_launch(
+                function_address,
+                numBlocks,
+                dimBlocks,
+                args,
+                sharedMemBytes,
+                stream,
+                start,
+                stop,
+                flags,
+            )
         except BaseException:
             _release(start, stop)
             raise
@@ -221,8 +333,18 @@ def make_wrappers(backend: kprof.Backend, originals: dict[str, Any]) -> dict[str
         if rec is None or backend.broken is not None:
             return o_memcpy(dst, src, sizeBytes, kind)
         # A synchronous copy runs on the NULL stream.
-        return run(rec, COPY, _copy_name(kind), None, _nbytes(sizeBytes),
-                   o_memcpy, dst, src, sizeBytes, kind)
+        return run(
+            rec,
+            COPY,
+            _copy_name(kind),
+            None,
+            _nbytes(sizeBytes),
+            o_memcpy,
+            dst,
+            src,
+            sizeBytes,
+            kind,
+        )
 
     o_memcpy_async = _get(originals, "hipMemcpyAsync")
 
@@ -231,8 +353,19 @@ def make_wrappers(backend: kprof.Backend, originals: dict[str, Any]) -> dict[str
         rec = active()
         if rec is None or backend.broken is not None:
             return o_memcpy_async(dst, src, sizeBytes, kind, stream)
-        return run(rec, COPY, _copy_name(kind), stream, _nbytes(sizeBytes),
-                   o_memcpy_async, dst, src, sizeBytes, kind, stream)
+        return run(
+            rec,
+            COPY,
+            _copy_name(kind),
+            stream,
+            _nbytes(sizeBytes),
+            o_memcpy_async,
+            dst,
+            src,
+            sizeBytes,
+            kind,
+            stream,
+        )
 
     o_memset = _get(originals, "hipMemset")
 
@@ -241,8 +374,9 @@ def make_wrappers(backend: kprof.Backend, originals: dict[str, Any]) -> dict[str
         rec = active()
         if rec is None or backend.broken is not None:
             return o_memset(dst, value, sizeBytes)
-        return run(rec, COPY, MEMSET_NAME, None, _nbytes(sizeBytes),
-                   o_memset, dst, value, sizeBytes)
+        return run(
+            rec, COPY, MEMSET_NAME, None, _nbytes(sizeBytes), o_memset, dst, value, sizeBytes
+        )
 
     o_memset_async = _get(originals, "hipMemsetAsync")
 
@@ -251,8 +385,18 @@ def make_wrappers(backend: kprof.Backend, originals: dict[str, Any]) -> dict[str
         rec = active()
         if rec is None or backend.broken is not None:
             return o_memset_async(dst, value, sizeBytes, stream)
-        return run(rec, COPY, MEMSET_NAME, stream, _nbytes(sizeBytes),
-                   o_memset_async, dst, value, sizeBytes, stream)
+        return run(
+            rec,
+            COPY,
+            MEMSET_NAME,
+            stream,
+            _nbytes(sizeBytes),
+            o_memset_async,
+            dst,
+            value,
+            sizeBytes,
+            stream,
+        )
 
     o_get_function = _get(originals, "hipModuleGetFunction")
 
@@ -262,8 +406,11 @@ def make_wrappers(backend: kprof.Backend, originals: dict[str, Any]) -> dict[str
         result = o_get_function(module, kname)
         if type(result) is tuple and len(result) == 2 and not result[0] and result[1] is not None:
             try:
-                name = (bytes(kname).decode("utf-8", "replace")
-                        if isinstance(kname, (bytes, bytearray)) else str(kname))
+                name = (
+                    bytes(kname).decode("utf-8", "replace")
+                    if isinstance(kname, (bytes, bytearray))
+                    else str(kname)
+                )
                 runtime.names[runtime.address(result[1])] = name
             except Exception:  # naming is best effort; the user's result is what matters
                 pass
@@ -276,9 +423,11 @@ def install(backend: kprof.Backend) -> None:
     """Patch every entry point present on every hip-python module object."""
     patcher = backend.state["patcher"] = capture.Patcher()
     for mod in hip_modules():
-        originals = {n: getattr(mod, n)
-                     for n in (*KERNEL_ENTRY_POINTS, *COPY_ENTRY_POINTS, "hipModuleGetFunction")
-                     if hasattr(mod, n)}
+        originals = {
+            n: getattr(mod, n)
+            for n in (*KERNEL_ENTRY_POINTS, *COPY_ENTRY_POINTS, "hipModuleGetFunction")
+            if hasattr(mod, n)
+        }
         for name, wrapper in make_wrappers(backend, originals).items():
             patcher.patch(mod, name, wrapper)
 

@@ -54,26 +54,37 @@ def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
     try:
         hip = runtime.lib()
     except ImportError as exc:
-        return kprof.BackendInfo(status="not installed", library=LIBRARY, library_version=None,
-                                 detail=f"hip-python is not installed ({exc}): "
-                                        f"pip install 'kprof[hip]'")
+        return kprof.BackendInfo(
+            status="not installed",
+            library=LIBRARY,
+            library_version=None,
+            detail=f"hip-python is not installed ({exc}): pip install 'kprof[hip]'",
+        )
     try:
         err, count = hip.hipGetDeviceCount()
     except RuntimeError as exc:  # hip-python raises when it cannot dlopen/dlsym the runtime
         if "dlopen" in str(exc):
-            return kprof.BackendInfo(status="no device", library=LIBRARY,
-                                     library_version=version, detail=_runtime_not_found(exc))
-        return kprof.BackendInfo(status=f"error: {exc}", library=LIBRARY,
-                                 library_version=version, timestamps=False)
+            return kprof.BackendInfo(
+                status="no device",
+                library=LIBRARY,
+                library_version=version,
+                detail=_runtime_not_found(exc),
+            )
+        return kprof.BackendInfo(
+            status=f"error: {exc}", library=LIBRARY, library_version=version, timestamps=False
+        )
     if err or count <= 0:
         reason = str(HipError("hipGetDeviceCount", err)) if err else "hipGetDeviceCount: 0"
         status = "no device" if err in (0, 100) else f"error: {reason}"  # 100: hipErrorNoDevice
-        return kprof.BackendInfo(status=status, library=LIBRARY, library_version=version,
-                                 detail=reason)
+        return kprof.BackendInfo(
+            status=status, library=LIBRARY, library_version=version, detail=reason
+        )
     runtime.device_count = count
     details = []
     try:
-        details.append(f"HIP runtime {_version_text(check('hipRuntimeGetVersion', hip.hipRuntimeGetVersion())[1])}")
+        details.append(
+            f"HIP runtime {_version_text(check('hipRuntimeGetVersion', hip.hipRuntimeGetVersion())[1])}"
+        )
     except Exception as exc:
         details.append(f"HIP runtime version unknown ({exc})")
     path = runtime.loaded_library()
@@ -85,8 +96,9 @@ def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
             devices.append(f"HIP {i} ({runtime.device_name(i)})")
         except Exception as exc:
             devices.append(f"HIP {i} (name unknown: {exc})")
-    return kprof.BackendInfo(library=LIBRARY, library_version=version, devices=tuple(devices),
-                             detail=", ".join(details))
+    return kprof.BackendInfo(
+        library=LIBRARY, library_version=version, devices=tuple(devices), detail=", ".join(details)
+    )
 
 
 @kprof.hookimpl
@@ -123,8 +135,9 @@ def queue_info(backend: kprof.Backend, queue: Stream) -> kprof.QueueInfo:
         name = runtime.device_name(queue.device)
     except Exception:
         name = "name unknown"
-    return kprof.QueueInfo(device=f"HIP {queue.device} ({name})", label=queue.label,
-                           device_key=queue.device)
+    return kprof.QueueInfo(
+        device=f"HIP {queue.device} ({name})", label=queue.label, device_key=queue.device
+    )
 
 
 @kprof.hookimpl

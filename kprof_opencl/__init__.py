@@ -23,5 +23,13 @@ from .queues import (
     use_queue,
 )
 
-__all__ = ["ProfilingDisabledWarning", "current_queue", "default_device", "disable_profiling",
-           "enable_profiling", "profiling_enabled", "profiling_queue", "use_queue"]
+__all__ = [
+    "ProfilingDisabledWarning",
+    "current_queue",
+    "default_device",
+    "disable_profiling",
+    "enable_profiling",
+    "profiling_enabled",
+    "profiling_queue",
+    "use_queue",
+]

@@ -45,7 +45,9 @@ KERNEL_ENTRY = "enqueue_nd_range_kernel"
 NBytes = Callable[[tuple[Any, ...], dict[str, Any]], int]
 
 
-def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], i: int, name: str, default: Any = None) -> Any:
+def _arg(
+    args: tuple[Any, ...], kwargs: dict[str, Any], i: int, name: str, default: Any = None
+) -> Any:
     """Argument ``i`` (counted after the queue) of a native call, by position or keyword."""
     if len(args) > i:
         return args[i]
@@ -73,21 +75,26 @@ def _copy_buffer(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
         return int(count)
     # As PyOpenCL does for byte_count=-1: the smaller of what is left in source and destination.
     src, dst = args[0] if args else kwargs["src"], _arg(args, kwargs, 1, "dst")
-    return min(src.size - int(_arg(args, kwargs, 3, "src_offset", 0)),
-               dst.size - int(_arg(args, kwargs, 4, "dst_offset", 0)))
+    return min(
+        src.size - int(_arg(args, kwargs, 3, "src_offset", 0)),
+        dst.size - int(_arg(args, kwargs, 4, "dst_offset", 0)),
+    )
 
 
 def _region_at(i: int) -> NBytes:
     def nbytes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
         return _region(_arg(args, kwargs, i, "region"))
+
     return nbytes
 
 
 def _image_region_at(i: int, image_at: int) -> NBytes:
     """Bytes of an image transfer: pixels in the region times the image's pixel size."""
+
     def nbytes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
         image = args[image_at]  # images are passed positionally (enqueue_copy does)
         return _region(_arg(args, kwargs, i, "region")) * int(image.element_size)
+
     return nbytes
 
 
@@ -155,12 +162,27 @@ def _kernel_name(kernel: Any) -> str:
 
 
 # The native signature since PyOpenCL 2021 (the invoker passes all eight positionally).
-_NATIVE_SIGNATURE = ("global_work_size", "local_work_size", "global_work_offset", "wait_for",
-                     "g_times_l", "allow_empty_ndrange")
+_NATIVE_SIGNATURE = (
+    "global_work_size",
+    "local_work_size",
+    "global_work_offset",
+    "wait_for",
+    "g_times_l",
+    "allow_empty_ndrange",
+)
 
 
-def _unprofiled(rec: Any, backend: Any, kind: int, name: str, queue: Any, t0: int, t1: int,
-                ev: Any, nbytes: int = -1) -> None:
+def _unprofiled(
+    rec: Any,
+    backend: Any,
+    kind: int,
+    name: str,
+    queue: Any,
+    t0: int,
+    t1: int,
+    ev: Any,
+    nbytes: int = -1,
+) -> None:
     """A launch on a queue created without profiling: observed on the host as it completes
     (approximate, and never waiting); synchronized and host-timed if the profile asks to
     synchronize (or does not time the device)."""
@@ -169,8 +191,9 @@ def _unprofiled(rec: Any, backend: Any, kind: int, name: str, queue: Any, t0: in
         return
     if type(ev) is _nanny:  # never hold a copy's host array (see copy_wrapper)
         ev = _plain_event(ev.int_ptr)
-    rec.launch_observed(backend, kind, name, queue, t0, t1, observed.watcher.track(ev, queue, t0),
-                        nbytes)
+    rec.launch_observed(
+        backend, kind, name, queue, t0, t1, observed.watcher.track(ev, queue, t0), nbytes
+    )
 
 
 # pyopencl._cl.NannyEvent and Event.from_int_ptr, bound by install().
@@ -215,6 +238,7 @@ def kernel_wrapper(original: Callable[..., Any], backend: Any) -> Callable[..., 
             unprofiled(rec, backend, KERNEL, name, queue, t0, t1, ev)
 
     if not _has_native_signature(original):
+
         def enqueue_nd_range_kernel_any(queue: Any, kernel: Any, *args: Any, **kwargs: Any) -> Any:
             rec = active()
             if rec is None:
@@ -227,17 +251,39 @@ def kernel_wrapper(original: Callable[..., Any], backend: Any) -> Callable[..., 
         enqueue_nd_range_kernel_any.__wrapped__ = original  # type: ignore[attr-defined]
         return _compiled(original, enqueue_nd_range_kernel_any, backend)
 
-    def enqueue_nd_range_kernel(queue: Any, kernel: Any, global_work_size: Any,
-                                local_work_size: Any, global_work_offset: Any = None,
-                                wait_for: Any = None, g_times_l: bool = False,
-                                allow_empty_ndrange: bool = False) -> Any:
+    def enqueue_nd_range_kernel(
+        queue: Any,
+        kernel: Any,
+        global_work_size: Any,
+        local_work_size: Any,
+        global_work_offset: Any = None,
+        wait_for: Any = None,
+        g_times_l: bool = False,
+        allow_empty_ndrange: bool = False,
+    ) -> Any:
         rec = active()
         if rec is None:
-            return original(queue, kernel, global_work_size, local_work_size,
-                            global_work_offset, wait_for, g_times_l, allow_empty_ndrange)
+            return original(
+                queue,
+                kernel,
+                global_work_size,
+                local_work_size,
+                global_work_offset,
+                wait_for,
+                g_times_l,
+                allow_empty_ndrange,
+            )
         t0 = now()
-        ev = original(queue, kernel, global_work_size, local_work_size,
-                      global_work_offset, wait_for, g_times_l, allow_empty_ndrange)
+        ev = original(
+            queue,
+            kernel,
+            global_work_size,
+            local_work_size,
+            global_work_offset,
+            wait_for,
+            g_times_l,
+            allow_empty_ndrange,
+        )
         t1 = now()
         # Inlined rather than a call to record(): this is the hot path.
         try:
@@ -259,20 +305,23 @@ def kernel_wrapper(original: Callable[..., Any], backend: Any) -> Callable[..., 
     return _compiled(original, enqueue_nd_range_kernel, backend)
 
 
-def _compiled(original: Callable[..., Any], wrapper: Callable[..., Any],
-              backend: Any) -> Callable[..., Any]:
+def _compiled(
+    original: Callable[..., Any], wrapper: Callable[..., Any], backend: Any
+) -> Callable[..., Any]:
     """The compiled wrapper (``_clnative.Launcher``), where built: it does the wrapper's common
     case in C (a launch in a profile, by position, of a named kernel on a profiling queue) and
     calls ``wrapper`` for everything else; ``wrapper`` itself where it is not built."""
     mod = native.load_plugin_part("kprof_opencl", "_clnative")
     if mod is None:
         return wrapper
-    return mod.launcher(original, wrapper, capture.active, capture.now, _current, backend,
-                        capture.KERNEL)
+    return mod.launcher(
+        original, wrapper, capture.active, capture.now, _current, backend, capture.KERNEL
+    )
 
 
-def copy_wrapper(original: Callable[..., Any], backend: Any, name: str, nbytes_of: NBytes,
-                 queue_at: int = 0) -> Callable[..., Any]:
+def copy_wrapper(
+    original: Callable[..., Any], backend: Any, name: str, nbytes_of: NBytes, queue_at: int = 0
+) -> Callable[..., Any]:
     """A replacement for a native copy or fill that records it (with its byte count)."""
     import pyopencl._cl as _cl
 
@@ -292,7 +341,7 @@ def copy_wrapper(original: Callable[..., Any], backend: Any, name: str, nbytes_o
         ev = original(*args, **kwargs)
         t1 = now()
         queue = args[queue_at] if len(args) > queue_at else kwargs["queue"]
-        rest = args[queue_at + 1:]
+        rest = args[queue_at + 1 :]
         try:
             n = nbytes_of(rest, kwargs)
         except Exception:  # an unusual argument form: keep the row, without its size

@@ -74,7 +74,9 @@ def _fits(queued: int, offset: int, tol: int, window: tuple[int, int], marker: b
     return lo <= t <= window[1] + tol
 
 
-def align(token: Any, window: tuple[int, int], raw_at_install: tuple[int, int] | None) -> Alignment | None:
+def align(
+    token: Any, window: tuple[int, int], raw_at_install: tuple[int, int] | None
+) -> Alignment | None:
     """Map ``token`` (a completed ``pyopencl.Event``) to host time, or None if no way checks out."""
     queued = token.get_profiling_info(QUEUED)
     start = token.get_profiling_info(START)
@@ -112,6 +114,9 @@ def align(token: Any, window: tuple[int, int], raw_at_install: tuple[int, int] |
         offset, hw = bracket(lambda c=clock: time.clock_gettime_ns(c))  # type: ignore[misc]
         tol = hw + resolution
         if _fits(queued, offset, tol, window, marker):
-            return Alignment(start + offset, tol,
-                             f"{name} (matched: the event's QUEUED time fell inside its launch)")
+            return Alignment(
+                start + offset,
+                tol,
+                f"{name} (matched: the event's QUEUED time fell inside its launch)",
+            )
     return None

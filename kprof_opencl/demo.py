@@ -41,7 +41,9 @@ def workload(size: int, device: Any = None) -> Callable[[], None] | None:
     try:
         program = cl.Program(ctx, SOURCE).build()
     except cl.Error as exc:
-        raise KprofError(f"the OpenCL demo kernels did not build on {device_name(device)}: {exc}") from exc
+        raise KprofError(
+            f"the OpenCL demo kernels did not build on {device_name(device)}: {exc}"
+        ) from exc
     mf = cl.mem_flags
     ones = np.ones(size, dtype=np.float32)
     x = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=ones)

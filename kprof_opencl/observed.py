@@ -56,7 +56,9 @@ class Observed:
         """The execution status, as ``Event.get_info(EXECUTION_STATUS)``: 0 once observed
         complete, negative if the command failed, positive before."""
         if param != _EXECUTION_STATUS:
-            raise ValueError(f"an observed command answers only its execution status, not {param:#x}")
+            raise ValueError(
+                f"an observed command answers only its execution status, not {param:#x}"
+            )
         return self.status if self.end >= 0 else _RUNNING
 
     def get_profiling_info(self, param: int) -> int:
@@ -126,8 +128,9 @@ class Watcher:
                 state.listed = True
                 self._listed.append(state)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="kprof OpenCL watcher",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="kprof OpenCL watcher", daemon=True
+                )
                 self._thread.start()
 
     def _unlist_idle(self) -> None:

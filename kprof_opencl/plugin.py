@@ -39,18 +39,27 @@ def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
         import pyopencl as cl
     except ImportError as exc:
         return kprof.BackendInfo(
-            status="not installed", library="pyopencl", timestamps=True,
-            detail=f"{exc}; install it with: pip install 'kprof[opencl]' (PyOpenCL and PoCL's CPU device)")
+            status="not installed",
+            library="pyopencl",
+            timestamps=True,
+            detail=f"{exc}; install it with: pip install 'kprof[opencl]' (PyOpenCL and PoCL's CPU device)",
+        )
     except Exception as exc:  # a broken install: say so, never raise
-        return kprof.BackendInfo(status=f"error: importing pyopencl failed: {type(exc).__name__}: {exc}",
-                                 library="pyopencl", timestamps=True)
+        return kprof.BackendInfo(
+            status=f"error: importing pyopencl failed: {type(exc).__name__}: {exc}",
+            library="pyopencl",
+            timestamps=True,
+        )
     version = getattr(cl, "VERSION_TEXT", None)
     try:
         platforms = cl.get_platforms()
     except Exception as exc:
         return kprof.BackendInfo(
-            status="no device", library="pyopencl", library_version=version,
-            detail=f"no OpenCL platform ({exc}); pip install pocl-binary-distribution gives a CPU device")
+            status="no device",
+            library="pyopencl",
+            library_version=version,
+            detail=f"no OpenCL platform ({exc}); pip install pocl-binary-distribution gives a CPU device",
+        )
     devices: list[str] = []
     for p in platforms:
         try:
@@ -61,8 +70,11 @@ def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
     if not devices:
         names = ", ".join(p.name for p in platforms)
         return kprof.BackendInfo(
-            status="no device", library="pyopencl", library_version=version,
-            detail=f"OpenCL platforms ({names}) have no devices")
+            status="no device",
+            library="pyopencl",
+            library_version=version,
+            detail=f"OpenCL platforms ({names}) have no devices",
+        )
     return kprof.BackendInfo(library="pyopencl", library_version=version, devices=tuple(devices))
 
 
@@ -108,8 +120,10 @@ def elapsed_time(backend: kprof.Backend, start: Any, stop: Any) -> int:
         return int(stop.get_profiling_info(_END) - start.get_profiling_info(_START))
     except Exception as exc:
         status = [t.get_info(_EXECUTION_STATUS) for t in (start, stop)]
-        raise RuntimeError(f"OpenCL gave no profiling times (command status {status}; 0 is "
-                           f"COMPLETE, negative is a failed command): {exc}") from exc
+        raise RuntimeError(
+            f"OpenCL gave no profiling times (command status {status}; 0 is "
+            f"COMPLETE, negative is a failed command): {exc}"
+        ) from exc
 
 
 @hookimpl
@@ -120,13 +134,16 @@ def device_times(backend: kprof.Backend, start: Any, stop: Any) -> tuple[int, in
         return int(start.get_profiling_info(_START)), int(stop.get_profiling_info(_END))
     except Exception as exc:
         status = [t.get_info(_EXECUTION_STATUS) for t in (start, stop)]
-        raise RuntimeError(f"OpenCL gave no profiling times (command status {status}; 0 is "
-                           f"COMPLETE, negative is a failed command): {exc}") from exc
+        raise RuntimeError(
+            f"OpenCL gave no profiling times (command status {status}; 0 is "
+            f"COMPLETE, negative is a failed command): {exc}"
+        ) from exc
 
 
 @hookimpl
-def device_times_batch(backend: kprof.Backend, starts: tuple[Any, ...],
-                       stops: tuple[Any, ...]) -> tuple[Any, Any]:
+def device_times_batch(
+    backend: kprof.Backend, starts: tuple[Any, ...], stops: tuple[Any, ...]
+) -> tuple[Any, Any]:
     global _batch
     if _batch is None:
         from .reader import device_times_batch as _batch
@@ -153,8 +170,9 @@ def current_queue(backend: kprof.Backend) -> Any:
 @hookimpl
 def queue_info(backend: kprof.Backend, queue: Any) -> kprof.QueueInfo:
     device = queue.device
-    return kprof.QueueInfo(device=device_name(device), label=queue_label(queue),
-                           device_key=device_key(device))
+    return kprof.QueueInfo(
+        device=device_name(device), label=queue_label(queue), device_key=device_key(device)
+    )
 
 
 @hookimpl
@@ -183,7 +201,10 @@ def synchronize(backend: kprof.Backend, queue: Any) -> None:
                 f"kprof: gave up waiting for OpenCL {queue_label(q)} after {rec.timeout:g} s "
                 f"(profile(timeout=...)); its work is still pending (a launch waiting on an "
                 f"event not set yet?), so the host time of this record ends where kprof stopped "
-                f"waiting", RuntimeWarning, stacklevel=2)
+                f"waiting",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             return
         time.sleep(pause)  # releases the GIL: the thread that sets the event keeps running
         pause = min(pause * 2, 0.005)
@@ -215,8 +236,9 @@ def remove_capture(backend: kprof.Backend) -> None:
 
 
 @hookimpl
-def align_clock(backend: kprof.Backend, token: Any,
-                launch_window: tuple[int, int]) -> kprof.Alignment | None:
+def align_clock(
+    backend: kprof.Backend, token: Any, launch_window: tuple[int, int]
+) -> kprof.Alignment | None:
     try:
         return clock.align(token, launch_window, backend.state.get("raw_offset"))
     except Exception:  # no correlation is an answer kprof handles (and reports)

@@ -120,13 +120,14 @@ class _FactoryMeta(type):
         delattr(cls._base, name)
 
     def __repr__(cls) -> str:
-        return f"<class {cls._base.__module__}.{cls._base.__qualname__} (kprof adds PROFILING_ENABLE)>"
+        return (
+            f"<class {cls._base.__module__}.{cls._base.__qualname__} (kprof adds PROFILING_ENABLE)>"
+        )
 
 
 def make_factory(base: type) -> type:
     """A stand-in for ``base`` (PyOpenCL's ``CommandQueue``) that creates profiling queues."""
-    ns = {"__doc__": base.__doc__, "__module__": base.__module__,
-          "__qualname__": base.__qualname__}
+    ns = {"__doc__": base.__doc__, "__module__": base.__module__, "__qualname__": base.__qualname__}
     factory = type.__new__(_FactoryMeta, base.__name__, (), ns)
     type.__setattr__(factory, "_base", base)
     return factory

@@ -163,8 +163,7 @@ def device_key(device: Any) -> str:
 def is_pocl_cpu(device: Any) -> bool:
     """PoCL's CPU drivers (pthread, basic) stamp events with the host's CLOCK_MONOTONIC_RAW."""
     try:
-        return (device.platform.name.strip() == POCL_PLATFORM
-                and bool(device.type & DEVICE_TYPE_CPU))
+        return device.platform.name.strip() == POCL_PLATFORM and bool(device.type & DEVICE_TYPE_CPU)
     except Exception:
         return False
 
@@ -223,14 +222,16 @@ def profiling_queue(ctx_or_device: Any = None) -> Any:
         if device is None:
             raise RuntimeError(
                 "kprof_opencl.profiling_queue: OpenCL finds no device here. Install one that "
-                "runs on any CPU: pip install pocl-binary-distribution")
+                "runs on any CPU: pip install pocl-binary-distribution"
+            )
         return cl.CommandQueue(cl.Context([device]), device, properties=props)
     if isinstance(target, cl.CommandQueue):
-        return cl.CommandQueue(target.context, target.device,
-                               properties=target.properties | props)
+        return cl.CommandQueue(target.context, target.device, properties=target.properties | props)
     if isinstance(target, cl.Context):
         return cl.CommandQueue(target, target.devices[0], properties=props)
     if isinstance(target, cl.Device):
         return cl.CommandQueue(cl.Context([target]), target, properties=props)
-    raise TypeError("profiling_queue takes a pyopencl Context, Device or CommandQueue, or None, "
-                    f"not {type(target).__name__}")
+    raise TypeError(
+        "profiling_queue takes a pyopencl Context, Device or CommandQueue, or None, "
+        f"not {type(target).__name__}"
+    )

@@ -26,30 +26,60 @@ FIXTURE = "kprof_profile"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("kprof", "kprof: device time of GPU kernels per test")
-    g.addoption("--kprof", action="store_true",
-                help="profile every test with kprof; list the tests with the most device time")
-    g.addoption("--kprof-backends", metavar="A,B",
-                help="only these kprof backends (comma-separated; default: every available one)")
-    g.addoption("--kprof-save", metavar="DIR",
-                help="save each profiled test's profile to DIR (one .kprof file per test)")
-    g.addoption("--kprof-compare", metavar="DIR",
-                help="compare each profiled test with its profile saved in DIR, as kprof diff does")
-    g.addoption("--kprof-fail-above", metavar="RATIO", type=float,
-                help="with --kprof-compare: fail tests where a kernel, copy or device range is "
-                     "significantly slower than the baseline by more than RATIO (e.g. 1.10)")
-    g.addoption("--kprof-alpha", metavar="P", type=float, default=0.01,
-                help="significance level of the comparison's rank test (default 0.01)")
-    g.addoption("--kprof-top", metavar="N", type=int, default=10,
-                help="how many tests the summary lists (default 10)")
+    g.addoption(
+        "--kprof",
+        action="store_true",
+        help="profile every test with kprof; list the tests with the most device time",
+    )
+    g.addoption(
+        "--kprof-backends",
+        metavar="A,B",
+        help="only these kprof backends (comma-separated; default: every available one)",
+    )
+    g.addoption(
+        "--kprof-save",
+        metavar="DIR",
+        help="save each profiled test's profile to DIR (one .kprof file per test)",
+    )
+    g.addoption(
+        "--kprof-compare",
+        metavar="DIR",
+        help="compare each profiled test with its profile saved in DIR, as kprof diff does",
+    )
+    g.addoption(
+        "--kprof-fail-above",
+        metavar="RATIO",
+        type=float,
+        help="with --kprof-compare: fail tests where a kernel, copy or device range is "
+        "significantly slower than the baseline by more than RATIO (e.g. 1.10)",
+    )
+    g.addoption(
+        "--kprof-alpha",
+        metavar="P",
+        type=float,
+        default=0.01,
+        help="significance level of the comparison's rank test (default 0.01)",
+    )
+    g.addoption(
+        "--kprof-top",
+        metavar="N",
+        type=int,
+        default=10,
+        help="how many tests the summary lists (default 10)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", f"{MARKER}(backends=None): profile this test with kprof (device time of its "
-        "kernels); backends: names of the kprof backends to use")
+        "markers",
+        f"{MARKER}(backends=None): profile this test with kprof (device time of its "
+        "kernels); backends: names of the kprof backends to use",
+    )
     fail = config.getoption("kprof_fail_above")
     if fail is not None and not config.getoption("kprof_compare"):
-        raise pytest.UsageError("--kprof-fail-above needs --kprof-compare DIR (the baseline to compare with)")
+        raise pytest.UsageError(
+            "--kprof-fail-above needs --kprof-compare DIR (the baseline to compare with)"
+        )
     if fail is not None and not fail > 0:
         raise pytest.UsageError(f"--kprof-fail-above takes a ratio such as 1.10, not {fail}")
     alpha = config.getoption("kprof_alpha")
@@ -58,8 +88,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _wanted(item: pytest.Item) -> bool:
-    return (item.config.getoption("kprof") or item.get_closest_marker(MARKER) is not None
-            or FIXTURE in getattr(item, "fixturenames", ()))
+    return (
+        item.config.getoption("kprof")
+        or item.get_closest_marker(MARKER) is not None
+        or FIXTURE in getattr(item, "fixturenames", ())
+    )
 
 
 @pytest.hookimpl(wrapper=True)

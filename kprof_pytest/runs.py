@@ -144,8 +144,10 @@ class TestRun:
 
     def finished(self) -> Profile:
         if self.result is None and self.profiler is None:
-            raise RuntimeError("kprof_profile is the profile of the test function: read it in "
-                               "the test, not in a fixture's set-up")
+            raise RuntimeError(
+                "kprof_profile is the profile of the test function: read it in "
+                "the test, not in a fixture's set-up"
+            )
         self.stop()
         assert self.result is not None
         return self.result
@@ -155,8 +157,10 @@ class TestRun:
         p = self.result
         if p is None:
             return
-        kernels = sorted(((r.label, r.total_ns, r.calls) for r in p.summary().device),
-                         key=lambda k: (-k[1], k[0]))
+        kernels = sorted(
+            ((r.label, r.total_ns, r.calls) for r in p.summary().device),
+            key=lambda k: (-k[1], k[0]),
+        )
         self.summary = TestResult(self.item.nodeid, sum(k[1] for k in kernels), kernels)
         self.item.config.stash.setdefault(_RESULTS, []).append(self.summary)
 
@@ -184,9 +188,12 @@ class TestRun:
         if fail_above is not None:
             res.failed = d.slowdowns(fail_above)
             if res.failed:
-                pytest.fail(f"kprof: significantly slower than the baseline {path} "
-                            f"(more than {fail_above:g}x, median per call): "
-                            + "; ".join(describe(r) for r in res.failed), pytrace=False)
+                pytest.fail(
+                    f"kprof: significantly slower than the baseline {path} "
+                    f"(more than {fail_above:g}x, median per call): "
+                    + "; ".join(describe(r) for r in res.failed),
+                    pytrace=False,
+                )
 
 
 def compare_with(path: str, p: Profile, alpha: float) -> ProfileDiff:
@@ -203,9 +210,11 @@ def describe(r: DiffRow) -> str:
     from kprof_core.timefmt import format_time
 
     assert r.median_before is not None and r.median_after is not None and r.p_value is not None
-    return (f"{r.label} {r.ratio:.2f}x ({format_time(r.median_before)} -> "
-            f"{format_time(r.median_after)} per call, {r.calls_before}->{r.calls_after} calls, "
-            f"p={r.p_value:.2g})")
+    return (
+        f"{r.label} {r.ratio:.2f}x ({format_time(r.median_before)} -> "
+        f"{format_time(r.median_after)} per call, {r.calls_before}->{r.calls_after} calls, "
+        f"p={r.p_value:.2g})"
+    )
 
 
 def terminal_summary(tr: Any, config: pytest.Config) -> None:
@@ -219,13 +228,18 @@ def terminal_summary(tr: Any, config: pytest.Config) -> None:
     tr.write_sep("=", "kprof: device time per test")
     width = max((len(format_time(r.device_ns)) for r in ranked), default=0)
     for r in ranked:
-        kernels = ", ".join(f"{label} {format_time(total)} ({calls} call{'s' * (calls != 1)})"
-                            for label, total, calls in r.kernels[:3])
+        kernels = ", ".join(
+            f"{label} {format_time(total)} ({calls} call{'s' * (calls != 1)})"
+            for label, total, calls in r.kernels[:3]
+        )
         more = f", {len(r.kernels) - 3} more" if len(r.kernels) > 3 else ""
-        tr.write_line(f"{format_time(r.device_ns):>{width}}  {r.nodeid}  "
-                      f"{kernels or 'no device work'}{more}")
+        tr.write_line(
+            f"{format_time(r.device_ns):>{width}}  {r.nodeid}  {kernels or 'no device work'}{more}"
+        )
     if len(results) > len(ranked):
-        tr.write_line(f"({len(results) - len(ranked)} more profiled tests; --kprof-top N lists more)")
+        tr.write_line(
+            f"({len(results) - len(ranked)} more profiled tests; --kprof-top N lists more)"
+        )
     compare_dir = config.getoption("kprof_compare")
     if not compare_dir:
         return
@@ -237,5 +251,7 @@ def terminal_summary(tr: Any, config: pytest.Config) -> None:
             tr.write_line(f"{mark}{r.nodeid}: {row.status} {describe(row)}")
     steady = sum(1 for r in compared if not r.changes)
     missing = len(results) - len(compared)
-    tr.write_line(f"{len(compared)} test{'s' * (len(compared) != 1)} compared, {steady} within "
-                  f"the run-to-run spread; {missing} without a baseline")
+    tr.write_line(
+        f"{len(compared)} test{'s' * (len(compared) != 1)} compared, {steady} within "
+        f"the run-to-run spread; {missing} without a baseline"
+    )

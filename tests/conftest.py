@@ -65,14 +65,15 @@ def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
     modules: list[str] = []
     monkeypatch.syspath_prepend(str(site))
 
-    def make(dist: str, entry_points: dict[str, str], sources: dict[str, str],
-             version: str = "0.1") -> Path:
+    def make(
+        dist: str, entry_points: dict[str, str], sources: dict[str, str], version: str = "0.1"
+    ) -> Path:
         info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
         info.mkdir()
-        (info / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
         (info / "entry_points.txt").write_text(
-            "[kprof.backends]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items()))
+            "[kprof.backends]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items())
+        )
         for mod, src in sources.items():
             (site / f"{mod}.py").write_text(textwrap.dedent(src))
             modules.append(mod)

@@ -17,10 +17,10 @@ from kprof_core.records import DeviceTable, HostTable
 def split(blob: bytes) -> tuple[dict[str, Any], list[bytes]]:
     """A file's header and its columns' stored bytes, in header order."""
     hlen, _crc = struct.unpack_from("<II", blob, 12)
-    header = json.loads(blob[20:20 + hlen])
+    header = json.loads(blob[20 : 20 + hlen])
     pos, stored = 20 + hlen, []
     for c in header["columns"]:
-        stored.append(blob[pos:pos + c["size"]])
+        stored.append(blob[pos : pos + c["size"]])
         pos += c["size"]
     return header, stored
 
@@ -58,7 +58,9 @@ def encode(values: Iterable[int], compress: bool) -> tuple[str, bytes]:
     return ("shuffle8+zlib", zlib.compress(storage._shuffle(raw))) if compress else ("raw", raw)
 
 
-def with_column(blob: bytes, table: str, name: str, values: list[int], compress: bool = True) -> bytes:
+def with_column(
+    blob: bytes, table: str, name: str, values: list[int], compress: bool = True
+) -> bytes:
     """Replace one column's values (same row count), stored as a writer would."""
     header, stored = split(blob)
     for k, c in enumerate(header["columns"]):
@@ -85,10 +87,20 @@ def bomb(inflated: int, declared_rows: int | None = None) -> bytes:
     """
     rows = 0 if declared_rows is None else declared_rows
     header: dict[str, Any] = {
-        "meta": {}, "trace": False, "backends": [], "start_ns": 0, "end_ns": 0, "names": ["k"],
-        "queues": [["b", "d", "q", "k"]], "threads": [[1, "MainThread", None]], "errors": [],
-        "clocks": [], "counts": {"device": rows, "host": rows},
-        "columns": [{"table": "device", "name": c, "encoding": "shuffle8+zlib"} for c in DeviceTable.COLUMNS]
+        "meta": {},
+        "trace": False,
+        "backends": [],
+        "start_ns": 0,
+        "end_ns": 0,
+        "names": ["k"],
+        "queues": [["b", "d", "q", "k"]],
+        "threads": [[1, "MainThread", None]],
+        "errors": [],
+        "clocks": [],
+        "counts": {"device": rows, "host": rows},
+        "columns": [
+            {"table": "device", "name": c, "encoding": "shuffle8+zlib"} for c in DeviceTable.COLUMNS
+        ]
         + [{"table": "host", "name": c, "encoding": "shuffle8+zlib"} for c in HostTable.COLUMNS],
     }
     stream = zeros_stream(inflated)

@@ -14,8 +14,14 @@ SCRIPT = Path(__file__).parent / "scripts" / "opencl_array_script.py"
 
 def kprof_run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
-    return subprocess.run([sys.executable, "-m", "kprof", "run", *args], capture_output=True,
-                          text=True, timeout=120, env=env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "kprof", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=cwd,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +39,9 @@ def _report_has_the_scripts_work(stdout: str) -> None:
     assert "axpb" in stdout  # pyopencl.array's elementwise kernel for 2*a and +1
 
 
-def test_runs_as_main_with_its_argv_and_prints_the_report(opencl_device: None, tmp_path: Path) -> None:
+def test_runs_as_main_with_its_argv_and_prints_the_report(
+    opencl_device: None, tmp_path: Path
+) -> None:
     r = kprof_run("--backends", "opencl", str(SCRIPT), "ok", "--flag", "x y", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "__name__=__main__" in r.stdout

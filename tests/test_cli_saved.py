@@ -47,8 +47,9 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
         assert f"\n    {c} " in out, f"kprof --help does not list {c}"
 
 
-def test_show_prints_what_print_did(saved: tuple[Profile, Path],
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_prints_what_print_did(
+    saved: tuple[Profile, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     p, path = saved
     assert main(["show", str(path)]) == 0
     assert capsys.readouterr().out == str(p) + "\n"
@@ -62,8 +63,9 @@ def test_show_prints_what_print_did(saved: tuple[Profile, Path],
     assert capsys.readouterr().out == p.report(trace=True) + "\n"
 
 
-def test_show_exports_what_the_profile_exports(saved: tuple[Profile, Path], tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_exports_what_the_profile_exports(
+    saved: tuple[Profile, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     p, path = saved
     page, trace = tmp_path / "a.html", tmp_path / "a.json"
     assert main(["show", str(path), "--html", str(page), "--trace", str(trace)]) == 0
@@ -76,10 +78,13 @@ def test_show_exports_what_the_profile_exports(saved: tuple[Profile, Path], tmp_
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(p.to_json()))
 
 
-@pytest.mark.parametrize("content, why", [
-    (b"hello, not a profile", "not a kprof profile"),
-    (b"\x89KPROF\r\n\x01\x00", "truncated"),
-])
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        (b"hello, not a profile", "not a kprof profile"),
+        (b"\x89KPROF\r\n\x01\x00", "truncated"),
+    ],
+)
 def test_bad_files_get_one_line_and_exit_2(tmp_path: Path, content: bytes, why: str) -> None:
     bad = tmp_path / "bad.kprof"
     bad.write_bytes(content)
@@ -112,7 +117,9 @@ def pair(tmp_path: Path) -> tuple[Path, Path]:
     return pa, pb
 
 
-def test_diff_prints_the_comparison(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_diff_prints_the_comparison(
+    pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     pa, pb = pair
     assert main(["diff", str(pa), str(pb)]) == 0
     out = capsys.readouterr().out
@@ -136,7 +143,8 @@ def test_diff_json(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) 
 
 
 def test_fail_above_exits_1_only_for_a_significant_slowdown_above_the_ratio(
-        pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     pa, pb = pair
     ratio = kprof.load(pa).diff(kprof.load(pb)).row("kernel_a").ratio
     assert ratio is not None and 1.5 < ratio < 3
@@ -156,7 +164,8 @@ def test_fail_above_exits_1_only_for_a_significant_slowdown_above_the_ratio(
 
 
 def test_diff_html_holds_both_profiles_and_the_comparison(
-        pair: tuple[Path, Path], tmp_path: Path, chromium: str) -> None:
+    pair: tuple[Path, Path], tmp_path: Path, chromium: str
+) -> None:
     pa, pb = pair
     page = tmp_path / "diff.html"
     assert main(["diff", str(pa), str(pb), "--html", str(page)]) == 0

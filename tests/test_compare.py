@@ -69,7 +69,8 @@ def test_exact_p_values_match_enumeration_with_ties(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_the_normal_approximation_is_close_to_the_exact_value(
-        seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rng = random.Random(100 + seed)
     before = [rng.lognormvariate(0, 0.3) for _ in range(25)]
     after = [rng.lognormvariate(0.1, 0.3) for _ in range(25)]
@@ -114,8 +115,11 @@ def test_empty_sides_have_no_test() -> None:
 # -- Profile.diff ----------------------------------------------------------------------------------------
 
 
-def profile_with(kernels: dict[str, list[int]], ranges: dict[str, list[int]] | None = None,
-                 host_timed: tuple[str, ...] = ()) -> Profile:
+def profile_with(
+    kernels: dict[str, list[int]],
+    ranges: dict[str, list[int]] | None = None,
+    host_timed: tuple[str, ...] = (),
+) -> Profile:
     """A finished profile holding exactly these per-call kernel durations (ns)."""
     p = Profile()
     p.start_ns, p.end_ns = 1_000, 1_000
@@ -129,27 +133,42 @@ def profile_with(kernels: dict[str, list[int]], ranges: dict[str, list[int]] | N
         if name not in p.names:
             p.names.append(name)
         for d in durs:
-            t.append(name=p.names.index(name), kind=COPY if name.startswith("[") else KERNEL,
-                     flags=PLACED | (HOST_TIMED if name in host_timed else 0), queue=0,
-                     thread=0, launch_start=now, launch_end=now + 10,
-                     start=now + 20, duration=d, nbytes=-1)
+            t.append(
+                name=p.names.index(name),
+                kind=COPY if name.startswith("[") else KERNEL,
+                flags=PLACED | (HOST_TIMED if name in host_timed else 0),
+                queue=0,
+                thread=0,
+                launch_start=now,
+                launch_end=now + 10,
+                start=now + 20,
+                duration=d,
+                nbytes=-1,
+            )
             now += d + 100
     p.table = t
     p.end_ns = now
     for name, durs in (ranges or {}).items():
         p.names.append(name)
         for d in durs:
-            p.host.append(name=p.names.index(name), kind=p.host.RANGE, thread=0, start=now,
-                          end=now + d)
+            p.host.append(
+                name=p.names.index(name), kind=p.host.RANGE, thread=0, start=now, end=now + d
+            )
             now += d
     return p
 
 
 def test_diff_reports_counts_medians_totals_and_ratio() -> None:
-    before = profile_with({"mul2": [100, 110, 120, 130, 140, 150, 160, 170],
-                           "add": [50] * 8, "old": [10, 10]})
-    after = profile_with({"mul2": [200, 210, 220, 230, 240, 250, 260, 270],
-                          "add": [50] * 6 + [51, 49], "new": [7, 9, 8]})
+    before = profile_with(
+        {"mul2": [100, 110, 120, 130, 140, 150, 160, 170], "add": [50] * 8, "old": [10, 10]}
+    )
+    after = profile_with(
+        {
+            "mul2": [200, 210, 220, 230, 240, 250, 260, 270],
+            "add": [50] * 6 + [51, 49],
+            "new": [7, 9, 8],
+        }
+    )
     d = before.diff(after)
     mul = d.row("mul2")
     assert (mul.calls_before, mul.calls_after) == (8, 8)
@@ -227,8 +246,9 @@ def test_diff_rejects_bad_arguments() -> None:
 
 def test_rows_timed_on_the_host_never_count_as_device_time_slowdowns() -> None:
     slow = [400, 410, 420, 430, 440, 450]
-    before = profile_with({"synced": [100, 110, 120, 130, 140, 150], "timed": [100] * 6},
-                          host_timed=("synced",))
+    before = profile_with(
+        {"synced": [100, 110, 120, 130, 140, 150], "timed": [100] * 6}, host_timed=("synced",)
+    )
     after = profile_with({"synced": slow, "timed": [100] * 6}, host_timed=("synced",))
     d = before.diff(after)
     row = d.row("synced")
@@ -237,8 +257,9 @@ def test_rows_timed_on_the_host_never_count_as_device_time_slowdowns() -> None:
     assert [r.label for r in d.slowdowns(host_timed=True)] == ["synced *"]
     text = d.report()
     assert "significant device-time slowdown" not in text
-    assert text.endswith("their changes follow the host's load and never count as device-time "
-                         "slowdowns")
+    assert text.endswith(
+        "their changes follow the host's load and never count as device-time slowdowns"
+    )
 
 
 def test_rows_observed_on_the_host_are_marked_and_never_count_as_slowdowns() -> None:
@@ -253,7 +274,12 @@ def test_rows_observed_on_the_host_are_marked_and_never_count_as_slowdowns() -> 
     after = observed(profile_with({"k": [400, 410, 420, 430, 440, 450]}))
     d = before.diff(after)
     row = d.row("k")
-    assert (row.host_timed, row.approximate, row.label, row.status) == (False, True, "k ~", "slower")
+    assert (row.host_timed, row.approximate, row.label, row.status) == (
+        False,
+        True,
+        "k ~",
+        "slower",
+    )
     assert d.slowdowns() == [] and [r.label for r in d.slowdowns(host_timed=True)] == ["k ~"]
     assert d.report().endswith("never count as device-time slowdowns")
     assert "*" not in d.report()

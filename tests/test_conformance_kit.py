@@ -64,8 +64,9 @@ class Ref:
         return token.done
 
     @kprof.hookimpl
-    def elapsed_time(self, backend: kprof.Backend, start: device.Marker,
-                     stop: device.Marker) -> Any:
+    def elapsed_time(
+        self, backend: kprof.Backend, start: device.Marker, stop: device.Marker
+    ) -> Any:
         stop.wait()
         return stop.time_ns - start.time_ns
 
@@ -85,12 +86,21 @@ class Ref:
         (queue or device.current()).finish()
 
     @kprof.hookimpl
-    def align_clock(self, backend: kprof.Backend, token: device.Marker,
-                    launch_window: tuple[int, int]) -> Any:
+    def align_clock(
+        self, backend: kprof.Backend, token: device.Marker, launch_window: tuple[int, int]
+    ) -> Any:
         return kprof.Alignment(host_ns=token.time_ns, error_ns=0, method="host clock")
 
-    def report(self, rec: Any, backend: kprof.Backend, q: RefQueue, name: str, t0: int,
-               start: Any, stop: Any) -> None:
+    def report(
+        self,
+        rec: Any,
+        backend: kprof.Backend,
+        q: RefQueue,
+        name: str,
+        t0: int,
+        start: Any,
+        stop: Any,
+    ) -> None:
         rec.launch(backend, capture.KERNEL, name, q, t0, capture.now(), start, stop)
 
     @kprof.hookimpl
@@ -255,15 +265,31 @@ class PoolTakesBackUndone(Ref):
 
 
 class CaptureReleasesItself(Ref):
-    def report(self, rec: Any, backend: kprof.Backend, q: RefQueue, name: str, t0: int,
-               start: Any, stop: Any) -> None:
+    def report(
+        self,
+        rec: Any,
+        backend: kprof.Backend,
+        q: RefQueue,
+        name: str,
+        t0: int,
+        start: Any,
+        stop: Any,
+    ) -> None:
         super().report(rec, backend, q, name, t0, start, stop)
         backend.release_timestamp(backend, stop)  # kprof releases it too
 
 
 class CaptureTwice(Ref):
-    def report(self, rec: Any, backend: kprof.Backend, q: RefQueue, name: str, t0: int,
-               start: Any, stop: Any) -> None:
+    def report(
+        self,
+        rec: Any,
+        backend: kprof.Backend,
+        q: RefQueue,
+        name: str,
+        t0: int,
+        start: Any,
+        stop: Any,
+    ) -> None:
         super().report(rec, backend, q, name, t0, start, stop)
         super().report(rec, backend, q, name, t0, q.record(self.take()), q.record(self.take()))
 
@@ -271,8 +297,16 @@ class CaptureTwice(Ref):
 class CaptureDropsEveryThird(Ref):
     n = 0
 
-    def report(self, rec: Any, backend: kprof.Backend, q: RefQueue, name: str, t0: int,
-               start: Any, stop: Any) -> None:
+    def report(
+        self,
+        rec: Any,
+        backend: kprof.Backend,
+        q: RefQueue,
+        name: str,
+        t0: int,
+        start: Any,
+        stop: Any,
+    ) -> None:
         self.n += 1
         if self.n % 3:
             super().report(rec, backend, q, name, t0, start, stop)
@@ -294,8 +328,16 @@ class CaptureKeepsTheRecorder(Ref):
 
 
 class CaptureNoTokens(Ref):
-    def report(self, rec: Any, backend: kprof.Backend, q: RefQueue, name: str, t0: int,
-               start: Any, stop: Any) -> None:
+    def report(
+        self,
+        rec: Any,
+        backend: kprof.Backend,
+        q: RefQueue,
+        name: str,
+        t0: int,
+        start: Any,
+        stop: Any,
+    ) -> None:
         self.release_timestamp(backend, start)
         self.release_timestamp(backend, stop)
         super().report(rec, backend, q, name, t0, None, None)
@@ -312,7 +354,8 @@ class RemoveRestoresACopy(Ref):
     def remove_capture(self, backend: kprof.Backend) -> None:
         backend.state.pop("patcher", None)
         RefQueue.launch = functools.wraps(_ORIGINAL_LAUNCH)(  # type: ignore[method-assign]
-            lambda *a, **k: _ORIGINAL_LAUNCH(*a, **k))
+            lambda *a, **k: _ORIGINAL_LAUNCH(*a, **k)
+        )
 
 
 class AlignRaises(Ref):
@@ -369,13 +412,17 @@ def check(tdq: Any) -> Iterator[Callable[..., Conformance]]:
             def step() -> None:
                 q.launch("mul2", 30)
                 q.launch("add", 40)
+
             return step
 
         kw.setdefault("blocking_timeout_s", 1.0)
         kw.setdefault("own_modules", ("kprof_testbackend.plugin",))  # RefQueue is here too
         kw.setdefault("done_timeout_s", 2.0)
-        return Conformance(Subject(backend=backend, make_workload=workload,
-                                   queue_context=lambda: q, stall=stall, **kw))
+        return Conformance(
+            Subject(
+                backend=backend, make_workload=workload, queue_context=lambda: q, stall=stall, **kw
+            )
+        )
 
     yield make
     RefQueue.launch = _ORIGINAL_LAUNCH  # type: ignore[method-assign]  # whatever a plugin left
@@ -384,17 +431,25 @@ def check(tdq: Any) -> Iterator[Callable[..., Conformance]]:
         q.close()
 
 
-CHECKS = ["check_describe_backend", "check_queue_info", "check_tokens_read",
-          "check_record_does_not_block", "check_tokens_released_once",
-          "check_tokens_not_reused_early", "check_records_per_call", "check_capture_restores",
-          "check_clock_alignment"]
+CHECKS = [
+    "check_describe_backend",
+    "check_queue_info",
+    "check_tokens_read",
+    "check_record_does_not_block",
+    "check_tokens_released_once",
+    "check_tokens_not_reused_early",
+    "check_records_per_call",
+    "check_capture_restores",
+    "check_clock_alignment",
+]
 
 
 def test_a_correct_plugin_passes_every_check(check: Callable[..., Conformance]) -> None:
     c = check(Ref, records_per_step=2)
     results = {name: getattr(c, name)() for name in CHECKS}
     assert results["check_capture_restores"] == (
-        f"patched and restored 1: {__name__}.RefQueue.launch")
+        f"patched and restored 1: {__name__}.RefQueue.launch"
+    )
     assert results["check_records_per_call"] == "5 calls, 10 records (2 per call)"
     clock = results["check_clock_alignment"]
     assert (clock.method, clock.error_ns) == ("host clock", 0)
@@ -405,64 +460,168 @@ def test_a_correct_plugin_passes_every_check(check: Callable[..., Conformance]) 
 BROKEN = [
     # plugin, check, hook, rule, settings
     (DescribeRaises, "check_describe_backend", "describe_backend", "never raises", {}),
-    (DescribeDict, "check_describe_backend", "describe_backend",
-     "returns a kprof.BackendInfo or None", {}),
-    (ClaimsTimestamps, "check_describe_backend", "describe_backend",
-     "claims timestamps only with the hooks for them", {}),
+    (
+        DescribeDict,
+        "check_describe_backend",
+        "describe_backend",
+        "returns a kprof.BackendInfo or None",
+        {},
+    ),
+    (
+        ClaimsTimestamps,
+        "check_describe_backend",
+        "describe_backend",
+        "claims timestamps only with the hooks for them",
+        {},
+    ),
     (Unavailable, "check_queue_info", "describe_backend", "is available", {}),
-    (NoCurrentQueue, "check_queue_info", "current_queue", "gives a queue inside queue_context()", {}),
+    (
+        NoCurrentQueue,
+        "check_queue_info",
+        "current_queue",
+        "gives a queue inside queue_context()",
+        {},
+    ),
     (QueueInfoUnstable, "check_queue_info", "queue_info", "is stable for one queue", {}),
     (QueueInfoStr, "check_queue_info", "queue_info", "returns a kprof.QueueInfo", {}),
-    (RecordNone, "check_tokens_read", "record_timestamp",
-     "returns a token where there is a current queue", {}),
+    (
+        RecordNone,
+        "check_tokens_read",
+        "record_timestamp",
+        "returns a token where there is a current queue",
+        {},
+    ),
     (RecordBlocks, "check_record_does_not_block", "record_timestamp", "does not block", {}),
-    (DoneTooEarly, "check_record_does_not_block", "timestamp_done",
-     "is not done before the device reached it", {}),
+    (
+        DoneTooEarly,
+        "check_record_does_not_block",
+        "timestamp_done",
+        "is not done before the device reached it",
+        {},
+    ),
     (DoneInt, "check_tokens_read", "timestamp_done", "returns True, False or None", {}),
-    (NeverDone, "check_tokens_read", "timestamp_done",
-     "becomes True once the device reached the token", {}),
+    (
+        NeverDone,
+        "check_tokens_read",
+        "timestamp_done",
+        "becomes True once the device reached the token",
+        {},
+    ),
     (ElapsedFloat, "check_tokens_read", "elapsed_time", "returns an int", {}),
     (ElapsedFloat, "check_records_per_call", "any hook", "kprof never disables the backend", {}),
-    (ElapsedNegative, "check_tokens_read", "elapsed_time",
-     "is non-negative for ordered tokens on one queue", {}),
-    (ElapsedConstant, "check_tokens_read", "elapsed_time",
-     "adds up for ordered tokens on one queue", {}),
+    (
+        ElapsedNegative,
+        "check_tokens_read",
+        "elapsed_time",
+        "is non-negative for ordered tokens on one queue",
+        {},
+    ),
+    (
+        ElapsedConstant,
+        "check_tokens_read",
+        "elapsed_time",
+        "adds up for ordered tokens on one queue",
+        {},
+    ),
     (DeviceTimesOff, "check_tokens_read", "device_times", "is consistent with elapsed_time", {}),
-    (DeviceTimesBackwards, "check_tokens_read", "device_times",
-     "begins before it ends for ordered tokens", {}),
+    (
+        DeviceTimesBackwards,
+        "check_tokens_read",
+        "device_times",
+        "begins before it ends for ordered tokens",
+        {},
+    ),
     (DeviceTimesList, "check_tokens_read", "device_times", "returns a pair of ints", {}),
-    (PoolOfOne, "check_tokens_released_once", "token pool",
-     "a token is not handed out again while kprof holds it", {}),
-    (PoolTakesBackUndone, "check_tokens_not_reused_early", "token pool",
-     "a token is not handed out again before the device reached it", {}),
-    (CaptureReleasesItself, "check_tokens_released_once", "release_timestamp",
-     "is called exactly once per token", {}),
-    (CaptureTwice, "check_records_per_call", "install_capture",
-     "N workload calls give exactly N times the records of one", {"records_per_step": 2}),
-    (CaptureDropsEveryThird, "check_records_per_call", "install_capture",
-     "N workload calls give exactly N times the records of one", {}),
-    (CaptureKeepsTheRecorder, "check_records_per_call", "install_capture",
-     "records nothing outside the profile's context", {}),
+    (
+        PoolOfOne,
+        "check_tokens_released_once",
+        "token pool",
+        "a token is not handed out again while kprof holds it",
+        {},
+    ),
+    (
+        PoolTakesBackUndone,
+        "check_tokens_not_reused_early",
+        "token pool",
+        "a token is not handed out again before the device reached it",
+        {},
+    ),
+    (
+        CaptureReleasesItself,
+        "check_tokens_released_once",
+        "release_timestamp",
+        "is called exactly once per token",
+        {},
+    ),
+    (
+        CaptureTwice,
+        "check_records_per_call",
+        "install_capture",
+        "N workload calls give exactly N times the records of one",
+        {"records_per_step": 2},
+    ),
+    (
+        CaptureDropsEveryThird,
+        "check_records_per_call",
+        "install_capture",
+        "N workload calls give exactly N times the records of one",
+        {},
+    ),
+    (
+        CaptureKeepsTheRecorder,
+        "check_records_per_call",
+        "install_capture",
+        "records nothing outside the profile's context",
+        {},
+    ),
     (CaptureNoTokens, "check_records_per_call", "install_capture", "records are device-timed", {}),
-    (RemoveLeavesPatch, "check_capture_restores", "remove_capture",
-     "restores the very same objects", {}),
-    (RemoveRestoresACopy, "check_capture_restores", "remove_capture",
-     "restores the very same objects", {}),
+    (
+        RemoveLeavesPatch,
+        "check_capture_restores",
+        "remove_capture",
+        "restores the very same objects",
+        {},
+    ),
+    (
+        RemoveRestoresACopy,
+        "check_capture_restores",
+        "remove_capture",
+        "restores the very same objects",
+        {},
+    ),
     (AlignRaises, "check_clock_alignment", "align_clock", "returns a kprof.Alignment or None", {}),
     (AlignTuple, "check_clock_alignment", "align_clock", "returns a kprof.Alignment or None", {}),
-    (AlignEarly, "check_clock_alignment", "align_clock",
-     "places the token where the device reached it, within its error bound", {}),
-    (AlignDrifts, "check_clock_alignment", "align_clock",
-     "needs no shift of the device in a profile beyond its error bound", {}),
+    (
+        AlignEarly,
+        "check_clock_alignment",
+        "align_clock",
+        "places the token where the device reached it, within its error bound",
+        {},
+    ),
+    (
+        AlignDrifts,
+        "check_clock_alignment",
+        "align_clock",
+        "needs no shift of the device in a profile beyond its error bound",
+        {},
+    ),
 ]
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # kprof's own warnings about the plugin
-@pytest.mark.parametrize("plugin,check_name,hook,rule,settings", BROKEN,
-                         ids=[f"{p.__name__}-{c[6:]}" for p, c, *_ in BROKEN])
+@pytest.mark.parametrize(
+    "plugin,check_name,hook,rule,settings",
+    BROKEN,
+    ids=[f"{p.__name__}-{c[6:]}" for p, c, *_ in BROKEN],
+)
 def test_each_rule_fails_for_a_plugin_that_breaks_it(
-        check: Callable[..., Conformance], plugin: type, check_name: str, hook: str, rule: str,
-        settings: dict[str, Any]) -> None:
+    check: Callable[..., Conformance],
+    plugin: type,
+    check_name: str,
+    hook: str,
+    rule: str,
+    settings: dict[str, Any],
+) -> None:
     c = check(plugin, **settings)
     with pytest.raises(ConformanceError) as err:
         getattr(c, check_name)()
@@ -474,7 +633,9 @@ def test_every_rule_is_shown_to_fail() -> None:
     failing = {(hook, rule) for _p, _c, hook, rule, _s in BROKEN}
     failing.add(("release_timestamp", "is called exactly once per token"))
     every = {(hook, rule) for hook, rules in RULES.items() for rule in rules}
-    assert every == failing | {("token pool", "a token is not handed out again while kprof holds it")}
+    assert every == failing | {
+        ("token pool", "a token is not handed out again while kprof holds it")
+    }
 
 
 def test_a_token_kprof_never_released_fails_the_ledger() -> None:
@@ -484,8 +645,10 @@ def test_a_token_kprof_never_released_fails_the_ledger() -> None:
     ledger = Ledger(b, lambda backend, tok: True)
     tok = object()
     ledger.handed(tok, "record_timestamp")
-    with pytest.raises(ConformanceError, match="release_timestamp: is called exactly once per "
-                                               "token: 1 tokens were never released"):
+    with pytest.raises(
+        ConformanceError,
+        match="release_timestamp: is called exactly once per token: 1 tokens were never released",
+    ):
         ledger.check_all_released()
     ledger.released(tok)
     ledger.check_all_released()
@@ -495,7 +658,8 @@ def test_a_token_kprof_never_released_fails_the_ledger() -> None:
 
 
 def test_tokens_that_forget_a_pending_record_may_be_reused_early(
-        check: Callable[..., Conformance]) -> None:
+    check: Callable[..., Conformance],
+) -> None:
     """CUDA and HIP events recorded again report their newest record only: the author says so,
     and early reuse is no longer a failure (holding a token twice still is)."""
     c = check(PoolTakesBackUndone, rerecord_supersedes=True)
@@ -506,7 +670,9 @@ def test_tokens_that_forget_a_pending_record_may_be_reused_early(
         c.check_tokens_released_once()
 
 
-def test_unavailable_backends_skip_when_the_author_says_so(check: Callable[..., Conformance]) -> None:
+def test_unavailable_backends_skip_when_the_author_says_so(
+    check: Callable[..., Conformance],
+) -> None:
     c = check(Unavailable, require_available=False)
     with pytest.raises(Skipped, match="not available: status 'no device' \\(no ref device here\\)"):
         c.check_tokens_read()
@@ -521,7 +687,8 @@ def test_checks_that_need_a_stall_skip_without_one(check: Callable[..., Conforma
 
 
 def test_a_backend_without_timestamps_is_checked_for_what_it_has(
-        check: Callable[..., Conformance]) -> None:
+    check: Callable[..., Conformance],
+) -> None:
     class HostOnly(CaptureNoTokens):  # a capture with no timestamps to hand over
         record_timestamp = None  # type: ignore[assignment]
         elapsed_time = None  # type: ignore[assignment]
@@ -544,8 +711,10 @@ def test_a_backend_without_timestamps_is_checked_for_what_it_has(
 
 
 def test_the_base_class_runs_every_check_and_reports_failures_by_hook_and_rule(
-        tmp_path: Path) -> None:
-    (tmp_path / "test_plugin_conformance.py").write_text(textwrap.dedent(f'''
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "test_plugin_conformance.py").write_text(
+        textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_conformance_kit import RefQueue, Ref, RecordBlocks, ElapsedFloat
@@ -575,29 +744,53 @@ def test_the_base_class_runs_every_check_and_reports_failures_by_hook_and_rule(
 
         class TestFloat(Base):
             backend_name, plugin = "float", ElapsedFloat()
-    '''))
+    """)
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
     env.update(KPROF_DISABLE_PLUGIN_AUTOLOAD="1", COLUMNS="400")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-W", "ignore::RuntimeWarning", "-rA", str(tmp_path)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "ignore::RuntimeWarning",
+            "-rA",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
     failed = [ln for ln in out.splitlines() if ln.startswith("FAILED")]
     assert failed and all("::TestBlocks::" in ln or "::TestFloat::" in ln for ln in failed), out
-    assert ("FAILED test_plugin_conformance.py::TestBlocks::test_record_timestamp_does_not_block"
-            " - kprof.testing.ConformanceError: record_timestamp: does not block:") in out
-    assert ("FAILED test_plugin_conformance.py::TestFloat::test_timestamps_read_as_ordered_ints"
-            " - kprof.testing.ConformanceError: elapsed_time: returns an int:") in out
+    assert (
+        "FAILED test_plugin_conformance.py::TestBlocks::test_record_timestamp_does_not_block"
+        " - kprof.testing.ConformanceError: record_timestamp: does not block:"
+    ) in out
+    assert (
+        "FAILED test_plugin_conformance.py::TestFloat::test_timestamps_read_as_ordered_ints"
+        " - kprof.testing.ConformanceError: elapsed_time: returns an int:"
+    ) in out
     # The good plugin's 9 checks pass; the others fail or skip once kprof disabled them.
     good = [ln for ln in out.splitlines() if ln.startswith("PASSED") and "::TestGood::" in ln]
     assert len(good) == 9, out
 
 
 def test_import_kprof_imports_neither_pytest_nor_the_kit() -> None:
-    code = ("import sys, kprof; "
-            "print(sorted(m for m in ('pytest', 'kprof.testing', 'kprof_core.conformance') "
-            "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+    code = (
+        "import sys, kprof; "
+        "print(sorted(m for m in ('pytest', 'kprof.testing', 'kprof_core.conformance') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
     assert out.strip() == "[]"

@@ -84,11 +84,14 @@ class TestOpenCLConformance(BackendConformance):
         if dev is None:
             pytest.fail("OpenCL finds no device here (pip install pocl-binary-distribution)")
         self.queue = q = kprof_opencl.profiling_queue(dev)
-        prg = cl.Program(q.context, """
+        prg = cl.Program(
+            q.context,
+            """
             __kernel void mul2(__global float *x) { x[get_global_id(0)] *= 2.0f; }
             __kernel void add(__global const float *x, __global float *z) {
                 z[get_global_id(0)] += x[get_global_id(0)];
-            }""").build()
+            }""",
+        ).build()
         x = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 4 * 4096)
         z = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 4 * 4096)
         mul2, add = prg.mul2, prg.add
@@ -119,8 +122,9 @@ class TestCudaOnItsFakeConformance(BackendConformance):
     threads, events stamped with the host clock): pooled events, copy capture, calibration."""
 
     backend_name = "fakecuda"
-    plugin = CudaPlugin(api=lambda: _FAKE_CUDA, module=FAKE_CUPY, describe=fake_cuda_info,
-                        nvtx=lambda: None)
+    plugin = CudaPlugin(
+        api=lambda: _FAKE_CUDA, module=FAKE_CUPY, describe=fake_cuda_info, nvtx=lambda: None
+    )
     records_per_step = 2
     rerecord_supersedes = True  # an event recorded again reports its newest record only
 

@@ -35,8 +35,10 @@ def tracer(fresh_registry: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any
 def _rows(p: kprof.Profile) -> list[tuple[str, str, str]]:
     """(name, thread name, queue label) of every device row, in table order."""
     t = p.table
-    return [(p.names[t.name[i]], p.threads[t.thread[i]].name, p.queues[t.queue[i]].label)
-            for i in range(len(t))]
+    return [
+        (p.names[t.name[i]], p.threads[t.thread[i]].name, p.queues[t.queue[i]].label)
+        for i in range(len(t))
+    ]
 
 
 def test_records_of_the_profile_become_rows(tracer: Any) -> None:
@@ -117,13 +119,16 @@ def test_propagated_threads_are_attributed_to_their_thread(tracer: Any) -> None:
 
     s = Stream("s")
     with kprof.profile() as p:
-        th = threading.Thread(target=kprof.propagate(lambda: tracer.launch("in thread", s, 10)),
-                              name="helper")
+        th = threading.Thread(
+            target=kprof.propagate(lambda: tracer.launch("in thread", s, 10)), name="helper"
+        )
         th.start()
         th.join()
         tracer.launch("main", s, 10)
-    assert sorted((r[0], r[1]) for r in _rows(p)) == [("in thread", "helper"),
-                                                      ("main", threading.current_thread().name)]
+    assert sorted((r[0], r[1]) for r in _rows(p)) == [
+        ("in thread", "helper"),
+        ("main", threading.current_thread().name),
+    ]
 
 
 def test_a_thread_pool_holds_one_scope_per_worker(tracer: Any) -> None:
@@ -192,8 +197,12 @@ def test_late_records_are_dropped_counted_and_said(tracer: Any) -> None:
     assert p.kernels == []
     # The tool hands the record over after the profile ended: dropped, counted, said once.
     with pytest.warns(RuntimeWarning, match="arrived after their profile had ended"):
-        assert capture.deliver(tracer.backend, [capture.DeviceRecord(scopes[0], KERNEL, "hung", s,
-                                                                     1, 2)]) == 1
+        assert (
+            capture.deliver(
+                tracer.backend, [capture.DeviceRecord(scopes[0], KERNEL, "hung", s, 1, 2)]
+            )
+            == 1
+        )
     assert activity.stats()["late"] == before + 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once per profile, not per record
@@ -212,7 +221,9 @@ def test_foreign_records_are_dropped(tracer: Any) -> None:
     before = activity.stats()["foreign"]
     with kprof.profile():
         b = kprof.get_backend("testtrace")
-        assert capture.deliver(b, [capture.DeviceRecord(10**9, KERNEL, "?", Stream("s"), 1, 2)]) == 1
+        assert (
+            capture.deliver(b, [capture.DeviceRecord(10**9, KERNEL, "?", Stream("s"), 1, 2)]) == 1
+        )
     assert activity.stats()["foreign"] == before + 1
 
 
@@ -245,7 +256,8 @@ def test_kernel_wrapper_is_a_range_when_the_backend_reports_kernels(tracer: Any)
 
 
 def test_a_failing_align_places_records_at_the_profile_start_and_says_so(
-        fresh_registry: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fresh_registry: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from kprof_testbackend.tracer import Stream, Tracer
 
     class NoClock(Tracer):
@@ -269,7 +281,8 @@ def test_a_failing_align_places_records_at_the_profile_start_and_says_so(
 
 
 def test_a_failing_scope_enter_is_said_and_the_profile_goes_on(
-        fresh_registry: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fresh_registry: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from kprof_testbackend.tracer import Stream, Tracer
 
     class NoScope(Tracer):
@@ -307,12 +320,19 @@ def test_details_are_kept_saved_and_traced(tracer: Any, tmp_path: Any) -> None:
     assert back.details == p.details
     buf = io.StringIO()
     write_chrome_trace(buf, [p])
-    events = [e for e in json.loads(buf.getvalue())["traceEvents"]
-              if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    events = [
+        e
+        for e in json.loads(buf.getvalue())["traceEvents"]
+        if e.get("ph") == "X" and e.get("cat") == "kernel"
+    ]
     assert [(e["name"], e["args"].get("detail")) for e in events] == [
-        ("k", "grid (2, 1, 1) block (64, 1, 1)"), ("plain", None)]
+        ("k", "grid (2, 1, 1) block (64, 1, 1)"),
+        ("plain", None),
+    ]
     # And in the data exports (JSON, CSV, DataFrame share the rows).
     from kprof_core.exports import iter_rows
 
     assert [(r["name"], r["detail"]) for r in iter_rows(p)] == [
-        ("k", "grid (2, 1, 1) block (64, 1, 1)"), ("plain", None)]
+        ("k", "grid (2, 1, 1) block (64, 1, 1)"),
+        ("plain", None),
+    ]

@@ -20,12 +20,17 @@ VENDOR_MODULES = ("pyopencl", "cupy", "cupy_backends", "hip", "cuda", "mpi4py", 
 JSON_KEYS = {"name", "status", "timestamps", "devices", "library", "library_version", "error"}
 
 
-def run(*args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None,
-        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
     full_env.update(env or {})
-    return subprocess.run(list(args), capture_output=True, text=True, env=full_env, cwd=cwd,
-                          timeout=timeout)
+    return subprocess.run(
+        list(args), capture_output=True, text=True, env=full_env, cwd=cwd, timeout=timeout
+    )
 
 
 def test_discovers_the_installed_test_distribution(fresh_registry: Any) -> None:
@@ -56,7 +61,8 @@ def test_plugins_env_picks(fresh_registry: Any, monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize("value", ["testdev,nosuch", "test dev!"])
 def test_plugins_env_errors_list_the_installed_backends(
-        fresh_registry: Any, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    fresh_registry: Any, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
     monkeypatch.setenv("KPROF_PLUGINS", value)
     with pytest.raises(kprof.KprofError, match="KPROF_PLUGINS") as ei:
         kprof.backends()
@@ -64,9 +70,11 @@ def test_plugins_env_errors_list_the_installed_backends(
 
 
 def test_import_kprof_imports_no_vendor_library_and_no_plugin() -> None:
-    code = ("import sys, kprof; "
-            f"print([m for m in {VENDOR_MODULES!r} + ('kprof_opencl', 'kprof_cuda', 'kprof_hip', "
-            "'kprof_testbackend') if m in sys.modules])")
+    code = (
+        "import sys, kprof; "
+        f"print([m for m in {VENDOR_MODULES!r} + ('kprof_opencl', 'kprof_cuda', 'kprof_hip', "
+        "'kprof_testbackend') if m in sys.modules])"
+    )
     out = run(sys.executable, "-c", code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -105,7 +113,8 @@ def test_no_pluggy_dispatch_while_profiling(testbackends: Any, tdq: Any) -> None
     kprof.backends()  # load first: loading registers plugins, which is not a hook call
     calls: list[str] = []
     undo = registry.pm.add_hookcall_monitoring(
-        lambda name, impls, kwargs: calls.append(name), lambda *args: None)
+        lambda name, impls, kwargs: calls.append(name), lambda *args: None
+    )
     try:
         with kprof.profile() as p, q:
             for _ in range(1000):

@@ -38,7 +38,12 @@ def test_device_path_times_work_on_the_device(tdq: Any) -> None:
     assert [k.name for k in ks] == ["k", "k", "k", "j"]
     for k in ks:
         assert (k.backend, k.device, k.queue, k.thread, k.kind) == (
-            "testdev", "testdev 0", f"queue {q.index}", "MainThread", "kernel")
+            "testdev",
+            "testdev 0",
+            f"queue {q.index}",
+            "MainThread",
+            "kernel",
+        )
         assert not k.host_timed and k.error is None
         assert k.start_ns >= k.launch_start_ns  # no work starts before its launch
     assert all(k.duration_ns >= 300_000 for k in ks[:3])
@@ -182,8 +187,10 @@ def test_asyncio_tasks_created_inside_are_recorded(tdq: Any) -> None:
             q.launch(name)
 
     async def main() -> None:
-        await asyncio.gather(asyncio.create_task(work(qa, "a"), name="ta"),
-                             asyncio.create_task(work(qb, "b"), name="tb"))
+        await asyncio.gather(
+            asyncio.create_task(work(qa, "a"), name="ta"),
+            asyncio.create_task(work(qb, "b"), name="tb"),
+        )
 
     with kprof.profile() as p:
         asyncio.run(main())
@@ -208,7 +215,8 @@ def test_threads_are_recorded_only_through_propagate(tdq: Any) -> None:
         t1.join()
         t2.join()
     assert [(k.name, k.thread, k.queue) for k in p.kernels] == [
-        ("p", "propagated", f"queue {qp.index}")]
+        ("p", "propagated", f"queue {qp.index}")
+    ]
     assert qn.markers_recorded == 0  # the plain thread took no timestamps
 
 
@@ -265,7 +273,10 @@ def test_capture_installed_on_first_enter_removed_on_last_exit(tdq: Any) -> None
     q = tdq()
     original, plain_original = device.Queue.launch, device.PlainQueue.launch
     # Outside a profile the library's own functions are in place, not kprof's wrappers.
-    assert (original.__qualname__, plain_original.__qualname__) == ("Queue.launch", "PlainQueue.launch")
+    assert (original.__qualname__, plain_original.__qualname__) == (
+        "Queue.launch",
+        "PlainQueue.launch",
+    )
     with kprof.profile() as outer:
         installed = device.Queue.launch
         assert installed is not original and device.PlainQueue.launch is not plain_original

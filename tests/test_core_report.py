@@ -19,8 +19,9 @@ from kprof_core.session import Profile
 HEADER = ["Time (%)", "Total time", "Calls", "Avg time", "Min time", "Max time", "Median", "Name"]
 
 
-def make_profile(device: list[tuple[str, int, int]], host: list[tuple[str, int]],
-                 span: int = 100_000) -> Profile:
+def make_profile(
+    device: list[tuple[str, int, int]], host: list[tuple[str, int]], span: int = 100_000
+) -> Profile:
     """``device``: (name, duration, flags) rows; ``host``: (name, duration) ranges."""
     p = Profile()
     p.start_ns, p.end_ns = 1_000, 1_000 + span
@@ -53,7 +54,7 @@ def section(text: str, title: str) -> list[list[str]]:
     assert cells(lines[i + 1]) == HEADER
     assert set(lines[i + 2].replace(" ", "")) == {"─"}
     rows = []
-    for line in lines[i + 3:]:
+    for line in lines[i + 3 :]:
         if not line.strip():
             break
         rows.append(cells(line))
@@ -62,8 +63,13 @@ def section(text: str, title: str) -> list[list[str]]:
 
 def test_header_tables_and_sorting() -> None:
     p = make_profile(
-        device=[("small", 1_000, 0), ("small", 2_000, 0), ("small", 3_000, 0),
-                ("big", 10_000, 0), ("lost", 5, UNRESOLVED)],
+        device=[
+            ("small", 1_000, 0),
+            ("small", 2_000, 0),
+            ("small", 3_000, 0),
+            ("big", 10_000, 0),
+            ("lost", 5, UNRESOLVED),
+        ],
         host=[("step", 50_000), ("step", 30_000)],
     )
     p.errors = {4: "the device did not reach the timestamp within 1 s"}
@@ -78,15 +84,21 @@ def test_header_tables_and_sorting() -> None:
     assert host[0] == ["80.0 %", "80 µs", "2", "40 µs", "30 µs", "50 µs", "40 µs", "step"]
     # Each launch's host call took 10 ns; ties in total time are sorted by name.
     assert [(r[1], r[2], r[-1]) for r in host[1:]] == [
-        ("30 ns", "3", "small"), ("10 ns", "1", "big"), ("10 ns", "1", "lost")]
-    assert lines[-2:] == ["1 device record could not be resolved and is left out of the tables:",
-                          "  1 × the device did not reach the timestamp within 1 s"]
+        ("30 ns", "3", "small"),
+        ("10 ns", "1", "big"),
+        ("10 ns", "1", "lost"),
+    ]
+    assert lines[-2:] == [
+        "1 device record could not be resolved and is left out of the tables:",
+        "  1 × the device did not reach the timestamp within 1 s",
+    ]
     assert FOOTNOTE not in text
 
 
 def test_host_timed_rows_carry_a_star_and_the_footnote() -> None:
-    p = make_profile(device=[("plain", 999_700, HOST_TIMED), ("dev", 1_234_000, 0)], host=[],
-                     span=10_000_000)
+    p = make_profile(
+        device=[("plain", 999_700, HOST_TIMED), ("dev", 1_234_000, 0)], host=[], span=10_000_000
+    )
     text = p.report()
     rows = section(text, "Device-side activity:")
     assert rows[0][-1] == "dev" and rows[0][1] == "1.23 ms"

@@ -224,7 +224,9 @@ def _make_fake(devices: int = 1) -> FakeCuda:
 
 
 def _available() -> kprof.BackendInfo:
-    return kprof.BackendInfo(library="fakecupy", library_version="0", devices=("CUDA 0 (Fake GPU)",))
+    return kprof.BackendInfo(
+        library="fakecupy", library_version="0", devices=("CUDA 0 (Fake GPU)",)
+    )
 
 
 def fake_cupy_module(fake: FakeCuda) -> types.ModuleType:
@@ -235,8 +237,9 @@ def fake_cupy_module(fake: FakeCuda) -> types.ModuleType:
         def __init__(self, nbytes: int) -> None:
             self.nbytes = nbytes
 
-        def get(self, stream: Any = None, order: str = "C", out: Any = None,
-                blocking: bool = True) -> np.ndarray:
+        def get(
+            self, stream: Any = None, order: str = "C", out: Any = None, blocking: bool = True
+        ) -> np.ndarray:
             fake.launch(0.002, stream)  # the copy
             if blocking:
                 (stream or fake.current_stream()).synchronize()
@@ -267,8 +270,9 @@ class FakeNvtx:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str | None, str]] = []
 
-    def push_range(self, message: str | None = None, color: Any = None,
-                   domain: str | None = None) -> None:
+    def push_range(
+        self, message: str | None = None, color: Any = None, domain: str | None = None
+    ) -> None:
         self.calls.append(("push", message, threading.current_thread().name))
 
     def pop_range(self, domain: str | None = None) -> None:
@@ -281,16 +285,21 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[types.SimpleNamespace]:
     yield from _env(monkeypatch, devices=1)
 
 
-def _env(monkeypatch: pytest.MonkeyPatch, devices: int,
-         nvtx: Any = None) -> Iterator[types.SimpleNamespace]:
+def _env(
+    monkeypatch: pytest.MonkeyPatch, devices: int, nvtx: Any = None
+) -> Iterator[types.SimpleNamespace]:
     monkeypatch.delenv(ENV_PLUGINS, raising=False)
     monkeypatch.setenv(ENV_DISABLE_AUTOLOAD, "1")
     registry.reset()
     fake = _make_fake(devices)
     mod = fake_cupy_module(fake)
     monkeypatch.setitem(sys.modules, MODULE, mod)
-    plugin = CudaPlugin(api=lambda: fake, module=MODULE, describe=_available,
-                        nvtx=(lambda: nvtx) if nvtx is not None else (lambda: None))
+    plugin = CudaPlugin(
+        api=lambda: fake,
+        module=MODULE,
+        describe=_available,
+        nvtx=(lambda: nvtx) if nvtx is not None else (lambda: None),
+    )
     backend = kprof.register_backend(plugin, "fakecuda")
     try:
         yield types.SimpleNamespace(fake=fake, plugin=plugin, backend=backend, mod=mod)
@@ -320,7 +329,11 @@ def test_kernel_wrapper_times_on_the_device_and_places_exactly(env: Any) -> None
     assert [x.name for x in ks] == ["spin"] * 3
     for x in ks:
         assert (x.backend, x.device, x.queue, x.kind) == (
-            "fakecuda", "CUDA 0 (Fake GPU)", "legacy default stream", "kernel")
+            "fakecuda",
+            "CUDA 0 (Fake GPU)",
+            "legacy default stream",
+            "kernel",
+        )
         assert not x.host_timed and x.error is None
         assert x.duration_ns >= 3_000_000  # the kernel slept that long between the events
         assert x.start_ns >= x.launch_start_ns
@@ -388,7 +401,12 @@ def test_range_times_the_current_stream_without_synchronizing(env: Any) -> None:
         stop = next(e[8] for e in reversed(rec._incoming) if e[0] is not None)  # a device entry
         assert fake.event_query(stop.ptr) == NOT_READY
     [r] = p.device_ranges
-    assert (r.name, r.backend, r.queue, r.kind) == ("block", "fakecuda", "legacy default stream", "range")
+    assert (r.name, r.backend, r.queue, r.kind) == (
+        "block",
+        "fakecuda",
+        "legacy default stream",
+        "range",
+    )
     assert r.duration_ns >= 40_000_000
     assert [h.name for h in p.ranges] == ["block"]
 
@@ -396,7 +414,9 @@ def test_range_times_the_current_stream_without_synchronizing(env: Any) -> None:
 # -- the pool -----------------------------------------------------------------------------------
 
 
-def test_no_event_is_created_per_launch_once_warm(env: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_event_is_created_per_launch_once_warm(
+    env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(Recorder, "harvest_every", 8)
     fake, plugin = env.fake, env.plugin
     k = kern(fake, "k", 0.0)
@@ -495,8 +515,11 @@ def test_default_streams_are_labelled_and_per_thread_ones_kept_apart(env: Any) -
             t.start()
             t.join()
     labels = sorted(x.queue for x in p.kernels)
-    assert labels == ["legacy default stream", "per-thread default stream (p0)",
-                      "per-thread default stream (p1)"]
+    assert labels == [
+        "legacy default stream",
+        "per-thread default stream (p0)",
+        "per-thread default stream (p1)",
+    ]
 
 
 def test_each_device_is_its_own_clock(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -508,8 +531,10 @@ def test_each_device_is_its_own_clock(monkeypatch: pytest.MonkeyPatch) -> None:
             with fake.using_device(1):
                 k()  # the same Stream.null object, on another device
         ks = p.kernels
-        assert sorted((x.queue, x.device) for x in ks) == [("legacy default stream", "CUDA 0 (Fake GPU)"),
-                                                           ("legacy default stream", "CUDA 1 (Fake GPU)")]
+        assert sorted((x.queue, x.device) for x in ks) == [
+            ("legacy default stream", "CUDA 0 (Fake GPU)"),
+            ("legacy default stream", "CUDA 1 (Fake GPU)"),
+        ]
         assert all(x.error is None and x.duration_ns >= 2_000_000 for x in ks)
         assert len(p.clocks) == 2
 
@@ -548,8 +573,10 @@ def test_elapsed_time_waits_cooperatively(env: Any) -> None:
 def test_a_failed_event_is_an_error_not_a_wait(env: Any) -> None:
     fake, plugin, b = env.fake, env.plugin, env.backend
     # A device error costs the record, not the backend: one warning, no "disabled".
-    with pytest.warns(RuntimeWarning, match="timestamp_done raised FakeCudaError"), \
-            kprof.profile() as p:
+    with (
+        pytest.warns(RuntimeWarning, match="timestamp_done raised FakeCudaError"),
+        kprof.profile() as p,
+    ):
         plugin.current_queue(b)
         tok = plugin.record_timestamp(b)
         fake.synchronize()
@@ -598,8 +625,9 @@ def test_copies_are_captured_and_capture_is_removed_exactly(env: Any) -> None:
         with pytest.raises(ValueError):
             a.set(None)  # the original's error reaches the caller; nothing recorded
     copies = sorted((x.name, x.kind, x.nbytes) for x in p.kernels)
-    assert copies == sorted([(H2D, "copy", 4000), (H2D, "copy", 4000), (D2H, "copy", 4000),
-                             (D2H, "copy", 4000)])
+    assert copies == sorted(
+        [(H2D, "copy", 4000), (H2D, "copy", 4000), (D2H, "copy", 4000), (D2H, "copy", 4000)]
+    )
     assert all(x.duration_ns >= 2_000_000 and x.error is None for x in p.kernels)
     queues = sorted({x.queue for x in p.kernels})
     assert queues == ["legacy default stream", "stream 1"]
@@ -624,8 +652,14 @@ def test_ranges_and_kernels_are_mirrored_to_nvtx(monkeypatch: pytest.MonkeyPatch
                 with kprof.range("inner"):
                     pass
         main = threading.current_thread().name
-        assert fake_nvtx.calls == [("push", "outer", main), ("push", "k", main), ("pop", None, main),
-                                   ("push", "inner", main), ("pop", None, main), ("pop", None, main)]
+        assert fake_nvtx.calls == [
+            ("push", "outer", main),
+            ("push", "k", main),
+            ("pop", None, main),
+            ("push", "inner", main),
+            ("pop", None, main),
+            ("pop", None, main),
+        ]
 
 
 def test_nvtx_absent_means_no_mirroring(monkeypatch: pytest.MonkeyPatch) -> None:

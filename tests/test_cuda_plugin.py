@@ -27,8 +27,13 @@ def run_py(code: str, env_extra: dict[str, str] | None = None) -> str:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
     env.update(env_extra or {})
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                         text=True, timeout=120, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -54,22 +59,40 @@ def test_importing_the_plugin_imports_no_cuda_library() -> None:
 def test_describing_imports_cupy_backends_but_not_cupy() -> None:
     # 'cupy' in sys.modules is how the plugin knows the program uses CuPy: describing must
     # not put it there.
-    out = run_py("""
+    out = run_py(
+        """
         import sys, kprof
         info = kprof.get_backend("cuda").info()
         print(info.library, "cupy" in sys.modules)
-    """, {"KPROF_PLUGINS": "cuda"})
+    """,
+        {"KPROF_PLUGINS": "cuda"},
+    )
     assert out.split() == ["cupy", "False"]
 
 
 def test_the_plugin_implements_every_hook_it_needs(only_cuda: kprof.Backend) -> None:
     b = only_cuda
     assert b.has_timestamps and b.mirrors_ranges
-    assert {"describe_backend", "record_timestamp", "elapsed_time", "timestamp_done",
-            "release_timestamp", "current_queue", "queue_info", "synchronize", "align_clock",
-            "install_capture", "remove_capture", "range_push", "range_pop",
-            "demo_workload", "activity_scope_enter", "activity_scope_exit", "activity_flush",
-            "activity_align"} <= b.implemented
+    assert {
+        "describe_backend",
+        "record_timestamp",
+        "elapsed_time",
+        "timestamp_done",
+        "release_timestamp",
+        "current_queue",
+        "queue_info",
+        "synchronize",
+        "align_clock",
+        "install_capture",
+        "remove_capture",
+        "range_push",
+        "range_pop",
+        "demo_workload",
+        "activity_scope_enter",
+        "activity_scope_exit",
+        "activity_flush",
+        "activity_align",
+    } <= b.implemented
     assert b.has_activity
 
 
@@ -78,8 +101,11 @@ def test_no_device_is_reported_with_the_cuda_error(only_cuda: kprof.Backend) -> 
     from cupy_backends.cuda.api import runtime
 
     info = only_cuda.info()
-    assert (info.status, info.library, info.library_version) == ("no device", "cupy",
-                                                                  cupy.__version__)
+    assert (info.status, info.library, info.library_version) == (
+        "no device",
+        "cupy",
+        cupy.__version__,
+    )
     assert info.devices == () and info.timestamps
     try:
         runtime.getDeviceCount()
@@ -119,7 +145,8 @@ def test_devices_are_listed_when_present(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_not_installed_when_cupy_cannot_be_imported() -> None:
-    out = run_py("""
+    out = run_py(
+        """
         import sys, json
         sys.modules["cupy"] = None  # what a missing package looks like to the import system
         sys.modules["cupy_backends"] = None
@@ -128,7 +155,9 @@ def test_not_installed_when_cupy_cannot_be_imported() -> None:
         info = kprof.get_backend("cuda").info()
         print(json.dumps([info.status, info.library, info.library_version]))
         main(["backends"])
-    """, {"KPROF_PLUGINS": "cuda"})
+    """,
+        {"KPROF_PLUGINS": "cuda"},
+    )
     first, *table = out.splitlines()
     assert json.loads(first) == ["not installed", "cupy", None]
     [row] = [line for line in table if line.startswith("cuda")]
@@ -143,23 +172,32 @@ def test_kprof_backends_says_cupy_is_installed_and_why_there_is_no_device() -> N
     """)
     [row] = [r for r in json.loads(out) if r["name"] == "cuda"]
     assert (row["status"], row["library"], row["library_version"]) == (
-        "no device", "cupy", cupy.__version__)
+        "no device",
+        "cupy",
+        cupy.__version__,
+    )
     assert row["detail"].startswith("cudaError")
     assert row["timestamps"] == "device"
     # Which capture path, and why: no driver here, so CUPTI cannot load and events are used.
     assert row["capture"] == "CUDA events"
-    assert row["capture_detail"].startswith("CUPTI cannot be used: NotSupportedError: CUDA "
-                                            "driver is not found")
+    assert row["capture_detail"].startswith(
+        "CUPTI cannot be used: NotSupportedError: CUDA driver is not found"
+    )
 
 
 @no_gpu_only
 def test_kprof_backends_table_says_which_capture_path_and_why() -> None:
-    out = run_py("""
+    out = run_py(
+        """
         from kprof_core.cli import main
         main(["backends"])
-    """, {"KPROF_PLUGINS": "cuda"})
-    assert "cuda captures with CUDA events: CUPTI cannot be used: NotSupportedError: CUDA " \
-           "driver is not found" in out
+    """,
+        {"KPROF_PLUGINS": "cuda"},
+    )
+    assert (
+        "cuda captures with CUDA events: CUPTI cannot be used: NotSupportedError: CUDA "
+        "driver is not found" in out
+    )
 
 
 def test_capture_path_without_cupti_python(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,12 +211,15 @@ def test_capture_path_without_cupti_python(monkeypatch: pytest.MonkeyPatch) -> N
     plugin = CudaPlugin(activity=lambda p: CuptiActivity(p._cupti_queue, load=missing))
     path, why = plugin.capture_path()
     assert path == "CUDA events"
-    assert why.startswith("cupti-python is not installed (No module named 'cupti'); "
-                          "pip install 'kprof[cuda]'")
+    assert why.startswith(
+        "cupti-python is not installed (No module named 'cupti'); pip install 'kprof[cuda]'"
+    )
 
 
 @no_gpu_only
-def test_profiling_with_cupy_but_no_device_records_nothing_from_cuda(only_cuda: kprof.Backend) -> None:
+def test_profiling_with_cupy_but_no_device_records_nothing_from_cuda(
+    only_cuda: kprof.Backend,
+) -> None:
     import cupy  # noqa: F401 - the program uses CuPy
 
     calls = []
@@ -316,8 +357,14 @@ def test_range_hooks_bracket_ranges_and_kernel_calls(bare: None) -> None:
             k()
     main = threading.current_thread().name
     # push before the range's (host-timed) work is synchronized, pop after
-    assert m.calls == [("push", "outer", main), ("push", "kern", main), ("sync",),
-                       ("pop", main), ("sync",), ("pop", main)]
+    assert m.calls == [
+        ("push", "outer", main),
+        ("push", "kern", main),
+        ("sync",),
+        ("pop", main),
+        ("sync",),
+        ("pop", main),
+    ]
     assert sorted(r.name for r in p.device_ranges) == ["outer"]
     m.calls.clear()
     with kprof.range("outside"):  # no profile: nothing is asked of any backend
@@ -341,8 +388,11 @@ def test_backends_without_range_hooks_are_not_asked(bare: None) -> None:
 def test_a_failing_range_push_disables_the_backend_not_the_range(bare: None) -> None:
     m = Mirror(fail=True)
     b = kprof.register_backend(m, "mirror")
-    with pytest.warns(RuntimeWarning, match="range_push raised RuntimeError: nvtx broke"), \
-            kprof.profile() as p, kprof.range("r"):
+    with (
+        pytest.warns(RuntimeWarning, match="range_push raised RuntimeError: nvtx broke"),
+        kprof.profile() as p,
+        kprof.range("r"),
+    ):
         pass
     assert b.broken is not None
     assert [r.name for r in p.ranges] == ["r"] and p.device_ranges == []
@@ -353,5 +403,7 @@ def test_cupti_kernel_names_are_demangled() -> None:
     from kprof_cuda.cupti_records import demangle
 
     assert demangle("_Z5scaleIfEvPT_S0_i") == "void scale<float>(float*, float, int)"
-    assert demangle("cupy_multiply__float32_float_float32") == "cupy_multiply__float32_float_float32"
+    assert (
+        demangle("cupy_multiply__float32_float_float32") == "cupy_multiply__float32_float_float32"
+    )
     assert demangle("_Znot a name") == "_Znot a name"  # what cannot be demangled stays as is

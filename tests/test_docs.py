@@ -19,8 +19,11 @@ from kprof_core.placement import DeviceClock
 from kprof_core.records import QueueRecord, ThreadRecord
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-HOOKS = [fn for name, fn in vars(hookspecs).items()
-         if inspect.isfunction(fn) and hasattr(fn, f"{hookspecs.PROJECT}_spec")]
+HOOKS = [
+    fn
+    for name, fn in vars(hookspecs).items()
+    if inspect.isfunction(fn) and hasattr(fn, f"{hookspecs.PROJECT}_spec")
+]
 
 
 def test_there_are_hooks() -> None:
@@ -42,7 +45,8 @@ def test_readme_documents_every_hook(hook: object) -> None:
     assert headings, f"README.md has no heading '### {name}({args})'"
     assert any(h.replace(" ", "") == args.replace(" ", "") for h in headings), (
         f"README.md's heading for {name} must name every argument: '### {name}({args})', "
-        f"found {headings}")
+        f"found {headings}"
+    )
 
 
 # -- every public name of the API is documented (as datasette does for its hooks) --------------
@@ -61,9 +65,21 @@ def _sample(cls: type) -> object:
 
 # The classes a user or a plugin author reads: Profile and what it holds, the record views, and
 # what plugins return or receive.
-DOCUMENTED_CLASSES = [kprof.Profile, kprof.Summary, kprof.SummaryRow, kprof.KernelRecord,
-                      kprof.RangeRecord, kprof.MarkerRecord, QueueRecord, ThreadRecord,
-                      DeviceClock, kprof.BackendInfo, kprof.QueueInfo, kprof.Alignment, Backend]
+DOCUMENTED_CLASSES = [
+    kprof.Profile,
+    kprof.Summary,
+    kprof.SummaryRow,
+    kprof.KernelRecord,
+    kprof.RangeRecord,
+    kprof.MarkerRecord,
+    QueueRecord,
+    ThreadRecord,
+    DeviceClock,
+    kprof.BackendInfo,
+    kprof.QueueInfo,
+    kprof.Alignment,
+    Backend,
+]
 
 
 def _public_names(cls: type) -> list[str]:
@@ -103,22 +119,31 @@ def test_every_public_attribute_is_documented(cls: type) -> None:
     for name in _public_names(cls):
         member = inspect.getattr_static(cls, name, None)
         own = None
-        if isinstance(member, property) or inspect.isfunction(member) or isinstance(
-                member, (staticmethod, classmethod)):
+        if (
+            isinstance(member, property)
+            or inspect.isfunction(member)
+            or isinstance(member, (staticmethod, classmethod))
+        ):
             own = inspect.getdoc(member)
         if not own and f"``{name}``" not in class_doc:
             missing.append(name)
-    assert not missing, (f"{cls.__name__}: document {', '.join(missing)} (a docstring of its "
-                         f"own, or ``name`` in the class docstring)")
+    assert not missing, (
+        f"{cls.__name__}: document {', '.join(missing)} (a docstring of its "
+        f"own, or ``name`` in the class docstring)"
+    )
 
 
-_REF = re.compile(r"\b(Profile|KernelRecord|RangeRecord|MarkerRecord|Summary|SummaryRow|"
-                  r"BackendInfo|QueueInfo|Alignment|Backend|DeviceClock)\.([a-z_]\w*)")
+_REF = re.compile(
+    r"\b(Profile|KernelRecord|RangeRecord|MarkerRecord|Summary|SummaryRow|"
+    r"BackendInfo|QueueInfo|Alignment|Backend|DeviceClock)\.([a-z_]\w*)"
+)
 
 
 def _texts() -> list[tuple[str, str]]:
-    out = [(str(p.relative_to(KPROF_CORE.parent)), p.read_text())
-           for p in sorted(KPROF_CORE.rglob("*.py"))]
+    out = [
+        (str(p.relative_to(KPROF_CORE.parent)), p.read_text())
+        for p in sorted(KPROF_CORE.rglob("*.py"))
+    ]
     return [*out, ("README.md", README.read_text())]
 
 
@@ -129,7 +154,12 @@ _TEXTS = _texts()
 def test_references_to_attributes_resolve(where: str, text: str) -> None:
     """``Profile.alignment`` once sent readers of ``help(KernelRecord)`` nowhere."""
     classes = {c.__name__: c for c in DOCUMENTED_CLASSES}
-    broken = sorted({f"{c}.{a}" for c, a in _REF.findall(text)
-                     if a not in _public_names(classes[c])
-                     and not (a.startswith("_") and hasattr(classes[c], a))})
+    broken = sorted(
+        {
+            f"{c}.{a}"
+            for c, a in _REF.findall(text)
+            if a not in _public_names(classes[c])
+            and not (a.startswith("_") and hasattr(classes[c], a))
+        }
+    )
     assert not broken, f"{where} refers to attributes that do not exist: {broken}"

@@ -28,22 +28,29 @@ def _readme_blocks() -> list[str]:
 def test_the_readme_shows_the_example_as_it_is(name: str) -> None:
     source = (EXAMPLE / name).read_text()
     assert source in _readme_blocks(), (
-        f"README.md must show examples/plugin/{name} whole, in a ```python block, as it is")
+        f"README.md must show examples/plugin/{name} whole, in a ```python block, as it is"
+    )
 
 
 def test_the_example_passes_the_conformance_kit_as_its_author_runs_it() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-rs", str(EXAMPLE)], cwd=EXAMPLE, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(EXAMPLE)],
+        cwd=EXAMPLE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert re.search(r"\b9 passed\b", out) and "skipped" not in out, out
 
 
 @pytest.fixture
-def installed(plugin_dist: Callable[..., Path], fresh_registry: Any,
-              monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def installed(
+    plugin_dist: Callable[..., Path], fresh_registry: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Any]:
     """The example installed as a distribution with its entry point (discovery is real)."""
     monkeypatch.syspath_prepend(str(EXAMPLE))
     plugin_dist("kprof-workqueue", {"workqueue": "kprof_workqueue"}, {}, version="1.0")

@@ -42,8 +42,13 @@ def test_to_json_holds_records_summary_and_meta(profile: kprof.Profile) -> None:
     assert sorted(r["name"] for r in device) == ["k1", "k2", "slow"]
     for r in device:
         k = kernels[r["name"]]
-        assert (r["start_ns"], r["duration_ns"], r["launch_start_ns"], r["queue"], r["host_timed"]) == (
-            k.start_ns, k.duration_ns, k.launch_start_ns, k.queue, k.host_timed)
+        assert (
+            r["start_ns"],
+            r["duration_ns"],
+            r["launch_start_ns"],
+            r["queue"],
+            r["host_timed"],
+        ) == (k.start_ns, k.duration_ns, k.launch_start_ns, k.queue, k.host_timed)
     assert [r["name"] for r in d["device"] if r["kind"] == "range"] == ["step"]
     assert sorted((r["kind"], r["name"]) for r in d["host"]) == [("marker", "m"), ("range", "step")]
     assert [r["name"] for r in d["summary"]["device"]] == [r.name for r in profile.summary().device]
@@ -93,8 +98,9 @@ def test_unwritable_paths_raise_export_errors(profile: kprof.Profile, tmp_path: 
     assert not list(tmp_path.iterdir())
 
 
-def test_to_dataframe_without_pandas_says_how_to_get_it(profile: kprof.Profile,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_to_dataframe_without_pandas_says_how_to_get_it(
+    profile: kprof.Profile, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now raises ImportError
     with pytest.raises(ImportError, match="pip install pandas"):
         profile.to_dataframe()

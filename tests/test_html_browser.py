@@ -88,7 +88,11 @@ def test_several_profiles_in_one_page(tmp_path: Path) -> None:
     write_html(path, [a, b], labels=["rank 0", "rank 1"])
     data = embedded_data(path.read_text())
     assert [proc["name"] for prof in data["profiles"] for proc in prof["processes"]] == [
-        "rank 0", "rank 0: testdev synth 0", "rank 1", "rank 1: testdev synth 0"]
+        "rank 0",
+        "rank 0: testdev synth 0",
+        "rank 1",
+        "rank 1: testdev synth 0",
+    ]
     assert "<h2>rank 1</h2>" in path.read_text()
 
 
@@ -103,16 +107,30 @@ def chromium_fixture() -> str:
         if found:
             return found
     if os.environ.get("KPROF_REQUIRE_BROWSER"):
-        pytest.fail("KPROF_REQUIRE_BROWSER is set but chromium is not installed "
-                    "(apt-get install -y --no-install-recommends chromium)")
+        pytest.fail(
+            "KPROF_REQUIRE_BROWSER is set but chromium is not installed "
+            "(apt-get install -y --no-install-recommends chromium)"
+        )
     pytest.skip("chromium is not installed (apt-get install -y --no-install-recommends chromium)")
 
 
 def browse(chromium: str, page: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--no-first-run", f"--user-data-dir={tmp / 'chromium-profile'}",
-           "--enable-logging=stderr", "--v=0", "--window-size=1400,900", *args, page.as_uri()]
+    cmd = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp / 'chromium-profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--window-size=1400,900",
+        *args,
+        page.as_uri(),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr[-3000:]
     return r
@@ -133,7 +151,9 @@ class _Dom(HTMLParser):
         if a.get("id") == "kprof-status":
             self.status = a
         cls = (a.get("class") or "").split()
-        self._into = self.rows if "kprof-row" in cls else self.procs if "kprof-proc" in cls else None
+        self._into = (
+            self.rows if "kprof-row" in cls else self.procs if "kprof-proc" in cls else None
+        )
 
     def handle_data(self, data: str) -> None:
         if self._into is not None:
@@ -161,7 +181,8 @@ def screenshot(chromium: str, page: Path, tmp: Path) -> Path:
 
 
 def test_a_real_profile_renders_its_rows_without_script_errors(
-        chromium: str, testbackends: Any, tdq: Callable[..., Any], tmp_path: Path) -> None:
+    chromium: str, testbackends: Any, tdq: Callable[..., Any], tmp_path: Path
+) -> None:
     q1, q2 = tdq(), tdq()
 
     def worker() -> None:
@@ -209,8 +230,9 @@ def test_100k_records_render(chromium: str, tmp_path: Path) -> None:
 def test_a_script_error_is_reported_in_the_page(chromium: str, tmp_path: Path) -> None:
     page = tmp_path / "broken.html"
     synthetic(10).export_html(page)
-    text = DATA.sub('<script type="application/json" id="kprof-data">{"profiles": 1}</script>',
-                    page.read_text())
+    text = DATA.sub(
+        '<script type="application/json" id="kprof-data">{"profiles": 1}</script>', page.read_text()
+    )
     page.write_text(text)
     dom = rendered(chromium, page, tmp_path)
     assert dom.status.get("data-errors") == "1"
@@ -258,8 +280,9 @@ PROBE = """
 """
 
 
-def test_tooltip_zoom_and_pan(chromium: str, testbackends: Any, tdq: Callable[..., Any],
-                              tmp_path: Path) -> None:
+def test_tooltip_zoom_and_pan(
+    chromium: str, testbackends: Any, tdq: Callable[..., Any], tmp_path: Path
+) -> None:
     q = tdq()
     with kprof.profile() as p, q:
         for _ in range(3):

@@ -31,8 +31,12 @@ Q = QueueRecord("testdev", "testdev 0", "queue 1", "testdev:testdev 0")
 T = ThreadRecord(11, "MainThread")
 
 
-def synthetic(rank: int | None, kernels: list[tuple[str, int, int]], meta: dict[str, Any] | None = None,
-              base: int = 10**9) -> kprof.Profile:
+def synthetic(
+    rank: int | None,
+    kernels: list[tuple[str, int, int]],
+    meta: dict[str, Any] | None = None,
+    base: int = 10**9,
+) -> kprof.Profile:
     """A profile of one process: ``kernels`` are (name, start, duration); plus an unresolved
     launch, the device time of a range, a host range and a marker, which the summary ignores."""
     p = kprof.Profile(backends=["testdev"])
@@ -44,7 +48,9 @@ def synthetic(rank: int | None, kernels: list[tuple[str, int, int]], meta: dict[
         return names.index(n)
 
     for name, start, dur in kernels:
-        p.table.append(nid(name), KERNEL, 0, 0, base + start - 5, base + start - 2, base + start, dur, -1, 0)
+        p.table.append(
+            nid(name), KERNEL, 0, 0, base + start - 5, base + start - 2, base + start, dur, -1, 0
+        )
     row = p.table.append(nid("lost"), COPY, 0, 0, base, base + 1, base, 0, 64, UNRESOLVED)
     p.errors[row] = "device lost"
     p.table.append(nid("step"), RANGE, 0, 0, base, base + 9000, base + 1, 9000, -1, 0)
@@ -52,8 +58,12 @@ def synthetic(rank: int | None, kernels: list[tuple[str, int, int]], meta: dict[
     p.host.append(nid("tick"), HostTable.MARK, 0, base + 50, base + 50)
     p.names, p.queues, p.threads = names, [Q], [T]
     p.start_ns, p.end_ns = base, base + 10_000
-    p.meta = {"host": "node", "pid": 100 + (rank or 0), **({"rank": rank} if rank is not None else {}),
-              **(meta or {})}
+    p.meta = {
+        "host": "node",
+        "pid": 100 + (rank or 0),
+        **({"rank": rank} if rank is not None else {}),
+        **(meta or {}),
+    }
     return p
 
 
@@ -71,14 +81,20 @@ def test_combine_keeps_every_record_once_and_labels_each_process() -> None:
     assert len(c.table) == len(a.table) + len(b.table) and len(c.host) == len(a.host) + len(b.host)
     assert sorted(r.name for r in c.kernels) == sorted(r.name for p in (a, b) for r in p.kernels)
     assert [q.label for q in c.queues] == ["rank 0: queue 1", "rank 1: queue 1"]
-    assert [q.device_key for q in c.queues] == ["rank 0/testdev:testdev 0", "rank 1/testdev:testdev 0"]
+    assert [q.device_key for q in c.queues] == [
+        "rank 0/testdev:testdev 0",
+        "rank 1/testdev:testdev 0",
+    ]
     assert [t.name for t in c.threads] == ["rank 0: MainThread", "rank 1: MainThread"]
     assert c.meta["queue_source"] == [0, 1] and c.meta["thread_source"] == [0, 1]
     assert [s["label"] for s in c.meta["sources"]] == ["rank 0", "rank 1"]
     # Errors follow their rows; one clock domain needs no shift.
     assert {c.names[c.table.name[i]]: m for i, m in c.errors.items()} == {"lost": "device lost"}
     assert sorted(c.errors) == [2, len(a.table) + 1]  # after 2 kernels in a, 1 in b
-    assert c.table.start[: len(a.table)] == a.table.start and c.table.start[len(a.table):] == b.table.start
+    assert (
+        c.table.start[: len(a.table)] == a.table.start
+        and c.table.start[len(a.table) :] == b.table.start
+    )
     assert (c.start_ns, c.end_ns) == (a.start_ns, a.end_ns)
 
 
@@ -90,29 +106,47 @@ def test_one_process_is_not_relabelled() -> None:
 
 
 def test_measured_offsets_shift_exactly() -> None:
-    a = synthetic(0, [("k", 100, 10)], {"clock_offset_ns": 0, "clock_error_ns": 0, "clock_domain": "boot:A"})
-    b = synthetic(1, [("k", 100, 10)], {"clock_offset_ns": -5_000_000_123, "clock_error_ns": 40,
-                                        "clock_domain": "boot:B"}, base=10**9 + 5_000_000_123)
+    a = synthetic(
+        0, [("k", 100, 10)], {"clock_offset_ns": 0, "clock_error_ns": 0, "clock_domain": "boot:A"}
+    )
+    b = synthetic(
+        1,
+        [("k", 100, 10)],
+        {"clock_offset_ns": -5_000_000_123, "clock_error_ns": 40, "clock_domain": "boot:B"},
+        base=10**9 + 5_000_000_123,
+    )
     pl = clock_placements([a, b])
-    assert [(x.offset_ns, x.error_ns, x.method) for x in pl] == [(0, 0, MEASURED),
-                                                                  (-5_000_000_123, 40, MEASURED)]
+    assert [(x.offset_ns, x.error_ns, x.method) for x in pl] == [
+        (0, 0, MEASURED),
+        (-5_000_000_123, 40, MEASURED),
+    ]
     c = kprof.combine([a, b])
     n = len(a.table)
     assert list(c.table.start[n:]) == list(a.table.start)  # b was the same work, 5 s off
     assert list(c.table.launch_start[n:]) == list(a.table.launch_start)
-    assert list(c.host.end[len(a.host):]) == list(a.host.end)
+    assert list(c.host.end[len(a.host) :]) == list(a.host.end)
     assert list(c.table.duration[n:]) == list(b.table.duration)
 
 
 def test_placement_by_clock_domain_then_wall_clock() -> None:
     anchor = {"wall_ns": 1_700_000_000_000_000_000, "perf_ns": 10**9, "bracket_ns": 50}
-    r0 = synthetic(0, [], {"clock_domain": "boot:A", "wall_anchor": anchor, "clock_offset_ns": 0,
-                           "clock_error_ns": 0, "clock_reference": True})
+    r0 = synthetic(
+        0,
+        [],
+        {
+            "clock_domain": "boot:A",
+            "wall_anchor": anchor,
+            "clock_offset_ns": 0,
+            "clock_error_ns": 0,
+            "clock_reference": True,
+        },
+    )
     r1 = synthetic(1, [], {"clock_domain": "boot:B", "clock_offset_ns": 777, "clock_error_ns": 9})
     same_as_r1 = synthetic(2, [], {"clock_domain": "boot:B"})
     # Another machine, unmeasured: its perf clock reads 3e9 at the same wall time as r0's 1e9.
-    far = synthetic(3, [], {"clock_domain": "boot:C",
-                            "wall_anchor": {**anchor, "perf_ns": 3 * 10**9}})
+    far = synthetic(
+        3, [], {"clock_domain": "boot:C", "wall_anchor": {**anchor, "perf_ns": 3 * 10**9}}
+    )
     lost = synthetic(4, [])
     pl = clock_placements([r0, r1, same_as_r1, far, lost])
     assert (pl[0].offset_ns, pl[0].error_ns, pl[0].method) == (0, 0, REFERENCE)
@@ -124,7 +158,9 @@ def test_placement_by_clock_domain_then_wall_clock() -> None:
 
 def test_without_measurements_the_lowest_rank_is_the_reference() -> None:
     anchor = {"wall_ns": 5 * 10**18, "perf_ns": 10**9, "bracket_ns": 10}
-    r1 = synthetic(1, [], {"clock_domain": "boot:B", "wall_anchor": {**anchor, "perf_ns": 10**9 + 500}})
+    r1 = synthetic(
+        1, [], {"clock_domain": "boot:B", "wall_anchor": {**anchor, "perf_ns": 10**9 + 500}}
+    )
     r0 = synthetic(0, [], {"clock_domain": "boot:A", "wall_anchor": anchor})
     pl = clock_placements([r1, r0])
     assert (pl[1].offset_ns, pl[1].error_ns, pl[1].method) == (0, 0, SAME_CLOCK)
@@ -132,7 +168,9 @@ def test_without_measurements_the_lowest_rank_is_the_reference() -> None:
 
 
 def test_shift_profile_moves_every_host_time() -> None:
-    p = synthetic(0, [("k", 100, 10)], {"wall_anchor": {"wall_ns": 1, "perf_ns": 2, "bracket_ns": 3}})
+    p = synthetic(
+        0, [("k", 100, 10)], {"wall_anchor": {"wall_ns": 1, "perf_ns": 2, "bracket_ns": 3}}
+    )
     before = columns(p)
     shift_profile(p, 1000)
     after = columns(p)
@@ -167,11 +205,18 @@ def test_cross_rank_summary_min_mean_max() -> None:
     assert k1.imbalance == pytest.approx(700 / (1600 / 3))
     # k2 ran on rank 0 only: the others count as 0, which is the imbalance to show.
     assert (k2.ranks, k2.total_min_ns, k2.total_mean_ns, k2.total_max_ns, k2.max_rank) == (
-        1, 0, 50 / 3, 50, "rank 0")
+        1,
+        0,
+        50 / 3,
+        50,
+        "rank 0",
+    )
     # A combined profile is split back into its ranks: the same summary.
     assert cross_rank_summary([kprof.combine([r0, r1, r2])]) == rows
     text = merge_report([r0, r1, r2])
-    assert "across 3 ranks" in text and "700 ns" in text and "lost" not in text.split("Device time")[1]
+    assert (
+        "across 3 ranks" in text and "700 ns" in text and "lost" not in text.split("Device time")[1]
+    )
 
 
 # -- kprof merge ------------------------------------------------------------------------------------------
@@ -197,11 +242,24 @@ def rank_files(tmp_path: Path) -> list[Path]:
     return paths
 
 
-def test_merge_command(rank_files: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_merge_command(
+    rank_files: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out, page, saved = tmp_path / "all.json", tmp_path / "all.html", tmp_path / "all.kprof"
     # Given in reverse: the processes come out in rank order.
-    code = main(["merge", str(rank_files[1]), str(rank_files[0]), "-o", str(out), "--html", str(page),
-                 "--save", str(saved)])
+    code = main(
+        [
+            "merge",
+            str(rank_files[1]),
+            str(rank_files[0]),
+            "-o",
+            str(out),
+            "--html",
+            str(page),
+            "--save",
+            str(saved),
+        ]
+    )
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert printed.out.index("rank 0: host") < printed.out.index("rank 1: host")
@@ -212,9 +270,14 @@ def test_merge_command(rank_files: list[Path], tmp_path: Path, capsys: pytest.Ca
     kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
     assert sorted(e["name"] for e in kernels) == ["only-0", "only-1", "work", "work", "work"]
     # Each rank's device is a process of its own, named under the rank.
-    by_pid = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"}
+    by_pid = {
+        e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"
+    }
     assert sorted(by_pid[e["pid"]] for e in kernels if e["name"] == "work") == [
-        "rank 0: testdev 0", "rank 1: testdev 0", "rank 1: testdev 0"]
+        "rank 0: testdev 0",
+        "rank 1: testdev 0",
+        "rank 1: testdev 0",
+    ]
     assert page.read_text().startswith("<!DOCTYPE html") or "<html" in page.read_text()[:500]
     merged = kprof.load(saved)
     originals = [kprof.load(f) for f in rank_files]
@@ -225,8 +288,9 @@ def test_merge_command(rank_files: list[Path], tmp_path: Path, capsys: pytest.Ca
     assert "rank 0: host" in capsys.readouterr().out
 
 
-def test_merge_files_of_different_versions(rank_files: list[Path], tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_merge_files_of_different_versions(
+    rank_files: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A file written by format version 1 (kept in tests/data) merges with one written now."""
     old = tmp_path / "old.kprof"
     shutil.copy(DATA / "v1-zlib.kprof", old)  # rank 1 of another job, on another machine
@@ -244,8 +308,9 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], *names: str) -> str:
     return err
 
 
-def test_merge_errors_name_the_file(rank_files: list[Path], tmp_path: Path,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_merge_errors_name_the_file(
+    rank_files: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     good = str(rank_files[0])
     text = tmp_path / "notes.txt"
     text.write_text("not a profile\n")

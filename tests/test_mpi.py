@@ -40,8 +40,12 @@ def _why_no_mpi() -> str | None:
     exe = _mpiexec()
     if exe is None:
         return "no mpiexec (pip install mpich)"
-    probe = subprocess.run([sys.executable, "-c", "from mpi4py import MPI; MPI.COMM_WORLD.Get_rank()"],
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [sys.executable, "-c", "from mpi4py import MPI; MPI.COMM_WORLD.Get_rank()"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if probe.returncode:
         return f"mpi4py does not work here: {probe.stderr.strip().splitlines()[-1:]}"
     return None
@@ -59,15 +63,27 @@ def mpiexec() -> Iterator[str]:
     yield exe
 
 
-def run_job(mpiexec: str, n: int, args: list[str], cwd: Path, skew: str | None = None,
-            backend: str = "testdev") -> str:
+def run_job(
+    mpiexec: str,
+    n: int,
+    args: list[str],
+    cwd: Path,
+    skew: str | None = None,
+    backend: str = "testdev",
+) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_"))}
     env.pop("KPROF_TEST_CLOCK_SKEW_NS", None)
     if skew is not None:
         env["KPROF_TEST_CLOCK_SKEW_NS"] = skew
     env["KPROF_PLUGINS"] = backend  # only the backend under test: quicker to start on every rank
-    done = subprocess.run([mpiexec, "-n", str(n), sys.executable, *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [mpiexec, "-n", str(n), sys.executable, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, f"mpiexec -n {n} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -76,10 +92,18 @@ def per_source(p: kprof.Profile, source: int) -> dict[str, Any]:
     """The kernel names and host ranges of one source (rank) of a combined profile."""
     qsrc, tsrc = p.meta["queue_source"], p.meta["thread_source"]
     t, h = p.table, p.host
-    kernels = sorted(p.names[t.name[i]] for i in range(len(t))
-                     if qsrc[t.queue[i]] == source and t.kind[i] != RANGE)
-    probes = [(h.start[i], h.end[i]) for i in range(len(h))
-              if tsrc[h.thread[i]] == source and h.kind[i] == HostTable.RANGE and p.names[h.name[i]] == "probe"]
+    kernels = sorted(
+        p.names[t.name[i]]
+        for i in range(len(t))
+        if qsrc[t.queue[i]] == source and t.kind[i] != RANGE
+    )
+    probes = [
+        (h.start[i], h.end[i])
+        for i in range(len(h))
+        if tsrc[h.thread[i]] == source
+        and h.kind[i] == HostTable.RANGE
+        and p.names[h.name[i]] == "probe"
+    ]
     return {"kernels": kernels, "probes": probes}
 
 
@@ -109,11 +133,14 @@ def check_job(out: Path, n: int, skews: list[int]) -> None:
     assert len(combined.host) == sum(len(p.host) for p in ranks)
     for r in range(n):
         mine = per_source(combined, r)
-        assert mine["kernels"] == sorted(["work"] * (r + 1) + [f"only_rank_{r}"]), (r, mine["kernels"])
+        assert mine["kernels"] == sorted(["work"] * (r + 1) + [f"only_rank_{r}"]), (
+            r,
+            mine["kernels"],
+        )
         # Aligned: rank r's probe lands where it really was on rank 0's clock (raw clock +
         # rank 0's skew), within the error bound stated for rank r.
         err = combined.meta["sources"][r]["error_ns"]
-        (start, end), = mine["probes"]
+        ((start, end),) = mine["probes"]
         before, after = probes[r]
         assert before + skews[0] - err <= start and end <= after + skews[0] + err, (r, err)
 
@@ -121,8 +148,14 @@ def check_job(out: Path, n: int, skews: list[int]) -> None:
     assert rows == {row.name: row for row in cross_rank_summary(ranks)}
     work = rows["work"]
     assert (work.ranks, work.calls_min, work.calls_max, work.calls_mean) == (n, 1, n, (n + 1) / 2)
-    totals = [sum(p.table.duration[i] for i in range(len(p.table))
-                  if p.names[p.table.name[i]] == "work" and not p.table.flags[i] & UNRESOLVED) for p in ranks]
+    totals = [
+        sum(
+            p.table.duration[i]
+            for i in range(len(p.table))
+            if p.names[p.table.name[i]] == "work" and not p.table.flags[i] & UNRESOLVED
+        )
+        for p in ranks
+    ]
     assert (work.total_min_ns, work.total_max_ns) == (min(totals), max(totals))
     assert work.total_mean_ns == pytest.approx(sum(totals) / n)
     assert work.max_rank == f"rank {totals.index(max(totals))}"
@@ -140,23 +173,49 @@ def _opencl_usable() -> bool:
         return False
 
 
-@pytest.mark.parametrize("backend, n, skews", [
-    ("testdev", 2, [0, SKEW]),
-    ("opencl", 2, [0, SKEW]),
-    ("testdev", 4, [0, SKEW, -3 * SKEW, 7]),
-])
-def test_mpi_job_gathered_and_aligned(mpiexec: str, tmp_path: Path, backend: str, n: int, skews: list[int],
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "backend, n, skews",
+    [
+        ("testdev", 2, [0, SKEW]),
+        ("opencl", 2, [0, SKEW]),
+        ("testdev", 4, [0, SKEW, -3 * SKEW, 7]),
+    ],
+)
+def test_mpi_job_gathered_and_aligned(
+    mpiexec: str,
+    tmp_path: Path,
+    backend: str,
+    n: int,
+    skews: list[int],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     if backend == "opencl" and not _opencl_usable():
         pytest.skip("no OpenCL device (pip install pyopencl pocl-binary-distribution)")
-    out = run_job(mpiexec, n, [str(SCRIPTS / "mpi_app.py"), str(tmp_path), backend], tmp_path,
-                  skew=",".join(map(str, skews)), backend=backend)
+    out = run_job(
+        mpiexec,
+        n,
+        [str(SCRIPTS / "mpi_app.py"), str(tmp_path), backend],
+        tmp_path,
+        skew=",".join(map(str, skews)),
+        backend=backend,
+    )
     assert f"Merged {n} processes onto one timeline" in out and "measured against rank 0" in out
     check_job(tmp_path, n, skews)
     # The per-rank files merge with `kprof merge` to the same timeline and summary.
     files = [str(tmp_path / f"prof-{r}.kprof") for r in reversed(range(n))]
-    assert main(["merge", *files, "-o", str(tmp_path / "all.json"),
-                           "--save", str(tmp_path / "merged.kprof")]) == 0
+    assert (
+        main(
+            [
+                "merge",
+                *files,
+                "-o",
+                str(tmp_path / "all.json"),
+                "--save",
+                str(tmp_path / "merged.kprof"),
+            ]
+        )
+        == 0
+    )
     assert f"across {n} ranks" in capsys.readouterr().out
     merged, gathered = kprof.load(tmp_path / "merged.kprof"), kprof.load(tmp_path / "all.kprof")
     for c in ("start", "launch_start", "duration"):
@@ -167,22 +226,52 @@ def test_mpi_job_gathered_and_aligned(mpiexec: str, tmp_path: Path, backend: str
 
 
 @pytest.mark.parametrize("backend, n", [("testdev", 2), ("opencl", 4)])
-def test_kprof_run_under_a_launcher_then_merge(mpiexec: str, tmp_path: Path, backend: str, n: int,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_kprof_run_under_a_launcher_then_merge(
+    mpiexec: str, tmp_path: Path, backend: str, n: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The README's commands: ``mpiexec -n 4 kprof run --output 'prof-{rank}.kprof' app.py``,
     then ``kprof merge prof-*.kprof -o all.json --html all.html``."""
     if backend == "opencl" and not _opencl_usable():
         pytest.skip("no OpenCL device (pip install pyopencl pocl-binary-distribution)")
-    run_job(mpiexec, n, ["-m", "kprof", "run", "--output", "prof-{rank}.kprof",
-                         str(SCRIPTS / "launcher_app.py"), backend], tmp_path, backend=backend)
+    run_job(
+        mpiexec,
+        n,
+        [
+            "-m",
+            "kprof",
+            "run",
+            "--output",
+            "prof-{rank}.kprof",
+            str(SCRIPTS / "launcher_app.py"),
+            backend,
+        ],
+        tmp_path,
+        backend=backend,
+    )
     files = sorted(str(p) for p in tmp_path.glob("prof-*.kprof"))
     assert [Path(f).name for f in files] == [f"prof-{r}.kprof" for r in range(n)]
     profiles = [kprof.load(f) for f in files]
     for r, p in enumerate(profiles):
         assert (p.meta["rank"], p.meta["world_size"]) == (r, n)
-        assert p.meta["rank_source"] in {var for var, _ in LAUNCHER_VARIABLES}  # mpi4py never imported
-        assert [k.name for k in p.kernels] == ["advance", "advance"] and not any(k.host_timed for k in p.kernels)
-    assert main(["merge", *files, "-o", str(tmp_path / "all.json"), "--html", str(tmp_path / "all.html")]) == 0
+        assert p.meta["rank_source"] in {
+            var for var, _ in LAUNCHER_VARIABLES
+        }  # mpi4py never imported
+        assert [k.name for k in p.kernels] == ["advance", "advance"] and not any(
+            k.host_timed for k in p.kernels
+        )
+    assert (
+        main(
+            [
+                "merge",
+                *files,
+                "-o",
+                str(tmp_path / "all.json"),
+                "--html",
+                str(tmp_path / "all.html"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     # Processes of one machine share its clock: aligned exactly, with no exchange at all.
     assert printed.count("same host clock, error ≤ 0 ns") == n
@@ -222,7 +311,9 @@ class ScriptedComm:
 def test_ping_pong_keeps_the_fastest_round() -> None:
     # Rank 1 reads (t0, t1) = (0, 100), (200, 230), (400, 500); the root answers 1050, 1215, 1450.
     readings = iter([0, 100, 200, 230, 400, 500])
-    sync = measure_clock_offset(ScriptedComm(1, [1050, 1215, 1450]), rounds=3, clock=lambda: next(readings))
+    sync = measure_clock_offset(
+        ScriptedComm(1, [1050, 1215, 1450]), rounds=3, clock=lambda: next(readings)
+    )
     assert sync == ClockSync(offset_ns=1000, error_ns=15, rtt_ns=30, at_ns=215, rounds=3)
 
 

@@ -12,19 +12,35 @@ import kprof
 from kprof_core.provenance import clock_domain, fill_meta, process_identity, wall_anchor
 
 
-@pytest.mark.parametrize("env, rank, size, source", [
-    ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4"}, 3, 4, "OMPI_COMM_WORLD_RANK"),
-    ({"PMI_RANK": "1", "PMI_SIZE": "2"}, 1, 2, "PMI_RANK"),
-    ({"RANK": "0", "WORLD_SIZE": "8"}, 0, 8, "RANK"),
-    ({"SLURM_PROCID": "5", "SLURM_NTASKS": "6"}, 5, 6, "SLURM_PROCID"),
-    ({"SLURM_PROCID": "2"}, 2, None, "SLURM_PROCID"),
-    # Open MPI's own variables win over the generic ones a wrapper script might also set.
-    ({"RANK": "7", "WORLD_SIZE": "8", "OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2"}, 1, 2,
-     "OMPI_COMM_WORLD_RANK"),
-])
-def test_rank_from_launcher_variables(env: dict[str, str], rank: int, size: int | None, source: str) -> None:
+@pytest.mark.parametrize(
+    "env, rank, size, source",
+    [
+        ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4"}, 3, 4, "OMPI_COMM_WORLD_RANK"),
+        ({"PMI_RANK": "1", "PMI_SIZE": "2"}, 1, 2, "PMI_RANK"),
+        ({"RANK": "0", "WORLD_SIZE": "8"}, 0, 8, "RANK"),
+        ({"SLURM_PROCID": "5", "SLURM_NTASKS": "6"}, 5, 6, "SLURM_PROCID"),
+        ({"SLURM_PROCID": "2"}, 2, None, "SLURM_PROCID"),
+        # Open MPI's own variables win over the generic ones a wrapper script might also set.
+        (
+            {
+                "RANK": "7",
+                "WORLD_SIZE": "8",
+                "OMPI_COMM_WORLD_RANK": "1",
+                "OMPI_COMM_WORLD_SIZE": "2",
+            },
+            1,
+            2,
+            "OMPI_COMM_WORLD_RANK",
+        ),
+    ],
+)
+def test_rank_from_launcher_variables(
+    env: dict[str, str], rank: int, size: int | None, source: str
+) -> None:
     ident = process_identity(env)
-    assert ident["rank"] == rank and ident.get("world_size") == size and ident["rank_source"] == source
+    assert (
+        ident["rank"] == rank and ident.get("world_size") == size and ident["rank_source"] == source
+    )
     assert ident["pid"] == os.getpid() and ident["host"]
 
 
@@ -33,12 +49,15 @@ def test_no_launcher_no_rank() -> None:
     assert "rank" not in ident and "world_size" not in ident
 
 
-@pytest.mark.parametrize("env, message", [
-    ({"PMI_RANK": "one"}, r"PMI_RANK='one' is not an integer ≥ 0"),
-    ({"RANK": "-1"}, r"RANK='-1' is not an integer ≥ 0"),
-    ({"RANK": "0", "WORLD_SIZE": "0"}, r"WORLD_SIZE='0' is not an integer ≥ 1"),
-    ({"SLURM_PROCID": "4", "SLURM_NTASKS": "4"}, "SLURM_PROCID=4 and SLURM_NTASKS=4 disagree"),
-])
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"PMI_RANK": "one"}, r"PMI_RANK='one' is not an integer ≥ 0"),
+        ({"RANK": "-1"}, r"RANK='-1' is not an integer ≥ 0"),
+        ({"RANK": "0", "WORLD_SIZE": "0"}, r"WORLD_SIZE='0' is not an integer ≥ 1"),
+        ({"SLURM_PROCID": "4", "SLURM_NTASKS": "4"}, "SLURM_PROCID=4 and SLURM_NTASKS=4 disagree"),
+    ],
+)
 def test_bad_launcher_values_are_clear_errors(env: dict[str, str], message: str) -> None:
     with pytest.raises(kprof.KprofError, match=message):
         process_identity(env)

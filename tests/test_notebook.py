@@ -60,8 +60,9 @@ def test_repr_html_holds_the_timeline_and_the_tables_and_nothing_to_clash() -> N
     assert "http://" not in out and "https://" not in out and "<script src" not in page
     data = embedded_data(page)
     assert len(data["profiles"]) == 1
-    assert sum(len(tr["s"]) for proc in data["profiles"][0]["processes"]
-               for tr in proc["tracks"]) == 2 * len(p.table) + len(p.host)
+    assert sum(
+        len(tr["s"]) for proc in data["profiles"][0]["processes"] for tr in proc["tracks"]
+    ) == 2 * len(p.table) + len(p.host)
     # The summary is in the notebook's document (static), the timeline in the frame's only.
     assert "Host-side activity" not in page
     # Nothing outside the frame has an id, so two profiles in one notebook cannot clash.
@@ -117,10 +118,14 @@ def run(ip: Any, code: str) -> Any:
 
 
 def test_cell_magic_keeps_the_profile_and_saves_it(
-        ip: Any, tdq: Callable[..., Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ip: Any, tdq: Callable[..., Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ip.user_ns["q"] = tdq()
-    run(ip, "%%kprof -v first -o first.kprof --html first.html --trace first.json\n"
-            "with q:\n    for _ in range(4):\n        q.launch('mul2', 50)\n")
+    run(
+        ip,
+        "%%kprof -v first -o first.kprof --html first.html --trace first.json\n"
+        "with q:\n    for _ in range(4):\n        q.launch('mul2', 50)\n",
+    )
     p = ip.user_ns["first"]
     assert isinstance(p, kprof.Profile) and len(p.kernel_times("mul2")) == 4
     assert [k.name for k in kprof.load(tmp_path / "first.kprof").kernels] == ["mul2"] * 4
@@ -128,7 +133,9 @@ def test_cell_magic_keeps_the_profile_and_saves_it(
     assert "Device-side activity" in capsys.readouterr().out  # a terminal shows print(p)
 
 
-def test_line_magic_options(ip: Any, tdq: Callable[..., Any], capsys: pytest.CaptureFixture[str]) -> None:
+def test_line_magic_options(
+    ip: Any, tdq: Callable[..., Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     ip.user_ns["q"] = tdq()
     run(ip, "%kprof -q -t --backends testdev q.launch('x', 10); q.finish()")
     p = ip.user_ns["_kprof"]
@@ -147,13 +154,16 @@ def test_the_profile_is_kept_when_the_code_raises(ip: Any, tdq: Callable[..., An
     assert [k.name for k in ip.user_ns["broken"].kernels] == ["before"]
 
 
-@pytest.mark.parametrize("code, message", [
-    ("%kprof", "needs a statement"),
-    ("%kprof -v 1x f()", "takes a variable name"),
-    ("%kprof --backends nope 1 + 1", "unknown backend 'nope'"),
-    ("%kprof 1 +", "does not compile"),
-    ("%%kprof extra\n1\n", "takes options only"),
-])
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        ("%kprof", "needs a statement"),
+        ("%kprof -v 1x f()", "takes a variable name"),
+        ("%kprof --backends nope 1 + 1", "unknown backend 'nope'"),
+        ("%kprof 1 +", "does not compile"),
+        ("%%kprof extra\n1\n", "takes options only"),
+    ],
+)
 def test_magic_usage_errors(ip: Any, code: str, message: str) -> None:
     from IPython.core.error import UsageError
 
@@ -196,8 +206,9 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
     mp = pytest.MonkeyPatch()
     mp.setenv("KPROF_PLUGINS", "opencl")  # the kernel's environment
     try:
-        NotebookClient(nb, timeout=300, kernel_name="python3",
-                       resources={"metadata": {"path": str(where)}}).execute()
+        NotebookClient(
+            nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(where)}}
+        ).execute()
     finally:
         mp.undo()
     nbformat.write(nb, where / "executed.ipynb")
@@ -225,19 +236,24 @@ def test_the_example_notebook_runs(executed: tuple[Any, Path]) -> None:
     (table,) = outputs(diff, "text/html")
     # 64 times the work per launch: mul2 and add are slower, beyond any doubt.
     for name in ("mul2", "add"):
-        row = re.search(rf'<tr data-status="(\w+)">(?:<td>[^<]*</td>)+<td class="name">{name}</td>',
-                        table)
+        row = re.search(
+            rf'<tr data-status="(\w+)">(?:<td>[^<]*</td>)+<td class="name">{name}</td>', table
+        )
         assert row and row.group(1) == "slower", table
 
 
 def test_the_notebooks_html_renders_in_a_browser_without_clashes(
-        executed: tuple[Any, Path], chromium: str, tmp_path: Path) -> None:
+    executed: tuple[Any, Path], chromium: str, tmp_path: Path
+) -> None:
     nb, where = executed
     fragments = [h for c in nb.cells if c.cell_type == "code" for h in outputs(c, "text/html")]
     page = tmp_path / "notebook.html"
-    page.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
-                    + "\n".join(f'<div class="output">{f}</div>' for f in fragments)
-                    + PROBE + "</body></html>")
+    page.write_text(
+        "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
+        + "\n".join(f'<div class="output">{f}</div>' for f in fragments)
+        + PROBE
+        + "</body></html>"
+    )
     r = browse(chromium, page, tmp_path, "--dump-dom", "--virtual-time-budget=5000")
     m = re.search(r'<pre id="kprof-probe">(.*?)</pre>', r.stdout, re.S)
     assert m, r.stdout[-2000:]
@@ -247,8 +263,10 @@ def test_the_notebooks_html_renders_in_a_browser_without_clashes(
         assert f is not None and f["state"] == "ready" and f["errors"] == "0", f
         assert f["height"] >= f["page"], "the frame fits its page"
     profiles = [frame_page(h) for h in fragments if "<iframe" in h]
-    rows = [len([tr for proc in embedded_data(p)["profiles"][0]["processes"] for tr in proc["tracks"]])
-            for p in profiles]
+    rows = [
+        len([tr for proc in embedded_data(p)["profiles"][0]["processes"] for tr in proc["tracks"]])
+        for p in profiles
+    ]
     assert [int(f["rows"]) for f in frames] == rows
     shutil.copy(where / "executed.ipynb", tmp_path / "executed.ipynb")
 
@@ -258,4 +276,5 @@ def test_timeline_rows_in_the_frame_match_the_model() -> None:
     data = embedded_data(frame_page(p._repr_html_() or ""))
     tl = Timeline(p)
     assert len([tr for proc in data["profiles"][0]["processes"] for tr in proc["tracks"]]) == sum(
-        len(proc.tracks) for proc in tl.processes)
+        len(proc.tracks) for proc in tl.processes
+    )

@@ -21,8 +21,12 @@ import kprof_opencl  # noqa: E402
 from kprof_opencl import capture as ocl_capture  # noqa: E402
 from kprof_opencl.queues import is_pocl_cpu  # noqa: E402
 
-QUEUED, SUBMIT, START, END = (cl.profiling_info.QUEUED, cl.profiling_info.SUBMIT,
-                              cl.profiling_info.START, cl.profiling_info.END)
+QUEUED, SUBMIT, START, END = (
+    cl.profiling_info.QUEUED,
+    cl.profiling_info.SUBMIT,
+    cl.profiling_info.START,
+    cl.profiling_info.END,
+)
 COMPLETE = cl.command_execution_status.COMPLETE
 
 SOURCE = """
@@ -75,7 +79,9 @@ def test_kernels_are_named_counted_and_timed_by_their_own_events(queue: Any, pro
     events = []
     with profile() as p:
         for _ in range(5):
-            events.append(scale(queue, (256,), None, x))  # Kernel.__call__ → _cl.enqueue_nd_range_kernel
+            events.append(
+                scale(queue, (256,), None, x)
+            )  # Kernel.__call__ → _cl.enqueue_nd_range_kernel
         for _ in range(2):  # what loopy-generated code calls
             events.append(cl.enqueue_nd_range_kernel(queue, scale, (256,), None))
     rows = [r for r in p.kernels if r.kind == "kernel"]
@@ -101,8 +107,11 @@ def test_copies_are_named_and_sized(queue: Any) -> None:
         events.append(cl.enqueue_copy(queue, b, a))  # device → device, whole buffer
         events.append(cl.enqueue_fill_buffer(queue, b, np.float32(0), 0, 800))
         events.append(cl.enqueue_copy(queue, back, a))  # device → host (blocking)
-        events.append(cl.enqueue_copy(queue, a, host, buffer_origin=(0, 0), host_origin=(0, 0),
-                                      region=(64, 3)))  # rectangular host → device
+        events.append(
+            cl.enqueue_copy(
+                queue, a, host, buffer_origin=(0, 0), host_origin=(0, 0), region=(64, 3)
+            )
+        )  # rectangular host → device
     got = [(r.name, r.nbytes, r.kind) for r in p.kernels]
     assert got == [
         ("[copy host to device]", 4000, "copy"),
@@ -130,7 +139,9 @@ def test_image_copies_are_sized_in_bytes(queue: Any) -> None:
         cl.enqueue_copy(queue, img, pixels, origin=(0, 0), region=(8, 4))
         cl.enqueue_copy(queue, out, img, origin=(0, 0), region=(8, 4))
     assert [(r.name, r.nbytes) for r in p.kernels] == [
-        ("[copy host to device]", 8 * 4 * 16), ("[copy device to host]", 8 * 4 * 16)]
+        ("[copy host to device]", 8 * 4 * 16),
+        ("[copy device to host]", 8 * 4 * 16),
+    ]
 
 
 def test_shared_virtual_memory_copies_and_fills_are_captured(queue: Any) -> None:
@@ -144,8 +155,10 @@ def test_shared_virtual_memory_copies_and_fills_are_captured(queue: Any) -> None
         cl.enqueue_svm_memfill(queue, svm, np.float32(1))  # → _cl._enqueue_svm_memfill
         queue.finish()
     assert [(r.name, r.nbytes) for r in p.kernels] == [
-        ("[copy shared virtual memory]", host.nbytes), ("[copy shared virtual memory]", 100),
-        ("[fill device memory]", host.nbytes)]
+        ("[copy shared virtual memory]", host.nbytes),
+        ("[copy shared virtual memory]", 100),
+        ("[fill device memory]", host.nbytes),
+    ]
 
 
 def test_pyopencl_array_operations_are_captured(queue: Any) -> None:
@@ -202,7 +215,9 @@ def test_first_launch_compilation_is_not_device_time(queue: Any) -> None:
         assert compile_gap > 10 * steady_gap
 
 
-def test_queue_without_profiling_is_observed_without_waiting_and_says_so_once(queue: Any, program: Any) -> None:
+def test_queue_without_profiling_is_observed_without_waiting_and_says_so_once(
+    queue: Any, program: Any
+) -> None:
     plain = cl.CommandQueue(queue.context, queue.device)  # made before the profile: no profiling
     x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
     host = np.zeros(64, dtype=np.float32)
@@ -218,7 +233,8 @@ def test_queue_without_profiling_is_observed_without_waiting_and_says_so_once(qu
     assert ours[0].filename == __file__  # it points at the user's launch, not at kprof
     rows = p.kernels
     assert [(r.name, r.host_timed, r.approximate) for r in rows] == [("scale", False, True)] * 3 + [
-        ("[copy device to host]", False, True)]
+        ("[copy device to host]", False, True)
+    ]
     assert all(r.error is None for r in rows)
     # In queue order: each began after its launch and after the previous one ended.
     for prev, r in zip([None, *rows], rows):
@@ -227,7 +243,9 @@ def test_queue_without_profiling_is_observed_without_waiting_and_says_so_once(qu
             assert r.start_ns >= prev.end_ns
     text = p.report()
     assert "scale ~" in text and "~ approximate" in text and "*" not in text
-    assert text.startswith(f"Profiled {kprof.format_time(p.span_ns)}, recording 0 ranges, 3 kernels and 1 copy.")
+    assert text.startswith(
+        f"Profiled {kprof.format_time(p.span_ns)}, recording 0 ranges, 3 kernels and 1 copy."
+    )
     data = p.to_json()
     assert data is not None and [r["approximate"] for r in data["device"]] == [True] * 4
     trace = io.StringIO()
@@ -235,7 +253,9 @@ def test_queue_without_profiling_is_observed_without_waiting_and_says_so_once(qu
     assert trace.getvalue().count('"approximate":true') == 4
 
 
-def test_a_range_on_a_queue_without_profiling_is_observed_around_its_work(queue: Any, program: Any) -> None:
+def test_a_range_on_a_queue_without_profiling_is_observed_around_its_work(
+    queue: Any, program: Any
+) -> None:
     plain = cl.CommandQueue(queue.context, queue.device)
     x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
     with warnings.catch_warnings():
@@ -251,7 +271,9 @@ def test_a_range_on_a_queue_without_profiling_is_observed_around_its_work(queue:
     assert "step ~" in p.report()
 
 
-def test_synchronize_true_keeps_host_timing_on_a_queue_without_profiling(queue: Any, program: Any) -> None:
+def test_synchronize_true_keeps_host_timing_on_a_queue_without_profiling(
+    queue: Any, program: Any
+) -> None:
     plain = cl.CommandQueue(queue.context, queue.device)
     x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
     with warnings.catch_warnings():
@@ -290,7 +312,9 @@ def profile_with(**options: Any) -> kprof.profile:
     return kprof.profile(backends=["opencl"], **options)
 
 
-def test_a_launch_gated_on_a_user_event_returns_on_a_queue_without_profiling(queue: Any, program: Any) -> None:
+def test_a_launch_gated_on_a_user_event_returns_on_a_queue_without_profiling(
+    queue: Any, program: Any
+) -> None:
     plain = cl.CommandQueue(queue.context, queue.device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", kprof_opencl.ProfilingDisabledWarning)
@@ -299,7 +323,9 @@ def test_a_launch_gated_on_a_user_event_returns_on_a_queue_without_profiling(que
     assert [(r.name, r.approximate, r.error) for r in p.kernels] == [("scale", True, None)] * 2
 
 
-def test_a_launch_gated_on_a_user_event_returns_on_a_profiling_queue(queue: Any, program: Any) -> None:
+def test_a_launch_gated_on_a_user_event_returns_on_a_profiling_queue(
+    queue: Any, program: Any
+) -> None:
     p, (returned,) = _gated_launch(queue, program)
     assert returned
     assert [(r.name, r.approximate, r.error) for r in p.kernels] == [("scale", False, None)] * 2
@@ -318,8 +344,13 @@ def test_synchronize_waits_at_most_the_timeout_for_a_gated_launch(queue: Any, pr
 def test_patches_are_restored_exactly_after_an_exception(queue: Any, program: Any) -> None:
     targets = ocl_capture.patch_targets()
     names = {name for _, name in targets}
-    assert {"enqueue_nd_range_kernel", "_enqueue_read_buffer", "_enqueue_write_buffer",
-            "_enqueue_copy_buffer", "_enqueue_fill_buffer"} <= names
+    assert {
+        "enqueue_nd_range_kernel",
+        "_enqueue_read_buffer",
+        "_enqueue_write_buffer",
+        "_enqueue_copy_buffer",
+        "_enqueue_fill_buffer",
+    } <= names
     assert any(owner is cl for owner, name in targets if name == "enqueue_nd_range_kernel")
     before = [(owner, name, getattr(owner, name)) for owner, name in targets]
     with pytest.raises(ZeroDivisionError), profile():
@@ -362,8 +393,10 @@ def test_two_queues_on_two_threads_are_separate_rows(queue: Any, program: Any) -
         q.finish()
 
     with profile() as p:
-        threads = [threading.Thread(target=kprof.propagate(work), args=(q, n), name=f"worker-{n}")
-                   for q, n in ((queue, 3), (second, 5))]
+        threads = [
+            threading.Thread(target=kprof.propagate(work), args=(q, n), name=f"worker-{n}")
+            for q, n in ((queue, 3), (second, 5))
+        ]
         for t in threads:
             t.start()
         for t in threads:

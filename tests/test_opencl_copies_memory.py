@@ -18,8 +18,13 @@ MB, LOOPS = 4, 40  # 160 MB of arrays in all: held by kprof, the peak would grow
 
 def peak_kib(mode: str, *extra: str) -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
-    r = subprocess.run([sys.executable, str(SCRIPT), str(MB), str(LOOPS), mode, *extra],
-                       capture_output=True, text=True, timeout=300, env=env)
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), str(MB), str(LOOPS), mode, *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     return int(r.stdout.split()[-1])
 
@@ -33,7 +38,9 @@ def device() -> None:
 
 
 @pytest.mark.parametrize("queue", ["profiling-queue", "plain-queue"])
-def test_peak_memory_of_a_copy_loop_is_that_of_the_unprofiled_program(device: None, queue: str) -> None:
+def test_peak_memory_of_a_copy_loop_is_that_of_the_unprofiled_program(
+    device: None, queue: str
+) -> None:
     plain = peak_kib("plain", queue)
     profiled = peak_kib("profiled", queue)
     # Within a few MB (kprof's own tables and imports), far from the 160 MB it held before.

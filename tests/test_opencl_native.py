@@ -32,8 +32,9 @@ def setup() -> Any:
     if dev is None:
         pytest.skip("OpenCL finds no device here (pip install pocl-binary-distribution)")
     q = kprof_opencl.profiling_queue(dev)
-    prg = cl.Program(q.context, "__kernel void inc(__global float *x)"
-                                "{ x[get_global_id(0)] += 1.0f; }").build()
+    prg = cl.Program(
+        q.context, "__kernel void inc(__global float *x){ x[get_global_id(0)] += 1.0f; }"
+    ).build()
     buf = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 4 * 64)
     inc = cl.Kernel(prg, "inc")
     inc(q, (64,), None, buf)
@@ -71,8 +72,10 @@ def test_batch_times_are_the_events_own(setup: Any, compiled: bool) -> None:
     assert ends == [e.get_profiling_info(END) for e in evs]
     # A range: START of one token, END of another.
     begins, ends = columns(reader.device_times_batch(markers[:1], markers[1:]))
-    assert (begins, ends) == ([markers[0].get_profiling_info(START)],
-                              [markers[1].get_profiling_info(END)])
+    assert (begins, ends) == (
+        [markers[0].get_profiling_info(START)],
+        [markers[1].get_profiling_info(END)],
+    )
     assert columns(reader.device_times_batch((), ())) == ([], [])
 
 
@@ -93,8 +96,9 @@ def test_the_batch_stops_at_the_first_event_not_complete(setup: Any, compiled: b
     assert len(columns(reader.device_times_batch(evs, evs))[0]) == len(evs)
 
 
-def test_without_the_opencl_library_pyopencl_is_read(monkeypatch: pytest.MonkeyPatch,
-                                                     setup: Any) -> None:
+def test_without_the_opencl_library_pyopencl_is_read(
+    monkeypatch: pytest.MonkeyPatch, setup: Any
+) -> None:
     q, inc, buf = setup
     monkeypatch.setattr(reader, "_compiled", None)
     monkeypatch.setattr(reader, "opencl_library", lambda: None)
@@ -104,7 +108,8 @@ def test_without_the_opencl_library_pyopencl_is_read(monkeypatch: pytest.MonkeyP
     evs = tuple(inc(q, (64,), None, buf) for _ in range(4))
     q.finish()
     assert columns(reader.device_times_batch(evs, evs))[1] == [
-        e.get_profiling_info(END) for e in evs]
+        e.get_profiling_info(END) for e in evs
+    ]
     monkeypatch.setattr(reader, "_compiled", None)  # found again by the next test
 
 
@@ -115,7 +120,8 @@ def test_profiles_on_both_paths_equal_the_events(setup: Any, compiled: bool) -> 
         x = np.zeros(64, np.float32)
         cl.enqueue_copy(q, x, buf)
     assert [k.duration_ns for k in p.kernels if k.kind == "kernel"] == [
-        e.get_profiling_info(END) - e.get_profiling_info(START) for e in evs]
+        e.get_profiling_info(END) - e.get_profiling_info(START) for e in evs
+    ]
     copies = [k for k in p.kernels if k.kind == "copy"]
     assert len(copies) == 1 and copies[0].nbytes == x.nbytes and copies[0].error is None
     assert all(k.launch_start_ns <= k.start_ns for k in p.kernels)
@@ -134,8 +140,9 @@ def test_the_wrapper_in_use_and_its_exact_restore(setup: Any, compiled: bool) ->
     assert cl._cl.enqueue_nd_range_kernel is native_fn
 
 
-def test_an_error_of_the_native_launch_propagates_and_records_nothing(setup: Any,
-                                                                      compiled: bool) -> None:
+def test_an_error_of_the_native_launch_propagates_and_records_nothing(
+    setup: Any, compiled: bool
+) -> None:
     q, inc, buf = setup
     with kprof.profile(backends=["opencl"]) as p:
         inc(q, (64,), None, buf)
@@ -151,8 +158,9 @@ def test_every_case_of_the_wrapper_records_the_same(setup: Any, compiled: bool) 
     compiled wrapper hands these to the Python one; the records are the same either way."""
     q, _inc, buf = setup
     plain = cl.CommandQueue(q.context, q.device)
-    prg = cl.Program(q.context, "__kernel void fresh(__global float *x)"
-                                "{ x[get_global_id(0)] *= 0.5f; }").build()
+    prg = cl.Program(
+        q.context, "__kernel void fresh(__global float *x){ x[get_global_id(0)] *= 0.5f; }"
+    ).build()
     fresh = cl.Kernel(prg, "fresh")  # no cached name: its first launch takes the Python path
     fresh.set_args(buf)
     with kprof.profile(backends=["opencl"]) as p:
@@ -165,4 +173,5 @@ def test_every_case_of_the_wrapper_records_the_same(setup: Any, compiled: bool) 
     got = [(k.name, k.approximate, k.error) for k in p.kernels]
     assert got == [("fresh", False, None)] * 4 + [("fresh", True, None)]
     assert [k.duration_ns for k in p.kernels[:4]] == [
-        e.get_profiling_info(END) - e.get_profiling_info(START) for e in evs]
+        e.get_profiling_info(END) - e.get_profiling_info(START) for e in evs
+    ]

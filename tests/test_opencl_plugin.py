@@ -38,13 +38,16 @@ def queue() -> Any:
 
 @pytest.fixture(scope="module")
 def spin(queue: Any) -> Any:
-    prg = cl.Program(queue.context, """
+    prg = cl.Program(
+        queue.context,
+        """
         __kernel void spin(__global float *x, int n) {
             size_t i = get_global_id(0);
             float v = x[i];
             for (int k = 0; k < n; ++k) v = v * 0.999f + 0.5f;
             x[i] = v;
-        }""").build()
+        }""",
+    ).build()
     k = cl.Kernel(prg, "spin")
     k.set_scalar_arg_dtypes([None, np.int32])
     x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 1024)
@@ -53,6 +56,7 @@ def spin(queue: Any) -> Any:
 
     def launch(q: Any = queue, n: int = 1) -> Any:
         return k(q, (1024,), None, x, np.int32(n))
+
     return launch
 
 
@@ -80,25 +84,30 @@ def test_describe_lists_pyopencl_and_its_devices(backend: kprof.Backend, queue: 
         assert any(d.startswith("PoCL pthread") or d.startswith("PoCL cpu") for d in info.devices)
 
 
-def test_describe_without_pyopencl_says_not_installed(backend: kprof.Backend,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_describe_without_pyopencl_says_not_installed(
+    backend: kprof.Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "pyopencl", None)  # makes `import pyopencl` fail
     info = plugin.describe_backend(backend)
     assert info.status == "not installed"
     assert "kprof[opencl]" in (info.detail or "")
 
 
-def test_describe_without_platforms_says_no_device(backend: kprof.Backend,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_describe_without_platforms_says_no_device(
+    backend: kprof.Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def no_platforms() -> list[Any]:
         raise cl.LogicError("clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR")
+
     monkeypatch.setattr(cl, "get_platforms", no_platforms)
     info = plugin.describe_backend(backend)
     assert info.status == "no device"
     assert "PLATFORM_NOT_FOUND_KHR" in (info.detail or "")
 
 
-def test_record_timestamp_needs_a_current_profiling_queue(backend: kprof.Backend, queue: Any) -> None:
+def test_record_timestamp_needs_a_current_profiling_queue(
+    backend: kprof.Backend, queue: Any
+) -> None:
     with kprof_opencl.use_queue(None):  # this thread has no current queue
         assert plugin.record_timestamp(backend) is None
         assert plugin.current_queue(backend) is None
@@ -115,7 +124,9 @@ def test_record_timestamp_needs_a_current_profiling_queue(backend: kprof.Backend
     ev.wait()
 
 
-def test_markers_bracket_the_work_between_them(backend: kprof.Backend, queue: Any, spin: Any) -> None:
+def test_markers_bracket_the_work_between_them(
+    backend: kprof.Backend, queue: Any, spin: Any
+) -> None:
     with kprof_opencl.use_queue(queue):
         a = plugin.record_timestamp(backend)
         work = spin(n=200)
@@ -127,7 +138,9 @@ def test_markers_bracket_the_work_between_them(backend: kprof.Backend, queue: An
     assert span >= work.get_profiling_info(END) - work.get_profiling_info(START)
 
 
-def test_a_launch_event_as_both_tokens_is_its_duration(backend: kprof.Backend, queue: Any, spin: Any) -> None:
+def test_a_launch_event_as_both_tokens_is_its_duration(
+    backend: kprof.Backend, queue: Any, spin: Any
+) -> None:
     slow = spin(n=20000)
     assert plugin.timestamp_done(backend, slow) is False  # still running: no profiling info yet
     queue.finish()
@@ -137,7 +150,9 @@ def test_a_launch_event_as_both_tokens_is_its_duration(backend: kprof.Backend, q
     assert d > 0
 
 
-def test_elapsed_time_of_an_unfinished_event_says_why(backend: kprof.Backend, queue: Any, spin: Any) -> None:
+def test_elapsed_time_of_an_unfinished_event_says_why(
+    backend: kprof.Backend, queue: Any, spin: Any
+) -> None:
     slow = spin(n=20000)
     with pytest.raises(RuntimeError, match="status"):
         plugin.elapsed_time(backend, slow, slow)
@@ -162,7 +177,9 @@ def test_synchronize_finishes_the_queue(backend: kprof.Backend, queue: Any, spin
     assert ev.command_execution_status == cl.command_execution_status.COMPLETE
 
 
-def test_align_clock_checks_the_launch_window(backend: kprof.Backend, queue: Any, spin: Any) -> None:
+def test_align_clock_checks_the_launch_window(
+    backend: kprof.Backend, queue: Any, spin: Any
+) -> None:
     if not is_pocl_cpu(queue.device):
         pytest.skip("CLOCK_MONOTONIC_RAW alignment is PoCL's")
     h0 = time.perf_counter_ns()
@@ -195,7 +212,8 @@ def _wait_stamped(*tokens: Any) -> None:
 
 
 def test_the_watcher_stamps_in_queue_order_after_each_launch_and_the_previous_end(
-        backend: kprof.Backend) -> None:
+    backend: kprof.Backend,
+) -> None:
     from kprof_opencl.observed import Watcher
 
     class InOrder:
@@ -232,7 +250,9 @@ def test_an_observed_command_that_failed_says_so(backend: kprof.Backend) -> None
         backend.device_times(backend, tok, tok)
 
 
-def test_on_an_out_of_order_queue_work_is_bounded_by_its_launch_alone(backend: kprof.Backend) -> None:
+def test_on_an_out_of_order_queue_work_is_bounded_by_its_launch_alone(
+    backend: kprof.Backend,
+) -> None:
     from kprof_opencl.observed import Watcher
 
     class OutOfOrder:

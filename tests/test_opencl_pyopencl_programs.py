@@ -20,8 +20,9 @@ SCRIPT = Path(__file__).parent / "scripts" / "pyopencl_style_checks.py"
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
-    r = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,
-                       env=env)
+    r = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=300, env=env
+    )
     assert r.returncode == 0, r.stderr
     return r
 
@@ -42,7 +43,8 @@ def unprofiled() -> list[str]:
 
 
 def test_under_kprof_run_results_are_identical_and_every_record_has_device_time(
-        unprofiled: list[str], tmp_path: Path) -> None:
+    unprofiled: list[str], tmp_path: Path
+) -> None:
     saved = tmp_path / "run.kprof"
     r = run("-m", "kprof", "run", "--backends", "opencl", "-o", str(saved), str(SCRIPT))
     assert checks(r.stdout) == unprofiled
@@ -52,7 +54,9 @@ def test_under_kprof_run_results_are_identical_and_every_record_has_device_time(
     assert "ProfilingDisabledWarning" not in r.stderr
 
 
-def test_inside_a_profile_with_queues_made_before_results_are_identical(unprofiled: list[str]) -> None:
+def test_inside_a_profile_with_queues_made_before_results_are_identical(
+    unprofiled: list[str],
+) -> None:
     r = run(str(SCRIPT), "inside-profile")
     assert checks(r.stdout) == unprofiled
     assert "approximate: [True]" in r.stderr  # every resolved record observed, none host-timed

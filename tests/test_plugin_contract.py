@@ -135,8 +135,9 @@ class AbsoluteClock:
         return kprof.QueueInfo(device="abs 0", label="queue 0")
 
     @kprof.hookimpl
-    def align_clock(self, backend: kprof.Backend, token: Token,
-                    launch_window: tuple[int, int]) -> kprof.Alignment:
+    def align_clock(
+        self, backend: kprof.Backend, token: Token, launch_window: tuple[int, int]
+    ) -> kprof.Alignment:
         return kprof.Alignment(host_ns=token.t - self.OFFSET, error_ns=0, method="offset")
 
 
@@ -177,8 +178,11 @@ def test_timestamps_that_cannot_be_read_are_reported_at_registration() -> None:
         def record_timestamp(self, backend: kprof.Backend) -> Any:
             return object()
 
-    with pytest.warns(RuntimeWarning, match=r"record_timestamp but neither elapsed_time nor "
-                                            r"device_times.*timed on the host"):
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"record_timestamp but neither elapsed_time nor "
+        r"device_times.*timed on the host",
+    ):
         b = kprof.register_backend(Unreadable(), "unreadable")
     assert not b.has_timestamps
     assert not b.info().timestamps
@@ -243,8 +247,9 @@ def test_a_token_never_submitted_is_given_up_at_once() -> None:
     kept, dropped = p.device_ranges
     assert kept.name == "kept" and kept.error is None and not kept.host_timed
     assert dropped.name == "dropped"
-    assert dropped.error == ("its work was never submitted to the device: "
-                             "command buffer dropped without submit")
+    assert dropped.error == (
+        "its work was never submitted to the device: command buffer dropped without submit"
+    )
     assert [r.name for r in p.unresolved] == ["dropped"]
     # Asked once on the fast path and once more to make the row, never polled until a timeout.
     assert max(plugin.asked.get(i, 0) for i in plugin.dropped) <= 2

@@ -76,16 +76,18 @@ def summary_lines(out: str) -> list[str]:
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if "kprof: device time per test" in line)
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("=")), len(lines))
-    return lines[start + 1:end]
+    return lines[start + 1 : end]
 
 
 def test_nothing_is_imported_or_profiled_unless_asked(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_quiet="""
+    pytester.makepyfile(
+        test_quiet="""
         import sys
 
         def test_no_kprof():
             assert "kprof_core" not in sys.modules and "kprof" not in sys.modules
-    """)
+    """
+    )
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     r.assert_outcomes(passed=1)
     assert "kprof:" not in r.stdout.str()
@@ -95,7 +97,8 @@ def test_nothing_is_imported_or_profiled_unless_asked(pytester: pytest.Pytester)
 
 
 def test_fixture_and_marker_profile_only_those_tests(
-        pytester: pytest.Pytester, testdev_env: None) -> None:
+    pytester: pytest.Pytester, testdev_env: None
+) -> None:
     pytester.makepyfile(test_dev=TESTDEV)
     r = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     r.assert_outcomes(passed=4)
@@ -108,11 +111,11 @@ def test_fixture_and_marker_profile_only_those_tests(
 
 
 def test_kprof_profiles_every_test_and_saves_each(
-        pytester: pytest.Pytester, testdev_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester, testdev_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makepyfile(test_dev=TESTDEV)
     monkeypatch.setenv("FAILING", "1")
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kprof",
-                                      "--kprof-save", "base")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kprof", "--kprof-save", "base")
     r.assert_outcomes(passed=3, failed=1)
     lines = summary_lines(r.stdout.str())
     tests = [re.search(r"::(\w+)", line).group(1) for line in lines]  # type: ignore[union-attr]
@@ -122,57 +125,75 @@ def test_kprof_profiles_every_test_and_saves_each(
     assert re.search(r"::test_plain  unseen \S+ \S+ \(1 call\)$", "\n".join(lines), re.M)
     # A failing test is in the summary, but its profile is no baseline.
     saved = sorted(p.name for p in (pytester.path / "base").iterdir())
-    assert saved == sorted(baseline_name(f"test_dev::{t}")
-                           for t in ("test_heavy", "test_marked", "test_plain"))
+    assert saved == sorted(
+        baseline_name(f"test_dev::{t}") for t in ("test_heavy", "test_marked", "test_plain")
+    )
     p = kprof.load(pytester.path / "base" / baseline_name("test_dev::test_plain"))
-    assert p.meta["test"] == "test_dev.py::test_plain" and p.meta["test_key"] == "test_dev::test_plain"
+    assert (
+        p.meta["test"] == "test_dev.py::test_plain" and p.meta["test_key"] == "test_dev::test_plain"
+    )
     assert [k.name for k in p.kernels] == ["unseen"]
 
 
 def test_compare_fails_only_significant_slowdowns_above_the_ratio(
-        pytester: pytest.Pytester, testdev_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester, testdev_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytester.makepyfile(test_dev=TESTDEV)
     monkeypatch.setenv("MUL2_US", "1000")
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kprof",
-                                  "--kprof-save", "base").assert_outcomes(passed=4)
+    pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--kprof", "--kprof-save", "base"
+    ).assert_outcomes(passed=4)
     # Ten times slower: test_heavy fails, naming the kernel; the others pass.
     monkeypatch.setenv("MUL2_US", "10000")
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kprof", "--kprof-compare",
-                                      "base", "--kprof-fail-above", "1.5")
+    r = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--kprof", "--kprof-compare", "base", "--kprof-fail-above", "1.5"
+    )
     r.assert_outcomes(passed=3, failed=1)
     out = r.stdout.str()
-    assert re.search(r"\nkprof: significantly slower than the baseline \S+ \(more than 1.5x, "
-                     r"median per call\): mul2 \d+\.\d\dx \(.* -> .* per call, 8->8 calls", out)
+    assert re.search(
+        r"\nkprof: significantly slower than the baseline \S+ \(more than 1.5x, "
+        r"median per call\): mul2 \d+\.\d\dx \(.* -> .* per call, 8->8 calls",
+        out,
+    )
     assert "FAILED test_dev.py::test_heavy - Failed: kprof: significantly slower" in out
     assert re.search(r"FAILED test_dev.py::test_heavy: slower mul2 \d+\.\d\dx", out)
     assert "4 tests compared" in out
     # Without --kprof-fail-above the slowdown is reported, nothing fails.
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kprof", "--kprof-compare", "base")
+    r = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--kprof", "--kprof-compare", "base"
+    )
     r.assert_outcomes(passed=4)
     assert re.search(r"\ntest_dev.py::test_heavy: slower mul2 \d+\.\d\dx", r.stdout.str())
     # Faster is never a failure.
     monkeypatch.setenv("MUL2_US", "100")
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kprof", "--kprof-compare",
-                                      "base", "--kprof-fail-above", "1.1")
+    r = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--kprof", "--kprof-compare", "base", "--kprof-fail-above", "1.1"
+    )
     r.assert_outcomes(passed=4)
 
 
-def test_baselines_survive_a_change_of_rootdir(pytester: pytest.Pytester, testdev_env: None) -> None:
+def test_baselines_survive_a_change_of_rootdir(
+    pytester: pytest.Pytester, testdev_env: None
+) -> None:
     """pytest takes option values that are existing paths into account for the rootdir, so
     the node ids of a run with --kprof-compare DIR can differ from the run that saved DIR."""
-    pytester.mkdir("sub").joinpath("test_dev.py").write_text(TESTDEV + "\n\ndef test_skipped():\n"
-                                                              "    pytest.skip('not here')\n")
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rootdir=sub", "sub",
-                                      "--kprof-save", "base")
+    pytester.mkdir("sub").joinpath("test_dev.py").write_text(
+        TESTDEV + "\n\ndef test_skipped():\n    pytest.skip('not here')\n"
+    )
+    r = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--rootdir=sub", "sub", "--kprof-save", "base"
+    )
     r.assert_outcomes(passed=4, skipped=1)
     lines = "\n".join(summary_lines(r.stdout.str()))
     assert " test_dev.py::test_heavy " in lines and "test_skipped" not in lines
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--rootdir=.", "sub",
-                                      "--kprof-compare", "base")
+    r = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--rootdir=.", "sub", "--kprof-compare", "base"
+    )
     r.assert_outcomes(passed=4, skipped=1)
     assert " sub/test_dev.py::test_heavy " in "\n".join(summary_lines(r.stdout.str()))
-    assert re.search(r"\n3 tests compared, \d within the run-to-run spread; 0 without a baseline",
-                     r.stdout.str())
+    assert re.search(
+        r"\n3 tests compared, \d within the run-to-run spread; 0 without a baseline", r.stdout.str()
+    )
 
 
 def test_usage_errors(pytester: pytest.Pytester, testdev_env: None) -> None:
@@ -242,7 +263,8 @@ def test_on_the_opencl_device(pytester: pytest.Pytester, monkeypatch: pytest.Mon
     assert "test_cl.py::test_mul2  mul2 " in summary_lines(r.stdout.str())[0]
     # 256 times the work per launch.
     monkeypatch.setenv("MUL2_N", str(4096 * 256))
-    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kprof-compare", "base",
-                                      "--kprof-fail-above", "2")
+    r = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--kprof-compare", "base", "--kprof-fail-above", "2"
+    )
     r.assert_outcomes(failed=1)
     assert re.search(r"significantly slower than the baseline .*: mul2 \d+\.\d\dx", r.stdout.str())

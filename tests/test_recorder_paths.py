@@ -38,8 +38,9 @@ COMPILED = native.compiled() is not None
 class Tok:
     """A token with fixed device times; done after ``asks`` questions."""
 
-    def __init__(self, begin: int, end: int, asks: int = 0, fail: bool = False,
-                 bad: bool = False) -> None:
+    def __init__(
+        self, begin: int, end: int, asks: int = 0, fail: bool = False, bad: bool = False
+    ) -> None:
         self.begin, self.end, self.asks, self.fail, self.bad = begin, end, asks, fail, bad
 
     def done(self) -> bool:
@@ -94,7 +95,6 @@ class AbsolutePlugin:
         return None
 
 
-
 class BatchPlugin(AbsolutePlugin):
     """Absolute device clock with the batch reader (as OpenCL)."""
 
@@ -131,17 +131,32 @@ class ElapsedPlugin(AbsolutePlugin):
 
 
 # An operation: (what, queue, name, asks, fail, bad, nbytes)
-OPS = st.lists(st.tuples(
-    st.sampled_from(["kernel", "kernel", "kernel", "copy", "host_timed", "range", "mark",
-                     "observed"]),
-    st.integers(0, 2), st.integers(0, 3), st.integers(0, 3),
-    st.just(False), st.just(False), st.integers(-1, 4096),
-), max_size=60)
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["kernel", "kernel", "kernel", "copy", "host_timed", "range", "mark", "observed"]
+        ),
+        st.integers(0, 2),
+        st.integers(0, 3),
+        st.integers(0, 3),
+        st.just(False),
+        st.just(False),
+        st.integers(-1, 4096),
+    ),
+    max_size=60,
+)
 RARE = st.lists(st.tuples(st.integers(0, 59), st.sampled_from(["fail", "bad"])), max_size=2)
 
 
-def run(plugin: Any, ops: list[tuple[Any, ...]], rare: dict[int, str], compiled: bool,
-        bulk: bool, monkeypatch: pytest.MonkeyPatch, every: int = 4) -> dict[str, Any]:
+def run(
+    plugin: Any,
+    ops: list[tuple[Any, ...]],
+    rare: dict[int, str],
+    compiled: bool,
+    bulk: bool,
+    monkeypatch: pytest.MonkeyPatch,
+    every: int = 4,
+) -> dict[str, Any]:
     name = "paths"
     backend = kprof_core_registry().register(plugin, name)
     queues = [Dev("devA", "q0"), Dev("devA", "q1"), Dev("devB", "q2")]
@@ -170,17 +185,28 @@ def run(plugin: Any, ops: list[tuple[Any, ...]], rare: dict[int, str], compiled:
                     rec.launch(backend, KERNEL, nm, queues[qi], t, t + 10)
                 elif what == "observed" and not isinstance(plugin, ElapsedPlugin):
                     # Host-observed (approximate): always through _take, on every path.
-                    rec.launch_observed(backend, KERNEL, nm, queues[qi], t, t + 10,
-                                        Tok(t + 2, t + 9, asks))
+                    rec.launch_observed(
+                        backend, KERNEL, nm, queues[qi], t, t + 10, Tok(t + 2, t + 9, asks)
+                    )
                 else:
                     # Queue 2's device starts at an odd time: it is not aligned (see above).
                     begin = 10_000 + t * 3 + (1 if qi == 2 else 0)
-                    tok = Tok(begin, begin + 40 + ni, asks, rare.get(i) == "fail",
-                              rare.get(i) == "bad")
+                    tok = Tok(
+                        begin, begin + 40 + ni, asks, rare.get(i) == "fail", rare.get(i) == "bad"
+                    )
                     kind = KERNEL if what == "kernel" else COPY
                     if i % 3 == 0:  # keyword arguments take the general path
-                        rec.launch(backend, kind, nm, queues[qi], t, t + 10, start=tok,
-                                   stop=tok, nbytes=nbytes)
+                        rec.launch(
+                            backend,
+                            kind,
+                            nm,
+                            queues[qi],
+                            t,
+                            t + 10,
+                            start=tok,
+                            stop=tok,
+                            nbytes=nbytes,
+                        )
                     else:
                         rec.launch(backend, kind, nm, queues[qi], t, t + 10, tok, tok, nbytes)
             rec.finish()
@@ -190,10 +216,13 @@ def run(plugin: Any, ops: list[tuple[Any, ...]], rare: dict[int, str], compiled:
     return {
         "table": [list(c) for c in rec.table.columns()],
         "host": [list(getattr(rec.host, c)) for c in rec.host.COLUMNS],
-        "names": list(rec.names.values), "queues": list(rec.queues),
-        "threads": [(th.name, th.task) for th in rec.threads], "errors": dict(rec.errors),
+        "names": list(rec.names.values),
+        "queues": list(rec.queues),
+        "threads": [(th.name, th.task) for th in rec.threads],
+        "errors": dict(rec.errors),
         "clocks": {k: (c.method, c.error_ns, c.shift_ns) for k, c in rec.clocks.items()},
-        "broken": backend.broken, "released": len(getattr(plugin, "released", ())),
+        "broken": backend.broken,
+        "released": len(getattr(plugin, "released", ())),
     }
 
 
@@ -213,16 +242,22 @@ PATHS = [(c, b) for c in (True, False) for b in (True, False)]
 
 
 @pytest.mark.parametrize("plugin_kind", ["absolute", "batch", "elapsed"])
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=OPS, rare=RARE)
-def test_every_path_makes_the_same_records(plugin_kind: str, ops: list[tuple[Any, ...]],
-                                           rare: list[tuple[int, str]], reg: Any,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_path_makes_the_same_records(
+    plugin_kind: str,
+    ops: list[tuple[Any, ...]],
+    rare: list[tuple[int, str]],
+    reg: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     results = []
     for compiled, bulk in PATHS:
-        plugin = {"elapsed": ElapsedPlugin, "batch": BatchPlugin,
-                  "absolute": AbsolutePlugin}[plugin_kind]()
+        plugin = {"elapsed": ElapsedPlugin, "batch": BatchPlugin, "absolute": AbsolutePlugin}[
+            plugin_kind
+        ]()
         results.append(run(plugin, ops, dict(rare), compiled, bulk, monkeypatch))
     first = results[0]
     for path, other in zip(PATHS[1:], results[1:]):
@@ -232,14 +267,17 @@ def test_every_path_makes_the_same_records(plugin_kind: str, ops: list[tuple[Any
     assert len(first["table"][0]) == len(ops) - n_host and len(first["host"][0]) == n_host
 
 
-def test_the_column_wise_harvest_is_used_for_runs(reg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_column_wise_harvest_is_used_for_runs(
+    reg: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Runs of common launches go through _bulk (not entry by entry), on both paths."""
     for compiled in (True, False):
         taken: list[int] = []
         original = Harvest._bulk_rows
 
-        def spy(self: Any, *args: Any, original: Any = original,
-                taken: list[int] = taken) -> tuple[int, int]:
+        def spy(
+            self: Any, *args: Any, original: Any = original, taken: list[int] = taken
+        ) -> tuple[int, int]:
             k, run = original(self, *args)
             taken.append(k)
             return k, run
@@ -253,8 +291,9 @@ def test_the_column_wise_harvest_is_used_for_runs(reg: Any, monkeypatch: pytest.
         monkeypatch.undo()
 
 
-def test_device_errors_are_unresolved_records_on_every_path(reg: Any,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_device_errors_are_unresolved_records_on_every_path(
+    reg: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ops = [("kernel", 0, 0, 0, False, False, -1)] * 6
     for compiled, bulk in PATHS:
         out = run(BatchPlugin(), ops, {3: "fail"}, compiled, bulk, monkeypatch)
@@ -264,7 +303,8 @@ def test_device_errors_are_unresolved_records_on_every_path(reg: Any,
 
 
 def test_a_wrong_return_type_disables_the_backend_on_every_path(
-        reg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    reg: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ops = [("kernel", 0, 0, 0, False, False, -1)] * 6
     for compiled, bulk in PATHS:
         out = run(ElapsedPlugin(), ops, {2: "bad"}, compiled, bulk, monkeypatch)
@@ -278,8 +318,13 @@ def test_a_wrong_return_type_disables_the_backend_on_every_path(
 
 
 def backends_json(env: dict[str, str]) -> list[dict[str, Any]]:
-    out = subprocess.run([KPROF, "backends", "--json"], capture_output=True, text=True,
-                         env={**os.environ, **env}, timeout=120)
+    out = subprocess.run(
+        [KPROF, "backends", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
@@ -292,13 +337,19 @@ def test_kprof_backends_says_which_recorder_is_in_use() -> None:
     expected = "compiled" if COMPILED else "pure Python"
     if os.environ.get("KPROF_PURE_PYTHON", "") in ("", "0"):
         assert {r["recorder"] for r in default} == {expected}
-    text = subprocess.run([KPROF, "backends"], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "KPROF_PURE_PYTHON": "1"}).stdout
+    text = subprocess.run(
+        [KPROF, "backends"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KPROF_PURE_PYTHON": "1"},
+    ).stdout
     assert "Recorder: pure Python (KPROF_PURE_PYTHON=1 is set)" in text
 
 
 def test_a_missing_or_broken_extension_falls_back_to_pure_python(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("KPROF_PURE_PYTHON", raising=False)
     monkeypatch.setitem(sys.modules, "kprof_core._crecorder", None)  # import raises ImportError
     monkeypatch.setattr(native, "_module", None)
@@ -313,13 +364,15 @@ def test_a_missing_or_broken_extension_falls_back_to_pure_python(
 
 
 def test_free_threaded_python_runs_the_pure_python_recorder(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import sysconfig
 
     get = sysconfig.get_config_var
     monkeypatch.delenv("KPROF_PURE_PYTHON", raising=False)
-    monkeypatch.setattr(sysconfig, "get_config_var",
-                        lambda name: 1 if name == "Py_GIL_DISABLED" else get(name))
+    monkeypatch.setattr(
+        sysconfig, "get_config_var", lambda name: 1 if name == "Py_GIL_DISABLED" else get(name)
+    )
     monkeypatch.setattr(native, "_module", None)
     native._load()
     assert native.compiled() is None and "free-threaded CPython" in native.describe()
@@ -360,24 +413,31 @@ class AlignPlugin:
         return None if self.base is None else kprof.Alignment(self.base, 1, "test")
 
 
-ROWS = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 10**6), st.integers(-10**6, 10**6),
-                          st.booleans()), min_size=1, max_size=40)
+ROWS = st.lists(
+    st.tuples(
+        st.integers(0, 3), st.integers(0, 10**6), st.integers(-(10**6), 10**6), st.booleans()
+    ),
+    min_size=1,
+    max_size=40,
+)
 
 
 @pytest.mark.parametrize("compiled", [True, False])
 @settings(max_examples=200, deadline=None)
-@given(rows=ROWS, bases=st.lists(st.one_of(st.none(), st.integers(0, 10**6)), min_size=3,
-                                 max_size=3))
-def test_column_wise_placement_matches_row_by_row(compiled: bool,
-                                                   rows: list[tuple[int, int, int, bool]],
-                                                   bases: list[int | None]) -> None:
+@given(
+    rows=ROWS, bases=st.lists(st.one_of(st.none(), st.integers(0, 10**6)), min_size=3, max_size=3)
+)
+def test_column_wise_placement_matches_row_by_row(
+    compiled: bool, rows: list[tuple[int, int, int, bool]], bases: list[int | None]
+) -> None:
     from kprof_core.placement import _place_each, place
     from kprof_core.records import PLACED, DeviceTable, QueueRecord
 
     # Queues 0 and 1 share a device; 2 and 3 are two more devices.
     queues = [QueueRecord("b", dev, f"q{i}", dev) for i, dev in enumerate(["d0", "d0", "d1", "d2"])]
-    backends = {dev: kprof.Backend("b", AlignPlugin(base)) for dev, base in
-                zip(["d0", "d1", "d2"], bases)}
+    backends = {
+        dev: kprof.Backend("b", AlignPlugin(base)) for dev, base in zip(["d0", "d1", "d2"], bases)
+    }
     for b in backends.values():
         b.align_clock = b.plugin.align_clock  # type: ignore[attr-defined]
     refs = {dev: (b, object(), 100 + i, 200 + i) for i, (dev, b) in enumerate(backends.items())}
@@ -399,18 +459,27 @@ def test_column_wise_placement_matches_row_by_row(compiled: bool,
 
 # -- the summary: column-wise and by a loop agree ------------------------------------------
 
-DEVICE_ROWS = st.lists(st.tuples(st.integers(0, 4), st.sampled_from([0, 1, 2]),
-                                 st.integers(0, 15), st.integers(0, 10**6), st.integers(-1, 10**4),
-                                 st.integers(0, 10**4)), max_size=40)
-HOST_ROWS = st.lists(st.tuples(st.integers(0, 4), st.sampled_from([0, 1, 2]),
-                               st.integers(0, 10**6)), max_size=20)
+DEVICE_ROWS = st.lists(
+    st.tuples(
+        st.integers(0, 4),
+        st.sampled_from([0, 1, 2]),
+        st.integers(0, 15),
+        st.integers(0, 10**6),
+        st.integers(-1, 10**4),
+        st.integers(0, 10**4),
+    ),
+    max_size=40,
+)
+HOST_ROWS = st.lists(
+    st.tuples(st.integers(0, 4), st.sampled_from([0, 1, 2]), st.integers(0, 10**6)), max_size=20
+)
 
 
 @settings(max_examples=200, deadline=None)
 @given(drows=DEVICE_ROWS, hrows=HOST_ROWS, most=st.sampled_from([8, 2]))
-def test_the_column_wise_summary_equals_the_loop(drows: list[tuple[int, ...]],
-                                                 hrows: list[tuple[int, int, int]],
-                                                 most: int) -> None:
+def test_the_column_wise_summary_equals_the_loop(
+    drows: list[tuple[int, ...]], hrows: list[tuple[int, int, int]], most: int
+) -> None:
     from kprof_core import session
     from kprof_core.records import QueueRecord, ThreadRecord
 
@@ -420,8 +489,7 @@ def test_the_column_wise_summary_equals_the_loop(drows: list[tuple[int, ...]],
     p.threads = [ThreadRecord(1, "main")]
     p.start_ns, p.end_ns = 0, 10**7
     for nid, kind, flags, dur, nbytes, launch in drows:
-        row = p.table.append(nid, kind, 0, 0, launch, launch + nbytes % 97, 5, dur, nbytes,
-                             flags)
+        row = p.table.append(nid, kind, 0, 0, launch, launch + nbytes % 97, 5, dur, nbytes, flags)
         if flags & 2:
             p.errors[row] = "why"
     for nid, kind, dur in hrows:
@@ -438,9 +506,12 @@ def test_the_column_wise_summary_equals_the_loop(drows: list[tuple[int, ...]],
 
 
 @settings(max_examples=100, deadline=None)
-@given(counts=st.lists(st.tuples(st.integers(-(2**27), 2**27), st.integers(1, 3000)),
-                       min_size=1, max_size=12),
-       seed=st.integers(0, 2**32))
+@given(
+    counts=st.lists(
+        st.tuples(st.integers(-(2**27), 2**27), st.integers(1, 3000)), min_size=1, max_size=12
+    ),
+    seed=st.integers(0, 2**32),
+)
 def test_statistics_by_counting_equal_sorting(counts: list[tuple[int, int]], seed: int) -> None:
     import math
     import operator
@@ -454,19 +525,26 @@ def test_statistics_by_counting_equal_sorting(counts: list[tuple[int, int]], see
     ordered = sorted(durs)
     n = len(durs)
     median = float(ordered[n // 2]) if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-    assert _stats(durs, n) == (sum(durs), math.fsum(map(operator.mul, durs, durs)),
-                               ordered[0], ordered[-1], median)
+    assert _stats(durs, n) == (
+        sum(durs),
+        math.fsum(map(operator.mul, durs, durs)),
+        ordered[0],
+        ordered[-1],
+        median,
+    )
 
 
-def test_a_replaced_recorder_launch_is_called_on_every_path(monkeypatch: pytest.MonkeyPatch,
-                                                           reg: Any) -> None:
+def test_a_replaced_recorder_launch_is_called_on_every_path(
+    monkeypatch: pytest.MonkeyPatch, reg: Any
+) -> None:
     """Tools that watch launches by replacing Recorder.launch (the conformance kit) see every
     launch, also where the compiled launch path would otherwise be bound."""
     seen: list[str] = []
     original = Recorder.launch
 
-    def watching(self: Recorder, backend: Any, kind: int, name: str, *args: Any,
-                 **kwargs: Any) -> None:
+    def watching(
+        self: Recorder, backend: Any, kind: int, name: str, *args: Any, **kwargs: Any
+    ) -> None:
         seen.append(name)
         original(self, backend, kind, name, *args, **kwargs)
 

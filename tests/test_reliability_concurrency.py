@@ -28,8 +28,10 @@ def test_eight_threads_under_one_profile(tdq: Any) -> None:
                 q.launch("k")
 
     with kprof.profile() as p:
-        threads = [threading.Thread(target=kprof.propagate(work), args=(q,), name=f"w{i}")
-                   for i, q in enumerate(queues)]
+        threads = [
+            threading.Thread(target=kprof.propagate(work), args=(q,), name=f"w{i}")
+            for i, q in enumerate(queues)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -37,7 +39,8 @@ def test_eight_threads_under_one_profile(tdq: Any) -> None:
     ks = p.kernels
     assert len(ks) == THREADS * LAUNCHES
     assert Counter((k.thread, k.queue) for k in ks) == {
-        (f"w{i}", f"queue {q.index}"): LAUNCHES for i, q in enumerate(queues)}
+        (f"w{i}", f"queue {q.index}"): LAUNCHES for i, q in enumerate(queues)
+    }
     assert all(k.error is None for k in ks)
     assert not plugin.live
 
@@ -65,7 +68,8 @@ def test_two_profiles_in_two_threads_see_only_their_own_work(tdq: Any) -> None:
     for i in range(2):
         p = results[i]
         assert Counter((k.name, k.thread, k.queue) for k in p.kernels) == {
-            (f"k{i}", f"t{i}", f"queue {queues[i].index}"): 500}
+            (f"k{i}", f"t{i}", f"queue {queues[i].index}"): 500
+        }
         assert [r.name for r in p.ranges] == [f"r{i}"]
     assert not plugin.live
 
@@ -86,7 +90,12 @@ def test_nested_profiles_each_get_their_records(tdq: Any) -> None:
     by_name = {k.name: k for k in outer.kernels}
     for k in inner.kernels:
         o = by_name[k.name]
-        assert (o.queue, o.thread, o.duration_ns, o.error) == (k.queue, k.thread, k.duration_ns, None)
+        assert (o.queue, o.thread, o.duration_ns, o.error) == (
+            k.queue,
+            k.thread,
+            k.duration_ns,
+            None,
+        )
         assert o.start_ns + outer.start_ns == k.start_ns + inner.start_ns
     assert not plugin.live
 

@@ -30,8 +30,9 @@ def hung_profile(q: device.Queue, **kwargs: Any) -> tuple[kprof.Profile, float]:
 
 
 @pytest.mark.parametrize("how", ["argument", "environment"])
-def test_a_timestamp_that_never_completes(tdq: Any, monkeypatch: pytest.MonkeyPatch,
-                                          how: str) -> None:
+def test_a_timestamp_that_never_completes(
+    tdq: Any, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
     q = tdq()
     if how == "environment":
         monkeypatch.setenv("KPROF_RESOLVE_TIMEOUT", "0.2")

@@ -67,13 +67,19 @@ print("backends", sorted(p.backends), "kernels", [k.name for k in p.kernels])
 
 @pytest.fixture
 def hung_dist(plugin_dist: Any, fresh_registry: Any) -> Path:
-    return plugin_dist("kprof-hung", {"hungimp": "kprof_hungimp", "hungdesc": "kprof_hungdesc"},
-                       {"kprof_hungimp": HANGS_ON_IMPORT, "kprof_hungdesc": DESCRIBE_HANGS})
+    return plugin_dist(
+        "kprof-hung",
+        {"hungimp": "kprof_hungimp", "hungdesc": "kprof_hungdesc"},
+        {"kprof_hungimp": HANGS_ON_IMPORT, "kprof_hungdesc": DESCRIBE_HANGS},
+    )
 
 
 def test_hung_plugins_are_listed_as_errors_in_bounded_time(hung_dist: Path) -> None:
-    env = {"PYTHONPATH": str(hung_dist), "KPROF_PLUGINS": "testdev,hungimp,hungdesc",
-           "KPROF_DISCOVERY_TIMEOUT": "0.5"}
+    env = {
+        "PYTHONPATH": str(hung_dist),
+        "KPROF_PLUGINS": "testdev,hungimp,hungdesc",
+        "KPROF_DISCOVERY_TIMEOUT": "0.5",
+    }
     t0 = time.monotonic()
     out = run(KPROF, "backends", "--json", env=env)
     took = time.monotonic() - t0
@@ -92,10 +98,15 @@ def test_hung_plugins_are_listed_as_errors_in_bounded_time(hung_dist: Path) -> N
 
 @pytest.fixture
 def exiting_dist(plugin_dist: Any, fresh_registry: Any, monkeypatch: pytest.MonkeyPatch) -> Path:
-    site = plugin_dist("kprof-exits", {"exitimp": "kprof_exitimp", "exitdesc": "kprof_exitdesc",
-                                       "wronginfo": "kprof_wronginfo"},
-                       {"kprof_exitimp": EXITS_ON_IMPORT, "kprof_exitdesc": DESCRIBE_EXITS,
-                        "kprof_wronginfo": WRONG_INFO})
+    site = plugin_dist(
+        "kprof-exits",
+        {"exitimp": "kprof_exitimp", "exitdesc": "kprof_exitdesc", "wronginfo": "kprof_wronginfo"},
+        {
+            "kprof_exitimp": EXITS_ON_IMPORT,
+            "kprof_exitdesc": DESCRIBE_EXITS,
+            "kprof_wronginfo": WRONG_INFO,
+        },
+    )
     monkeypatch.setenv("KPROF_PLUGINS", "testdev,exitimp,exitdesc,wronginfo")
     return site
 
@@ -105,7 +116,9 @@ def test_systemexit_and_wrong_types_from_plugins_are_isolated(exiting_dist: Path
         infos = {b.name: b.info() for b in kprof.backends()}
     assert infos["exitimp"].status == "error: SystemExit: 3"
     assert infos["exitdesc"].status == "error: describe_backend SystemExit: 4"
-    assert infos["wronginfo"].status.startswith("error: TypeError: BackendInfo.devices must be a list of str")
+    assert infos["wronginfo"].status.startswith(
+        "error: TypeError: BackendInfo.devices must be a list of str"
+    )
     assert naming(caught, "exitimp") and naming(caught, "exitdesc") and naming(caught, "wronginfo")
     q = tdq()
     with kprof.profile() as p, q:
@@ -123,10 +136,13 @@ def test_backends_command_survives_plugins_that_exit(exiting_dist: Path) -> None
     assert "error: TypeError: BackendInfo.devices" in lines["wronginfo"]
 
 
-def test_a_plugin_named_like_a_builtin_does_not_replace_it(plugin_dist: Any, fresh_registry: Any,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plugin_named_like_a_builtin_does_not_replace_it(
+    plugin_dist: Any, fresh_registry: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("pyopencl")
-    plugin_dist("evil-opencl", {"opencl": "kprof_impostor"}, {"kprof_impostor": IMPOSTOR}, version="6.6")
+    plugin_dist(
+        "evil-opencl", {"opencl": "kprof_impostor"}, {"kprof_impostor": IMPOSTOR}, version="6.6"
+    )
     monkeypatch.setenv("KPROF_PLUGINS", "opencl")
     with caught_warnings() as caught:
         [b] = kprof.backends()
@@ -139,7 +155,8 @@ def test_a_plugin_named_like_a_builtin_does_not_replace_it(plugin_dist: Any, fre
 
 
 def test_two_third_parties_with_one_name_resolve_the_same_way_each_time(
-        plugin_dist: Any, fresh_registry: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin_dist: Any, fresh_registry: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Created in both orders: the choice must not follow the file system's listing order.
     plugin_dist("zeta-x", {"samename": "kprof_zeta"}, {"kprof_zeta": IMPOSTOR})
     plugin_dist("alpha-x", {"samename": "kprof_alpha"}, {"kprof_alpha": IMPOSTOR})
@@ -152,14 +169,19 @@ def test_two_third_parties_with_one_name_resolve_the_same_way_each_time(
 
 
 @pytest.mark.parametrize(("raw", "value"), [("", 20.0), ("2.5", 2.5), ("0", None)])
-def test_the_discovery_timeout_variable(monkeypatch: pytest.MonkeyPatch, raw: str,
-                                        value: float | None) -> None:
+def test_the_discovery_timeout_variable(
+    monkeypatch: pytest.MonkeyPatch, raw: str, value: float | None
+) -> None:
     monkeypatch.setenv("KPROF_DISCOVERY_TIMEOUT", raw)
     assert discovery_timeout() == value
 
 
 @pytest.mark.parametrize("raw", ["-1", "soon", "inf", "nan"])
-def test_a_bad_discovery_timeout_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+def test_a_bad_discovery_timeout_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
     monkeypatch.setenv("KPROF_DISCOVERY_TIMEOUT", raw)
-    with pytest.raises(kprof.KprofError, match=r"KPROF_DISCOVERY_TIMEOUT=.* is not a number of seconds"):
+    with pytest.raises(
+        kprof.KprofError, match=r"KPROF_DISCOVERY_TIMEOUT=.* is not a number of seconds"
+    ):
         discovery_timeout()

@@ -91,23 +91,30 @@ def load_in_child(tmp_path: Path, blob: bytes) -> tuple[int, str]:
     """(MB the loader's peak memory grew by, the outcome), loading in a fresh process."""
     path = tmp_path / "bomb.kprof"
     path.write_bytes(blob)
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     mb, outcome = out.stdout.strip().split(" ", 1)
     return int(mb), outcome
 
 
-@pytest.mark.parametrize(("declared", "says"), [
-    (None, "holds more than its 0 values"),  # the stream holds more than the header says
-    (2**23, "decompression bomb"),  # consistent, but more than the file could honestly hold
-])
-def test_a_decompression_bomb_is_refused_in_bounded_memory(tmp_path: Path, declared: int | None,
-                                                           says: str) -> None:
+@pytest.mark.parametrize(
+    ("declared", "says"),
+    [
+        (None, "holds more than its 0 values"),  # the stream holds more than the header says
+        (2**23, "decompression bomb"),  # consistent, but more than the file could honestly hold
+    ],
+)
+def test_a_decompression_bomb_is_refused_in_bounded_memory(
+    tmp_path: Path, declared: int | None, says: str
+) -> None:
     blob = bomb(1 << 29, declared)  # every column inflates to 512 MB; the file is ~8 MB
     assert len(blob) < 10 << 20
     grown_mb, outcome = load_in_child(tmp_path, blob)
-    assert outcome.startswith("refused: bomb.kprof: corrupt kprof file") and says in outcome, outcome
+    assert outcome.startswith("refused: bomb.kprof: corrupt kprof file") and says in outcome, (
+        outcome
+    )
     assert grown_mb < 200
 
 
@@ -141,54 +148,71 @@ def test_a_column_that_holds_more_than_its_rows_is_refused() -> None:
 # -- content that passes the checksums --------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("edit", "says"), [
-    (lambda h: h["meta"].update(deep=deep(100_000)), "nests too deeply"),
-    (lambda h: h["meta"].update(deep=deep(200)), "nests deeper than 32 levels"),
-    (lambda h: h["meta"].update(host=["a"]), "meta['host'] is not a string"),
-    (lambda h: h["meta"].update(pid="12"), "meta['pid'] is not an integer"),
-    (lambda h: h["meta"].update(rank=-1), "meta['rank'] is negative"),
-    (lambda h: h["meta"].update(clock_offset_ns=2**63), "clock_offset_ns'] is not a time"),
-    (lambda h: h["meta"].update(wall_anchor=[1, 2]), "wall_anchor'] is not an object"),
-    (lambda h: h["meta"].update(wall_anchor={"wall_ns": 1.5}), "wall_anchor']['wall_ns']"),
-    (lambda h: h["meta"].update(clock_reference="yes"), "clock_reference"),
-    (lambda h: h["meta"].update(sources=[1, 2]), "meta['sources'][0] is not an object"),
-    (lambda h: h["meta"].update(sources=[{"label": "a", "method": "m", "offset_ns": 0, "meta": {}}],
-                                queue_source=[0, 5], thread_source=[0, 0]),
-     "'queue_source'] does not give a source for each of the 2 queues"),
-    (lambda h: h["meta"].update(sources=[{"label": "a", "method": "m", "offset_ns": 0,
-                                          "meta": {"host": 3}}],
-                                queue_source=[0, 0], thread_source=[0, 0]),
-     "['meta']['host'] is not a string"),
-    (lambda h: h.update(end_ns=h["start_ns"] - 1), "ends before it starts"),
-    (lambda h: h["meta"].update(clock_drift=float("inf")), "Infinity is not a JSON value"),
-    (lambda h: h["meta"].update(x=[float("nan")]), "NaN is not a JSON value"),
-    (lambda h: h.update(start_ns=-(2**62)), "start_ns is not a time"),
-    (lambda h: h["clocks"][0].__setitem__(5, 2**62), "a clock's shift is not a time"),
-    (lambda h: h["clocks"][0].__setitem__(4, -5), "error bound is negative"),
-])
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda h: h["meta"].update(deep=deep(100_000)), "nests too deeply"),
+        (lambda h: h["meta"].update(deep=deep(200)), "nests deeper than 32 levels"),
+        (lambda h: h["meta"].update(host=["a"]), "meta['host'] is not a string"),
+        (lambda h: h["meta"].update(pid="12"), "meta['pid'] is not an integer"),
+        (lambda h: h["meta"].update(rank=-1), "meta['rank'] is negative"),
+        (lambda h: h["meta"].update(clock_offset_ns=2**63), "clock_offset_ns'] is not a time"),
+        (lambda h: h["meta"].update(wall_anchor=[1, 2]), "wall_anchor'] is not an object"),
+        (lambda h: h["meta"].update(wall_anchor={"wall_ns": 1.5}), "wall_anchor']['wall_ns']"),
+        (lambda h: h["meta"].update(clock_reference="yes"), "clock_reference"),
+        (lambda h: h["meta"].update(sources=[1, 2]), "meta['sources'][0] is not an object"),
+        (
+            lambda h: h["meta"].update(
+                sources=[{"label": "a", "method": "m", "offset_ns": 0, "meta": {}}],
+                queue_source=[0, 5],
+                thread_source=[0, 0],
+            ),
+            "'queue_source'] does not give a source for each of the 2 queues",
+        ),
+        (
+            lambda h: h["meta"].update(
+                sources=[{"label": "a", "method": "m", "offset_ns": 0, "meta": {"host": 3}}],
+                queue_source=[0, 0],
+                thread_source=[0, 0],
+            ),
+            "['meta']['host'] is not a string",
+        ),
+        (lambda h: h.update(end_ns=h["start_ns"] - 1), "ends before it starts"),
+        (lambda h: h["meta"].update(clock_drift=float("inf")), "Infinity is not a JSON value"),
+        (lambda h: h["meta"].update(x=[float("nan")]), "NaN is not a JSON value"),
+        (lambda h: h.update(start_ns=-(2**62)), "start_ns is not a time"),
+        (lambda h: h["clocks"][0].__setitem__(5, 2**62), "a clock's shift is not a time"),
+        (lambda h: h["clocks"][0].__setitem__(4, -5), "error bound is negative"),
+    ],
+)
 def test_hostile_headers_are_one_clear_error(edit: Any, says: str) -> None:
     with pytest.raises(CorruptProfileError, match=re.escape(says)):
         loads(with_header(GOOD, edit), name="evil.kprof")
 
 
-@pytest.mark.parametrize(("column", "values", "says"), [
-    ("start", [2**62, 0, 0, 0], "column device.start holds a time beyond"),
-    ("duration", [0, -(2**63), 0, 0], "column device.duration holds a time beyond"),
-    ("nbytes", [-2, -1, -1, -1], "device.nbytes holds a value outside"),
-    ("flags", [16, 0, 0, 0], "device.flags holds an unknown flag"),
-    ("flags", [-1, 0, 0, 0], "device.flags holds an unknown flag"),
-])
+@pytest.mark.parametrize(
+    ("column", "values", "says"),
+    [
+        ("start", [2**62, 0, 0, 0], "column device.start holds a time beyond"),
+        ("duration", [0, -(2**63), 0, 0], "column device.duration holds a time beyond"),
+        ("nbytes", [-2, -1, -1, -1], "device.nbytes holds a value outside"),
+        ("flags", [16, 0, 0, 0], "device.flags holds an unknown flag"),
+        ("flags", [-1, 0, 0, 0], "device.flags holds an unknown flag"),
+    ],
+)
 @pytest.mark.parametrize("compress", [False, True])
-def test_hostile_columns_are_one_clear_error(column: str, values: list[int], says: str,
-                                             compress: bool) -> None:
+def test_hostile_columns_are_one_clear_error(
+    column: str, values: list[int], says: str, compress: bool
+) -> None:
     with pytest.raises(CorruptProfileError, match=says):
         loads(with_column(GOOD, "device", column, values, compress), name="evil.kprof")
 
 
 def test_lone_surrogates_in_names_load_and_print(tmp_path: Path) -> None:
     """JSON can hold a lone surrogate (\\ud800); every output writes it escaped."""
-    blob = with_header(GOOD, lambda h: (h["names"].__setitem__(0, "k\ud800"),
-                                        h["meta"].update(host="h\udfff")))
+    blob = with_header(
+        GOOD, lambda h: (h["names"].__setitem__(0, "k\ud800"), h["meta"].update(host="h\udfff"))
+    )
     p = loads(blob)
     use_everything(p)
     assert "k\\ud800" in p.report()
@@ -199,33 +223,55 @@ def test_lone_surrogates_in_names_load_and_print(tmp_path: Path) -> None:
 # -- fuzzing ----------------------------------------------------------------------------------------
 
 JSON = st.recursive(
-    st.none() | st.booleans() | INT64 | st.floats()
-    | st.text(max_size=4),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
-    max_leaves=6)
+    st.none() | st.booleans() | INT64 | st.floats() | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
 TIME = st.integers(-(2**61), 2**61 - 1)
 WIDE = st.sampled_from([2**61 - 1, 2**61, -(2**61), -(2**61) - 1, 2**62, 2**63 - 1]) | INT64
-OWNERS = st.lists(st.integers(-1, 2), min_size=2, max_size=2) | st.lists(st.integers(0, 1), max_size=3)
+OWNERS = st.lists(st.integers(-1, 2), min_size=2, max_size=2) | st.lists(
+    st.integers(0, 1), max_size=3
+)
 
 
 def meta_of(depth: int) -> Any:
     """kprof's meta keys, each well typed or near the edge more often than not, else any JSON."""
     valid: dict[str, Any] = {
-        "host": st.text(max_size=4), "pid": TIME, "rank": st.none() | st.integers(-2, 4) | WIDE,
-        "world_size": st.none() | st.integers(-1, 4), "rank_source": st.text(max_size=3),
-        "clock_domain": st.sampled_from(["boot:a", "boot:b"]), "host_clock": st.text(max_size=3),
-        "clock_offset_ns": TIME | TIME | WIDE, "clock_error_ns": st.none() | TIME,
-        "clock_drift": st.floats() | st.integers(), "clock_reference": st.booleans(),
-        "wall_anchor": st.fixed_dictionaries({}, optional={k: TIME | WIDE | JSON for k in
-                                                           ("wall_ns", "perf_ns", "bracket_ns")}),
+        "host": st.text(max_size=4),
+        "pid": TIME,
+        "rank": st.none() | st.integers(-2, 4) | WIDE,
+        "world_size": st.none() | st.integers(-1, 4),
+        "rank_source": st.text(max_size=3),
+        "clock_domain": st.sampled_from(["boot:a", "boot:b"]),
+        "host_clock": st.text(max_size=3),
+        "clock_offset_ns": TIME | TIME | WIDE,
+        "clock_error_ns": st.none() | TIME,
+        "clock_drift": st.floats() | st.integers(),
+        "clock_reference": st.booleans(),
+        "wall_anchor": st.fixed_dictionaries(
+            {}, optional={k: TIME | WIDE | JSON for k in ("wall_ns", "perf_ns", "bracket_ns")}
+        ),
     }
     if depth:
         source = st.fixed_dictionaries(
-            {"label": st.text(max_size=3), "method": st.text(max_size=3), "offset_ns": TIME | WIDE,
-             "meta": meta_of(depth - 1)}, optional={"error_ns": st.none() | TIME | WIDE})
-        valid.update(sources=st.lists(source, min_size=1, max_size=2) | JSON,
-                     queue_source=OWNERS, thread_source=OWNERS)
-    return st.fixed_dictionaries({}, optional={k: st.one_of(v, v, v, v, v, JSON) for k, v in valid.items()})
+            {
+                "label": st.text(max_size=3),
+                "method": st.text(max_size=3),
+                "offset_ns": TIME | WIDE,
+                "meta": meta_of(depth - 1),
+            },
+            optional={"error_ns": st.none() | TIME | WIDE},
+        )
+        valid.update(
+            sources=st.lists(source, min_size=1, max_size=2) | JSON,
+            queue_source=OWNERS,
+            thread_source=OWNERS,
+        )
+    return st.fixed_dictionaries(
+        {}, optional={k: st.one_of(v, v, v, v, v, JSON) for k, v in valid.items()}
+    )
 
 
 META = meta_of(1)
@@ -239,15 +285,17 @@ def test_fuzzed_meta_loads_to_a_usable_profile_or_one_clear_error(meta: dict[str
         use_everything(p)
 
 
-TIME_COLUMNS = [("device", c) for c in ("launch_start", "launch_end", "start", "duration", "nbytes", "flags")] \
-    + [("host", "start"), ("host", "end")]
+TIME_COLUMNS = [
+    ("device", c) for c in ("launch_start", "launch_end", "start", "duration", "nbytes", "flags")
+] + [("host", "start"), ("host", "end")]
 EDGE = st.sampled_from([0, -1, 1, 2**61 - 1, -(2**61), 2**61, 2**62, 2**63 - 1, -(2**63)]) | INT64
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(TIME_COLUMNS), st.data(), st.booleans(), st.integers(-(2**62), 2**62))
 def test_fuzzed_int64_columns_load_to_a_usable_profile_or_one_clear_error(
-        column: tuple[str, str], data: Any, compress: bool, start: int) -> None:
+    column: tuple[str, str], data: Any, compress: bool, start: int
+) -> None:
     table, name = column
     rows = 4 if table == "device" else 2
     values = data.draw(st.lists(EDGE, min_size=rows, max_size=rows))
@@ -261,19 +309,28 @@ def test_fuzzed_int64_columns_load_to_a_usable_profile_or_one_clear_error(
 # -- the commands never print a traceback -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("blob", [
-    with_header(GOOD, lambda h: h["meta"].update(deep=deep(100_000))),
-    with_header(GOOD, lambda h: h["meta"].update(sources=[1])),
-    with_column(GOOD, "device", "start", [2**63 - 1] * 4),
-    with_header(GOOD, lambda h: h.update(end_ns=0)),
-], ids=["deep", "sources", "int64-max", "end-before-start"])
+@pytest.mark.parametrize(
+    "blob",
+    [
+        with_header(GOOD, lambda h: h["meta"].update(deep=deep(100_000))),
+        with_header(GOOD, lambda h: h["meta"].update(sources=[1])),
+        with_column(GOOD, "device", "start", [2**63 - 1] * 4),
+        with_header(GOOD, lambda h: h.update(end_ns=0)),
+    ],
+    ids=["deep", "sources", "int64-max", "end-before-start"],
+)
 @pytest.mark.parametrize("command", ["merge", "show", "diff"])
-def test_commands_refuse_a_hostile_file_in_one_line(tmp_path: Path, blob: bytes, command: str) -> None:
+def test_commands_refuse_a_hostile_file_in_one_line(
+    tmp_path: Path, blob: bytes, command: str
+) -> None:
     """kprof merge, show and diff read files through the one loader: one line, exit code 2."""
     (tmp_path / "a.kprof").write_bytes(GOOD)
     (tmp_path / "b.kprof").write_bytes(blob)
-    files = [str(tmp_path / "b.kprof")] if command == "show" else [str(tmp_path / "a.kprof"),
-                                                                   str(tmp_path / "b.kprof")]
+    files = (
+        [str(tmp_path / "b.kprof")]
+        if command == "show"
+        else [str(tmp_path / "a.kprof"), str(tmp_path / "b.kprof")]
+    )
     out = subprocess.run([KPROF, command, *files], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
@@ -287,8 +344,19 @@ def test_merge_save_with_far_apart_clocks_is_a_clear_error(tmp_path: Path) -> No
     b.meta = {"host": "b", "pid": 2, "clock_offset_ns": -(2**61), "clock_domain": "boot:b"}
     a.save(tmp_path / "a.kprof")
     b.save(tmp_path / "b.kprof")
-    out = subprocess.run([KPROF, "merge", str(tmp_path / "a.kprof"), str(tmp_path / "b.kprof"),
-                          "--save", str(tmp_path / "m.kprof")], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            KPROF,
+            "merge",
+            str(tmp_path / "a.kprof"),
+            str(tmp_path / "b.kprof"),
+            "--save",
+            str(tmp_path / "m.kprof"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" not in out.stderr
     assert out.returncode == 2 and "one timeline" in out.stderr
 
@@ -297,11 +365,20 @@ def test_a_recorded_profile_still_loads_exactly() -> None:
     assert storage.dumps(loads(GOOD)) == GOOD
 
 
-@pytest.mark.parametrize(("edit", "says"), [
-    (lambda p: p.meta.update(host=["x"]), "cannot save: meta['host'] is not a string"),
-    (lambda p: p.meta.update(deep=json.loads("[" * 40 + "]" * 40)), "cannot save: meta nests deeper"),
-    (lambda p: setattr(p, "end_ns", p.start_ns - 1), "cannot save: the profile ends before it starts"),
-])
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda p: p.meta.update(host=["x"]), "cannot save: meta['host'] is not a string"),
+        (
+            lambda p: p.meta.update(deep=json.loads("[" * 40 + "]" * 40)),
+            "cannot save: meta nests deeper",
+        ),
+        (
+            lambda p: setattr(p, "end_ns", p.start_ns - 1),
+            "cannot save: the profile ends before it starts",
+        ),
+    ],
+)
 def test_what_cannot_load_back_cannot_be_saved(tmp_path: Path, edit: Any, says: str) -> None:
     p = fixture_profile()
     edit(p)

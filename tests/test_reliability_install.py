@@ -27,8 +27,9 @@ class Patching(InstantClock):
     """Patches ``target.fn`` on install and restores it on removal; ``fail_install`` /
     ``fail_remove``: raise that exception (after patching, as an interrupted install would)."""
 
-    def __init__(self, fail_install: BaseException | None = None,
-                 fail_remove: BaseException | None = None) -> None:
+    def __init__(
+        self, fail_install: BaseException | None = None, fail_remove: BaseException | None = None
+    ) -> None:
         super().__init__()
         self.fail_install, self.fail_remove = fail_install, fail_remove
         self.installs = self.removes = 0

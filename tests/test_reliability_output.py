@@ -30,11 +30,17 @@ def hostile_profile() -> kprof.Profile:
     """Every printed name holds escapes, CR/LF, C1, a bidi override and a lone surrogate."""
     p = fixture_profile()
     p.names = [f"{n} {HOSTILE}" for n in p.names]
-    p.queues = [type(q)(q.backend, q.device + HOSTILE, q.label + HOSTILE, q.device_key) for q in p.queues]
-    p.threads = [ThreadRecord(t.ident, t.name + HOSTILE, t.task and t.task + HOSTILE) for t in p.threads]
+    p.queues = [
+        type(q)(q.backend, q.device + HOSTILE, q.label + HOSTILE, q.device_key) for q in p.queues
+    ]
+    p.threads = [
+        ThreadRecord(t.ident, t.name + HOSTILE, t.task and t.task + HOSTILE) for t in p.threads
+    ]
     p.errors = {k: v + HOSTILE for k, v in p.errors.items()}
-    p.clocks = {k: type(c)(c.backend, c.device + HOSTILE, c.method + HOSTILE, c.error_ns, c.shift_ns)
-                for k, c in p.clocks.items()}
+    p.clocks = {
+        k: type(c)(c.backend, c.device + HOSTILE, c.method + HOSTILE, c.error_ns, c.shift_ns)
+        for k, c in p.clocks.items()
+    }
     p.meta = {**p.meta, "host": "node" + HOSTILE}
     return p
 
@@ -54,7 +60,10 @@ def test_the_report_and_trace_escape_every_name() -> None:
     clean = fixture_profile()
     text = p.report(trace=True)
     inert(text, lines=clean.report(trace=True).count("\n") + 1)  # not one line more
-    assert "evil\\x1b]0;pwned\\x07\\x1b[2J\\x0d\\x0aProfiled 0 ns, forged\\x9b31m\\u202egnp.exe\\ud800" in text
+    assert (
+        "evil\\x1b]0;pwned\\x07\\x1b[2J\\x0d\\x0aProfiled 0 ns, forged\\x9b31m\\u202egnp.exe\\ud800"
+        in text
+    )
 
 
 def test_merge_output_escapes_every_name(tmp_path: Path) -> None:
@@ -65,8 +74,13 @@ def test_merge_output_escapes_every_name(tmp_path: Path) -> None:
     inert(format_cross_rank(cross_rank_summary([a, b]), 2))
     a.save(tmp_path / "a.kprof")
     b.save(tmp_path / "b.kprof")
-    out = subprocess.run([KPROF, "merge", str(tmp_path / "a.kprof"), str(tmp_path / "b.kprof")],
-                         capture_output=True, text=True, timeout=120, errors="surrogateescape")
+    out = subprocess.run(
+        [KPROF, "merge", str(tmp_path / "a.kprof"), str(tmp_path / "b.kprof")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        errors="surrogateescape",
+    )
     assert out.returncode == 0, out.stderr
     inert(out.stdout.rstrip("\n"))
 
@@ -77,7 +91,9 @@ def test_escape_leaves_nothing_that_acts_on_a_terminal(s: str) -> None:
     e = escape(s)
     e.encode("utf-8")
     assert all(ord(c) >= 0x20 and not 0x7F <= ord(c) <= 0x9F for c in e)
-    if s.isprintable() and not any(0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069 for c in s):
+    if s.isprintable() and not any(
+        0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069 for c in s
+    ):
         assert e == s  # printable text (µ, ≤, CJK, box drawing) is kept as it is
 
 
@@ -114,8 +130,12 @@ def test_csv_never_holds_a_formula(name: str) -> None:
     assert len(rows) == len(p.table) + len(p.host)  # a CR in a name splits no row
     cells = [r["name"] for r in rows]
     assert "'" + name in cells
-    assert not any(c.startswith(("=", "+", "-", "@", "\t", "\r")) for r in rows for c in r.values()
-                   if c and not c.lstrip("-").isdigit())
+    assert not any(
+        c.startswith(("=", "+", "-", "@", "\t", "\r"))
+        for r in rows
+        for c in r.values()
+        if c and not c.lstrip("-").isdigit()
+    )
     assert all(float(r["start_ns"]) == int(r["start_ns"]) for r in rows)  # numbers untouched
     assert p.to_json()["device"][0]["name"] == name  # JSON keeps the name as it is
 
@@ -132,9 +152,18 @@ def run_script(tmp_path: Path, body: str, close_reader: bool) -> tuple[int, str,
     script.write_text(body)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
     env["KPROF_PLUGINS"] = "testdev"
-    cmd = [KPROF, "run", "-o", str(tmp_path / "out.kprof"), "--html", str(tmp_path / "out.html"),
-           str(script)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    cmd = [
+        KPROF,
+        "run",
+        "-o",
+        str(tmp_path / "out.kprof"),
+        "--html",
+        str(tmp_path / "out.html"),
+        str(script),
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path
+    )
     assert proc.stdout is not None and proc.stderr is not None
     if close_reader:
         proc.stdout.close()
@@ -154,9 +183,12 @@ with kprof.range("work"):
 
 
 @pytest.mark.parametrize("exit_code", [0, 3])
-def test_run_into_a_closed_pipe_writes_its_files_and_keeps_the_exit_code(tmp_path: Path,
-                                                                         exit_code: int) -> None:
-    code, _out, err = run_script(tmp_path, SCRIPT.format(work="pass", tail=f"sys.exit({exit_code})"), True)
+def test_run_into_a_closed_pipe_writes_its_files_and_keeps_the_exit_code(
+    tmp_path: Path, exit_code: int
+) -> None:
+    code, _out, err = run_script(
+        tmp_path, SCRIPT.format(work="pass", tail=f"sys.exit({exit_code})"), True
+    )
     assert code == exit_code, err
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert kprof.load(tmp_path / "out.kprof").ranges[0].name == "work"
@@ -165,7 +197,10 @@ def test_run_into_a_closed_pipe_writes_its_files_and_keeps_the_exit_code(tmp_pat
 
 def test_run_of_a_script_that_closes_stdout_still_reports(tmp_path: Path) -> None:
     code, out, err = run_script(
-        tmp_path, SCRIPT.format(work='print("hello from the script")', tail="sys.stdout.close()"), False)
+        tmp_path,
+        SCRIPT.format(work='print("hello from the script")', tail="sys.stdout.close()"),
+        False,
+    )
     assert code == 0, err
     assert "Traceback" not in err, err
     assert "hello from the script" in out and "Profiled" in out and "work" in out
@@ -181,12 +216,27 @@ def test_merge_show_diff_and_backends_into_a_closed_pipe(tmp_path: Path) -> None
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
     env["KPROF_PLUGINS"] = "testdev"
     a = str(tmp_path / "a.kprof")
-    for cmd, files in (([KPROF, "merge", a, "-o", str(tmp_path / "t.json"),
-                         "--html", str(tmp_path / "t.html")], ["t.json", "t.html"]),
-                       ([KPROF, "show", a, "-t", "--trace", str(tmp_path / "s.json"),
-                         "--html", str(tmp_path / "s.html")], ["s.json", "s.html"]),
-                       ([KPROF, "diff", a, a, "--html", str(tmp_path / "d.html")], ["d.html"]),
-                       ([KPROF, "backends"], [])):
+    for cmd, files in (
+        (
+            [KPROF, "merge", a, "-o", str(tmp_path / "t.json"), "--html", str(tmp_path / "t.html")],
+            ["t.json", "t.html"],
+        ),
+        (
+            [
+                KPROF,
+                "show",
+                a,
+                "-t",
+                "--trace",
+                str(tmp_path / "s.json"),
+                "--html",
+                str(tmp_path / "s.html"),
+            ],
+            ["s.json", "s.html"],
+        ),
+        ([KPROF, "diff", a, a, "--html", str(tmp_path / "d.html")], ["d.html"]),
+        ([KPROF, "backends"], []),
+    ):
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.close()

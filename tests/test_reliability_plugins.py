@@ -61,20 +61,30 @@ def naming(caught: list[warnings.WarningMessage], name: str) -> list[str]:
     return [str(w.message) for w in caught if f"'{name}'" in str(w.message)]
 
 
-def run(*args: str, env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
     full.update(env)
-    return subprocess.run(list(args), capture_output=True, text=True, env=full, cwd=cwd,
-                          timeout=60)
+    return subprocess.run(list(args), capture_output=True, text=True, env=full, cwd=cwd, timeout=60)
 
 
 @pytest.fixture
 def broken_dist(plugin_dist: Any, fresh_registry: Any, monkeypatch: pytest.MonkeyPatch) -> Path:
     site = plugin_dist(
-        "kprof-broken", {"brokenimp": "kprof_brokenimp", "brokendesc": "kprof_brokendesc",
-                         "brokenrec": "kprof_brokenrec"},
-        {"kprof_brokenimp": RAISES_ON_IMPORT, "kprof_brokendesc": DESCRIBE_RAISES,
-         "kprof_brokenrec": RECORD_RAISES}, version="2.0")
+        "kprof-broken",
+        {
+            "brokenimp": "kprof_brokenimp",
+            "brokendesc": "kprof_brokendesc",
+            "brokenrec": "kprof_brokenrec",
+        },
+        {
+            "kprof_brokenimp": RAISES_ON_IMPORT,
+            "kprof_brokendesc": DESCRIBE_RAISES,
+            "kprof_brokenrec": RECORD_RAISES,
+        },
+        version="2.0",
+    )
     monkeypatch.setenv("KPROF_PLUGINS", "testdev,brokenimp,brokendesc,brokenrec")
     return site
 
@@ -255,8 +265,10 @@ def test_nothing_is_imported_from_the_working_directory(tmp_path: Path) -> None:
         for sub in ("plugin", "nots"):
             (pkg / f"{sub}.py").write_text(HIJACK.format(marker=str(marker)))
     (tmp_path / "script.py").write_text("print('script ran')\n")
-    for cmd in ([sys.executable, "-m", "kprof", "backends", "--json"],
-                [KPROF, "backends", "--json"]):
+    for cmd in (
+        [sys.executable, "-m", "kprof", "backends", "--json"],
+        [KPROF, "backends", "--json"],
+    ):
         out = run(*cmd, env={}, cwd=tmp_path)
         assert out.returncode == 0, out.stderr
         assert not marker.exists(), f"{cmd} imported a module from the working directory"
@@ -269,8 +281,7 @@ def test_nothing_is_imported_from_the_working_directory(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-def test_a_malformed_launch_report_is_dropped_with_one_warning(testbackends: Any,
-                                                               tdq: Any) -> None:
+def test_a_malformed_launch_report_is_dropped_with_one_warning(testbackends: Any, tdq: Any) -> None:
     from kprof_testbackend import plugin
 
     q = tdq()
@@ -281,8 +292,16 @@ def test_a_malformed_launch_report_is_dropped_with_one_warning(testbackends: Any
         for _ in range(2):  # a plugin's bug: a name that is not a str
             t0 = kprof.capture.now()
             start, stop = plugin.record_timestamp(b), plugin.record_timestamp(b)
-            rec.launch(b, kprof.capture.KERNEL, ["not", "a", "name"], q, t0,  # type: ignore[arg-type]
-                       kprof.capture.now(), start, stop)
+            rec.launch(
+                b,
+                kprof.capture.KERNEL,
+                ["not", "a", "name"],
+                q,
+                t0,  # type: ignore[arg-type]
+                kprof.capture.now(),
+                start,
+                stop,
+            )
         q.launch("fine")
     [msg] = [str(w.message) for w in caught if "dropped" in str(w.message)]
     assert "['not', 'a', 'name']" in msg and "TypeError" in msg and "kprof-testbackend" in msg

@@ -11,8 +11,12 @@ from kprof_core.records import HOST_TIMED, KERNEL, UNRESOLVED, QueueRecord, Thre
 from kprof_core.session import Profile
 
 NAMES = ["a", "b", "c"]
-rows = st.lists(st.tuples(st.sampled_from(NAMES), st.integers(0, 10**12),
-                          st.sampled_from([0, HOST_TIMED, UNRESOLVED])), max_size=60)
+rows = st.lists(
+    st.tuples(
+        st.sampled_from(NAMES), st.integers(0, 10**12), st.sampled_from([0, HOST_TIMED, UNRESOLVED])
+    ),
+    max_size=60,
+)
 
 
 def profile_of(data: list[tuple[str, int, int]], span: int) -> Profile:
@@ -34,8 +38,9 @@ def test_summary_matches_the_records(data: list[tuple[str, int, int]], end: int)
     summary = p.summary()
     span = p.span_ns
     # The span covers the block and every resolved record.
-    assert span >= end and all(span >= i + d for i, (_n, d, f) in enumerate(data)
-                               if not f & UNRESOLVED)
+    assert span >= end and all(
+        span >= i + d for i, (_n, d, f) in enumerate(data) if not f & UNRESOLVED
+    )
     expected: dict[tuple[str, bool], list[int]] = {}
     for name, dur, flags in data:
         if not flags & UNRESOLVED:

@@ -58,7 +58,8 @@ def test_a_range_open_when_its_profile_ends_is_kept_up_to_the_end(odd: Counting)
     assert 0 <= straggler.start_ns <= straggler.end_ns <= p.end_ns - p.start_ns
     assert [str(w.message) for w in caught if "still open" in str(w.message)] == [
         "kprof: 1 range was still open when the profile ended ('straggler'): recorded on the "
-        "host up to the profile's end, without device time"]
+        "host up to the profile's end, without device time"
+    ]
     assert not odd.live  # its device timestamp was given back
     assert p.device_ranges == []
 

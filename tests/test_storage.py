@@ -44,18 +44,33 @@ TIME = st.integers(min_value=-(2**61), max_value=2**61 - 1)
 def state(p: kprof.Profile) -> dict[str, Any]:
     """Everything a profile holds, as comparable values."""
     return {
-        "trace": p.trace, "backends": p.backends, "start": p.start_ns, "end": p.end_ns,
+        "trace": p.trace,
+        "backends": p.backends,
+        "start": p.start_ns,
+        "end": p.end_ns,
         "device": {c: list(getattr(p.table, c)) for c in DeviceTable.COLUMNS},
         "host": {c: list(getattr(p.host, c)) for c in HostTable.COLUMNS},
-        "names": p.names, "queues": p.queues, "threads": p.threads, "errors": p.errors,
-        "clocks": p.clocks, "meta": p.meta,
+        "names": p.names,
+        "queues": p.queues,
+        "threads": p.threads,
+        "errors": p.errors,
+        "clocks": p.clocks,
+        "meta": p.meta,
     }
 
 
-def build(names: list[str], queues: list[QueueRecord], threads: list[ThreadRecord],
-          device_rows: Sequence[tuple[int, ...]], host_rows: Sequence[tuple[int, ...]],
-          errors: dict[int, str] | None = None, meta: dict[str, Any] | None = None,
-          clocks: dict[str, DeviceClock] | None = None, start: int = 0, end: int = 0) -> kprof.Profile:
+def build(
+    names: list[str],
+    queues: list[QueueRecord],
+    threads: list[ThreadRecord],
+    device_rows: Sequence[tuple[int, ...]],
+    host_rows: Sequence[tuple[int, ...]],
+    errors: dict[int, str] | None = None,
+    meta: dict[str, Any] | None = None,
+    clocks: dict[str, DeviceClock] | None = None,
+    start: int = 0,
+    end: int = 0,
+) -> kprof.Profile:
     p = kprof.Profile(trace=True, backends=["testdev"])
     for r in device_rows:
         p.table.append(*r)
@@ -71,23 +86,49 @@ def build(names: list[str], queues: list[QueueRecord], threads: list[ThreadRecor
 
 def fixture_profile() -> kprof.Profile:
     """The content of tests/data/v1-*.kprof (written by kprof with format version 1)."""
-    q = [QueueRecord("testdev", "testdev 0", "queue 1", "testdev:testdev 0"),
-         QueueRecord("opencl", "Portable CPU", "queue 0", "opencl:cpu")]
+    q = [
+        QueueRecord("testdev", "testdev 0", "queue 1", "testdev:testdev 0"),
+        QueueRecord("opencl", "Portable CPU", "queue 0", "opencl:cpu"),
+    ]
     th = [ThreadRecord(140001, "MainThread"), ThreadRecord(140002, "worker", "Task-2")]
     names = ["saxpy", "copy h2d", "step", "tick", "ünïcode ∑"]
     base = 1_000_000_000
-    dev = [(0, 0, 0, 0, base + 10, base + 20, base + 100, 500, -1, 0),
-           (1, 1, 1, 1, base + 30, base + 45, base + 600, 250, 4096, 1),
-           (4, 0, 0, 0, base + 50, base + 60, base + 50, 0, -1, 2 | 4),
-           (2, 2, 0, 0, base + 5, base + 700, base + 90, 800, -1, 0)]
-    host = [(2, HostTable.RANGE, 0, base + 5, base + 700), (3, HostTable.MARK, 1, base + 65, base + 65)]
-    clocks = {"testdev:testdev 0": DeviceClock("testdev", "testdev 0", "host clock (test device)", 0, 0),
-              "opencl:cpu": DeviceClock("opencl", "Portable CPU", "first work at launch", None, 15)}
-    meta = {"host": "node7", "pid": 4242, "rank": 1, "world_size": 2, "rank_source": "PMI_RANK",
-            "host_clock": "perf_counter_ns", "clock_domain": "boot:fixture",
-            "wall_anchor": {"wall_ns": 1_700_000_000_000_000_000, "perf_ns": base, "bracket_ns": 90}}
-    return build(names, q, th, dev, host, {2: "the device did not reach the timestamp"}, meta,
-                 clocks, start=base, end=base + 800)
+    dev = [
+        (0, 0, 0, 0, base + 10, base + 20, base + 100, 500, -1, 0),
+        (1, 1, 1, 1, base + 30, base + 45, base + 600, 250, 4096, 1),
+        (4, 0, 0, 0, base + 50, base + 60, base + 50, 0, -1, 2 | 4),
+        (2, 2, 0, 0, base + 5, base + 700, base + 90, 800, -1, 0),
+    ]
+    host = [
+        (2, HostTable.RANGE, 0, base + 5, base + 700),
+        (3, HostTable.MARK, 1, base + 65, base + 65),
+    ]
+    clocks = {
+        "testdev:testdev 0": DeviceClock("testdev", "testdev 0", "host clock (test device)", 0, 0),
+        "opencl:cpu": DeviceClock("opencl", "Portable CPU", "first work at launch", None, 15),
+    }
+    meta = {
+        "host": "node7",
+        "pid": 4242,
+        "rank": 1,
+        "world_size": 2,
+        "rank_source": "PMI_RANK",
+        "host_clock": "perf_counter_ns",
+        "clock_domain": "boot:fixture",
+        "wall_anchor": {"wall_ns": 1_700_000_000_000_000_000, "perf_ns": base, "bracket_ns": 90},
+    }
+    return build(
+        names,
+        q,
+        th,
+        dev,
+        host,
+        {2: "the device did not reach the timestamp"},
+        meta,
+        clocks,
+        start=base,
+        end=base + 800,
+    )
 
 
 # -- round trips ------------------------------------------------------------------------------------
@@ -113,14 +154,21 @@ def test_round_trip_of_a_recorded_profile(tmp_path: Path) -> None:
     assert back.kernels == p.kernels and back.ranges == p.ranges and back.markers == p.markers
     assert path.read_bytes() == dumps(back)  # writing what was read gives the same file
     # Who made it and how to align it travel with it.
-    assert back.meta["pid"] > 0 and back.meta["clock_domain"] and back.meta["wall_anchor"]["bracket_ns"] >= 0
+    assert (
+        back.meta["pid"] > 0
+        and back.meta["clock_domain"]
+        and back.meta["wall_anchor"]["bracket_ns"] >= 0
+    )
 
 
 profiles = st.builds(
     lambda names, nq, nt, dev, host, data: (names, nq, nt, dev, host, data),
     st.lists(st.text(max_size=8), min_size=1, max_size=5),
-    st.integers(1, 3), st.integers(1, 3),
-    st.lists(st.tuples(*[TIME] * 4, st.integers(-1, 2**61), st.integers(0, ALL_FLAGS)), max_size=30),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.lists(
+        st.tuples(*[TIME] * 4, st.integers(-1, 2**61), st.integers(0, ALL_FLAGS)), max_size=30
+    ),
     st.lists(st.tuples(TIME, TIME), max_size=10),
     st.data(),
 )
@@ -131,27 +179,78 @@ profiles = st.builds(
 def test_round_trip_is_exact_on_random_tables(spec: Any, compress: bool) -> None:
     names, nq, nt, dev, host, data = spec
     text = st.text(max_size=6)
-    queues = [QueueRecord(data.draw(text), data.draw(text), data.draw(text), f"key{i}") for i in range(nq)]
-    threads = [ThreadRecord(data.draw(st.integers(0, 2**64 - 1)), data.draw(text),
-                            data.draw(st.none() | text)) for _ in range(nt)]
+    queues = [
+        QueueRecord(data.draw(text), data.draw(text), data.draw(text), f"key{i}") for i in range(nq)
+    ]
+    threads = [
+        ThreadRecord(
+            data.draw(st.integers(0, 2**64 - 1)), data.draw(text), data.draw(st.none() | text)
+        )
+        for _ in range(nt)
+    ]
     idx = st.integers(0, len(names) - 1)
-    device_rows = [(data.draw(idx), data.draw(st.sampled_from(sorted(KIND_NAMES))),
-                    data.draw(st.integers(0, nq - 1)), data.draw(st.integers(0, nt - 1)), *times)
-                   for times in dev]
-    host_rows = [(data.draw(idx), data.draw(st.sampled_from([HostTable.RANGE, HostTable.MARK])),
-                  data.draw(st.integers(0, nt - 1)), a, b) for a, b in host]
+    device_rows = [
+        (
+            data.draw(idx),
+            data.draw(st.sampled_from(sorted(KIND_NAMES))),
+            data.draw(st.integers(0, nq - 1)),
+            data.draw(st.integers(0, nt - 1)),
+            *times,
+        )
+        for times in dev
+    ]
+    host_rows = [
+        (
+            data.draw(idx),
+            data.draw(st.sampled_from([HostTable.RANGE, HostTable.MARK])),
+            data.draw(st.integers(0, nt - 1)),
+            a,
+            b,
+        )
+        for a, b in host
+    ]
     errors = {i: data.draw(text) for i in range(len(device_rows)) if data.draw(st.booleans())}
     # Keys of the user's own (kprof's keys have types: tests/test_reliability_files.py).
-    meta = data.draw(st.dictionaries(st.text(max_size=5).map("x_".__add__), st.recursive(
-        st.none() | st.booleans() | INT64 | st.floats(allow_nan=False, allow_infinity=False) | text,
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
-        max_leaves=8), max_size=4))
-    clocks = {f"key{i}": DeviceClock("b", "d", data.draw(text),
-                                     data.draw(st.none() | st.integers(0, 2**61 - 1)), data.draw(TIME))
-              for i in range(data.draw(st.integers(0, nq)))}
+    meta = data.draw(
+        st.dictionaries(
+            st.text(max_size=5).map("x_".__add__),
+            st.recursive(
+                st.none()
+                | st.booleans()
+                | INT64
+                | st.floats(allow_nan=False, allow_infinity=False)
+                | text,
+                lambda inner: (
+                    st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3)
+                ),
+                max_leaves=8,
+            ),
+            max_size=4,
+        )
+    )
+    clocks = {
+        f"key{i}": DeviceClock(
+            "b",
+            "d",
+            data.draw(text),
+            data.draw(st.none() | st.integers(0, 2**61 - 1)),
+            data.draw(TIME),
+        )
+        for i in range(data.draw(st.integers(0, nq)))
+    }
     start = data.draw(TIME)
-    p = build(names, queues, threads, device_rows, host_rows, errors, meta, clocks,
-              start, data.draw(st.integers(start, 2**61 - 1)))
+    p = build(
+        names,
+        queues,
+        threads,
+        device_rows,
+        host_rows,
+        errors,
+        meta,
+        clocks,
+        start,
+        data.draw(st.integers(start, 2**61 - 1)),
+    )
     blob = dumps(p, compress=compress)
     assert state(loads(blob)) == state(p)
 
@@ -163,10 +262,27 @@ def test_compact_for_many_records() -> None:
     rows = []
     for i in range(100_000):
         t += rng.randint(2_000, 9_000)
-        rows.append((i % 7, 0, i % 3, 0, t, t + rng.randint(3_000, 6_000), t + rng.randint(10_000, 90_000),
-                     rng.randint(1_000, 50_000), -1, 0))
-    p = build([f"k{i}" for i in range(7)], [QueueRecord("b", "d", f"q{i}", f"k{i}") for i in range(3)],
-              [ThreadRecord(1, "MainThread")], rows, [])
+        rows.append(
+            (
+                i % 7,
+                0,
+                i % 3,
+                0,
+                t,
+                t + rng.randint(3_000, 6_000),
+                t + rng.randint(10_000, 90_000),
+                rng.randint(1_000, 50_000),
+                -1,
+                0,
+            )
+        )
+    p = build(
+        [f"k{i}" for i in range(7)],
+        [QueueRecord("b", "d", f"q{i}", f"k{i}") for i in range(3)],
+        [ThreadRecord(1, "MainThread")],
+        rows,
+        [],
+    )
     compressed, raw = dumps(p), dumps(p, compress=False)
     assert len(raw) > 80 * 100_000
     assert len(compressed) < 12 * 100_000
@@ -211,7 +327,9 @@ def test_version_1_writer_is_unchanged() -> None:
 def test_newer_version_is_refused_with_upgrade_advice() -> None:
     blob = bytearray(dumps(fixture_profile()))
     struct.pack_into("<I", blob, 8, storage.FORMAT_VERSION + 1)
-    with pytest.raises(UnsupportedVersionError, match=r"x\.kprof: written by a newer kprof .*upgrade kprof"):
+    with pytest.raises(
+        UnsupportedVersionError, match=r"x\.kprof: written by a newer kprof .*upgrade kprof"
+    ):
         loads(bytes(blob), name="x.kprof")
     struct.pack_into("<I", blob, 8, 0)
     with pytest.raises(UnsupportedVersionError, match="unknown kprof format version 0"):
@@ -221,16 +339,22 @@ def test_newer_version_is_refused_with_upgrade_advice() -> None:
 def test_each_version_has_its_reader(monkeypatch: pytest.MonkeyPatch) -> None:
     """The version field picks the reader: a (hypothetical) version 2 whose header is
     zlib-compressed loads next to version 1 files."""
+
     def read_v2(data: bytes, pos: int, name: str) -> kprof.Profile:
         (hlen,) = struct.unpack_from("<I", data, pos)
-        header = zlib.decompress(data[pos + 4:pos + 4 + hlen])
-        v1 = data[:pos] + struct.pack("<II", len(header), zlib.crc32(header)) + header + data[pos + 4 + hlen:]
+        header = zlib.decompress(data[pos + 4 : pos + 4 + hlen])
+        v1 = (
+            data[:pos]
+            + struct.pack("<II", len(header), zlib.crc32(header))
+            + header
+            + data[pos + 4 + hlen :]
+        )
         return storage._read_v1(v1, pos, name)
 
     v1 = dumps(fixture_profile())
     hlen, _crc = struct.unpack_from("<II", v1, 12)
-    packed = zlib.compress(v1[20:20 + hlen])
-    v2 = storage.MAGIC + struct.pack("<II", 2, len(packed)) + packed + v1[20 + hlen:]
+    packed = zlib.compress(v1[20 : 20 + hlen])
+    v2 = storage.MAGIC + struct.pack("<II", 2, len(packed)) + packed + v1[20 + hlen :]
     with pytest.raises(UnsupportedVersionError):
         loads(v2)
     monkeypatch.setitem(storage.READERS, 2, read_v2)
@@ -240,8 +364,16 @@ def test_each_version_has_its_reader(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- bad files --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content", [b"", b"hello", b'{"traceEvents": []}\n' * 3, bytes(range(256)),
-                                     b"\x89PNG\r\n\x1a\n" + bytes(40)])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"hello",
+        b'{"traceEvents": []}\n' * 3,
+        bytes(range(256)),
+        b"\x89PNG\r\n\x1a\n" + bytes(40),
+    ],
+)
 def test_not_a_profile(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "notes.kprof"
     path.write_bytes(content)
@@ -277,22 +409,25 @@ def test_trailing_bytes_are_corruption() -> None:
 def _with_header(blob: bytes, edit: Any) -> bytes:
     """Rewrite a file's header (keeping checksums valid), as a buggy or hostile writer would."""
     hlen, _ = struct.unpack_from("<II", blob, 12)
-    header = json.loads(blob[20:20 + hlen])
+    header = json.loads(blob[20 : 20 + hlen])
     edit(header)
     h = json.dumps(header).encode()
-    return blob[:12] + struct.pack("<II", len(h), zlib.crc32(h)) + h + blob[20 + hlen:]
+    return blob[:12] + struct.pack("<II", len(h), zlib.crc32(h)) + h + blob[20 + hlen :]
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda h: h["names"].pop(), "kernel name index is out of range"),
-    (lambda h: h["queues"].pop(), "queue index is out of range"),
-    (lambda h: h["counts"].update(device=3), "holds 4 values, expected 3"),
-    (lambda h: h.pop("meta"), "'meta' is missing"),
-    (lambda h: h["columns"].pop(), "does not list exactly the record columns"),
-    (lambda h: h["threads"].append([1, 2, 3]), "'threads' has a malformed entry"),
-    (lambda h: h["errors"].append([99, "x"]), "error refers to a row that does not exist"),
-    (lambda h: h["columns"][0].update(encoding="lz4"), "unknown encoding 'lz4'"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda h: h["names"].pop(), "kernel name index is out of range"),
+        (lambda h: h["queues"].pop(), "queue index is out of range"),
+        (lambda h: h["counts"].update(device=3), "holds 4 values, expected 3"),
+        (lambda h: h.pop("meta"), "'meta' is missing"),
+        (lambda h: h["columns"].pop(), "does not list exactly the record columns"),
+        (lambda h: h["threads"].append([1, 2, 3]), "'threads' has a malformed entry"),
+        (lambda h: h["errors"].append([99, "x"]), "error refers to a row that does not exist"),
+        (lambda h: h["columns"][0].update(encoding="lz4"), "unknown encoding 'lz4'"),
+    ],
+)
 def test_consistent_checksums_but_bad_content(edit: Any, message: str) -> None:
     blob = _with_header(dumps(fixture_profile(), compress=False), edit)
     with pytest.raises(CorruptProfileError, match=message):
@@ -307,7 +442,9 @@ def test_bad_kind_values_are_corruption() -> None:
 
 
 def test_file_errors_are_kprof_errors_and_value_errors() -> None:
-    assert issubclass(ProfileFileError, kprof.KprofError) and issubclass(ProfileFileError, ValueError)
+    assert issubclass(ProfileFileError, kprof.KprofError) and issubclass(
+        ProfileFileError, ValueError
+    )
     with pytest.raises(TypeError, match="takes bytes"):
         loads("text")  # type: ignore[arg-type]
 
@@ -316,4 +453,3 @@ def write_fixtures() -> None:  # pragma: no cover - run by hand once, when versi
     DATA.mkdir(exist_ok=True)
     (DATA / "v1-raw.kprof").write_bytes(dumps(fixture_profile(), compress=False))
     (DATA / "v1-zlib.kprof").write_bytes(dumps(fixture_profile(), compress=True))
-

@@ -42,7 +42,8 @@ def _export(p: Profile, tmp_path: Path, name: str = "t.json") -> dict[str, Any]:
 
 
 def test_a_real_profile_round_trips_with_its_processes_tracks_and_flows(
-        testbackends: Any, tdq: Callable[..., Any], tmp_path: Path) -> None:
+    testbackends: Any, tdq: Callable[..., Any], tmp_path: Path
+) -> None:
     q1, q2 = tdq(), tdq()
 
     def worker() -> None:
@@ -64,20 +65,29 @@ def test_a_real_profile_round_trips_with_its_processes_tracks_and_flows(
     assert doc["displayTimeUnit"] == "ns"
     procs = sorted(c.processes.values())
     assert procs == sorted([f"host {p.meta['host']} pid {os.getpid()}", "testdev 0"])
-    assert sorted(c.threads.values()) == sorted([
-        "thread 1 (MainThread)", "thread 2 (helper)",
-        f"queue {q1.index}, thread 1", f"queue {q2.index}, thread 2"])
+    assert sorted(c.threads.values()) == sorted(
+        [
+            "thread 1 (MainThread)",
+            "thread 2 (helper)",
+            f"queue {q1.index}, thread 1",
+            f"queue {q2.index}, thread 2",
+        ]
+    )
     # Every kernel is exactly where the profile placed it, with a flow from its launch.
     kernels = c.all_slices("kernel")
     assert sorted(e["name"] for e in kernels) == ["k1"] * 4 + ["k2"] * 3
-    placed = sorted((k.name, k.start_ns + p.start_ns - doc["baseTimeNanoseconds"], k.duration_ns)
-                    for k in p.kernels)
+    placed = sorted(
+        (k.name, k.start_ns + p.start_ns - doc["baseTimeNanoseconds"], k.duration_ns)
+        for k in p.kernels
+    )
     assert sorted((e["name"], ns(e["ts"]), ns(e["dur"])) for e in kernels) == placed
     assert len(c.flows) == 7
     assert {e["args"]["queue"] for e in kernels} == {f"queue {q1.index}", f"queue {q2.index}"}
     launches = c.all_slices("launch")
-    assert {e["args"]["queue"] for e in launches} == {f"testdev 0, queue {q1.index}",
-                                                      f"testdev 0, queue {q2.index}"}
+    assert {e["args"]["queue"] for e in launches} == {
+        f"testdev 0, queue {q1.index}",
+        f"testdev 0, queue {q2.index}",
+    }
     # Device ranges sit on the queue tracks, enclosing their kernels; markers are instants.
     (dstep,) = [e for e in c.all_slices("range") if e["name"] == "step" and "queue" in e["args"]]
     assert c.track_of("step", "range") >= c.track_of("k1", "kernel")
@@ -88,7 +98,8 @@ def test_a_real_profile_round_trips_with_its_processes_tracks_and_flows(
 
 
 def test_overlapping_kernels_on_two_queues_are_on_two_tracks(
-        testbackends: Any, tdq: Callable[..., Any], tmp_path: Path) -> None:
+    testbackends: Any, tdq: Callable[..., Any], tmp_path: Path
+) -> None:
     q1, q2 = tdq(), tdq()
     with kprof.profile() as p:
         with q1:
@@ -104,7 +115,8 @@ def test_overlapping_kernels_on_two_queues_are_on_two_tracks(
 
 
 def test_kernels_on_one_in_order_queue_follow_each_other_on_one_track(
-        testbackends: Any, tdq: Callable[..., Any], tmp_path: Path) -> None:
+    testbackends: Any, tdq: Callable[..., Any], tmp_path: Path
+) -> None:
     q = tdq()
     with kprof.profile() as p, q:
         for i in range(20):
@@ -142,9 +154,15 @@ def test_several_profiles_share_one_timeline_under_their_labels(tmp_path: Path) 
     path = tmp_path / "merged.json"
     write_chrome_trace(path, [a, b])
     doc = json.loads(path.read_text())
-    c = validate_text(path.read_text())  # flow ids are unique across the two profiles, or this fails
-    assert sorted(c.processes.values()) == ["rank 0", "rank 0: testdev synth 0", "rank 1",
-                                            "rank 1: testdev synth 0"]
+    c = validate_text(
+        path.read_text()
+    )  # flow ids are unique across the two profiles, or this fails
+    assert sorted(c.processes.values()) == [
+        "rank 0",
+        "rank 0: testdev synth 0",
+        "rank 1",
+        "rank 1: testdev synth 0",
+    ]
     assert len(c.flows) == 60
     base = doc["baseTimeNanoseconds"]
     assert base == min(a.start_ns, b.start_ns + 5_000_000)
@@ -191,7 +209,8 @@ def test_200k_records_are_streamed_and_the_file_is_valid() -> None:
     c = validate_text(text)
     assert len(c.flows) == 200_000
     assert sum(len(v) for v in c.slices.values()) == 200_000 * 2 + len(
-        [k for k in p.host.kind if k == HostTable.RANGE])
+        [k for k in p.host.kind if k == HostTable.RANGE]
+    )
 
 
 def test_an_unwritable_path_raises_a_clear_error_and_keeps_the_profile(tmp_path: Path) -> None:
@@ -228,10 +247,16 @@ def random_profiles(draw: Any) -> Profile:
     p.meta = {"host": "h", "pid": 1}
     p.names = ["a", "b", "c", "r", "m"]
     nth = draw(st.integers(1, 3))
-    p.threads = [ThreadRecord(10 + i, f"t{i}", draw(st.sampled_from([None, None, "task"])))
-                 for i in range(nth)]
-    p.queues = [QueueRecord(draw(st.sampled_from(["opencl", "cuda"])), f"d{k % 2}", f"queue {k}",
-                            f"dev{k % 2}") for k in range(draw(st.integers(1, 3)))]
+    p.threads = [
+        ThreadRecord(10 + i, f"t{i}", draw(st.sampled_from([None, None, "task"])))
+        for i in range(nth)
+    ]
+    p.queues = [
+        QueueRecord(
+            draw(st.sampled_from(["opencl", "cuda"])), f"d{k % 2}", f"queue {k}", f"dev{k % 2}"
+        )
+        for k in range(draw(st.integers(1, 3)))
+    ]
     t0 = 10**12
     p.start_ns = t0
     small = st.integers(0, 3000)
@@ -241,16 +266,30 @@ def random_profiles(draw: Any) -> Profile:
         start = ls + draw(small)  # the recorder never places work before its launch
         kind = draw(st.sampled_from([KERNEL, KERNEL, COPY, RANGE]))
         flags = PLACED | draw(st.sampled_from([0, 0, 0, HOST_TIMED, UNRESOLVED]))
-        p.table.append(draw(st.integers(0, 3)), kind, draw(st.integers(0, len(p.queues) - 1)),
-                       draw(st.integers(0, nth - 1)), ls, le, start, draw(small),
-                       draw(st.integers(1, 4096)) if kind == COPY else -1, flags)
+        p.table.append(
+            draw(st.integers(0, 3)),
+            kind,
+            draw(st.integers(0, len(p.queues) - 1)),
+            draw(st.integers(0, nth - 1)),
+            ls,
+            le,
+            start,
+            draw(small),
+            draw(st.integers(1, 4096)) if kind == COPY else -1,
+            flags,
+        )
         if flags & UNRESOLVED:
             p.errors[len(p.table) - 1] = "never answered"
     for _ in range(draw(st.integers(0, 15))):
         s = t0 + draw(small)
         mark = draw(st.booleans())
-        p.host.append(4 if mark else 3, HostTable.MARK if mark else HostTable.RANGE,
-                      draw(st.integers(0, nth - 1)), s, s if mark else s + draw(small))
+        p.host.append(
+            4 if mark else 3,
+            HostTable.MARK if mark else HostTable.RANGE,
+            draw(st.integers(0, nth - 1)),
+            s,
+            s if mark else s + draw(small),
+        )
     p.end_ns = t0 + 10_000
     return p
 
@@ -261,7 +300,9 @@ def test_any_profile_gives_a_valid_trace(p: Profile) -> None:
     f = io.StringIO()
     write_chrome_trace(f, [p])
     doc = json.loads(f.getvalue())
-    c = validate_text(f.getvalue())  # strict nesting on every track, flows closed, nothing before its launch
+    c = validate_text(
+        f.getvalue()
+    )  # strict nesting on every track, flows closed, nothing before its launch
     t = p.table
     resolved = [i for i in range(len(t)) if not t.flags[i] & UNRESOLVED]
     assert len(c.flows) == sum(1 for i in resolved if t.kind[i] != RANGE)
@@ -269,13 +310,25 @@ def test_any_profile_gives_a_valid_trace(p: Profile) -> None:
     base = doc["baseTimeNanoseconds"]
     got = sorted((e["name"], e["cat"], ns(e["ts"]), ns(e["dur"])) for e in c.all_slices())
     kinds = {KERNEL: "kernel", COPY: "copy", RANGE: "range"}
-    want = [(p.names[t.name[i]], "launch", t.launch_start[i] - base,
-             t.launch_end[i] - t.launch_start[i]) for i in range(len(t)) if t.kind[i] != RANGE]
-    want += [(p.names[t.name[i]], kinds[t.kind[i]], t.start[i] - base, t.duration[i])
-             for i in resolved]
+    want = [
+        (
+            p.names[t.name[i]],
+            "launch",
+            t.launch_start[i] - base,
+            t.launch_end[i] - t.launch_start[i],
+        )
+        for i in range(len(t))
+        if t.kind[i] != RANGE
+    ]
+    want += [
+        (p.names[t.name[i]], kinds[t.kind[i]], t.start[i] - base, t.duration[i]) for i in resolved
+    ]
     h = p.host
-    want += [(p.names[h.name[j]], "range", h.start[j] - base, h.end[j] - h.start[j])
-             for j in range(len(h)) if h.kind[j] == HostTable.RANGE]
+    want += [
+        (p.names[h.name[j]], "range", h.start[j] - base, h.end[j] - h.start[j])
+        for j in range(len(h))
+        if h.kind[j] == HostTable.RANGE
+    ]
     assert got == sorted(want)
     assert len(c.instants) == sum(1 for k in h.kind if k == HostTable.MARK)
 

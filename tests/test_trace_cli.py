@@ -18,13 +18,20 @@ EXAMPLE = Path(__file__).parent.parent / "examples" / "opencl_pipeline.py"
 
 def kprof_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
-    return subprocess.run([sys.executable, "-m", "kprof", "run", *args], capture_output=True,
-                          text=True, timeout=240, env=env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "kprof", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=cwd,
+    )
 
 
 def test_run_writes_a_valid_trace_and_timeline_on_the_test_device(tmp_path: Path) -> None:
     script = tmp_path / "work.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import threading
         import kprof
         from kprof_testbackend import device
@@ -41,9 +48,11 @@ def test_run_writes_a_valid_trace_and_timeline_on_the_test_device(tmp_path: Path
             q1.launch("k1", 100)
             t.join()
         q1.finish(); q2.finish()
-    """))
-    r = kprof_run("--backends", "testdev", "--trace", "t.json", "--html", "t.html", str(script),
-                  cwd=tmp_path)
+    """)
+    )
+    r = kprof_run(
+        "--backends", "testdev", "--trace", "t.json", "--html", "t.html", str(script), cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr
     assert "kprof: wrote t.json" in r.stderr and "kprof: wrote t.html" in r.stderr
     c = validate_text((tmp_path / "t.json").read_text())
@@ -51,15 +60,25 @@ def test_run_writes_a_valid_trace_and_timeline_on_the_test_device(tmp_path: Path
     assert len(c.flows) == 2
     data = embedded_data((tmp_path / "t.html").read_text())
     names = [tr["name"] for proc in data["profiles"][0]["processes"] for tr in proc["tracks"]]
-    assert names == ["thread 1 (MainThread)", "thread 2 (side)", "queue 1, thread 1",
-                     "queue 2, thread 2"]
+    assert names == [
+        "thread 1 (MainThread)",
+        "thread 2 (side)",
+        "queue 1, thread 1",
+        "queue 2, thread 2",
+    ]
 
 
 def test_an_unwritable_output_is_reported_and_the_run_still_succeeds(tmp_path: Path) -> None:
     script = tmp_path / "nothing.py"
     script.write_text("print('hi')\n")
-    r = kprof_run("--backends", "testdev", "--trace", str(tmp_path / "no" / "t.json"), str(script),
-                  cwd=tmp_path)
+    r = kprof_run(
+        "--backends",
+        "testdev",
+        "--trace",
+        str(tmp_path / "no" / "t.json"),
+        str(script),
+        cwd=tmp_path,
+    )
     assert r.returncode == 0
     assert "could not write the Chrome trace" in r.stderr
     assert "Profiled" in r.stdout, "the report is still printed"
@@ -75,14 +94,19 @@ def opencl_device() -> None:
 
 
 def test_the_readme_example_on_pocl(opencl_device: None, tmp_path: Path) -> None:
-    r = kprof_run("--backends", "opencl", "--trace", "t.json", "--html", "t.html", str(EXAMPLE),
-                  cwd=tmp_path)
+    r = kprof_run(
+        "--backends", "opencl", "--trace", "t.json", "--html", "t.html", str(EXAMPLE), cwd=tmp_path
+    )
     assert r.returncode == 0, r.stderr
     assert "opencl_pipeline: 4 steps" in r.stdout
     c = validate_text((tmp_path / "t.json").read_text())
     device = [e for e in c.all_slices() if e["cat"] in ("kernel", "copy")]
     assert sorted({e["name"] for e in device}) == [
-        "[copy device to host]", "[copy host to device]", "add", "scale"]
+        "[copy device to host]",
+        "[copy host to device]",
+        "add",
+        "scale",
+    ]
     assert len(device) == 4 * 6 and len(c.flows) == 4 * 6
     procs = sorted(c.processes.values())
     assert len(procs) == 2 and procs[0].startswith("OpenCL ") and procs[1].startswith("host ")
@@ -97,12 +121,15 @@ def _rows_are_two_threads_and_their_queues(rows: list[str]) -> bool:
     host, queues = rows[:2], rows[2:]
     assert host == ["thread 1 (MainThread)", "thread 2 (side_0)"]
     assert sorted(q.split(", ")[1] for q in queues) == ["thread 1", "thread 2"]
-    assert len({q.split(", ")[0] for q in queues}) == 2 and all(q.startswith("queue ") for q in queues)
+    assert len({q.split(", ")[0] for q in queues}) == 2 and all(
+        q.startswith("queue ") for q in queues
+    )
     return True
 
 
-def test_the_readme_example_timeline_renders_in_chromium(opencl_device: None, chromium: str,
-                                                         tmp_path: Path) -> None:
+def test_the_readme_example_timeline_renders_in_chromium(
+    opencl_device: None, chromium: str, tmp_path: Path
+) -> None:
     r = kprof_run("--backends", "opencl", "--html", "t.html", str(EXAMPLE), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     dom = rendered(chromium, tmp_path / "t.html", tmp_path)

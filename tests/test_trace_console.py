@@ -18,8 +18,9 @@ def _facts(p: kprof.Profile) -> list[tuple[str, str, int]]:
     return [(on, name, depth) for _s, _d, on, name, depth in trace_rows(p)]
 
 
-def test_rows_nesting_and_order_on_two_queues_and_two_threads(testbackends: Any,
-                                                             tdq: Callable[..., Any]) -> None:
+def test_rows_nesting_and_order_on_two_queues_and_two_threads(
+    testbackends: Any, tdq: Callable[..., Any]
+) -> None:
     q1, q2 = tdq(), tdq()
 
     def worker() -> None:
@@ -43,13 +44,23 @@ def test_rows_nesting_and_order_on_two_queues_and_two_threads(testbackends: Any,
     facts = _facts(p)
     n1, n2 = f"queue {q1.index}", f"queue {q2.index}"
     dev1, dev2 = f"testdev 0, {n1}, thread 1", f"testdev 0, {n2}, thread 2"
-    assert sorted(facts) == sorted([
-        ("thread 1", "step", 0), ("thread 1", "inner", 1), ("thread 1", "k1", 2),
-        ("thread 1", "◆ here", 2), ("thread 1", "k3", 1),
-        ("thread 2", "worker", 0), ("thread 2", "k2", 1),
-        (dev1, "step", 0), (dev1, "inner", 1), (dev1, "k1", 2), (dev1, "k3", 1),
-        (dev2, "worker", 0), (dev2, "k2", 1),
-    ])
+    assert sorted(facts) == sorted(
+        [
+            ("thread 1", "step", 0),
+            ("thread 1", "inner", 1),
+            ("thread 1", "k1", 2),
+            ("thread 1", "◆ here", 2),
+            ("thread 1", "k3", 1),
+            ("thread 2", "worker", 0),
+            ("thread 2", "k2", 1),
+            (dev1, "step", 0),
+            (dev1, "inner", 1),
+            (dev1, "k1", 2),
+            (dev1, "k3", 1),
+            (dev2, "worker", 0),
+            (dev2, "k2", 1),
+        ]
+    )
     # Per row, the order is the order of events there: enclosing entries come first.
     assert [f[1] for f in facts if f[0] == dev1] == ["step", "inner", "k1", "k3"]
     assert [f[1] for f in facts if f[0] == "thread 1"] == ["step", "inner", "k1", "◆ here", "k3"]
@@ -77,8 +88,10 @@ def test_asyncio_tasks_on_one_thread_get_rows_of_their_own(testbackends: Any) ->
 
     async def main() -> None:
         a, b = asyncio.Event(), asyncio.Event()
-        await asyncio.gather(asyncio.create_task(task("ra", a, b), name="A"),
-                             asyncio.create_task(task("rb", b, a), name="B"))
+        await asyncio.gather(
+            asyncio.create_task(task("ra", a, b), name="A"),
+            asyncio.create_task(task("rb", b, a), name="B"),
+        )
 
     with kprof.profile(device=False) as p:
         asyncio.run(main())
@@ -88,7 +101,8 @@ def test_asyncio_tasks_on_one_thread_get_rows_of_their_own(testbackends: Any) ->
 
 
 def test_host_timed_records_are_starred_and_unresolved_ones_keep_only_their_launch(
-        testbackends: Any, tdq: Callable[..., Any]) -> None:
+    testbackends: Any, tdq: Callable[..., Any]
+) -> None:
     plain, q = tdq(plain=True), tdq()
     q.hang.clear()  # the "hang" kernel never finishes within the profile's timeout
     with kprof.profile(trace=True, timeout=0.2) as p:
@@ -102,8 +116,9 @@ def test_host_timed_records_are_starred_and_unresolved_ones_keep_only_their_laun
     assert on.startswith("testnots") and on.endswith(", thread 1") and depth == 0
     assert ("thread 1", "slow", 0) in facts
     assert ("thread 1", "hang", 0) in facts
-    assert not [f for f in facts if f[1] == "hang" and f[0] != "thread 1"], \
+    assert not [f for f in facts if f[1] == "hang" and f[0] != "thread 1"], (
         "an unresolved record has no device row"
+    )
     assert len(p.unresolved) == 1
 
 

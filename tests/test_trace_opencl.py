@@ -58,11 +58,24 @@ def test_trace_rows_and_nesting_on_pocl(profile: kprof.Profile) -> None:
     host1 = on("thread 1")
     assert [x for x in host1 if x[1] == 0] == [("step", 0), ("◆ step done", 0)] * 3
     assert sorted({x for x in host1 if x[1] == 1}) == [
-        ("[copy device to host]", 1), ("[copy host to device]", 1), ("add", 1), ("scale", 1)]
+        ("[copy device to host]", 1),
+        ("[copy host to device]", 1),
+        ("add", 1),
+        ("scale", 1),
+    ]
     assert on("thread 2") == [("prepare y", 0), ("[copy host to device]", 1), ("scale", 1)] * 3
     # Device: the device time of each range encloses the work enqueued inside it, in order.
-    assert on(main_q) == [("step", 0), ("[copy host to device]", 1), ("scale", 1), ("add", 1),
-                          ("[copy device to host]", 1)] * 3
+    assert (
+        on(main_q)
+        == [
+            ("step", 0),
+            ("[copy host to device]", 1),
+            ("scale", 1),
+            ("add", 1),
+            ("[copy device to host]", 1),
+        ]
+        * 3
+    )
     assert on(side_q) == [("prepare y", 0), ("[copy host to device]", 1), ("scale", 1)] * 3
     text = profile.report()
     assert "Device clocks placed on the host timeline:" in text
@@ -81,6 +94,9 @@ def test_the_chrome_trace_is_valid_on_pocl(profile: kprof.Profile) -> None:
     assert {e["args"]["bytes"] for e in copies} == {(1 << 14) * 4}
     procs = sorted(c.processes.values())
     assert procs[0].startswith("OpenCL ") and procs[1].startswith("host ")
-    labels: Any = [e["args"]["labels"] for e in json.loads(f.getvalue())["traceEvents"]
-                   if e["ph"] == "M" and e["name"] == "process_labels"]
+    labels: Any = [
+        e["args"]["labels"]
+        for e in json.loads(f.getvalue())["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "process_labels"
+    ]
     assert any(x.startswith("clock: ") for x in labels)

@@ -34,8 +34,13 @@ REQUIRED = {
     "f": {"name", "cat", "ph", "ts", "pid", "tid", "id", "bp"},
     "M": {"name", "ph", "pid", "args"},
 }
-METADATA = {"process_name", "process_labels", "process_sort_index", "thread_name",
-            "thread_sort_index"}
+METADATA = {
+    "process_name",
+    "process_labels",
+    "process_sort_index",
+    "thread_name",
+    "thread_sort_index",
+}
 
 
 def ns(us: float) -> int:
@@ -47,13 +52,19 @@ def ns(us: float) -> int:
 class Checked:
     processes: dict[int, str] = field(default_factory=dict)
     threads: dict[tuple[int, int], str] = field(default_factory=dict)
-    slices: dict[tuple[int, int], list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    slices: dict[tuple[int, int], list[dict[str, Any]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     instants: list[dict[str, Any]] = field(default_factory=list)
     flows: dict[int, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
 
     def track_of(self, name: str, cat: str | None = None) -> set[tuple[int, int]]:
-        return {k for k, evs in self.slices.items() for e in evs
-                if e["name"] == name and (cat is None or e["cat"] == cat)}
+        return {
+            k
+            for k, evs in self.slices.items()
+            for e in evs
+            if e["name"] == name and (cat is None or e["cat"] == cat)
+        }
 
     def named(self, key: tuple[int, int]) -> str:
         return f"{self.processes[key[0]]} / {self.threads[key]}"
@@ -78,7 +89,7 @@ def validate(doc: Any) -> Checked:
     assert isinstance(doc, dict), "a trace is an object with traceEvents"
     assert isinstance(doc.get("baseTimeNanoseconds"), int), "baseTimeNanoseconds must be an int"
     keys = list(doc)
-    before = keys[:keys.index("traceEvents")]
+    before = keys[: keys.index("traceEvents")]
     assert set(before) <= PERFETTO_KEYS, f"keys before traceEvents that Perfetto stops at: {before}"
     assert doc.get("displayTimeUnit", "ns") in ("ms", "ns")
     events = doc["traceEvents"]
@@ -138,11 +149,14 @@ def validate(doc: Any) -> Checked:
                 stack.pop()
             assert not stack or end <= stack[-1][0], (
                 f"on {c.named(key)}, {e['name']} [{s}, {end}] overlaps {stack[-1][1]} "
-                f"(ends {stack[-1][0]}) without nesting")
+                f"(ends {stack[-1][0]}) without nesting"
+            )
             stack.append((end, e["name"]))
     # Flows: closed, bound, and never backwards in time.
     starts = {k: {ns(e["ts"]) for e in evs} for k, evs in c.slices.items()}
-    launches = {k: {ns(e["ts"]) for e in evs if e["cat"] == "launch"} for k, evs in c.slices.items()}
+    launches = {
+        k: {ns(e["ts"]) for e in evs if e["cat"] == "launch"} for k, evs in c.slices.items()
+    }
     for fid, pair in c.flows.items():
         assert set(pair) == {"s", "f"}, f"flow {fid} is not closed: {pair}"
         s, f = pair["s"], pair["f"]
@@ -156,8 +170,14 @@ def validate(doc: Any) -> Checked:
 # -- synthetic profiles ------------------------------------------------------------------------------
 
 
-def synthetic(n: int, threads: int = 2, queues_per_thread: int = 1, seed: int = 0,
-              host_timed_every: int = 0, unresolved_every: int = 0) -> Profile:
+def synthetic(
+    n: int,
+    threads: int = 2,
+    queues_per_thread: int = 1,
+    seed: int = 0,
+    host_timed_every: int = 0,
+    unresolved_every: int = 0,
+) -> Profile:
     """A finished profile with ``n`` launches, built directly in the tables (as the recorder
     leaves them): each thread runs ``step`` ranges of a few launches, each launch's kernel
     runs on the thread's queue, in order, after its launch."""
@@ -167,8 +187,10 @@ def synthetic(n: int, threads: int = 2, queues_per_thread: int = 1, seed: int = 
     names = ["step", "kernel_a", "kernel_b", "[copy host to device]", "tick"]
     p.names = list(names)
     p.threads = [ThreadRecord(1000 + i, f"worker-{i}") for i in range(threads)]
-    p.queues = [QueueRecord("testdev", "synth 0", f"queue {k + 1}", "testdev:synth 0")
-                for k in range(threads * queues_per_thread)]
+    p.queues = [
+        QueueRecord("testdev", "synth 0", f"queue {k + 1}", "testdev:synth 0")
+        for k in range(threads * queues_per_thread)
+    ]
     t0 = 1_000_000_000
     p.start_ns = t0
     end = t0
@@ -201,8 +223,18 @@ def synthetic(n: int, threads: int = 2, queues_per_thread: int = 1, seed: int = 
                     flags |= UNRESOLVED
                     start, dur = ls, 0
                     p.errors[len(p.table)] = "synthetic: the device never answered"
-                p.table.append(3 if kind == COPY else rng.randrange(1, 3), kind, qid, th, ls, le,
-                               start, dur, rng.randrange(1, 1 << 20) if kind == COPY else -1, flags)
+                p.table.append(
+                    3 if kind == COPY else rng.randrange(1, 3),
+                    kind,
+                    qid,
+                    th,
+                    ls,
+                    le,
+                    start,
+                    dur,
+                    rng.randrange(1, 1 << 20) if kind == COPY else -1,
+                    flags,
+                )
                 end = max(end, start + dur, le)
                 done += 1
             if rng.random() < 0.3:
@@ -219,5 +251,6 @@ def add_device_range(p: Profile, name: str, queue: int, thread: int, start: int,
     """A device range record (the device time of a ``kprof.range``)."""
     if name not in p.names:
         p.names.append(name)
-    p.table.append(p.names.index(name), RANGE, queue, thread, start, end, start, end - start, -1,
-                   PLACED)
+    p.table.append(
+        p.names.index(name), RANGE, queue, thread, start, end, start, end - start, -1, PLACED
+    )

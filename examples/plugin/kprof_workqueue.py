@@ -27,8 +27,9 @@ def _take() -> workqueue.Timestamp:
 
 @kprof.hookimpl
 def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
-    return kprof.BackendInfo(library="workqueue", library_version=workqueue.__version__,
-                             devices=("workqueue worker",))
+    return kprof.BackendInfo(
+        library="workqueue", library_version=workqueue.__version__, devices=("workqueue worker",)
+    )
 
 
 @kprof.hookimpl
@@ -48,8 +49,9 @@ def timestamp_done(backend: kprof.Backend, token: workqueue.Timestamp) -> bool:
 
 
 @kprof.hookimpl
-def device_times(backend: kprof.Backend, start: workqueue.Timestamp,
-                 stop: workqueue.Timestamp) -> tuple[int, int]:
+def device_times(
+    backend: kprof.Backend, start: workqueue.Timestamp, stop: workqueue.Timestamp
+) -> tuple[int, int]:
     return start.device_ns, stop.device_ns
 
 
@@ -73,13 +75,17 @@ def synchronize(backend: kprof.Backend, queue: workqueue.Queue | None) -> None:
 
 
 @kprof.hookimpl
-def align_clock(backend: kprof.Backend, token: workqueue.Timestamp,
-                launch_window: tuple[int, int]) -> kprof.Alignment:
+def align_clock(
+    backend: kprof.Backend, token: workqueue.Timestamp, launch_window: tuple[int, int]
+) -> kprof.Alignment:
     # Read the device clock between two host readings: the offset is known to half the gap.
     h0, d, h1 = time.perf_counter_ns(), time.monotonic_ns(), time.perf_counter_ns()
     offset = (h0 + h1) // 2 - d
-    return kprof.Alignment(host_ns=token.device_ns + offset, error_ns=(h1 - h0 + 1) // 2,
-                           method="monotonic_ns read between two perf_counter_ns")
+    return kprof.Alignment(
+        host_ns=token.device_ns + offset,
+        error_ns=(h1 - h0 + 1) // 2,
+        method="monotonic_ns read between two perf_counter_ns",
+    )
 
 
 @kprof.hookimpl

@@ -17,5 +17,13 @@ from .checks import Conformance
 from .rules import RULES, ClockReport, ConformanceError, Skipped, Subject, fail
 from .watch import Ledger
 
-__all__ = ["RULES", "ClockReport", "Conformance", "ConformanceError", "Ledger", "Skipped",
-           "Subject", "fail"]
+__all__ = [
+    "RULES",
+    "ClockReport",
+    "Conformance",
+    "ConformanceError",
+    "Ledger",
+    "Skipped",
+    "Subject",
+    "fail",
+]

@@ -10,28 +10,47 @@ from typing import Any
 from ..backend import Backend
 
 RULES = {
-    "describe_backend": ("never raises", "returns a kprof.BackendInfo or None",
-                         "is available", "claims timestamps only with the hooks for them"),
+    "describe_backend": (
+        "never raises",
+        "returns a kprof.BackendInfo or None",
+        "is available",
+        "claims timestamps only with the hooks for them",
+    ),
     "current_queue": ("gives a queue inside queue_context()",),
     "record_timestamp": ("returns a token where there is a current queue", "does not block"),
-    "timestamp_done": ("returns True, False or None", "is not done before the device reached it",
-                       "becomes True once the device reached the token"),
-    "elapsed_time": ("returns an int", "is non-negative for ordered tokens on one queue",
-                     "adds up for ordered tokens on one queue"),
-    "device_times": ("returns a pair of ints", "begins before it ends for ordered tokens",
-                     "is consistent with elapsed_time"),
+    "timestamp_done": (
+        "returns True, False or None",
+        "is not done before the device reached it",
+        "becomes True once the device reached the token",
+    ),
+    "elapsed_time": (
+        "returns an int",
+        "is non-negative for ordered tokens on one queue",
+        "adds up for ordered tokens on one queue",
+    ),
+    "device_times": (
+        "returns a pair of ints",
+        "begins before it ends for ordered tokens",
+        "is consistent with elapsed_time",
+    ),
     "release_timestamp": ("is called exactly once per token",),
-    "token pool": ("a token is not handed out again while kprof holds it",
-                   "a token is not handed out again before the device reached it"),
+    "token pool": (
+        "a token is not handed out again while kprof holds it",
+        "a token is not handed out again before the device reached it",
+    ),
     "queue_info": ("returns a kprof.QueueInfo", "is stable for one queue"),
-    "install_capture": ("N workload calls give exactly N times the records of one",
-                        "records nothing outside the profile's context",
-                        "records are device-timed"),
+    "install_capture": (
+        "N workload calls give exactly N times the records of one",
+        "records nothing outside the profile's context",
+        "records are device-timed",
+    ),
     "remove_capture": ("restores the very same objects",),
     "any hook": ("kprof never disables the backend",),
-    "align_clock": ("returns a kprof.Alignment or None",
-                    "places the token where the device reached it, within its error bound",
-                    "needs no shift of the device in a profile beyond its error bound"),
+    "align_clock": (
+        "returns a kprof.Alignment or None",
+        "places the token where the device reached it, within its error bound",
+        "needs no shift of the device in a profile beyond its error bound",
+    ),
 }
 
 

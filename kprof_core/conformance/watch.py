@@ -35,8 +35,9 @@ class Once:
 class Ledger:
     """Tokens handed to kprof and released, by identity (it holds them, so ids stay unique)."""
 
-    def __init__(self, backend: Backend, done: Callable[..., Any],
-                 rerecord_supersedes: bool = False) -> None:
+    def __init__(
+        self, backend: Backend, done: Callable[..., Any], rerecord_supersedes: bool = False
+    ) -> None:
         self.backend, self._done = backend, done
         self.rerecord_supersedes = rerecord_supersedes
         self._lock = threading.Lock()
@@ -54,16 +55,27 @@ class Ledger:
             self._keep.append(tok)
             k = id(tok)
             if k in self.outstanding:
-                self.violations.append(fail(
-                    "token pool", "a token is not handed out again while kprof holds it",
-                    f"{who} handed out {tok!r}, which {self.outstanding[k]} had handed to kprof "
-                    f"and kprof has not released"))
-            elif (k in self.undone and not self.rerecord_supersedes
-                  and self._done(self.backend, tok) is False):
-                self.violations.append(fail(
-                    "token pool", "a token is not handed out again before the device reached it",
-                    f"{who} handed out {tok!r}, which kprof had given up on and released before "
-                    f"the device reached it; the device still has not"))
+                self.violations.append(
+                    fail(
+                        "token pool",
+                        "a token is not handed out again while kprof holds it",
+                        f"{who} handed out {tok!r}, which {self.outstanding[k]} had handed to kprof "
+                        f"and kprof has not released",
+                    )
+                )
+            elif (
+                k in self.undone
+                and not self.rerecord_supersedes
+                and self._done(self.backend, tok) is False
+            ):
+                self.violations.append(
+                    fail(
+                        "token pool",
+                        "a token is not handed out again before the device reached it",
+                        f"{who} handed out {tok!r}, which kprof had given up on and released before "
+                        f"the device reached it; the device still has not",
+                    )
+                )
             self.undone.discard(k)
             self.outstanding[k] = who
             self.releases.setdefault(k, 0)
@@ -74,9 +86,13 @@ class Ledger:
             k = id(tok)
             if k not in self.outstanding:
                 if k in self.releases:
-                    self.violations.append(fail(
-                        "release_timestamp", "is called exactly once per token",
-                        f"{tok!r} was released twice"))
+                    self.violations.append(
+                        fail(
+                            "release_timestamp",
+                            "is called exactly once per token",
+                            f"{tok!r} was released twice",
+                        )
+                    )
                 return  # a token from before the ledger (a pool's older token): not ours
             who = self.outstanding.pop(k)
             self.releases[k] += 1
@@ -94,8 +110,11 @@ class Ledger:
             return  # kprof only drops its references: nothing to count
         left = list(self.outstanding.values())
         if left:
-            raise fail("release_timestamp", "is called exactly once per token",
-                       f"{len(left)} tokens were never released (first handed out by {left[0]})")
+            raise fail(
+                "release_timestamp",
+                "is called exactly once per token",
+                f"{len(left)} tokens were never released (first handed out by {left[0]})",
+            )
 
 
 def plugin_module(plugin: object) -> tuple[str, ...]:
@@ -122,7 +141,11 @@ def snapshot(own: tuple[str, ...]) -> dict[tuple[int, str], tuple[Any, str, Any]
             continue
         for k, v in list(d.items()):
             snap[(id(mod), k)] = (v, f"{modname}.{k}", mod)
-            if isinstance(v, type) and id(v) not in classes and getattr(v, "__module__", None) == modname:
+            if (
+                isinstance(v, type)
+                and id(v) not in classes
+                and getattr(v, "__module__", None) == modname
+            ):
                 classes.add(id(v))
                 for ck, cv in list(vars(v).items()):
                     snap[(id(v), ck)] = (cv, f"{modname}.{v.__qualname__}.{ck}", v)

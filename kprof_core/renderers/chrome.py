@@ -70,8 +70,12 @@ def check_profiles(profiles: Sequence[Profile], labels: Sequence[str] | None) ->
         return [str(x) for x in labels]
     if len(profiles) == 1:
         return [None]
-    return [f"rank {p.meta['rank']}" if p.meta.get("rank") is not None
-            else f"host {p.meta.get('host', '?')} pid {p.meta.get('pid', '?')}" for p in profiles]
+    return [
+        f"rank {p.meta['rank']}"
+        if p.meta.get("rank") is not None
+        else f"host {p.meta.get('host', '?')} pid {p.meta.get('pid', '?')}"
+        for p in profiles
+    ]
 
 
 def offset_of(p: Profile) -> int:
@@ -111,8 +115,9 @@ class _Events:
             self.buf.clear()
 
 
-def write_chrome_trace(target: Target, profiles: Sequence[Profile],
-                       labels: Sequence[str] | None = None) -> None:
+def write_chrome_trace(
+    target: Target, profiles: Sequence[Profile], labels: Sequence[str] | None = None
+) -> None:
     """Write one or more profiles as one Chrome trace / Perfetto JSON file.
 
     ``target`` is a path (written atomically; an unwritable one raises
@@ -127,20 +132,27 @@ def write_chrome_trace(target: Target, profiles: Sequence[Profile],
 
     other = {
         "kprof_version": __version__,
-        "profiles": [{
-            "label": name,
-            "host": p.meta.get("host"),
-            "pid": p.meta.get("pid"),
-            "rank": p.meta.get("rank"),
-            "clock_offset_ns": off,
-            "start_us": float(_us(p.start_ns + off - base)) if p.start_ns else 0.0,
-            "clocks": [f"{device_title(QueueRecord(c.backend, c.device, '', ''))}: {c.describe()}"
-                       for c in p.clocks.values()],
-        } for p, name, off in zip(profiles, names, offsets)],
+        "profiles": [
+            {
+                "label": name,
+                "host": p.meta.get("host"),
+                "pid": p.meta.get("pid"),
+                "rank": p.meta.get("rank"),
+                "clock_offset_ns": off,
+                "start_us": float(_us(p.start_ns + off - base)) if p.start_ns else 0.0,
+                "clocks": [
+                    f"{device_title(QueueRecord(c.backend, c.device, '', ''))}: {c.describe()}"
+                    for c in p.clocks.values()
+                ],
+            }
+            for p, name, off in zip(profiles, names, offsets)
+        ],
     }
     with open_text(target, "Chrome trace") as f:
-        f.write(f'{{"displayTimeUnit": "ns", "otherData": {json.dumps(other, default=str)}, '
-                '"traceEvents": [')
+        f.write(
+            f'{{"displayTimeUnit": "ns", "otherData": {json.dumps(other, default=str)}, '
+            '"traceEvents": ['
+        )
         ev = _Events(f)
         ids = [1, TID_BASE]  # the next pid and tid
         flow_base = 0
@@ -151,8 +163,9 @@ def write_chrome_trace(target: Target, profiles: Sequence[Profile],
         f.write(f'\n], "baseTimeNanoseconds": {base}}}')
 
 
-def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, ids: list[int],
-                   flow_base: int) -> None:
+def _write_profile(
+    ev: _Events, p: Profile, label: str | None, shift: int, ids: list[int], flow_base: int
+) -> None:
     """Emit one profile's processes, tracks and events; ``ids``: the next pid and tid."""
     tl = Timeline(p)
     t, h = p.table, p.host
@@ -215,12 +228,16 @@ def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, ids: 
                     extra = ""
                     if flags & UNRESOLVED:
                         extra = f',"unresolved":{dumps(p.errors.get(i, "unresolved"))}'
-                    buf.append(f'{{"ph":"X","cat":"launch","name":{jnames[tn_[i]]},{where},'
-                               f'"ts":{ts},"dur":{d / 1000:.3f},"args":{{"kind":{kinds[tk_[i]]},'
-                               f'"queue":{qrows[tq_[i]]}{extra}}}}}')
+                    buf.append(
+                        f'{{"ph":"X","cat":"launch","name":{jnames[tn_[i]]},{where},'
+                        f'"ts":{ts},"dur":{d / 1000:.3f},"args":{{"kind":{kinds[tk_[i]]},'
+                        f'"queue":{qrows[tq_[i]]}{extra}}}}}'
+                    )
                     if not flags & UNRESOLVED:
-                        buf.append(f'{{"ph":"s","cat":"launch","name":"launch",'
-                                   f'"id":{flow_base + i + 1},{where},"ts":{ts}}}')
+                        buf.append(
+                            f'{{"ph":"s","cat":"launch","name":"launch",'
+                            f'"id":{flow_base + i + 1},{where},"ts":{ts}}}'
+                        )
                 elif tag == DEVICE:
                     s = st_[i]
                     ts = f"{(s + shift) / 1000:.3f}"
@@ -233,21 +250,29 @@ def _write_profile(ev: _Events, p: Profile, label: str | None, shift: int, ids: 
                         extra += ',"approximate":true'
                     if i in details:
                         extra += f',"detail":{dumps(details[i])}'
-                    buf.append(f'{{"ph":"X","cat":{kinds[k]},"name":{jnames[tn_[i]]},{where},'
-                               f'"ts":{ts},"dur":{max(0, du_[i]) / 1000:.3f},"args":{{'
-                               f'"kind":{kinds[k]},"queue":{qlabels[tq_[i]]},'
-                               f'"thread":{tlabels[tt_[i]]}{extra}}}}}')
+                    buf.append(
+                        f'{{"ph":"X","cat":{kinds[k]},"name":{jnames[tn_[i]]},{where},'
+                        f'"ts":{ts},"dur":{max(0, du_[i]) / 1000:.3f},"args":{{'
+                        f'"kind":{kinds[k]},"queue":{qlabels[tq_[i]]},'
+                        f'"thread":{tlabels[tt_[i]]}{extra}}}}}'
+                    )
                     if k != RANGE:
-                        buf.append(f'{{"ph":"f","bp":"e","cat":"launch","name":"launch",'
-                                   f'"id":{flow_base + i + 1},{where},"ts":{ts}}}')
+                        buf.append(
+                            f'{{"ph":"f","bp":"e","cat":"launch","name":"launch",'
+                            f'"id":{flow_base + i + 1},{where},"ts":{ts}}}'
+                        )
                 elif tag == HOST_RANGE:
                     s = hs_[i]
-                    buf.append(f'{{"ph":"X","cat":"range","name":{jnames[hn_[i]]},{where},'
-                               f'"ts":{(s + shift) / 1000:.3f},"dur":{max(0, he_[i] - s) / 1000:.3f},'
-                               f'"args":{{"kind":"range"}}}}')
+                    buf.append(
+                        f'{{"ph":"X","cat":"range","name":{jnames[hn_[i]]},{where},'
+                        f'"ts":{(s + shift) / 1000:.3f},"dur":{max(0, he_[i] - s) / 1000:.3f},'
+                        f'"args":{{"kind":"range"}}}}'
+                    )
                 elif tag == MARK:
-                    buf.append(f'{{"ph":"i","s":"t","cat":"marker","name":{jnames[hn_[i]]},'
-                               f'{where},"ts":{(hs_[i] + shift) / 1000:.3f},"args":{{"kind":"marker"}}}}')
+                    buf.append(
+                        f'{{"ph":"i","s":"t","cat":"marker","name":{jnames[hn_[i]]},'
+                        f'{where},"ts":{(hs_[i] + shift) / 1000:.3f},"args":{{"kind":"marker"}}}}'
+                    )
                 if len(buf) >= FLUSH_EVERY:
                     ev.flush()
     ev.flush()

@@ -15,14 +15,17 @@ from .timeline import DEVICE, HOST_RANGE, MARK, Timeline, Track, device_title
 if TYPE_CHECKING:
     from ..session import Profile, Summary
 
-FOOTNOTE = (" * timed on the host, synchronizing after each launch: the backend (or the queue) "
-            "gives no device timestamps")
+FOOTNOTE = (
+    " * timed on the host, synchronizing after each launch: the backend (or the queue) "
+    "gives no device timestamps"
+)
 APPROXIMATE_FOOTNOTE = (
     " ~ approximate: the queue was created without device timestamps (an OpenCL queue made "
     "before kprof captured, without PROFILING_ENABLE), so each completion was observed on the "
     "host, without synchronizing; such times can be late by tens of µs or more. For exact "
     "device times create queues while kprof captures (kprof run, or inside the profile), or "
-    "call kprof_opencl.enable_profiling() before creating them.")
+    "call kprof_opencl.enable_profiling() before creating them."
+)
 
 
 def headline(p: Profile) -> str:
@@ -30,8 +33,10 @@ def headline(p: Profile) -> str:
     nr, nd = p.counts
     nc = p.copies
     nk = nd - nc
-    return (f"Profiled {format_time(p.span_ns)}, recording {nr} range{'s' * (nr != 1)}, "
-            f"{nk} kernel{'s' * (nk != 1)} and {nc} cop{'ies' if nc != 1 else 'y'}.")
+    return (
+        f"Profiled {format_time(p.span_ns)}, recording {nr} range{'s' * (nr != 1)}, "
+        f"{nk} kernel{'s' * (nk != 1)} and {nc} cop{'ies' if nc != 1 else 'y'}."
+    )
 
 
 def footnotes(s: Summary) -> list[str]:
@@ -43,6 +48,8 @@ def footnotes(s: Summary) -> list[str]:
     if any(r.approximate for r in rows):
         out.append(APPROXIMATE_FOOTNOTE)
     return out
+
+
 COLUMNS = ("Time (%)", "Total time", "Calls", "Avg time", "Min time", "Max time", "Median")
 
 
@@ -50,8 +57,15 @@ def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> 
     headers = list(COLUMNS) + (["Throughput"] if throughput else []) + ["Name"]
     body = []
     for r in rows:
-        cells = [f"{r.percent:.1f} %", format_time(r.total_ns), str(r.calls), format_time(r.avg_ns),
-                 format_time(r.min_ns), format_time(r.max_ns), format_time(r.median_ns)]
+        cells = [
+            f"{r.percent:.1f} %",
+            format_time(r.total_ns),
+            str(r.calls),
+            format_time(r.avg_ns),
+            format_time(r.min_ns),
+            format_time(r.max_ns),
+            format_time(r.median_ns),
+        ]
         if throughput:
             cells.append(format_rate(r.nbytes, r.total_ns) if r.nbytes else "")
         cells.append(r.label)
@@ -81,8 +95,9 @@ def render_summary(p: Profile) -> list[str]:
         out.append("No device-side activity was recorded.")
     if s.device_ranges:
         out.append("")
-        out += _table("Device-side ranges (device time of the work enqueued inside each):",
-                      s.device_ranges)
+        out += _table(
+            "Device-side ranges (device time of the work enqueued inside each):", s.device_ranges
+        )
     if s.markers:
         out += ["", "Markers:", " Count  Marker", " ─────  ──────"]
         out += [f" {n:>5}  {name}" for name, n in s.markers]
@@ -93,8 +108,13 @@ def render_summary(p: Profile) -> list[str]:
         reasons: dict[str, int] = {}
         for r in unresolved:
             reasons[r.error or "?"] = reasons.get(r.error or "?", 0) + 1
-        out += ["", f"{len(unresolved)} device record{'s' * (len(unresolved) != 1)} could not be "
-                "resolved and {} left out of the tables:".format("are" if len(unresolved) != 1 else "is")]
+        out += [
+            "",
+            f"{len(unresolved)} device record{'s' * (len(unresolved) != 1)} could not be "
+            "resolved and {} left out of the tables:".format(
+                "are" if len(unresolved) != 1 else "is"
+            ),
+        ]
         out += [f"  {n} × {why}" for why, n in reasons.items()]
     return out
 
@@ -142,16 +162,23 @@ def _indented(name: str, depth: int) -> str:
 
 def render_trace(p: Profile) -> list[str]:
     rows = trace_rows(p)
-    cells = [(format_time(s), "" if d is None else format_time(d), on, _indented(name, depth))
-             for s, d, on, name, depth in rows]
+    cells = [
+        (format_time(s), "" if d is None else format_time(d), on, _indented(name, depth))
+        for s, d, on, name, depth in rows
+    ]
     headers = ("Start", "Duration", "On", "Name")
-    w = [max(len(headers[i]), *(len(c[i]) for c in cells)) if cells else len(headers[i]) for i in range(3)]
+    w = [
+        max(len(headers[i]), *(len(c[i]) for c in cells)) if cells else len(headers[i])
+        for i in range(3)
+    ]
     out = ["Trace:", f" {headers[0]:>{w[0]}}  {headers[1]:>{w[1]}}  {headers[2]:<{w[2]}}  Name"]
     out += [f" {a:>{w[0]}}  {b:>{w[1]}}  {c:<{w[2]}}  {n}".rstrip() for a, b, c, n in cells]
     if p.clocks:
         out += ["", "Device clocks placed on the host timeline:"]
-        out += [f"  {device_title(QueueRecord(c.backend, c.device, '', ''))}: {c.describe()}"
-                for c in p.clocks.values()]
+        out += [
+            f"  {device_title(QueueRecord(c.backend, c.device, '', ''))}: {c.describe()}"
+            for c in p.clocks.values()
+        ]
     return out
 
 

@@ -14,8 +14,16 @@ from .terminal import lines
 if TYPE_CHECKING:
     from ..compare import DiffRow, ProfileDiff
 
-HEADERS = ("Calls", "Median before", "Median after", "Ratio", "Total before", "Total after",
-           "Change", "Verdict")
+HEADERS = (
+    "Calls",
+    "Median before",
+    "Median after",
+    "Ratio",
+    "Total before",
+    "Total after",
+    "Change",
+    "Verdict",
+)
 
 
 def _p(p: float) -> str:
@@ -35,16 +43,24 @@ def cells(r: DiffRow) -> list[str]:
         return "-" if v is None else format_time(v)
 
     change = r.change_ns
-    return [f"{r.calls_before}→{r.calls_after}", t(r.median_before), t(r.median_after),
-            "-" if r.ratio is None else f"{r.ratio:.2f}x",
-            format_time(r.total_before), format_time(r.total_after),
-            ("+" if change > 0 else "") + format_time(change), verdict(r)]
+    return [
+        f"{r.calls_before}→{r.calls_after}",
+        t(r.median_before),
+        t(r.median_after),
+        "-" if r.ratio is None else f"{r.ratio:.2f}x",
+        format_time(r.total_before),
+        format_time(r.total_after),
+        ("+" if change > 0 else "") + format_time(change),
+        verdict(r),
+    ]
 
 
 def _heading(d: ProfileDiff, labels: Sequence[str]) -> str:
-    return (f"Comparing {labels[1]} ({format_time(d.span_after)}) with {labels[0]} "
-            f"({format_time(d.span_before)}); a change is significant when the per-call "
-            f"durations differ by a two-sided Mann-Whitney U test at p < {d.alpha:g}.")
+    return (
+        f"Comparing {labels[1]} ({format_time(d.span_after)}) with {labels[0]} "
+        f"({format_time(d.span_before)}); a change is significant when the per-call "
+        f"durations differ by a two-sided Mann-Whitney U test at p < {d.alpha:g}."
+    )
 
 
 def _line(cs: Sequence[str], widths: Sequence[int]) -> str:
@@ -61,40 +77,60 @@ def render_diff(d: ProfileDiff, labels: Sequence[str] = ("before", "after")) -> 
         body = [[*cells(r), r.label] for r in rows]
         widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(HEADERS)]
 
-        out += ["", SECTION_TITLES[section] + ":", _line([*HEADERS, "Name"], widths),
-                _line(["─" * w for w in widths] + ["─" * 4], widths)]
+        out += [
+            "",
+            SECTION_TITLES[section] + ":",
+            _line([*HEADERS, "Name"], widths),
+            _line(["─" * w for w in widths] + ["─" * 4], widths),
+        ]
         out += [_line(c, widths) for c in body]
     if not d.rows:
         out += ["", "Neither profile recorded anything to compare."]
     slow = d.slowdowns()
     if slow:
-        out += ["", f"{len(slow)} significant device-time slowdown{'s' * (len(slow) != 1)}: "
-                + ", ".join(f"{r.label} {r.ratio:.2f}x" for r in slow)]
+        out += [
+            "",
+            f"{len(slow)} significant device-time slowdown{'s' * (len(slow) != 1)}: "
+            + ", ".join(f"{r.label} {r.ratio:.2f}x" for r in slow),
+        ]
     if any(r.host_timed for r in d.rows):
-        out += ["", FOOTNOTE.rstrip() + "; their changes follow the host's load and never count "
-                "as device-time slowdowns"]
+        out += [
+            "",
+            FOOTNOTE.rstrip() + "; their changes follow the host's load and never count "
+            "as device-time slowdowns",
+        ]
     if any(r.approximate for r in d.rows):
-        out += ["", " ~ approximate: observed on the host as the work completed (a queue without "
-                "device timestamps); their changes follow the host's load and never count as "
-                "device-time slowdowns"]
+        out += [
+            "",
+            " ~ approximate: observed on the host as the work completed (a queue without "
+            "device timestamps); their changes follow the host's load and never count as "
+            "device-time slowdowns",
+        ]
     return lines(out)  # names come from files: escaped like every line for a terminal
 
 
 def diff_html(d: ProfileDiff, labels: Sequence[str] = ("before", "after")) -> str:
     """The comparison as static HTML tables (for the timeline page and notebooks)."""
-    out = ['<section class="kprof-diff">', "<h2>Comparison</h2>",
-           f"<p>{html.escape(_heading(d, labels))}</p>"]
+    out = [
+        '<section class="kprof-diff">',
+        "<h2>Comparison</h2>",
+        f"<p>{html.escape(_heading(d, labels))}</p>",
+    ]
     for section in SECTIONS:
         rows = d.section(section)
         if not rows:
             continue
-        out.append(f"<h3>{html.escape(SECTION_TITLES[section])}</h3><table><thead><tr>"
-                   + "".join(f"<th>{html.escape(h)}</th>" for h in HEADERS)
-                   + '<th class="name">Name</th></tr></thead><tbody>')
+        out.append(
+            f"<h3>{html.escape(SECTION_TITLES[section])}</h3><table><thead><tr>"
+            + "".join(f"<th>{html.escape(h)}</th>" for h in HEADERS)
+            + '<th class="name">Name</th></tr></thead><tbody>'
+        )
         for r in rows:
-            out.append(f'<tr data-status="{r.status}">'
-                       + "".join(f"<td>{html.escape(c)}</td>" for c in cells(r))
-                       + f'<td class="name">{html.escape(r.label)}</td></tr>')
+            out.append(
+                f'<tr data-status="{r.status}">'
+                + "".join(f"<td>{html.escape(c)}</td>" for c in cells(r))
+                + f'<td class="name">{html.escape(r.label)}</td></tr>'
+            )
         out.append("</tbody></table>")
     if not d.rows:
         out.append("<p>Neither profile recorded anything to compare.</p>")

@@ -51,8 +51,14 @@ def _numbers(f: IO[str], values: Iterable[int]) -> None:
     f.write("[]" if sep == "[" else "]")
 
 
-def write_html(target: Target, profiles: Sequence[Profile], labels: Sequence[str] | None = None,
-               *, summary: bool = True, extra_html: str = "") -> None:
+def write_html(
+    target: Target,
+    profiles: Sequence[Profile],
+    labels: Sequence[str] | None = None,
+    *,
+    summary: bool = True,
+    extra_html: str = "",
+) -> None:
     """Write one or more profiles as one self-contained HTML timeline with summary tables.
 
     ``target`` is a path (written atomically; an unwritable one raises
@@ -74,11 +80,20 @@ def write_html(target: Target, profiles: Sequence[Profile], labels: Sequence[str
         title = f"kprof timeline: {len(profiles)} profiles"
     page = (HERE / "timeline.html").read_text(encoding="utf-8")
     script = (HERE / "timeline.js").read_text(encoding="utf-8")
-    tables = "\n".join(_summary_html(p, name if len(profiles) > 1 else None)
-                       for p, name in zip(profiles, names)) if summary else ""
+    tables = (
+        "\n".join(
+            _summary_html(p, name if len(profiles) > 1 else None)
+            for p, name in zip(profiles, names)
+        )
+        if summary
+        else ""
+    )
     tables = extra_html + ("\n" if extra_html and tables else "") + tables
-    page = (page.replace("{{TITLE}}", html.escape(title)).replace("{{VERSION}}", __version__)
-            .replace("{{SUMMARY}}", tables))
+    page = (
+        page.replace("{{TITLE}}", html.escape(title))
+        .replace("{{VERSION}}", __version__)
+        .replace("{{SUMMARY}}", tables)
+    )
     head, tail = page.split(DATA_SLOT)
     tail = tail.replace("{{SCRIPT}}", script)
     with open_text(target, "HTML timeline") as f:
@@ -95,8 +110,10 @@ def write_html(target: Target, profiles: Sequence[Profile], labels: Sequence[str
 def _write_profile(f: IO[str], p: Profile, label: str | None, shift: int) -> None:
     tl = Timeline(p)
     t, h = p.table, p.host
-    f.write(f'{{"label":{_js(label)},"start_ns":{p.start_ns + shift},"names":{_js(p.names)},'
-            '"processes":[')
+    f.write(
+        f'{{"label":{_js(label)},"start_ns":{p.start_ns + shift},"names":{_js(p.names)},'
+        '"processes":['
+    )
     for pi, proc in enumerate(tl.processes):
         if proc.kind == "host":
             pname = host_name(p, label)
@@ -115,14 +132,17 @@ def _write_profile(f: IO[str], p: Profile, label: str | None, shift: int) -> Non
                 b0, b1 = tl.bounds(it)
                 starts.append(b0 + shift)
                 durs.append(b1 - b0)
-            f.write(("," if ti else "") + f'{{"name":{_js(name)},"kind":{_js(track.kind)},'
-                    f'"depth":{track.max_depth + 1},"md":{max(durs, default=0)},"s":')
+            f.write(
+                ("," if ti else "") + f'{{"name":{_js(name)},"kind":{_js(track.kind)},'
+                f'"depth":{track.max_depth + 1},"md":{max(durs, default=0)},"s":'
+            )
             _numbers(f, starts)
             f.write(',"d":')
             _numbers(f, durs)
             f.write(',"n":')
-            _numbers(f, (h.name[it >> 2] if it & 3 >= HOST_RANGE else t.name[it >> 2]
-                         for it in items))
+            _numbers(
+                f, (h.name[it >> 2] if it & 3 >= HOST_RANGE else t.name[it >> 2] for it in items)
+            )
             f.write(',"k":')
             _numbers(f, (_kind(p, it) for it in items))
             f.write(',"z":')
@@ -169,32 +189,57 @@ def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> 
     out += [f"<th>{html.escape(c)}</th>" for c in headers]
     out.append('<th class="name">Name</th></tr></thead><tbody>')
     for r in rows:
-        cells = [f"{r.percent:.1f} %", format_time(r.total_ns), str(r.calls), format_time(r.avg_ns),
-                 format_time(r.min_ns), format_time(r.max_ns), format_time(r.median_ns)]
+        cells = [
+            f"{r.percent:.1f} %",
+            format_time(r.total_ns),
+            str(r.calls),
+            format_time(r.avg_ns),
+            format_time(r.min_ns),
+            format_time(r.max_ns),
+            format_time(r.median_ns),
+        ]
         if throughput:
             cells.append(format_rate(r.nbytes, r.total_ns) if r.nbytes else "")
-        out.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells)
-                   + f'<td class="name">{html.escape(r.label)}</td></tr>')
+        out.append(
+            "<tr>"
+            + "".join(f"<td>{html.escape(c)}</td>" for c in cells)
+            + f'<td class="name">{html.escape(r.label)}</td></tr>'
+        )
     out.append("</tbody></table>")
     return "".join(out)
 
 
 def _summary_html(p: Profile, label: str | None) -> str:
     s = p.summary()
-    out = [f"<h2>{html.escape(label)}</h2>" if label else "<h2>Summary</h2>",
-           f"<p>{html.escape(headline(p))}</p>"]
-    out.append(_table("Host-side activity", s.host) if s.host
-               else "<p>No host-side activity was recorded.</p>")
-    out.append(_table("Device-side activity", s.device, any(r.nbytes for r in s.device)) if s.device
-               else "<p>No device-side activity was recorded.</p>")
+    out = [
+        f"<h2>{html.escape(label)}</h2>" if label else "<h2>Summary</h2>",
+        f"<p>{html.escape(headline(p))}</p>",
+    ]
+    out.append(
+        _table("Host-side activity", s.host)
+        if s.host
+        else "<p>No host-side activity was recorded.</p>"
+    )
+    out.append(
+        _table("Device-side activity", s.device, any(r.nbytes for r in s.device))
+        if s.device
+        else "<p>No device-side activity was recorded.</p>"
+    )
     if s.device_ranges:
-        out.append(_table("Device-side ranges (device time of the work enqueued inside each)",
-                          s.device_ranges))
+        out.append(
+            _table(
+                "Device-side ranges (device time of the work enqueued inside each)", s.device_ranges
+            )
+        )
     if s.markers:
-        out.append("<h3>Markers</h3><table><thead><tr><th>Count</th><th class=\"name\">Marker"
-                   "</th></tr></thead><tbody>" + "".join(
-                       f'<tr><td>{n}</td><td class="name">{html.escape(m)}</td></tr>'
-                       for m, n in s.markers) + "</tbody></table>")
+        out.append(
+            '<h3>Markers</h3><table><thead><tr><th>Count</th><th class="name">Marker'
+            "</th></tr></thead><tbody>"
+            + "".join(
+                f'<tr><td>{n}</td><td class="name">{html.escape(m)}</td></tr>' for m, n in s.markers
+            )
+            + "</tbody></table>"
+        )
     for note in footnotes(s):
         out.append(f'<p class="note">{html.escape(note.strip())}</p>')
     reasons: dict[str, int] = {}
@@ -205,13 +250,20 @@ def _summary_html(p: Profile, label: str | None) -> str:
             reasons[why] = reasons.get(why, 0) + 1
     if reasons:
         n = sum(reasons.values())
-        out.append(f"<p>{n} device record{'s' * (n != 1)} could not "
-                   "be resolved (their launches are shown, without device time):</p><ul>"
-                   + "".join(f"<li>{n} × {html.escape(why)}</li>" for why, n in reasons.items())
-                   + "</ul>")
+        out.append(
+            f"<p>{n} device record{'s' * (n != 1)} could not "
+            "be resolved (their launches are shown, without device time):</p><ul>"
+            + "".join(f"<li>{n} × {html.escape(why)}</li>" for why, n in reasons.items())
+            + "</ul>"
+        )
     if p.clocks:
-        out.append("<h3>Device clocks placed on the host timeline</h3><ul>" + "".join(
-            f"<li>{html.escape(device_title(QueueRecord(c.backend, c.device, '', '')))}: "
-            f"{html.escape(c.describe())}</li>"
-            for c in p.clocks.values()) + "</ul>")
+        out.append(
+            "<h3>Device clocks placed on the host timeline</h3><ul>"
+            + "".join(
+                f"<li>{html.escape(device_title(QueueRecord(c.backend, c.device, '', '')))}: "
+                f"{html.escape(c.describe())}</li>"
+                for c in p.clocks.values()
+            )
+            + "</ul>"
+        )
     return "\n".join(out)

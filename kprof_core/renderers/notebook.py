@@ -62,11 +62,15 @@ def timeline_frame(p: Profile) -> str:
     buf = io.StringIO()
     write_html(buf, [p], summary=False)
     # The tables are beside the frame, so the page's (empty) summary section takes no room.
-    page = (buf.getvalue().replace('<section id="kprof-summary">',
-                                   '<section id="kprof-summary" hidden>', 1)
-            .replace("</body>", _FIT + "</body>"))
-    return (f'<iframe class="kprof-frame" title="kprof timeline" style="height:{_estimated_height(p)}px"'
-            f' srcdoc="{html.escape(page, quote=True)}"></iframe>')
+    page = (
+        buf.getvalue()
+        .replace('<section id="kprof-summary">', '<section id="kprof-summary" hidden>', 1)
+        .replace("</body>", _FIT + "</body>")
+    )
+    return (
+        f'<iframe class="kprof-frame" title="kprof timeline" style="height:{_estimated_height(p)}px"'
+        f' srcdoc="{html.escape(page, quote=True)}"></iframe>'
+    )
 
 
 def notebook_html(p: Profile) -> str | None:
@@ -78,15 +82,20 @@ def notebook_html(p: Profile) -> str | None:
     if n <= TIMELINE_LIMIT:
         out.append(timeline_frame(p))
     else:
-        out.append(f"<p>The timeline is left out here ({n} records); "
-                   "<code>p.export_html(\"timeline.html\")</code> writes it to a file.</p>")
+        out.append(
+            f"<p>The timeline is left out here ({n} records); "
+            '<code>p.export_html("timeline.html")</code> writes it to a file.</p>'
+        )
     out.append(_summary_html(p, None))
     if p.trace:
         lines = render_trace(p)
         cut = len(lines) - TRACE_LINES
-        text = "\n".join(lines[:TRACE_LINES]) + (f"\n… {cut} more lines (print(p) shows all)"
-                                                 if cut > 0 else "")
-        out.append(f"<details><summary>Trace ({format_time(p.span_ns)})</summary>"
-                   f"<pre>{html.escape(text)}</pre></details>")
+        text = "\n".join(lines[:TRACE_LINES]) + (
+            f"\n… {cut} more lines (print(p) shows all)" if cut > 0 else ""
+        )
+        out.append(
+            f"<details><summary>Trace ({format_time(p.span_ns)})</summary>"
+            f"<pre>{html.escape(text)}</pre></details>"
+        )
     out.append("</div>")
     return "\n".join(out)

@@ -82,8 +82,7 @@ def thread_title(th: ThreadRecord, label: str) -> str:
 Key = tuple[int, int, int, int]
 
 
-def _in_order(keyed: Callable[[array[int]], Iterator[Key]],
-              codes: array[int]) -> Iterable[Key]:
+def _in_order(keyed: Callable[[array[int]], Iterator[Key]], codes: array[int]) -> Iterable[Key]:
     """``keyed(codes)`` in sorted order: lazily when the starts already are in order (only
     runs of equal starts are then sorted), else as a sorted list."""
     prev = None
@@ -196,8 +195,10 @@ class Timeline:
             if key not in devices and any(k[0] == qid for k in queue_items):
                 devices[key] = len(self.processes)
                 self.processes.append(Process(device_title(p.queues[qid]), "device", key))
-        for qid, tid in sorted(queue_items, key=lambda k: (_natural(p.queues[k[0]].label), k[0],
-                                                           _natural(labels[k[1]]))):
+        for qid, tid in sorted(
+            queue_items,
+            key=lambda k: (_natural(p.queues[k[0]].label), k[0], _natural(labels[k[1]])),
+        ):
             q = p.queues[qid]
             pi = devices[q.device_key]
             name = f"{q.label}, {labels[tid]}" if q.backend != "host" else labels[tid]
@@ -238,8 +239,7 @@ class Timeline:
             st, du, kind = t.start, t.duration, t.kind
 
             def keyed(codes: array[int]) -> Iterator[Key]:
-                return ((st[c >> 2], min(0, -du[c >> 2]), kind[c >> 2] != RANGE, c)
-                        for c in codes)
+                return ((st[c >> 2], min(0, -du[c >> 2]), kind[c >> 2] != RANGE, c) for c in codes)
 
             order: Iterable[Key] = _in_order(keyed, items)
         else:
@@ -249,8 +249,10 @@ class Timeline:
                 return ((ls[c >> 2], min(0, ls[c >> 2] - le[c >> 2]), 1, c) for c in codes)
 
             def host(codes: array[int]) -> Iterator[Key]:
-                return ((hs[c >> 2], min(0, hs[c >> 2] - he[c >> 2]), 2 * (c & 3 == MARK), c)
-                        for c in codes)
+                return (
+                    (hs[c >> 2], min(0, hs[c >> 2] - he[c >> 2]), 2 * (c & 3 == MARK), c)
+                    for c in codes
+                )
 
             split = array("q", (c for c in items if c & 3 == LAUNCH))
             rest = array("q", (c for c in items if c & 3 != LAUNCH))
@@ -282,8 +284,16 @@ class Timeline:
                     if li > MAX_LANES:
                         li -= 1
                         break
-                    lanes.append(Track(base.process, f"{base.name} (overlap {li})", base.kind,
-                                       base.thread, base.queue, li))
+                    lanes.append(
+                        Track(
+                            base.process,
+                            f"{base.name} (overlap {li})",
+                            base.kind,
+                            base.thread,
+                            base.queue,
+                            li,
+                        )
+                    )
                     stacks.append([])
                 stack = stacks[li]
                 while stack and stack[-1] <= s:

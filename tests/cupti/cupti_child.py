@@ -82,15 +82,23 @@ MANGLED = b"_Z5scaleIfEvPT_S0_i"  # void scale<float>(float*, float, int)
 MULTIPLE_SUBSCRIBERS = int(cupti.Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
 
 
-def launch(name: bytes = MANGLED, stream: int = 13, duration: int = 10_000, grid: tuple[int, ...] = (4, 2, 1),
-           block: tuple[int, ...] = (256, 1, 1), device: int = 0, emit: bool = True) -> tuple[int, int]:
+def launch(
+    name: bytes = MANGLED,
+    stream: int = 13,
+    duration: int = 10_000,
+    grid: tuple[int, ...] = (4, 2, 1),
+    block: tuple[int, ...] = (256, 1, 1),
+    device: int = 0,
+    emit: bool = True,
+) -> tuple[int, int]:
     """A cuLaunchKernel on the calling thread and, unless ``emit`` is False, its kernel record
     (begins 5 µs after the call). Returns (correlation id, kernel begin) on the double's clock."""
     t = lib.cuptidouble_now()
     corr = lib.cuptidouble_api(DRIVER, LAUNCH, t, t + 2000)
     if emit:
-        lib.cuptidouble_kernel(corr, name, device, 1, stream, *grid, *block, t + 5000,
-                               t + 5000 + duration)
+        lib.cuptidouble_kernel(
+            corr, name, device, 1, stream, *grid, *block, t + 5000, t + 5000 + duration
+        )
     return corr, t + 5000
 
 
@@ -103,8 +111,9 @@ class Env:
         self.fake = tcf.FakeCuda(1)
         self.mod = tcf.fake_cupy_module(self.fake)
         sys.modules[tcf.MODULE] = self.mod
-        self.plugin = CudaPlugin(api=lambda: self.fake, module=tcf.MODULE,
-                                 describe=tcf._available, nvtx=lambda: None)
+        self.plugin = CudaPlugin(
+            api=lambda: self.fake, module=tcf.MODULE, describe=tcf._available, nvtx=lambda: None
+        )
         self.backend = kprof.register_backend(self.plugin, "cuda")
 
     def close(self) -> None:
@@ -115,11 +124,22 @@ class Env:
 
 def rows(p: kprof.Profile) -> list[dict[str, Any]]:
     t = p.table
-    return [{"name": p.names[t.name[i]], "kind": t.kind[i], "thread": p.threads[t.thread[i]].name,
-             "queue": p.queues[t.queue[i]].label, "device": p.queues[t.queue[i]].device,
-             "start": t.start[i], "duration": t.duration[i], "nbytes": t.nbytes[i],
-             "launch_start": t.launch_start[i], "launch_end": t.launch_end[i],
-             "detail": p.details.get(i)} for i in range(len(t))]
+    return [
+        {
+            "name": p.names[t.name[i]],
+            "kind": t.kind[i],
+            "thread": p.threads[t.thread[i]].name,
+            "queue": p.queues[t.queue[i]].label,
+            "device": p.queues[t.queue[i]].device,
+            "start": t.start[i],
+            "duration": t.duration[i],
+            "nbytes": t.nbytes[i],
+            "launch_start": t.launch_start[i],
+            "launch_end": t.launch_end[i],
+            "detail": p.details.get(i),
+        }
+        for i in range(len(t))
+    ]
 
 
 # -- scenarios ------------------------------------------------------------------------------------
@@ -140,13 +160,18 @@ def records_become_rows(env: Env) -> None:
         # A call that enqueues no work: its correlation entry is dropped, not kept.
         lib.cuptidouble_api(DRIVER, GET_DEVICE, t, t + 100)
     r = rows(p)
-    assert [x["name"] for x in r] == ["void scale<float>(float*, float, int)",
-                                      "[copy device to host]", "[memset]"], r
+    assert [x["name"] for x in r] == [
+        "void scale<float>(float*, float, int)",
+        "[copy device to host]",
+        "[memset]",
+    ], r
     assert [x["kind"] for x in r] == [KERNEL, COPY, COPY]
     assert [x["duration"] for x in r] == [10_000, 3_000, 500]
     assert [x["nbytes"] for x in r] == [-1, 4096, 1024]
     assert {x["thread"] for x in r} == {threading.current_thread().name}
-    assert {x["queue"] for x in r} == {"stream 1"} and {x["device"] for x in r} == {"CUDA 0 (Fake GPU)"}
+    assert {x["queue"] for x in r} == {"stream 1"} and {x["device"] for x in r} == {
+        "CUDA 0 (Fake GPU)"
+    }
     assert r[0]["detail"] == "grid (4, 2, 1) block (256, 1, 1), device 0, CUPTI stream 13"
     (clock,) = p.clocks.values()
     assert "cuptiGetTimestamp" in clock.method and clock.error_ns is not None
@@ -163,13 +188,21 @@ def records_become_rows(env: Env) -> None:
     buf = io.StringIO()
     write_chrome_trace(buf, [p])
     trace = json.loads(buf.getvalue())
-    assert any("cuptiGetTimestamp sampled against perf_counter_ns" in c
-               for c in trace["otherData"]["profiles"][0]["clocks"]), trace["otherData"]
-    assert any(e.get("name") == "process_labels" and "cuptiGetTimestamp" in e["args"]["labels"]
-               for e in trace["traceEvents"])
-    [ev] = [e for e in trace["traceEvents"]
-            if e.get("name") == "void scale<float>(float*, float, int)" and e.get("ph") == "X"
-            and e.get("cat") != "launch"]
+    assert any(
+        "cuptiGetTimestamp sampled against perf_counter_ns" in c
+        for c in trace["otherData"]["profiles"][0]["clocks"]
+    ), trace["otherData"]
+    assert any(
+        e.get("name") == "process_labels" and "cuptiGetTimestamp" in e["args"]["labels"]
+        for e in trace["traceEvents"]
+    )
+    [ev] = [
+        e
+        for e in trace["traceEvents"]
+        if e.get("name") == "void scale<float>(float*, float, int)"
+        and e.get("ph") == "X"
+        and e.get("cat") != "launch"
+    ]
     assert ev["args"]["detail"].startswith("grid (4, 2, 1) block (256, 1, 1)")
 
 
@@ -296,8 +329,9 @@ def runtime_api_records(env: Env) -> None:
     with kprof.profile() as p:
         t = lib.cuptidouble_now()
         corr = lib.cuptidouble_api(RUNTIME, RT_LAUNCH, t, t + 1000)
-        lib.cuptidouble_kernel(corr, b"from_runtime", 0, 1, 13, 1, 1, 1, 32, 1, 1, t + 2000,
-                               t + 3000)
+        lib.cuptidouble_kernel(
+            corr, b"from_runtime", 0, 1, 13, 1, 1, 1, 32, 1, 1, t + 2000, t + 3000
+        )
         detail = env.backend.info(refresh=True).capture_detail or ""
     act = env.plugin.activity
     assert act is not None
@@ -315,8 +349,21 @@ def graph_launch_records(env: Env) -> None:
         t = lib.cuptidouble_now()
         corr = lib.cuptidouble_api(DRIVER, GRAPH, t, t + 1000)
         for j in range(3):
-            lib.cuptidouble_kernel(corr, f"node{j}".encode(), 0, 1, 13, 1, 1, 1, 32, 1, 1,
-                                   t + 2000 + j * 1000, t + 2500 + j * 1000)
+            lib.cuptidouble_kernel(
+                corr,
+                f"node{j}".encode(),
+                0,
+                1,
+                13,
+                1,
+                1,
+                1,
+                32,
+                1,
+                1,
+                t + 2000 + j * 1000,
+                t + 2500 + j * 1000,
+            )
     assert [x["name"] for x in rows(p)] == ["node0", "node1", "node2"]
     assert env.plugin.activity is not None and not env.plugin.activity._corr
 
@@ -346,7 +393,9 @@ def late_records_dropped_counted_said(env: Env) -> None:
             lib.cuptidouble_kernel(corr, b"slow", 0, 1, 13, 1, 1, 1, 1, 1, 1, begin, begin + 10)
             cupti.activity_flush_all(0)
         assert core_activity.stats()["late"] == late_before + 1
-        assert any("arrived after their profile had ended" in str(w.message) for w in caught), caught
+        assert any("arrived after their profile had ended" in str(w.message) for w in caught), (
+            caught
+        )
     finally:
         keep.set()
         th.join()
@@ -395,12 +444,16 @@ def no_double_counting_with_cupti(env: Env) -> None:
             if "--json" in argv:
                 [row] = json.loads(out.getvalue())
                 assert row["capture"] == "CUPTI activity records", row
-                assert row["capture_detail"].startswith("cupti-python 12.") or \
-                    row["capture_detail"].startswith("cupti-python 13."), row
+                assert row["capture_detail"].startswith("cupti-python 12.") or row[
+                    "capture_detail"
+                ].startswith("cupti-python 13."), row
             else:
                 assert "cuda captures with CUPTI activity records: cupti-python" in out.getvalue()
     r = rows(p)
-    assert sorted((x["name"], x["kind"]) for x in r) == [("axpy call", RANGE), ("axpy()", KERNEL)], r
+    assert sorted((x["name"], x["kind"]) for x in r) == [
+        ("axpy call", RANGE),
+        ("axpy()", KERNEL),
+    ], r
 
 
 def streams_share_rows_with_events(env: Env) -> None:
@@ -415,12 +468,24 @@ def streams_share_rows_with_events(env: Env) -> None:
     assert {x["queue"] for x in r} == {"stream 1"} and len(r) == 2, r
 
 
-SCENARIOS: dict[str, Callable[[Env], None]] = {f.__name__: f for f in (
-    records_become_rows, two_profiles_on_two_threads, outside_the_profile_is_not_recorded,
-    propagated_thread, nested_profiles, buffers_drained_while_running,
-    records_dropped_without_buffers_are_said, runtime_api_records, graph_launch_records,
-    late_records_dropped_counted_said, subscriber_taken_falls_back_to_events,
-    no_double_counting_with_cupti, streams_share_rows_with_events)}
+SCENARIOS: dict[str, Callable[[Env], None]] = {
+    f.__name__: f
+    for f in (
+        records_become_rows,
+        two_profiles_on_two_threads,
+        outside_the_profile_is_not_recorded,
+        propagated_thread,
+        nested_profiles,
+        buffers_drained_while_running,
+        records_dropped_without_buffers_are_said,
+        runtime_api_records,
+        graph_launch_records,
+        late_records_dropped_counted_said,
+        subscriber_taken_falls_back_to_events,
+        no_double_counting_with_cupti,
+        streams_share_rows_with_events,
+    )
+}
 
 
 def main(names: list[str]) -> None:

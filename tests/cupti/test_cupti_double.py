@@ -20,12 +20,21 @@ sys.path.insert(0, str(HERE.parent / "cupti_double"))
 import build as cupti_build  # noqa: E402
 
 # The scenarios of cupti_child.py (importing it would load the double into this process).
-SCENARIOS = ("records_become_rows", "two_profiles_on_two_threads",
-             "outside_the_profile_is_not_recorded", "propagated_thread", "nested_profiles",
-             "buffers_drained_while_running", "records_dropped_without_buffers_are_said",
-             "runtime_api_records", "graph_launch_records",
-             "late_records_dropped_counted_said", "subscriber_taken_falls_back_to_events",
-             "no_double_counting_with_cupti", "streams_share_rows_with_events")
+SCENARIOS = (
+    "records_become_rows",
+    "two_profiles_on_two_threads",
+    "outside_the_profile_is_not_recorded",
+    "propagated_thread",
+    "nested_profiles",
+    "buffers_drained_while_running",
+    "records_dropped_without_buffers_are_said",
+    "runtime_api_records",
+    "graph_launch_records",
+    "late_records_dropped_counted_said",
+    "subscriber_taken_falls_back_to_events",
+    "no_double_counting_with_cupti",
+    "streams_share_rows_with_events",
+)
 
 
 @pytest.fixture(scope="session")
@@ -41,8 +50,13 @@ def cupti_libdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def results(cupti_libdir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
-    proc = subprocess.run([sys.executable, str(HERE / "cupti_child.py"), str(cupti_libdir)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "cupti_child.py"), str(cupti_libdir)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, f"child failed:\n{proc.stdout}\n{proc.stderr}"
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 

@@ -42,9 +42,11 @@ def find_header(name: str) -> Path:
             continue
         for hit in sorted(root.glob(f"*/include/{name}")):
             return hit.parents[len(Path(name).parts) - 1]
-    raise BuildError(f"{name} not found under site-packages/nvidia: install the test extra "
-                     f"(pip install -e '.[cuda,test]': nvidia-cuda-cupti-cu12, "
-                     f"nvidia-cuda-runtime-cu12, nvidia-cuda-nvcc-cu12)")
+    raise BuildError(
+        f"{name} not found under site-packages/nvidia: install the test extra "
+        f"(pip install -e '.[cuda,test]': nvidia-cuda-cupti-cu12, "
+        f"nvidia-cuda-runtime-cu12, nvidia-cuda-nvcc-cu12)"
+    )
 
 
 def cupti_major() -> int:
@@ -61,10 +63,15 @@ def record_types(cupti_include: Path) -> list[str]:
     CUDA 13.5's)."""
     import re
 
-    text = "".join(p.read_text(errors="replace") for p in sorted(cupti_include.glob("cupti_activity*.h")))
+    text = "".join(
+        p.read_text(errors="replace") for p in sorted(cupti_include.glob("cupti_activity*.h"))
+    )
     flags = []
-    for macro, base in (("KERNEL_RECORD", "Kernel"), ("MEMCPY_RECORD", "Memcpy"),
-                        ("MEMSET_RECORD", "Memset")):
+    for macro, base in (
+        ("KERNEL_RECORD", "Kernel"),
+        ("MEMCPY_RECORD", "Memcpy"),
+        ("MEMSET_RECORD", "Memset"),
+    ):
         versions = [int(v) for v in re.findall(rf"}}\s*CUpti_Activity{base}(\d+)\s*;", text)]
         if not versions:
             raise BuildError(f"no CUpti_Activity{base}N record in {cupti_include}")
@@ -72,19 +79,34 @@ def record_types(cupti_include: Path) -> list[str]:
     return flags
 
 
-def _compile(cc: str, source: Path, out: Path, soname: str, includes: list[Path],
-             extra: list[str] | None = None) -> None:
+def _compile(
+    cc: str,
+    source: Path,
+    out: Path,
+    soname: str,
+    includes: list[Path],
+    extra: list[str] | None = None,
+) -> None:
     if out.exists() and out.stat().st_mtime >= source.stat().st_mtime:
         return
     fd, tmp = tempfile.mkstemp(prefix=f".{soname}.", suffix=".so", dir=out.parent)
     os.close(fd)
     try:
-        cmd = [cc, *CFLAGS, *(extra or []), *(f"-I{d}" for d in includes),
-               f"-Wl,-soname,{soname}", "-o", tmp, str(source)]
+        cmd = [
+            cc,
+            *CFLAGS,
+            *(extra or []),
+            *(f"-I{d}" for d in includes),
+            f"-Wl,-soname,{soname}",
+            "-o",
+            tmp,
+            str(source),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise BuildError(f"cc failed ({proc.returncode}) building {source.name}:\n"
-                             f"{proc.stderr}")
+            raise BuildError(
+                f"cc failed ({proc.returncode}) building {source.name}:\n{proc.stderr}"
+            )
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
@@ -97,8 +119,11 @@ def build(out_dir: Path) -> tuple[Path, Path]:
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         raise BuildError("no C compiler (cc) on PATH: it builds the CUPTI test double")
-    includes = [find_header("cupti_activity.h"), find_header("cuda.h"),
-                find_header("crt/host_defines.h")]
+    includes = [
+        find_header("cupti_activity.h"),
+        find_header("cuda.h"),
+        find_header("crt/host_defines.h"),
+    ]
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     soname = f"libcupti.so.{cupti_major()}"

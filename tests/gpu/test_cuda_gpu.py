@@ -119,8 +119,10 @@ def cupti_path() -> bool:
     return plugin.activity is not None and plugin.activity.probe() is None
 
 
-needs_cupti = pytest.mark.skipif("not cupti_path()", reason="CUPTI cannot be used here "
-                                 "(cupti-python missing or CUPTI taken): events path only")
+needs_cupti = pytest.mark.skipif(
+    "not cupti_path()",
+    reason="CUPTI cannot be used here (cupti-python missing or CUPTI taken): events path only",
+)
 
 
 def spin_args(ns: int) -> tuple[tuple[int], tuple[int], tuple[Any]]:
@@ -146,8 +148,10 @@ def test_kernel_time_matches_cupyx_benchmark(cuda: kprof.Backend, spin: Any) -> 
     ours = statistics.median(x.duration_ns for x in rows)
     rel = (ours - bench_ns) / bench_ns
     FIGURES["kernel_vs_benchmark"] = {
-        "kernel": "spin_ns (2 ms on %globaltimer), 1 thread", "runs": n,
-        "kprof_median_ns": ours, "cupyx_benchmark_median_ns": round(bench_ns),
+        "kernel": "spin_ns (2 ms on %globaltimer), 1 thread",
+        "runs": n,
+        "kprof_median_ns": ours,
+        "cupyx_benchmark_median_ns": round(bench_ns),
         "relative_difference": round(rel, 5),
         "kprof_min_ns": min(x.duration_ns for x in rows),
         "kprof_max_ns": max(x.duration_ns for x in rows),
@@ -173,9 +177,13 @@ def test_launches_do_not_synchronize(cuda: kprof.Backend, spin: Any) -> None:
         in_use = kprof_cuda.pool_stats().in_use
     rows = [x for x in p.kernels if x.name == "spin_ns"]
     FIGURES["no_synchronization"] = {
-        "launches": n, "kernel_ns": each, "device_total_ns": n * each,
-        "host_loop_ns": host_ns, "stream_done_after_loop": stream_done,
-        "last_token_done_after_loop": last_done, "events_in_use_after_loop": in_use,
+        "launches": n,
+        "kernel_ns": each,
+        "device_total_ns": n * each,
+        "host_loop_ns": host_ns,
+        "stream_done_after_loop": stream_done,
+        "last_token_done_after_loop": last_done,
+        "events_in_use_after_loop": in_use,
     }
     assert not stream_done and not last_done  # the host got ahead of the device
     assert host_ns < n * each  # far less, in practice: the loop did not wait for kernels
@@ -190,8 +198,13 @@ def test_range_device_time(cuda: kprof.Backend, spin: Any) -> None:
                 spin(*spin_args(MS))
     [r] = p.device_ranges
     [h] = [x for x in p.ranges if x.name == "three spins"]
-    FIGURES["range"] = {"device_ns": r.duration_ns, "host_ns": h.duration_ns,
-                        "expected_device_ns": 3 * MS, "queue": r.queue, "device": r.device}
+    FIGURES["range"] = {
+        "device_ns": r.duration_ns,
+        "host_ns": h.duration_ns,
+        "expected_device_ns": 3 * MS,
+        "queue": r.queue,
+        "device": r.device,
+    }
     assert (r.name, r.backend, r.error) == ("three spins", "cuda", None)
     assert abs(r.duration_ns - 3 * MS) < 0.02 * 3 * MS
     assert h.duration_ns < 3 * MS  # the range's host side did not wait for its kernels
@@ -207,10 +220,13 @@ def test_clock_alignment(cuda: kprof.Backend, spin: Any) -> None:
     # (now a range around it) by the events' calibration.
     clock = next(c for c in p.clocks.values() if c.method == METHOD)
     after_launch = x.start_ns - x.launch_start_ns
-    FIGURES["clock"] = {"method": clock.method, "error_ns": clock.error_ns,
-                        "shift_ns": clock.shift_ns,
-                        "first_kernel_start_after_launch_start_ns": after_launch,
-                        "launch_call_ns": x.launch_end_ns - x.launch_start_ns}
+    FIGURES["clock"] = {
+        "method": clock.method,
+        "error_ns": clock.error_ns,
+        "shift_ns": clock.shift_ns,
+        "first_kernel_start_after_launch_start_ns": after_launch,
+        "launch_call_ns": x.launch_end_ns - x.launch_start_ns,
+    }
     assert clock.method == METHOD
     assert clock.error_ns is not None and clock.error_ns < 1 * MS
     # A correct alignment never puts work before its launch by more than its error bound, so
@@ -238,8 +254,9 @@ def test_three_threads_on_their_own_streams_side_by_side(cuda: kprof.Backend, sp
             errors.append(exc)
 
     with profile() as p:
-        threads = [threading.Thread(target=kprof.propagate(work), name=f"worker{i}")
-                   for i in range(3)]
+        threads = [
+            threading.Thread(target=kprof.propagate(work), name=f"worker{i}") for i in range(3)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -254,12 +271,15 @@ def test_three_threads_on_their_own_streams_side_by_side(cuda: kprof.Backend, sp
     queues = {t: {x.queue for x in xs} for t, xs in by_thread.items()}
     assert all(len(q) == 1 for q in queues.values())  # one stream per thread
     assert len({next(iter(q)) for q in queues.values()}) == 3  # three different rows
-    spans = {t: (min(x.start_ns for x in xs), max(x.end_ns for x in xs))
-             for t, xs in by_thread.items()}
+    spans = {
+        t: (min(x.start_ns for x in xs), max(x.end_ns for x in xs)) for t, xs in by_thread.items()
+    }
     overlap = min(e for _, e in spans.values()) - max(s for s, _ in spans.values())
-    FIGURES["three_streams"] = {"queues": sorted(next(iter(q)) for q in queues.values()),
-                                "spans_ns": {t: e - s for t, (s, e) in spans.items()},
-                                "common_overlap_ns": overlap}
+    FIGURES["three_streams"] = {
+        "queues": sorted(next(iter(q)) for q in queues.values()),
+        "spans_ns": {t: e - s for t, (s, e) in spans.items()},
+        "common_overlap_ns": overlap,
+    }
     assert overlap > 0  # the three streams ran side by side on the device
 
 
@@ -292,9 +312,13 @@ def test_no_event_is_created_per_launch_once_warm(cuda: kprof.Backend, empty: An
     first = batch()
     second = batch()
     stats = kprof_cuda.pool_stats()
-    FIGURES["pool"] = {"launches_per_batch": n, "created_after_first": first,
-                       "created_after_second": second, "in_use_after": stats.in_use,
-                       "free_after": stats.free}
+    FIGURES["pool"] = {
+        "launches_per_batch": n,
+        "created_after_first": first,
+        "created_after_second": second,
+        "in_use_after": stats.in_use,
+        "free_after": stats.free,
+    }
     assert second == first
     assert stats.in_use == 0
 
@@ -333,9 +357,11 @@ def test_cost_per_launch(cuda: kprof.Backend, empty: Any) -> None:
         with kprof.range("r"):
             pass
 
-    figures = {"unprofiled_ns": _per_launch_ns(raw, n),
-               "wrapped_outside_profile_ns": _per_launch_ns(kprof_wrapped, n),
-               "two_new_events_per_launch_ns": _per_launch_ns(two_new_events, n)}
+    figures = {
+        "unprofiled_ns": _per_launch_ns(raw, n),
+        "wrapped_outside_profile_ns": _per_launch_ns(kprof_wrapped, n),
+        "two_new_events_per_launch_ns": _per_launch_ns(two_new_events, n),
+    }
     created = kprof_cuda.pool_stats().created
     with profile() as p:
         figures["profiled_ns"] = _per_launch_ns(kprof_wrapped, n)
@@ -371,13 +397,20 @@ def test_copies_are_captured(cuda: kprof.Backend) -> None:
     assert back.nbytes == host.nbytes and small.size == 3
     rows = p.kernels
     assert [(x.name, x.kind, x.nbytes) for x in rows] == [
-        ("[copy host to device]", "copy", host.nbytes), ("[copy device to host]", "copy", host.nbytes),
-        ("[copy host to device]", "copy", host.nbytes), ("[copy device to host]", "copy", host.nbytes)]
+        ("[copy host to device]", "copy", host.nbytes),
+        ("[copy device to host]", "copy", host.nbytes),
+        ("[copy host to device]", "copy", host.nbytes),
+        ("[copy device to host]", "copy", host.nbytes),
+    ]
     assert all(x.error is None and x.duration_ns > 0 for x in rows)
     FIGURES["copies_64MiB"] = {
-        f"{how} {x.name}": {"device_ns": x.duration_ns, "host_ns": x.launch_end_ns - x.launch_start_ns,
-                            "GB_per_s": round(x.nbytes / x.duration_ns, 2)}
-        for how, x in zip(("cupy.asarray", "ndarray.get", "ndarray.set", "cupy.asnumpy"), rows)}
+        f"{how} {x.name}": {
+            "device_ns": x.duration_ns,
+            "host_ns": x.launch_end_ns - x.launch_start_ns,
+            "GB_per_s": round(x.nbytes / x.duration_ns, 2),
+        }
+        for how, x in zip(("cupy.asarray", "ndarray.get", "ndarray.set", "cupy.asnumpy"), rows)
+    }
 
 
 def test_nvtx_ranges(cuda: kprof.Backend, spin: Any) -> None:
@@ -412,8 +445,11 @@ def test_cupti_cupy_operations_show_their_kernels(cuda: kprof.Backend) -> None:
     (a * 2 + b).sum()  # compile and warm cuBLAS outside the profile
     x @ x
     cupy.cuda.Device().synchronize()
-    ops: dict[str, Any] = {"a * 2 + b": lambda: a * 2 + b, "cupy.sum": lambda: cupy.sum(a),
-                           "x @ y": lambda: x @ x}
+    ops: dict[str, Any] = {
+        "a * 2 + b": lambda: a * 2 + b,
+        "cupy.sum": lambda: cupy.sum(a),
+        "x @ y": lambda: x @ x,
+    }
     found: dict[str, list[str]] = {}
     for label, op in ops.items():
         with profile() as p:
@@ -422,8 +458,11 @@ def test_cupti_cupy_operations_show_their_kernels(cuda: kprof.Backend) -> None:
         found[label] = [k.name for k in rows]
         assert rows, f"{label}: no kernel recorded"
         assert all(k.error is None and k.duration_ns > 0 for k in rows)
-        assert all(p.details.get(i, "").startswith("grid (") for i in range(len(p.table))
-                   if p.table.kind[i] == 0)
+        assert all(
+            p.details.get(i, "").startswith("grid (")
+            for i in range(len(p.table))
+            if p.table.kind[i] == 0
+        )
     FIGURES["cupti_cupy_kernels"] = found
     assert any("multiply" in n or "add" in n for n in found["a * 2 + b"]), found
     assert any("gemm" in n.lower() for n in found["x @ y"]), found
@@ -443,8 +482,13 @@ def test_cupti_device_times_agree_with_events(cuda: kprof.Backend, spin: Any) ->
     cupti_ns = statistics.median(k.duration_ns for k in kernels)
     events_ns = statistics.median(r.duration_ns for r in ranges)
     rel = (cupti_ns - events_ns) / events_ns
-    FIGURES["cupti_vs_events"] = {"kernel": "spin_ns 2 ms", "runs": n, "cupti_median_ns": cupti_ns,
-                                  "events_median_ns": events_ns, "relative_difference": round(rel, 5)}
+    FIGURES["cupti_vs_events"] = {
+        "kernel": "spin_ns 2 ms",
+        "runs": n,
+        "cupti_median_ns": cupti_ns,
+        "events_median_ns": events_ns,
+        "relative_difference": round(rel, 5),
+    }
     assert abs(rel) < 0.02
 
 
@@ -466,8 +510,9 @@ def test_cupti_three_threads_on_three_streams(cuda: kprof.Backend, spin: Any) ->
             errors.append(exc)
 
     with profile() as p:
-        threads = [threading.Thread(target=kprof.propagate(work), name=f"worker{i}")
-                   for i in range(3)]
+        threads = [
+            threading.Thread(target=kprof.propagate(work), name=f"worker{i}") for i in range(3)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -507,7 +552,10 @@ def test_cupti_cost_per_launch_on_and_off(cuda: kprof.Backend, empty: Any) -> No
     off = _per_launch_ns(raw, n)
     with profile() as p:
         on = _per_launch_ns(raw, n)
-    FIGURES["cupti_cost_per_launch"] = {"cupti_off_ns": round(off), "cupti_on_ns": round(on),
-                                        "overhead_ns": round(on - off),
-                                        "kernels_recorded": len(p.kernels)}
+    FIGURES["cupti_cost_per_launch"] = {
+        "cupti_off_ns": round(off),
+        "cupti_on_ns": round(on),
+        "overhead_ns": round(on - off),
+        "kernels_recorded": len(p.kernels),
+    }
     assert len(p.kernels) == 3 * n

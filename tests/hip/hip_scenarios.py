@@ -67,11 +67,23 @@ def launch(f: Any, grid: int, s: Any) -> None:
 
 
 def records(p: kprof.Profile) -> list[dict[str, Any]]:
-    return [{"name": r.name, "kind": r.kind, "queue": r.queue, "device": r.device,
-             "thread": r.thread, "duration": r.duration_ns, "start": r.start_ns,
-             "launch_start": r.launch_start_ns, "launch_end": r.launch_end_ns,
-             "nbytes": r.nbytes, "error": r.error, "host_timed": r.host_timed}
-            for r in p.kernels]
+    return [
+        {
+            "name": r.name,
+            "kind": r.kind,
+            "queue": r.queue,
+            "device": r.device,
+            "thread": r.thread,
+            "duration": r.duration_ns,
+            "start": r.start_ns,
+            "launch_start": r.launch_start_ns,
+            "launch_end": r.launch_end_ns,
+            "nbytes": r.nbytes,
+            "error": r.error,
+            "host_timed": r.host_timed,
+        }
+        for r in p.kernels
+    ]
 
 
 def profile(**kw: Any) -> kprof.profile:
@@ -84,8 +96,14 @@ def profile(**kw: Any) -> kprof.profile:
 @scenario
 def describe() -> Any:
     info = kprof.get_backend("hip").info()
-    return {"status": info.status, "library": info.library, "version": info.library_version,
-            "devices": list(info.devices), "detail": info.detail, "timestamps": info.timestamps}
+    return {
+        "status": info.status,
+        "library": info.library,
+        "version": info.library_version,
+        "devices": list(info.devices),
+        "detail": info.detail,
+        "timestamps": info.timestamps,
+    }
 
 
 @scenario
@@ -99,16 +117,31 @@ def capture() -> Any:
         for _ in range(3):
             launch(k, 500, s)
         ok(hip.hipLaunchKernel(scale, hip.dim3(x=300), hip.dim3(x=64), None, 0, s))
-        ok(hip.hipExtLaunchKernel(scale, hip.dim3(x=400), hip.dim3(x=64), None, 0, s,
-                                  None, None, 0))
+        ok(
+            hip.hipExtLaunchKernel(
+                scale, hip.dim3(x=400), hip.dim3(x=64), None, 0, s, None, None, 0
+            )
+        )
         ue0, ue1 = ok(hip.hipEventCreate()), ok(hip.hipEventCreate())
         ok(hip.hipExtLaunchKernel(k, hip.dim3(x=250), hip.dim3(x=64), None, 0, s, ue0, ue1, 0))
         launch(early, 100, s)
         launch(named_early, 100, s)
         # Keyword call form through the wrapper.
-        ok(hip.hipModuleLaunchKernel(f=k, gridDimX=50, gridDimY=2, gridDimZ=1, blockDimX=1,
-                                     blockDimY=1, blockDimZ=1, sharedMemBytes=0, stream=s,
-                                     kernelParams=None, extra=None))
+        ok(
+            hip.hipModuleLaunchKernel(
+                f=k,
+                gridDimX=50,
+                gridDimY=2,
+                gridDimZ=1,
+                blockDimX=1,
+                blockDimY=1,
+                blockDimZ=1,
+                sharedMemBytes=0,
+                stream=s,
+                kernelParams=None,
+                extra=None,
+            )
+        )
         host = np.arange(25_000, dtype=np.float32)  # 100_000 bytes
         back = np.zeros_like(host)
         dev = ok(hip.hipMalloc(host.nbytes))
@@ -118,11 +151,16 @@ def capture() -> Any:
         ok(hip.hipMemcpy(back, dev, 50_000, hip.hipMemcpyKind.hipMemcpyDeviceToHost))
     user_ms = ok(hip.hipEventElapsedTime(ue0, ue1))
     ok(hip.hipFree(dev))
-    return {"records": records(p), "user_event_ms": user_ms,
-            "early_addr": int(early), "report": p.report(),
-            "copied": bool((back[5_000:12_500] == host[5_000:12_500]).all()),
-            "zeroed": bool((back[:5_000] == 0).all()),
-            "unresolved": len(p.unresolved), "clocks": [c.describe() for c in p.clocks.values()]}
+    return {
+        "records": records(p),
+        "user_event_ms": user_ms,
+        "early_addr": int(early),
+        "report": p.report(),
+        "copied": bool((back[5_000:12_500] == host[5_000:12_500]).all()),
+        "zeroed": bool((back[:5_000] == 0).all()),
+        "unresolved": len(p.unresolved),
+        "clocks": [c.describe() for c in p.clocks.values()],
+    }
 
 
 @scenario
@@ -137,9 +175,13 @@ def no_sync() -> Any:
         query_after_loop = int(hip.hipStreamQuery(s)[0])
         during = {n: calls(n) - before[n] for n in SYNC_CALLS}
     after = {n: calls(n) - before[n] for n in SYNC_CALLS}
-    return {"query_after_loop": query_after_loop, "sync_calls_during": during,
-            "sync_calls_total": after, "durations": [r["duration"] for r in records(p)],
-            "done_after_profile": int(hip.hipStreamQuery(s)[0])}
+    return {
+        "query_after_loop": query_after_loop,
+        "sync_calls_during": during,
+        "sync_calls_total": after,
+        "durations": [r["duration"] for r in records(p)],
+        "done_after_profile": int(hip.hipStreamQuery(s)[0]),
+    }
 
 
 def _device_error(fn_name: bytes, code: int) -> Any:
@@ -157,9 +199,15 @@ def _device_error(fn_name: bytes, code: int) -> Any:
     after = [int(x) for x in hip.hipModuleLaunchKernel(f, 10, 1, 1, 1, 1, 1, 0, s, None, None)]
     with profile() as later:
         launch(f, 10, s)
-    return {"records": records(outer), "inner": records(inner), "report": outer.report(),
-            "broken": kprof.get_backend("hip").broken, "after": after,
-            "later_backends": later.backends, "later_records": len(later.kernels)}
+    return {
+        "records": records(outer),
+        "inner": records(inner),
+        "report": outer.report(),
+        "broken": kprof.get_backend("hip").broken,
+        "after": after,
+        "later_backends": later.backends,
+        "later_records": len(later.kernels),
+    }
 
 
 @scenario
@@ -182,9 +230,13 @@ def failed_launch() -> Any:
         # Not a stream: our event record fails as the launch does; the user's error only.
         no_stream = hip.hipModuleLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, 0x1234, None, None)
         launch(f, 100, s)
-    return {"returned": [int(x) for x in bad], "no_stream": [int(x) for x in no_stream],
-            "records": records(p), "report": p.report(),
-            "broken": kprof.get_backend("hip").broken}
+    return {
+        "returned": [int(x) for x in bad],
+        "no_stream": [int(x) for x in no_stream],
+        "records": records(p),
+        "report": p.report(),
+        "broken": kprof.get_backend("hip").broken,
+    }
 
 
 @scenario
@@ -204,8 +256,7 @@ def hang() -> Any:
     finally:
         ctl.hipdouble_release_hangs()
     ok(hip.hipStreamSynchronize(s))
-    return {"records": records(p), "report": p.report(), "hung": hung,
-            "second": records(p2)}
+    return {"records": records(p), "report": p.report(), "hung": hung, "second": records(p2)}
 
 
 @scenario
@@ -223,15 +274,27 @@ def pool_reuse() -> Any:
     idle_before = len(kprof_hip.runtime._pool)
     p1, created1, recorded1 = run()
     p2, created2, recorded2 = run()
-    return {"idle_before": idle_before, "created": [created1, created2],
-            "recorded": [recorded1, recorded2], "n": [len(p1.kernels), len(p2.kernels)],
-            "idle_after": len(kprof_hip.runtime._pool)}
+    return {
+        "idle_before": idle_before,
+        "created": [created1, created2],
+        "recorded": [recorded1, recorded2],
+        "n": [len(p1.kernels), len(p2.kernels)],
+        "idle_after": len(kprof_hip.runtime._pool),
+    }
 
 
 @scenario
 def restore() -> Any:
-    names = ("hipModuleLaunchKernel", "hipLaunchKernel", "hipExtLaunchKernel", "hipMemcpy",
-             "hipMemcpyAsync", "hipMemset", "hipMemsetAsync", "hipModuleGetFunction")
+    names = (
+        "hipModuleLaunchKernel",
+        "hipLaunchKernel",
+        "hipExtLaunchKernel",
+        "hipMemcpy",
+        "hipMemcpyAsync",
+        "hipMemset",
+        "hipMemsetAsync",
+        "hipModuleGetFunction",
+    )
     import rocm.bindings.hip as rbh
 
     originals = {n: getattr(hip, n) for n in names}
@@ -246,10 +309,14 @@ def restore() -> Any:
             raise ValueError("user error")
     except ValueError as exc:
         raised = str(exc)
-    return {"patched_inside": inside, "raised": raised, "n_records": len(p.kernels),
-            "restored": {n: getattr(hip, n) is originals[n] for n in names},
-            "alias_restored": all(getattr(rbh, n) is originals[n] for n in names),
-            "wrapped_name": inside and p.kernels[0].name}
+    return {
+        "patched_inside": inside,
+        "raised": raised,
+        "n_records": len(p.kernels),
+        "restored": {n: getattr(hip, n) is originals[n] for n in names},
+        "alias_restored": all(getattr(rbh, n) is originals[n] for n in names),
+        "wrapped_name": inside and p.kernels[0].name,
+    }
 
 
 @scenario
@@ -266,14 +333,18 @@ def threads() -> Any:
                 launch(f, grid, s)
 
     with profile() as p:
-        ts = [threading.Thread(target=kprof.propagate(work), args=a, name=f"worker {a[0]}")
-              for a in (("A", 300), ("B", 700))]
+        ts = [
+            threading.Thread(target=kprof.propagate(work), args=a, name=f"worker {a[0]}")
+            for a in (("A", 300), ("B", 700))
+        ]
         for t in ts:
             t.start()
         for t in ts:
             t.join()
-    dranges = [{"name": r.name, "queue": r.queue, "thread": r.thread, "duration": r.duration_ns}
-               for r in p.device_ranges]
+    dranges = [
+        {"name": r.name, "queue": r.queue, "thread": r.thread, "duration": r.duration_ns}
+        for r in p.device_ranges
+    ]
     return {"records": records(p), "device_ranges": dranges}
 
 
@@ -293,10 +364,15 @@ def current_stream() -> Any:
                 launch(f, 100, None)
             inner_restored = kprof_hip.current_stream() is not None
         outside = kprof_hip.current_stream()
-    dranges = [{"name": r.name, "queue": r.queue, "duration": r.duration_ns}
-               for r in p.device_ranges]
-    return {"device_ranges": dranges, "records": records(p), "inner_restored": inner_restored,
-            "outside_none": outside is None}
+    dranges = [
+        {"name": r.name, "queue": r.queue, "duration": r.duration_ns} for r in p.device_ranges
+    ]
+    return {
+        "device_ranges": dranges,
+        "records": records(p),
+        "inner_restored": inner_restored,
+        "outside_none": outside is None,
+    }
 
 
 @scenario
@@ -325,8 +401,11 @@ def host_only() -> Any:
     c0 = calls("hipEventRecord")
     with profile(device=False) as p:
         launch(f, 100, s)
-    return {"records": records(p), "event_records": calls("hipEventRecord") - c0,
-            "launches": [(r.name, r.kind) for r in p.launches]}
+    return {
+        "records": records(p),
+        "event_records": calls("hipEventRecord") - c0,
+        "launches": [(r.name, r.kind) for r in p.launches],
+    }
 
 
 @scenario
@@ -338,8 +417,7 @@ def synchronized() -> Any:
         launch(f, 300, s)
         # The launch was waited for: the stream is idle right away.
         idle = int(hip.hipStreamQuery(s)[0])
-    return {"records": records(p), "stream_syncs": calls("hipStreamSynchronize") - c0,
-            "idle": idle}
+    return {"records": records(p), "stream_syncs": calls("hipStreamSynchronize") - c0, "idle": idle}
 
 
 @scenario
@@ -352,13 +430,20 @@ def record_fails() -> Any:
         warnings.simplefilter("always")
         with profile() as p:
             ctl.hipdouble_fail(b"hipEventRecord", int(E.hipErrorInvalidHandle), 1)
-            first = [int(x) for x in hip.hipModuleLaunchKernel(f, 10, 1, 1, 1, 1, 1, 0, s,
-                                                               None, None)]
-            second = [int(x) for x in hip.hipModuleLaunchKernel(f, 10, 1, 1, 1, 1, 1, 0, s,
-                                                                None, None)]
-    return {"first": first, "second": second, "launched": calls("hipModuleLaunchKernel") - l0,
-            "warnings": [str(w.message) for w in caught], "n_records": len(p.kernels),
-            "broken": kprof.get_backend("hip").broken}
+            first = [
+                int(x) for x in hip.hipModuleLaunchKernel(f, 10, 1, 1, 1, 1, 1, 0, s, None, None)
+            ]
+            second = [
+                int(x) for x in hip.hipModuleLaunchKernel(f, 10, 1, 1, 1, 1, 1, 0, s, None, None)
+            ]
+    return {
+        "first": first,
+        "second": second,
+        "launched": calls("hipModuleLaunchKernel") - l0,
+        "warnings": [str(w.message) for w in caught],
+        "n_records": len(p.kernels),
+        "broken": kprof.get_backend("hip").broken,
+    }
 
 
 @scenario
@@ -376,8 +461,7 @@ def two_devices() -> Any:
             t = threading.Thread(target=kprof.propagate(on_device), args=(d,))
             t.start()
             t.join()
-    return {"devices": list(info.devices), "records": records(p),
-            "clocks": sorted(p.clocks)}
+    return {"devices": list(info.devices), "records": records(p), "clocks": sorted(p.clocks)}
 
 
 def main(argv: list[str]) -> int:

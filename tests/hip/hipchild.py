@@ -21,8 +21,9 @@ SCENARIOS = HERE / "hip_scenarios.py"
 CHILD_TIMEOUT_S = 120  # a hang in kprof would show as a timeout here, not a stuck test run
 
 # tests/hip_double/build.py, loaded by path ("build" alone could be PyPI's build package).
-_spec = importlib.util.spec_from_file_location("hipdouble_build",
-                                               HERE.parent / "hip_double" / "build.py")
+_spec = importlib.util.spec_from_file_location(
+    "hipdouble_build", HERE.parent / "hip_double" / "build.py"
+)
 assert _spec is not None and _spec.loader is not None
 hipdouble_build = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(hipdouble_build)
@@ -30,15 +31,17 @@ _spec.loader.exec_module(hipdouble_build)
 
 def child_env(rocm_path: Path | str, **extra: str) -> dict[str, str]:
     """The environment of a child: only the hip backend, the given HIP runtime."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HIPDOUBLE_", "KPROF_", "ROCM_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("HIPDOUBLE_", "KPROF_", "ROCM_"))
+    }
     env.update(ROCM_PATH=str(rocm_path), KPROF_PLUGINS="hip", PYTHONUNBUFFERED="1", **extra)
     return env
 
 
 def run_child(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True,
-                          timeout=CHILD_TIMEOUT_S)
+    return subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S
+    )
 
 
 class Results(dict[str, Any]):
@@ -50,8 +53,8 @@ class Results(dict[str, Any]):
     def __getitem__(self, name: str) -> Any:
         data = super().__getitem__(name)
         if isinstance(data, dict) and set(data) == {"error"}:
-            pytest.fail(f"scenario {name!r} raised in the child:\n{data['error']}\n"
-                        f"child stderr:\n{self.stderr}")
+            pytest.fail(
+                f"scenario {name!r} raised in the child:\n{data['error']}\n"
+                f"child stderr:\n{self.stderr}"
+            )
         return data
-
-

@@ -31,8 +31,20 @@ EXACT_NS = 100
 IDLE_SLACK_NS = 20_000 * US
 DEVICE = "HIP 0 (HIP double (host clock))"
 
-BATCH = ("describe", "capture", "no_sync", "failed_launch", "hang", "pool_reuse", "restore",
-         "threads", "current_stream", "outside_profile", "host_only", "synchronized")
+BATCH = (
+    "describe",
+    "capture",
+    "no_sync",
+    "failed_launch",
+    "hang",
+    "pool_reuse",
+    "restore",
+    "threads",
+    "current_stream",
+    "outside_profile",
+    "host_only",
+    "synchronized",
+)
 
 
 @pytest.fixture(scope="module")
@@ -87,23 +99,27 @@ def test_no_hip_runtime(tmp_path: Path) -> None:
     assert row["library"] == "hip-python" and row["library_version"]
     assert "libamdhip64.so" in row["detail"] and "was not found" in row["detail"]
     assert f"ROCM_PATH={tmp_path}" in row["detail"]
-    code = ("import kprof\n"
-            "with kprof.profile() as p:\n"
-            "    with kprof.range('r'):\n"
-            "        pass\n"
-            "assert p.backends == [], p.backends\n"
-            "assert [r.name for r in p.ranges] == ['r']\n"
-            "print('ok')\n")
+    code = (
+        "import kprof\n"
+        "with kprof.profile() as p:\n"
+        "    with kprof.range('r'):\n"
+        "        pass\n"
+        "assert p.backends == [], p.backends\n"
+        "assert [r.name for r in p.ranges] == ['r']\n"
+        "print('ok')\n"
+    )
     proc = run_child(["-c", code], env)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
 
 def test_hip_python_not_installed(hip_double: Path) -> None:
-    code = ("import sys\n"
-            "sys.modules['hip'] = None  # what an absent package looks like to import\n"
-            "import kprof\n"
-            "info = kprof.get_backend('hip').info()\n"
-            "print(info.status, '|', info.library, '|', info.library_version, '|', info.detail)\n")
+    code = (
+        "import sys\n"
+        "sys.modules['hip'] = None  # what an absent package looks like to import\n"
+        "import kprof\n"
+        "info = kprof.get_backend('hip').info()\n"
+        "print(info.status, '|', info.library, '|', info.library_version, '|', info.detail)\n"
+    )
     proc = run_child(["-c", code], child_env(hip_double))
     assert proc.returncode == 0, proc.stderr
     status, library, version, detail = proc.stdout.strip().split(" | ")
@@ -112,10 +128,11 @@ def test_hip_python_not_installed(hip_double: Path) -> None:
 
 
 def test_importing_the_plugin_does_not_import_hip_python() -> None:
-    code = ("import sys, kprof_hip, kprof_hip.plugin\n"
-            "print(sorted(m for m in sys.modules if m == 'hip' or m.startswith(('hip.', 'rocm'))))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    code = (
+        "import sys, kprof_hip, kprof_hip.plugin\n"
+        "print(sorted(m for m in sys.modules if m == 'hip' or m.startswith(('hip.', 'rocm'))))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
@@ -136,14 +153,21 @@ def test_capture_names_kinds_bytes_and_device_times(batch: Results) -> None:
     data = batch["capture"]
     recs = data["records"]
     names = [r["name"] for r in recs]
-    assert names == ["lead", "k500", "k500", "k500",
-                     "scale",  # hipLaunchKernel
-                     "scale",  # hipExtLaunchKernel, our events passed as its own
-                     "k500",  # hipExtLaunchKernel with the user's events
-                     f"kernel@0x{data['early_addr']:x}",  # got before the profile, unnamed
-                     "registered",  # got before the profile, named with name_function
-                     "k500",  # keyword call form
-                     "[copy host to device]", "[memset]", "[copy device to host]"]
+    assert names == [
+        "lead",
+        "k500",
+        "k500",
+        "k500",
+        "scale",  # hipLaunchKernel
+        "scale",  # hipExtLaunchKernel, our events passed as its own
+        "k500",  # hipExtLaunchKernel with the user's events
+        f"kernel@0x{data['early_addr']:x}",  # got before the profile, unnamed
+        "registered",  # got before the profile, named with name_function
+        "k500",  # keyword call form
+        "[copy host to device]",
+        "[memset]",
+        "[copy device to host]",
+    ]
     assert [r["kind"] for r in recs] == ["kernel"] * 10 + ["copy"] * 3
     assert [r["nbytes"] for r in recs] == [None] * 10 + [100_000, 20_000, 50_000]
     assert {r["device"] for r in recs} == {DEVICE}
@@ -278,14 +302,22 @@ def test_synchronize_mode_uses_hip_stream_synchronize(batch: Results) -> None:
 # -- HIP errors (each disables the backend for its process: one child each) ---------------------
 
 
-@pytest.mark.parametrize("scenario, message", [
-    ("elapsed_error",
-     "elapsed_time raised HipError: hipEventElapsedTime failed: hipErrorInvalidValue (1)"),
-    ("query_error",
-     "timestamp_done raised HipError: hipEventQuery failed: hipErrorLaunchFailure (719)"),
-])
-def test_hip_error_while_resolving(run_scenarios: Callable[..., Results], scenario: str,
-                                   message: str) -> None:
+@pytest.mark.parametrize(
+    "scenario, message",
+    [
+        (
+            "elapsed_error",
+            "elapsed_time raised HipError: hipEventElapsedTime failed: hipErrorInvalidValue (1)",
+        ),
+        (
+            "query_error",
+            "timestamp_done raised HipError: hipEventQuery failed: hipErrorLaunchFailure (719)",
+        ),
+    ],
+)
+def test_hip_error_while_resolving(
+    run_scenarios: Callable[..., Results], scenario: str, message: str
+) -> None:
     data = run_scenarios(scenario)[scenario]
     inner, outer = data["inner"], data["records"]
     # What was resolved before the error is kept (the nested profile's rows).
@@ -305,20 +337,24 @@ def test_hip_error_while_resolving(run_scenarios: Callable[..., Results], scenar
 
 
 def test_failing_event_record_never_costs_the_users_launch(
-        run_scenarios: Callable[..., Results]) -> None:
+    run_scenarios: Callable[..., Results],
+) -> None:
     data = run_scenarios("record_fails")["record_fails"]
     assert data["first"] == [0] and data["second"] == [0]
     assert data["launched"] == 2
     assert data["n_records"] == 0
-    assert data["broken"] == "capture failed: HipError: hipEventRecord failed: " \
-                             "hipErrorInvalidHandle (400)"
-    assert any("hipEventRecord failed: hipErrorInvalidHandle (400)" in w
-               for w in data["warnings"])
+    assert (
+        data["broken"] == "capture failed: HipError: hipEventRecord failed: "
+        "hipErrorInvalidHandle (400)"
+    )
+    assert any("hipEventRecord failed: hipErrorInvalidHandle (400)" in w for w in data["warnings"])
 
 
 def test_null_stream_is_per_device(run_scenarios: Callable[..., Results]) -> None:
     data = run_scenarios("two_devices", HIPDOUBLE_DEVICES="2")["two_devices"]
     assert data["devices"] == [DEVICE, DEVICE.replace("HIP 0", "HIP 1")]
     assert [(r["device"], r["queue"]) for r in data["records"]] == [
-        (DEVICE, "default stream"), (DEVICE.replace("HIP 0", "HIP 1"), "default stream")]
+        (DEVICE, "default stream"),
+        (DEVICE.replace("HIP 0", "HIP 1"), "default stream"),
+    ]
     assert data["clocks"] == ["hip:0", "hip:1"]

@@ -10,8 +10,10 @@ from hipchild import HERE, child_env, run_child
 
 
 def test_the_hip_backend_passes_the_conformance_kit(hip_double: Path) -> None:
-    proc = run_child(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
-                      str(HERE / "hip_conformance.py")], child_env(hip_double))
+    proc = run_child(
+        ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", str(HERE / "hip_conformance.py")],
+        child_env(hip_double),
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     passed = [ln for ln in out.splitlines() if ln.startswith("PASSED")]

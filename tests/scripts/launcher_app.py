@@ -22,7 +22,9 @@ else:
 
     ctx = cl.create_some_context(interactive=False)
     queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    prg = cl.Program(ctx, "__kernel void advance(__global float *a) { a[get_global_id(0)] += 1.0f; }").build()
+    prg = cl.Program(
+        ctx, "__kernel void advance(__global float *a) { a[get_global_id(0)] += 1.0f; }"
+    ).build()
     a = np.zeros(64, dtype=np.float32)
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
     advance = cl.Kernel(prg, "advance")

@@ -35,10 +35,13 @@ def run_kernels(backend: str, rank: int) -> None:
 
     ctx = cl.create_some_context(interactive=False)
     queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    prg = cl.Program(ctx, f"""
+    prg = cl.Program(
+        ctx,
+        f"""
         __kernel void work(__global float *a) {{ a[get_global_id(0)] += 1.0f; }}
         __kernel void only_rank_{rank}(__global float *a) {{ a[get_global_id(0)] *= 2.0f; }}
-    """).build()
+    """,
+    ).build()
     a = np.zeros(64, dtype=np.float32)
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=a)
     work, only = cl.Kernel(prg, "work"), cl.Kernel(prg, f"only_rank_{rank}")
@@ -53,7 +56,9 @@ def main() -> None:
     backend = sys.argv[2] if len(sys.argv) > 2 else "testdev"
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
-    with kprof.mpi.profile(output=os.path.join(out, "prof-{rank}.kprof"), backends=[backend]) as run:
+    with kprof.mpi.profile(
+        output=os.path.join(out, "prof-{rank}.kprof"), backends=[backend]
+    ) as run:
         run_kernels(backend, rank)
         before = time.perf_counter_ns()
         with kprof.range("probe"):

@@ -15,7 +15,9 @@ import kprof_opencl
 mb, loops, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 plain_queue = "plain-queue" in sys.argv[4:]
 device = kprof_opencl.default_device()
-queue = cl.CommandQueue(cl.Context([device])) if plain_queue else kprof_opencl.profiling_queue(device)
+queue = (
+    cl.CommandQueue(cl.Context([device])) if plain_queue else kprof_opencl.profiling_queue(device)
+)
 n = mb * 2**20 // 4
 buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, n * 4)
 cl.enqueue_fill_buffer(queue, buf, np.float32(1), 0, n * 4)

@@ -20,14 +20,19 @@ COMPLETE = cl.command_execution_status.COMPLETE
 ctx = cl.Context([kprof_opencl.default_device()])
 queue = cl.CommandQueue(ctx)
 try:
-    ooo_queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+    ooo_queue = cl.CommandQueue(
+        ctx, properties=cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
+    )
 except cl.Error:
     ooo_queue = None
 rng = np.random.default_rng(seed=7)
-SUM = cl.Program(ctx, """
+SUM = cl.Program(
+    ctx,
+    """
 __kernel void sum(__global const float *a, __global const float *b, __global float *c) {
     int i = get_global_id(0); c[i] = a[i] + b[i];
-}""").build()
+}""",
+).build()
 
 
 def report(name: str, value: object) -> None:
@@ -88,8 +93,14 @@ def array_arithmetic_reductions_and_scans() -> None:
     knl = ElementwiseKernel(ctx, "float *x, float a", "x[i] = a * x[i] + 1")
     knl(g, np.float32(2))
     report("elementwise", float(g.get()[-1]))
-    red = ReductionKernel(ctx, np.float32, neutral="0", reduce_expr="a+b", map_expr="x[i]*x[i]",
-                          arguments="__global float *x")
+    red = ReductionKernel(
+        ctx,
+        np.float32,
+        neutral="0",
+        reduce_expr="a+b",
+        map_expr="x[i]*x[i]",
+        arguments="__global float *x",
+    )
     report("reduction", float(red(cla.to_device(queue, a[:100])).get()))
     z = cla.zeros(queue, 2**22, np.float32)
     report("zeros", float(cla.sum(z).get()))
@@ -100,8 +111,16 @@ def copies_and_fills() -> None:
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, host.nbytes)
     cl.enqueue_copy(queue, buf, host)
     out = np.zeros((16, 16), np.float32)
-    cl.enqueue_copy(queue, out, buf, buffer_origin=(0, 8, 0), host_origin=(0, 0, 0),
-                    region=(16 * 4, 16, 1), buffer_pitches=(64 * 4, 0), host_pitches=(16 * 4, 0))
+    cl.enqueue_copy(
+        queue,
+        out,
+        buf,
+        buffer_origin=(0, 8, 0),
+        host_origin=(0, 0, 0),
+        region=(16 * 4, 16, 1),
+        buffer_pitches=(64 * 4, 0),
+        host_pitches=(16 * 4, 0),
+    )
     cl.enqueue_fill_buffer(queue, buf, np.float32(3), 0, 256)
     first = np.empty(64, np.float32)
     cl.enqueue_copy(queue, first, buf)

@@ -76,6 +76,7 @@ class InstantClock:
         return kprof.QueueInfo(device="instant 0", label=queue.name)
 
     @kprof.hookimpl
-    def align_clock(self, backend: kprof.Backend, token: Token,
-                    launch_window: tuple[int, int]) -> Any:
+    def align_clock(
+        self, backend: kprof.Backend, token: Token, launch_window: tuple[int, int]
+    ) -> Any:
         return kprof.Alignment(host_ns=token.t, error_ns=0, method="host clock (instant)")

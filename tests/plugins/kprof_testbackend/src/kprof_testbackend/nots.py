@@ -12,8 +12,12 @@ from . import device
 
 @kprof.hookimpl
 def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
-    return kprof.BackendInfo(library="kprof-testbackend", library_version="1.0.0",
-                             devices=("testdev 0 (no timestamps)",), timestamps=False)
+    return kprof.BackendInfo(
+        library="kprof-testbackend",
+        library_version="1.0.0",
+        devices=("testdev 0 (no timestamps)",),
+        timestamps=False,
+    )
 
 
 @kprof.hookimpl

@@ -24,8 +24,9 @@ def _take() -> device.Marker:
 
 @kprof.hookimpl
 def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
-    return kprof.BackendInfo(library="kprof-testbackend", library_version="1.0.0",
-                             devices=("testdev 0",))
+    return kprof.BackendInfo(
+        library="kprof-testbackend", library_version="1.0.0", devices=("testdev 0",)
+    )
 
 
 @kprof.hookimpl
@@ -77,7 +78,9 @@ def synchronize(backend: kprof.Backend, queue: device.Queue | None) -> None:
 
 
 @kprof.hookimpl
-def align_clock(backend: kprof.Backend, token: device.Marker, launch_window: tuple[int, int]) -> kprof.Alignment:
+def align_clock(
+    backend: kprof.Backend, token: device.Marker, launch_window: tuple[int, int]
+) -> kprof.Alignment:
     # Markers are stamped with the host's own perf_counter_ns: the mapping is exact.
     return kprof.Alignment(host_ns=token.time_ns, error_ns=0, method="host clock (test device)")
 

@@ -55,8 +55,15 @@ class Tracer:
     def clock(self) -> int:
         return time.perf_counter_ns() + self.clock_offset
 
-    def launch(self, name: str, stream: Stream, duration_ns: int, nbytes: int = -1,
-               kind: int = capture.KERNEL, detail: str | None = None) -> None:
+    def launch(
+        self,
+        name: str,
+        stream: Stream,
+        duration_ns: int,
+        nbytes: int = -1,
+        kind: int = capture.KERNEL,
+        detail: str | None = None,
+    ) -> None:
         """Enqueue work: it runs after the stream's previous work, for ``duration_ns``."""
         lb = self.clock()
         stack = getattr(self._tls, "scopes", None)
@@ -66,8 +73,9 @@ class Tracer:
             if not self.enabled or not stack:
                 self.foreign += 1
                 return
-            self._pending.append((stack[-1], kind, name, stream, begin, end, nbytes, lb,
-                                  self.clock(), detail))
+            self._pending.append(
+                (stack[-1], kind, name, stream, begin, end, nbytes, lb, self.clock(), detail)
+            )
         if len(self._pending) >= self.batch:
             self._wake.set()
 
@@ -93,8 +101,11 @@ class Tracer:
                 (done if ok else rest).append(item)
             # The tool's own thread hands over full batches, and what has waited 20 ms (a
             # vendor tool's periodic flush); a flush hands over everything completed.
-            if (not everything and len(done) < self.batch
-                    and not any(now - item[5] > 20_000_000 for item in done)):
+            if (
+                not everything
+                and len(done) < self.batch
+                and not any(now - item[5] > 20_000_000 for item in done)
+            ):
                 return []
             self._pending = rest
         return [capture.DeviceRecord(*item) for item in done]
@@ -113,9 +124,13 @@ class Tracer:
 
     @kprof.hookimpl
     def describe_backend(self, backend: kprof.Backend) -> kprof.BackendInfo:
-        return kprof.BackendInfo(library="kprof-testbackend tracer", library_version="1.0.0",
-                                 devices=("testtrace 0",), timestamps=True,
-                                 detail="activity records (simulated vendor tracer)")
+        return kprof.BackendInfo(
+            library="kprof-testbackend tracer",
+            library_version="1.0.0",
+            devices=("testtrace 0",),
+            timestamps=True,
+            detail="activity records (simulated vendor tracer)",
+        )
 
     @kprof.hookimpl
     def install_capture(self, backend: kprof.Backend) -> None:
@@ -151,8 +166,9 @@ class Tracer:
         stack.pop()
 
     @kprof.hookimpl
-    def activity_flush(self, backend: kprof.Backend, scopes: tuple[int, ...],
-                       timeout: float) -> int:
+    def activity_flush(
+        self, backend: kprof.Backend, scopes: tuple[int, ...], timeout: float
+    ) -> int:
         deadline = time.monotonic() + timeout
         while True:
             self._deliver(self._completed(scopes, True))
@@ -163,14 +179,16 @@ class Tracer:
             time.sleep(0.001)
 
     @kprof.hookimpl
-    def activity_align(self, backend: kprof.Backend, queue: Stream,
-                       device_ns: int) -> kprof.Alignment:
+    def activity_align(
+        self, backend: kprof.Backend, queue: Stream, device_ns: int
+    ) -> kprof.Alignment:
         return kprof.Alignment(device_ns - self.clock_offset, 0, "simulated tracer clock")
 
     @kprof.hookimpl
     def queue_info(self, backend: kprof.Backend, queue: Stream) -> kprof.QueueInfo:
-        return kprof.QueueInfo(device=f"testtrace {queue.device}", label=queue.name,
-                               device_key=queue.device)
+        return kprof.QueueInfo(
+            device=f"testtrace {queue.device}", label=queue.name, device_key=queue.device
+        )
 
 
 #: The instance behind the ``testtrace`` entry point.
