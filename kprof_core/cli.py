@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .backend import KprofError
-from .renderers.terminal import escape, print_text, silence_stdout
+from .renderers.terminal import escape, print_text, say, silence_stdout
 
 
 def _backend_rows() -> list[dict[str, Any]]:
@@ -105,9 +105,9 @@ def _write_outputs(p: Any, args: argparse.Namespace) -> None:
                 p.export_chrome_trace(path)
             else:
                 p.export_html(path)
-            print(f"kprof: wrote {path}", file=sys.stderr)
+            say(f"kprof: wrote {path}")
         except Exception as exc:
-            print(f"kprof: could not write {path}: {exc}", file=sys.stderr)
+            say(f"kprof: could not write {path}: {exc}")
 
 
 def _expand_output(path: str) -> str:
@@ -142,7 +142,7 @@ def _exit_code(code: object) -> int:
         return 0
     if isinstance(code, int):
         return code
-    print(code, file=sys.stderr)
+    print(code, file=sys.stderr)  # the script's own message, as Python prints it
     return 1
 
 
@@ -155,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         target_desc = f"module {script}"
     else:
         if not os.path.isfile(script):
-            print(f"kprof run: can't open file {script!r}: no such file", file=sys.stderr)
+            say(f"kprof run: can't open file {script!r}: no such file")
             return 2
         target_desc = script
     backends = [b for b in args.backends.split(",") if b] if args.backends else None
@@ -193,7 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _write_outputs(p, args)
     print_text(p.report())
     if code:
-        print(f"kprof run: {target_desc} exited with code {code}", file=sys.stderr)
+        say(f"kprof run: {target_desc} exited with code {code}")
     return code
 
 
@@ -281,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except KprofError as exc:
-        print(f"kprof: {exc}", file=sys.stderr)
+        say(f"kprof: {exc}")
         return 2
     except BrokenPipeError:
         # The reader of the output went away (`kprof backends | head -1`): it read what it

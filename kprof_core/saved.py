@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from .renderers.chrome import first_time
+from .renderers.terminal import say
 from .session import Profile
 from .storage import ProfileFileError, load
 
@@ -43,7 +44,7 @@ def load_profile(path: str) -> Profile:
 
 
 def _wrote(path: str) -> None:
-    print(f"kprof: wrote {path}", file=sys.stderr)
+    say(f"kprof: wrote {path}")
 
 
 def show_command(args: argparse.Namespace) -> int:
@@ -52,7 +53,7 @@ def show_command(args: argparse.Namespace) -> int:
     try:
         p = load_profile(args.file)
     except CommandError as exc:
-        print(f"kprof show: {exc}", file=sys.stderr)
+        say(f"kprof show: {exc}")
         return EXIT_BAD_INPUT
     # Files first: a reader that went away (`| head`) must not cost them (as in kprof run).
     code = 0
@@ -62,7 +63,7 @@ def show_command(args: argparse.Namespace) -> int:
         try:
             export(path)
         except OSError as exc:
-            print(f"kprof show: could not write {path}: {exc.strerror or exc}", file=sys.stderr)
+            say(f"kprof show: could not write {path}: {exc.strerror or exc}")
             code = EXIT_BAD_INPUT
             continue
         _wrote(path)
@@ -89,21 +90,15 @@ def diff_command(args: argparse.Namespace) -> int:
     """Compare two saved profiles; with ``--fail-above R``, exit 1 when a kernel, copy or
     device range got significantly slower by more than ``R`` (median per call)."""
     if args.fail_above is not None and not args.fail_above > 0:
-        print(
-            f"kprof diff: --fail-above takes a ratio such as 1.10, not {args.fail_above}",
-            file=sys.stderr,
-        )
+        say(f"kprof diff: --fail-above takes a ratio such as 1.10, not {args.fail_above}")
         return EXIT_BAD_INPUT
     if not 0 < args.alpha < 1:
-        print(
-            f"kprof diff: --alpha takes a probability such as 0.01, not {args.alpha}",
-            file=sys.stderr,
-        )
+        say(f"kprof diff: --alpha takes a probability such as 0.01, not {args.alpha}")
         return EXIT_BAD_INPUT
     try:
         before, after = load_profile(args.base), load_profile(args.new)
     except CommandError as exc:
-        print(f"kprof diff: {exc}", file=sys.stderr)
+        say(f"kprof diff: {exc}")
         return EXIT_BAD_INPUT
     d = before.diff(after, alpha=args.alpha)
     labels = (args.base, args.new)
@@ -121,9 +116,7 @@ def diff_command(args: argparse.Namespace) -> int:
             )
             _wrote(args.html)
         except OSError as exc:
-            print(
-                f"kprof diff: could not write {args.html}: {exc.strerror or exc}", file=sys.stderr
-            )
+            say(f"kprof diff: could not write {args.html}: {exc.strerror or exc}")
             code = EXIT_BAD_INPUT
     if args.json:
         print(json.dumps({"before": args.base, "after": args.new, **d.to_json()}, indent=1))
@@ -132,11 +125,10 @@ def diff_command(args: argparse.Namespace) -> int:
     if args.fail_above is not None:
         slow = d.slowdowns(args.fail_above)
         if slow:
-            print(
+            say(
                 f"kprof diff: {len(slow)} significant slowdown{'s' * (len(slow) != 1)} above "
                 f"{args.fail_above:g}x: "
-                + ", ".join(f"{r.label} {r.ratio:.2f}x (p={r.p_value:.2g})" for r in slow),
-                file=sys.stderr,
+                + ", ".join(f"{r.label} {r.ratio:.2f}x (p={r.p_value:.2g})" for r in slow)
             )
             code = code or EXIT_SLOWER
     return code

@@ -13,6 +13,10 @@ from typing import Any
 from kprof_core import storage
 from kprof_core.records import DeviceTable, HostTable
 
+#: A kernel name that, written raw, retitles the terminal (OSC 0), clears it, forges a pytest
+#: result line after a CR LF, and reverses what follows (a bidirectional override).
+EVIL_NAME = "k\x1b]0;pwned\x07\x1b[2J\r\n1 failed, 0 passed\u202e"
+
 
 def split(blob: bytes) -> tuple[dict[str, Any], list[bytes]]:
     """A file's header and its columns' stored bytes, in header order."""
