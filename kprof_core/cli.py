@@ -146,6 +146,25 @@ def _exit_code(code: object) -> int:
     return 1
 
 
+#: What an interrupted end says, and ``meta["interrupted"]`` of the profile it leaves.
+INTERRUPTED = (
+    "interrupted while waiting for the device at the profile's end: what was resolved "
+    "before is kept, work still pending is left out"
+)
+
+
+def end_profile(prof: Any, p: Any) -> bool:
+    """End ``prof``; a Ctrl-C while it waits for the device ends it with what was resolved
+    (the profile keeps that, see ``profile.__exit__``), marks ``p`` interrupted and returns
+    True, so that the caller still writes its files."""
+    try:
+        prof.__exit__(None, None, None)
+    except KeyboardInterrupt:
+        p.meta["interrupted"] = INTERRUPTED
+        return True
+    return False
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .plugins import registry
     from .profiler import profile
@@ -185,15 +204,18 @@ def cmd_run(args: argparse.Namespace) -> int:
             traceback.print_exc()
             code = 1
     finally:
-        prof.__exit__(None, None, None)
         sys.argv = saved_argv
         sys.path[:] = saved_path
+        interrupted = end_profile(prof, p)
     # Files first: a reader that went away (`| head`) or a script that closed sys.stdout must
     # not cost them.
     _write_outputs(p, args)
     print_text(p.report())
     if code:
         say(f"kprof run: {target_desc} exited with code {code}")
+    if interrupted:
+        say(f"kprof run: {INTERRUPTED}")
+        return 130
     return code
 
 
@@ -283,6 +305,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KprofError as exc:
         say(f"kprof: {exc}")
         return 2
+    except KeyboardInterrupt:
+        # A second Ctrl-C, while the files are written: as the first, no traceback.
+        return 130
     except BrokenPipeError:
         # The reader of the output went away (`kprof backends | head -1`): it read what it
         # wanted, and every file was written before the printing started.
