@@ -7,6 +7,7 @@ import json
 import os
 import runpy
 import sys
+import threading
 import traceback
 import warnings
 from collections.abc import Sequence
@@ -99,7 +100,7 @@ def _write_outputs(p: Any, args: argparse.Namespace) -> None:
             continue
         try:
             if kind == "save":
-                path = _expand_output(path)
+                path = _expand_output(path, p.meta)
                 p.save(path)
             elif kind == "chrome_trace":
                 p.export_chrome_trace(path)
@@ -110,16 +111,16 @@ def _write_outputs(p: Any, args: argparse.Namespace) -> None:
             say(f"kprof: could not write {path}: {exc}")
 
 
-def _expand_output(path: str) -> str:
-    """Fill ``{rank}``, ``{pid}`` and ``{host}`` in an output path (for MPI launchers)."""
-    from .provenance import process_identity
-
-    ident = process_identity()
+def _expand_output(path: str, meta: dict[str, Any]) -> str:
+    """Fill ``{rank}``, ``{pid}`` and ``{host}`` in an output path (for MPI launchers), from
+    what the profile recorded of its process (a malformed launcher variable was warned about
+    then, and left the rank unknown: 0 here, as without a launcher)."""
+    rank = meta.get("rank")
     try:
         return path.format(
-            rank=ident.get("rank") if ident.get("rank") is not None else 0,
+            rank=rank if isinstance(rank, int) else 0,
             pid=os.getpid(),
-            host=ident.get("host", "host"),
+            host=meta.get("host", "host"),
         )
     except (KeyError, IndexError, ValueError) as exc:
         raise KprofError(
@@ -188,7 +189,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     sys.path.insert(0, os.getcwd() if args.module else os.path.dirname(os.path.abspath(script)))
     code = 0
     p = prof.__enter__()
+
+    def finish(code: int) -> int:
+        interrupted = end_profile(prof, p)
+        # Files first: a reader that went away (`| head`) or a script that closed sys.stdout
+        # must not cost them.
+        _write_outputs(p, args)
+        print_text(p.report())
+        if code:
+            say(f"kprof run: {target_desc} exited with code {code}")
+        if interrupted:
+            say(f"kprof run: {INTERRUPTED}")
+            return 130
+        return code
+
+    real_exit = os._exit
     try:
+        os._exit = _exit_after(finish, real_exit)
         try:
             if args.module:
                 runpy.run_module(script, run_name="__main__", alter_sys=True)
@@ -204,19 +221,36 @@ def cmd_run(args: argparse.Namespace) -> int:
             traceback.print_exc()
             code = 1
     finally:
+        os._exit = real_exit
         sys.argv = saved_argv
         sys.path[:] = saved_path
-        interrupted = end_profile(prof, p)
-    # Files first: a reader that went away (`| head`) or a script that closed sys.stdout must
-    # not cost them.
-    _write_outputs(p, args)
-    print_text(p.report())
-    if code:
-        say(f"kprof run: {target_desc} exited with code {code}")
-    if interrupted:
-        say(f"kprof run: {INTERRUPTED}")
-        return 130
-    return code
+    return finish(code)
+
+
+def _exit_after(finish: Any, real_exit: Any) -> Any:
+    """``os._exit`` for the script: in the process and thread kprof run started, the profile
+    is ended, written and printed first (``os._exit`` skips every cleanup, so nothing after
+    the script's last line would run); anywhere else (a forked child, which
+    ``multiprocessing`` ends with ``os._exit``; another thread) it exits at once, as it did."""
+    pid, main = os.getpid(), threading.main_thread()
+
+    def _exit(status: int) -> None:
+        mine = os.getpid() == pid and threading.current_thread() is main
+        if mine and isinstance(status, int) and os._exit is _exit:
+            os._exit = real_exit
+            try:
+                status = finish(status)
+            except BaseException:  # kprof's own trouble must not keep the process alive
+                pass
+            # The script's and kprof's lines before the exit, which flushes nothing.
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+        real_exit(status)
+
+    return _exit
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
