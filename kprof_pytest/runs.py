@@ -167,7 +167,7 @@ class TestRun:
             prof = profile(backends=self._backends())
             prof.__enter__()
         except (KprofError, TypeError) as exc:  # an unknown backend name, a bad marker
-            pytest.fail(f"kprof: {exc}", pytrace=False)
+            pytest.fail(escape(f"kprof: {exc}"), pytrace=False)
         self.profiler = prof
 
     def stop(self) -> None:
