@@ -39,10 +39,8 @@ def test_evil(q):
     q.finish()
 
 
-def test_other(q):
-    for _ in range(8):
-        q.launch("other", 50)
-    q.finish()
+def test_other():
+    pass  # profiled (--kprof), no device work: nothing in it can differ from its baseline
 """
 
 ARGS = ("-p", "no:cacheprovider", "--kprof")
