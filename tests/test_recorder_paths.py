@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 import kprof
 from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD
 from kprof_core.low_level import native
+from kprof_core.recording import harvest_columns, harvest_one
 from kprof_core.recording import recorder as recorder_module
-from kprof_core.recording.harvest import Harvest
 from kprof_core.recording.recorder import COPY, KERNEL, Recorder
 
 KPROF = str(Path(sys.executable).with_name("kprof"))
@@ -168,8 +168,8 @@ def run(
             m.setattr(Recorder, "max_pending", 3 * every)
             m.setattr(recorder_module, "now", lambda: 99)  # host-timed rows: deterministic
             if not bulk:  # every entry through _take: the reference
-                m.setattr(Harvest, "_bulk", lambda self, incoming, i, n: 0)
-                m.setattr(Harvest, "_one", lambda self, entry: False)
+                m.setattr(harvest_columns, "bulk", lambda h, incoming, i, n: 0)
+                m.setattr(harvest_one, "one", lambda h, entry: False)
             rec = Recorder([backend], timeout=5.0)
             if Recorder.launch is Recorder._launch_py:  # not replaced (see the last test)
                 assert (rec._native is not None) == (compiled and COMPILED)
@@ -270,19 +270,19 @@ def test_every_path_makes_the_same_records(
 def test_the_column_wise_harvest_is_used_for_runs(
     reg: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Runs of common launches go through _bulk (not entry by entry), on both paths."""
+    """Runs of common launches go column-wise (not entry by entry), on both paths."""
     for compiled in (True, False):
         taken: list[int] = []
-        original = Harvest._bulk_rows
+        original = harvest_columns.bulk_rows
 
         def spy(
-            self: Any, *args: Any, original: Any = original, taken: list[int] = taken
+            h: Any, *args: Any, original: Any = original, taken: list[int] = taken
         ) -> tuple[int, int]:
-            k, run = original(self, *args)
+            k, run = original(h, *args)
             taken.append(k)
             return k, run
 
-        monkeypatch.setattr(Harvest, "_bulk_rows", spy)
+        monkeypatch.setattr(harvest_columns, "bulk_rows", spy)
         ops = [("kernel", 0, 1, 0, False, False, -1)] * 200
         out = run(BatchPlugin(), ops, {}, compiled, True, monkeypatch, every=64)
         assert len(out["table"][0]) == 200

@@ -331,7 +331,7 @@ as_i64(PyObject *o, int64_t *out)
 /* run_columns(chunk, slot, backend, fast_queues, thread_ids, name_ids, known, kind_bound)
  * -> (m, starts, stops, names, kinds, queues, threads, h0s, h1s, nbytes, flags, refb)
  *
- * What Harvest._run_columns does in Python: the longest prefix of `chunk` (entry tuples) whose
+ * What harvest_columns.run_columns does in Python: the longest prefix of `chunk` (entry tuples) whose
  * entries are timed launches of `backend` (its `slot`) on queues in `fast_queues` (id(queue)
  * -> (backend, queue id, device key)) of a device in `known` (device key -> the reference's
  * begin time, an int, or anything else for backends placed by elapsed time: then 0), by
@@ -571,7 +571,7 @@ static PyMethodDef module_methods[] = {
      "launch_path(incoming, live_queues, timed_slots, slow, pressure, tls, running_loop, who, "
      "next_harvest) -> LaunchPath"},
     {"run_columns", run_columns, METH_VARARGS,
-     "The harvest's bookkeeping of a run of entries, column-wise: see Harvest._run_columns."},
+     "The harvest's bookkeeping of a run of entries, column-wise: see harvest_columns.run_columns."},
     {"rel_dur", rel_dur, METH_VARARGS,
      "rel_dur(begins, ends, refb) -> (begins - refb, ends - begins) as int64 bytes."},
     {"max_diff", max_diff, METH_VARARGS, "Placement: see kprof_core.recording.placement."},

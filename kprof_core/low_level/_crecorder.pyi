@@ -1,5 +1,5 @@
 # The compiled recorder (_crecorder.c): its Python twins are Recorder._launch_py
-# (recording/recorder.py), Harvest._run_columns (recording/harvest.py) and placement.py's
+# (recording/recorder.py), run_columns (recording/harvest_columns.py) and placement.py's
 # column arithmetic. Loaded through native.py only, which checks LAYOUT first.
 from collections.abc import Callable
 from typing import Any

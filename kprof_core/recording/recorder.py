@@ -20,15 +20,11 @@ from kprof_core.low_level.layout import (
     ENTRY_HOST_LAUNCH,
     ENTRY_HOST_RANGE,
     ENTRY_MARK,
-    KIND,
-    SLOT,
-    START,
-    STOP,
     host_entry,
 )
 from kprof_core.recording import threads
 from kprof_core.recording.harvest import Harvest
-from kprof_core.recording.placement import DeviceClock, place
+from kprof_core.recording.placement import DeviceClock
 from kprof_core.recording.threads import _running_loop, _tls
 from kprof_core.recording.threads import who as _who
 
@@ -46,11 +42,12 @@ _ACTIVE: ContextVar[Recorder | None] = ContextVar("kprof_active_recorder", defau
 active = _ACTIVE.get
 
 
-class Recorder(Harvest):
+class Recorder:
     """Collects what one ``kprof.profile()`` captures.
 
     Plugins call :meth:`launch`; everything else is kprof's. Thread-safe: any number of
-    threads may launch while one of them harvests.
+    threads may launch while one of them harvests. The record side (pending entries, the
+    tables they become) is its ``rows``, a :class:`Harvest` used through its public methods.
     """
 
     #: Try a harvest when this many entries are pending.
@@ -68,7 +65,18 @@ class Recorder(Harvest):
         timeout: float = 60.0,
         parent: Recorder | None = None,
     ) -> None:
-        super().__init__(backends, timeout)
+        self.backends = list(backends)
+        self.timeout = timeout
+        h = self.rows = Harvest(self.backends, timeout)
+        # The harvest's own objects (never rebound there), bound here too: the launch path
+        # reaches them in one lookup, and a profile reads its tables from the recorder.
+        self._incoming = h.incoming
+        self._live_queues = h.live_queues
+        self._release = h.release
+        self._hook_failed = h.hook_failed
+        self.table, self.host, self.names = h.table, h.host, h.names
+        self.queues, self.threads = h.queues, h.threads
+        self.errors, self.details, self.clocks = h.errors, h.details, h.clocks
         self._selected = frozenset(self.backends)
         self.device = device
         self.synchronize = synchronize
@@ -95,6 +103,35 @@ class Recorder(Harvest):
         #: and records it up to the end (``_cut_open_ranges``).
         self.open_ranges: dict[int, tuple[Any, ...]] = {}
         self._bind_launch_path()
+
+    def harvest(self, wait: bool = False, limit: int | None = None) -> int:
+        """Turn pending entries into rows (``Harvest.harvest``); returns how many."""
+        return self.rows.harvest(wait, limit)
+
+    @property
+    def start_ns(self) -> int:
+        """When the profile started (set by ``profile``): where activity records of a device
+        without clock correlation are anchored."""
+        return self.rows.start_ns
+
+    @start_ns.setter
+    def start_ns(self, value: int) -> None:
+        self.rows.start_ns = value
+
+    @property
+    def late_dropped(self) -> int:
+        """Entries that came after the profile ended, dropped."""
+        return self.rows.late_dropped
+
+    @property
+    def dropped_bad(self) -> int:
+        """Entries kprof could not read (a plugin's bug), dropped with a warning."""
+        return self.rows.dropped_bad
+
+    @property
+    def activity_clocks(self) -> dict[str, DeviceClock]:
+        """Per device, how its activity records were placed on the host clock."""
+        return self.rows.activity_clocks
 
     # -- the launch path (plugins) ------------------------------------------------------------
 
@@ -370,8 +407,8 @@ class Recorder(Harvest):
 
     def reentered(self, name: str) -> None:
         key = f"reentered {name}"
-        if key not in self._warned:
-            self._warned.add(key)
+        if key not in self.rows.warned:
+            self.rows.warned.add(key)
             warnings.warn(
                 f"kprof: the range object {name!r} was entered again before it exited; "
                 f"both are recorded, but use one kprof.range(...) per with block (one "
@@ -391,7 +428,7 @@ class Recorder(Harvest):
             cut.append(name)
             for b, _q, tok in begun or ():
                 self._release(b, tok, None)
-            self._take(host_entry(ENTRY_HOST_RANGE, name, who, h0, max(h0, end_ns)), None)
+            self.rows.take(host_entry(ENTRY_HOST_RANGE, name, who, h0, max(h0, end_ns)), None)
         if cut:
             shown = ", ".join(repr(n) for n in sorted(set(cut))[:5])
             warnings.warn(
@@ -439,7 +476,7 @@ class Recorder(Harvest):
             n = len(self._incoming)
             if n > self.pending_high_water:
                 self.pending_high_water = n
-            self.harvest(wait=False)
+            self.rows.harvest(wait=False)
 
     # -- back-pressure ----------------------------------------------------------------------------
 
@@ -450,10 +487,10 @@ class Recorder(Harvest):
         if n > self.pending_high_water:
             self.pending_high_water = n
         if not self._closed:
-            self.harvest(wait=False)
+            self.rows.harvest(wait=False)
             # Still too far behind: wait for the oldest work, which bounds live device tokens.
             while len(incoming) > self.max_pending and not self._closed:
-                self.harvest(wait=True, limit=len(incoming) - self.max_pending // 2)
+                self.rows.harvest(wait=True, limit=len(incoming) - self.max_pending // 2)
             # When nothing was done, try again only after another harvest_every launches.
             self._set_next_harvest(min(len(incoming) + self.harvest_every, self.max_pending))
         if self._closed:
@@ -467,18 +504,18 @@ class Recorder(Harvest):
         place device times on the host clock. Work reported later is dropped; ranges still
         open are recorded up to ``end_ns`` (default: now)."""
         self._close(end_ns)
-        with self._harvest_lock:
-            if self._finished:
+        with self.rows.lock:
+            if self.rows.finished:
                 return
-            self._harvest(None, time.monotonic() + self.timeout)
+            self.rows.harvest_locked(None, time.monotonic() + self.timeout)
             self._end()
 
     def abandon(self, end_ns: int | None = None) -> None:
         """End without resolving what is pending (resolving itself was interrupted): give
         every token back, keep and place the rows made so far."""
         self._close(end_ns)
-        with self._harvest_lock:
-            if not self._finished:
+        with self.rows.lock:
+            if not self.rows.finished:
                 self._end()
 
     def _close(self, end_ns: int | None = None) -> None:
@@ -490,52 +527,25 @@ class Recorder(Harvest):
     def _end(self) -> None:
         """Called once, holding the lock: the tables become final."""
         self._cut_open_ranges(self._closed_ns)
-        self._finished = True
-        self._drop_late()
-        try:
-            self.clocks.update(place(self.table, self.queues, self._refs, self._hook_failed))
-            for dkey, clock in self.activity_clocks.items():
-                # A device timed both ways (events for ranges, records for kernels) has two.
-                self.clocks[dkey if dkey not in self.clocks else f"{dkey} (activity)"] = clock
-            # Final: exactly sized columns (a million records' arrays over-allocate up to 5 MB).
-            self.table.trim()
-            self.host.trim()
-        finally:
-            for backend, tok, _h0, _h1 in self._refs.values():
-                self._ref_tokens.discard(id(tok))
-                self._release(backend, tok, None)
-            self._refs.clear()
-            if self._waiter is not None:
-                self._waiter.close()
-            self._queue_ids.clear()  # drop references to the user's queues
-            self._fast_queues.clear()
-            self._live_queues.clear()
+        self.rows.finished = True
+        self.rows.drop_late()
+        self.rows.end()
 
     def _late(self) -> None:
         """Entries that arrived after the profile ended (a thread that outlived it)."""
-        with self._harvest_lock:
-            if self._finished:  # otherwise finish() is still at work and takes them
-                self._drop_late()
-
-    def _drop_late(self) -> None:
-        incoming = self._incoming
-        late = incoming[:]
-        del incoming[: len(late)]  # threads may still append: those come back here
-        for entry in late:
-            self.late_dropped += 1
-            slot = entry[SLOT]
-            if entry[KIND] != ENTRY_ACTIVITY and slot is not None and entry[START] is not None:
-                self._release(self._by_slot[slot], entry[START], entry[STOP])  # holds tokens
+        with self.rows.lock:
+            if self.rows.finished:  # otherwise finish() is still at work and takes them
+                self.rows.drop_late()
 
     # -- nesting ----------------------------------------------------------------------------------
 
     def absorb(self, child: Recorder) -> None:
         """Take a finished nested profile's rows, so the outer profile has them too."""
-        with self._harvest_lock:
-            if self._finished:  # the outer profile ended first (the inner ran in a thread)
+        with self.rows.lock:
+            if self.rows.finished:  # the outer profile ended first (the inner ran in a thread)
                 return
-            qmap = [self._intern_queue(q) for q in child.queues]
-            tmap = [self._intern_thread(th) for th in child.threads]
+            qmap = [self.rows.intern_queue(q) for q in child.queues]
+            tmap = [self.rows.intern_thread(th) for th in child.threads]
             nmap = [self.names(n) for n in child.names.values]
             ct = child.table
             for i in range(len(ct)):
