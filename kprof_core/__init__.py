@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kprof_core._version import __version__
 from kprof_core.data.records import KernelRecord, MarkerRecord, RangeRecord
 from kprof_core.data.summary import SummaryRow
 from kprof_core.data.timefmt import format_time
@@ -21,7 +22,6 @@ from kprof_core.ranks import mpi
 from kprof_core.ranks.combine import combine
 from kprof_core.recording.annotations import kernel, mark, propagate, range
 from kprof_core.result import Profile, Summary, load
-from kprof_core.version import __version__
 
 
 def backends() -> list[Backend]:

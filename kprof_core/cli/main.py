@@ -7,10 +7,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from kprof_core._version import __version__
 from kprof_core.cli import backends, demo, diff, merge, run, show
 from kprof_core.host.backend import KprofError
 from kprof_core.renderers.terminal import silence_stdout
-from kprof_core.version import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -164,7 +164,7 @@ def iter_rows(p: ProfileData) -> Iterator[dict[str, Any]]:
 
 
 def _header(p: ProfileData) -> dict[str, Any]:
-    from kprof_core.version import __version__
+    from kprof_core._version import __version__
 
     s = p.summary()
     return {

@@ -94,7 +94,7 @@ def write_chrome_trace(
     names = check_profiles(profiles, labels)
     offsets = [offset_of(p) for p in profiles]
     base = min(first_time(p) + off for p, off in zip(profiles, offsets))
-    from kprof_core.version import __version__
+    from kprof_core._version import __version__
 
     other = {
         "kprof_version": __version__,

@@ -82,7 +82,7 @@ def write_html(
     summary tables out; ``extra_html`` (trusted, already escaped HTML, such as a comparison)
     goes above them.
     """
-    from kprof_core.version import __version__
+    from kprof_core._version import __version__
 
     names = check_profiles(profiles, labels)
     offsets = [offset_of(p) for p in profiles]
