@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from kprof_core.compare import DiffRow, ProfileDiff
     from kprof_core.profiler import profile
-    from kprof_core.session import Profile
+    from kprof_core.result import DiffRow, Profile, ProfileDiff
 
 _RUN = pytest.StashKey["TestRun"]()
 _RESULTS = pytest.StashKey["list[TestResult]"]()
@@ -160,7 +159,7 @@ class TestRun:
         return [b for b in opt.split(",") if b] if opt else None
 
     def start(self) -> None:
-        from kprof_core.backend import KprofError
+        from kprof_core.host.backend import KprofError
         from kprof_core.profiler import profile
 
         try:
@@ -254,17 +253,17 @@ class CommandError(Exception):
 
 
 def compare_with(path: str, p: Profile, alpha: float) -> ProfileDiff:
-    from kprof_core import saved
+    from kprof_core.cli import common
 
     try:
-        base = saved.load_profile(path)
-    except saved.CommandError as exc:
+        base = common.load_profile(path)
+    except common.CommandError as exc:
         raise CommandError(str(exc)) from None
     return base.diff(p, alpha=alpha)
 
 
 def describe(r: DiffRow) -> str:
-    from kprof_core.timefmt import format_time
+    from kprof_core.data.timefmt import format_time
 
     assert r.median_before is not None and r.median_after is not None and r.p_value is not None
     return (
@@ -284,7 +283,7 @@ def terminal_summary(tr: Any, config: pytest.Config) -> None:
     results = config.stash.get(_RESULTS, None)
     if not results:
         return
-    from kprof_core.timefmt import format_time
+    from kprof_core.data.timefmt import format_time
 
     def line(text: str) -> None:
         # Test ids and kernel names come from the tests and from files: escaped, like every

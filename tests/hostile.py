@@ -10,8 +10,8 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kprof_core import storage
-from kprof_core.records import DeviceTable, HostTable
+from kprof_core.data.records import DeviceTable, HostTable
+from kprof_core.io import storage
 
 #: A kernel name that, written raw, retitles the terminal (OSC 0), clears it, forges a pytest
 #: result line after a CR LF, and reverses what follows (a bidirectional override).

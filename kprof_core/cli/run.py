@@ -1,0 +1,143 @@
+"""``kprof run``: a Python script (or module) profiled from start to end, as ``python -m
+cProfile`` runs one."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import threading
+import traceback
+from typing import Any
+
+from kprof_core.cli.common import add_output_options, write_outputs
+from kprof_core.renderers.terminal import print_text, say
+
+
+def _exit_code(code: object) -> int:
+    """What Python's own exit would turn ``SystemExit(code)`` into."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # the script's own message, as Python prints it
+    return 1
+
+
+#: What an interrupted end says, and ``meta["interrupted"]`` of the profile it leaves.
+INTERRUPTED = (
+    "interrupted while waiting for the device at the profile's end: what was resolved "
+    "before is kept, work still pending is left out"
+)
+
+
+def end_profile(prof: Any, p: Any) -> bool:
+    """End ``prof``; a Ctrl-C while it waits for the device ends it with what was resolved
+    (the profile keeps that, see ``profile.__exit__``), marks ``p`` interrupted and returns
+    True, so that the caller still writes its files."""
+    try:
+        prof.__exit__(None, None, None)
+    except KeyboardInterrupt:
+        p.meta["interrupted"] = INTERRUPTED
+        return True
+    return False
+
+
+def command(args: argparse.Namespace) -> int:
+    from kprof_core.host.discovery import registry
+    from kprof_core.profiler import profile
+
+    script = args.script
+    if args.module:
+        target_desc = f"module {script}"
+    else:
+        if not os.path.isfile(script):
+            say(f"kprof run: can't open file {script!r}: no such file")
+            return 2
+        target_desc = script
+    backends = [b for b in args.backends.split(",") if b] if args.backends else None
+    prof = profile(device=not args.no_device, trace=args.print_trace, backends=backends)
+    # Load the plugins before the script's directory goes on sys.path: a file there must not
+    # be imported in place of an installed plugin.
+    registry.all()
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [script, *args.args]
+    # As python does: sys.path[0] is the script's directory, or the working directory for -m.
+    sys.path.insert(0, os.getcwd() if args.module else os.path.dirname(os.path.abspath(script)))
+    code = 0
+    p = prof.__enter__()
+
+    def finish(code: int) -> int:
+        interrupted = end_profile(prof, p)
+        # Files first: a reader that went away (`| head`) or a script that closed sys.stdout
+        # must not cost them.
+        write_outputs(p, args)
+        print_text(p.report())
+        if code:
+            say(f"kprof run: {target_desc} exited with code {code}")
+        if interrupted:
+            say(f"kprof run: {INTERRUPTED}")
+            return 130
+        return code
+
+    real_exit = os._exit
+    try:
+        os._exit = _exit_after(finish, real_exit)
+        try:
+            if args.module:
+                runpy.run_module(script, run_name="__main__", alter_sys=True)
+            else:
+                # As python does (3.9+): __file__ is absolute, sys.argv[0] stays as typed.
+                runpy.run_path(os.path.abspath(script), run_name="__main__")
+        except SystemExit as exc:
+            code = _exit_code(exc.code)
+        except KeyboardInterrupt:
+            traceback.print_exc()
+            code = 130
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    finally:
+        os._exit = real_exit
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+    return finish(code)
+
+
+def _exit_after(finish: Any, real_exit: Any) -> Any:
+    """``os._exit`` for the script: in the process and thread kprof run started, the profile
+    is ended, written and printed first (``os._exit`` skips every cleanup, so nothing after
+    the script's last line would run); anywhere else (a forked child, which
+    ``multiprocessing`` ends with ``os._exit``; another thread) it exits at once, as it did."""
+    pid, main = os.getpid(), threading.main_thread()
+
+    def _exit(status: int) -> None:
+        mine = os.getpid() == pid and threading.current_thread() is main
+        if mine and isinstance(status, int) and os._exit is _exit:
+            os._exit = real_exit
+            try:
+                status = finish(status)
+            except BaseException:  # kprof's own trouble must not keep the process alive
+                pass
+            # The script's and kprof's lines before the exit, which flushes nothing.
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+        real_exit(status)
+
+    return _exit
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``kprof run``."""
+    r = sub.add_parser("run", help="profile a Python script, as python -m cProfile does")
+    r.add_argument("-m", dest="module", action="store_true", help="run a module (like python -m)")
+    r.add_argument("--backends", metavar="A,B", help="only these backends (comma-separated)")
+    r.add_argument("--no-device", action="store_true", help="host records only (device=False)")
+    add_output_options(r)
+    r.add_argument("script", help="the script (or module, with -m)")
+    r.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
+    r.set_defaults(func=command)
