@@ -15,7 +15,7 @@ from typing import Any
 import kprof
 from kprof_core.hookspecs import hookimpl
 
-from . import clock, observed
+from . import clock, hook, observed
 from .queues import (
     _current,
     device_key,
@@ -221,6 +221,8 @@ def install_capture(backend: kprof.Backend) -> None:
     # Queues created from now on (through pyopencl.CommandQueue) profile: device times for them.
     profiled_queues.acquire()
     backend.state["queues"] = True
+    # Enqueues from C libraries too (VkFFT, CLBlast), through the ICD's dispatch table.
+    backend.state["hooked"], backend.state["mechanisms"] = hook.install(backend)
     # The clock offset now, to bound how far it drifts (NTP slews CLOCK_MONOTONIC) by the end.
     backend.state["raw_offset"] = clock.raw_offset()
 
@@ -230,6 +232,7 @@ def remove_capture(backend: kprof.Backend) -> None:
     from . import capture, profiled_queues
 
     conflicts = profiled_queues.release() if backend.state.pop("queues", False) else []
+    conflicts += hook.remove(backend.state.pop("hooked", []))
     patcher = backend.state.pop("patcher", None)
     if patcher is not None:
         capture.remove(patcher, conflicts)

@@ -1,0 +1,222 @@
+"""The OpenCL dispatch-table hook (``_clhook``): which platforms it can hook, and how.
+
+Every cl object begins with a pointer to its ICD's dispatch table (``cl_khr_icd``), and every
+loader calls through it, so swapping entries of that table while a profile runs sees every
+enqueue of the process: PyOpenCL's and those of C libraries linked to another loader (VkFFT,
+CLBlast). ``survey()`` decides per platform whether that is safe:
+
+- hooked: the platform's and its devices' objects share one table, in writable memory that
+  belongs to the ICD (PoCL: its global ``pocl_dispatch``, in ``.data``);
+- refused, with the reason: the table is read-only (kprof never changes memory protection),
+  tables differ per object (a queue's table cannot be known before one exists), or the table
+  lies in the loader (``cl_khr_icd`` 2.0's loader-managed dispatch: one table per loader, and
+  this process may hold two). Such platforms keep PyOpenCL's capture alone; C libraries'
+  launches there are not seen, and the profile says so.
+
+The hook's records go to the launching thread's recorder like the Python capture's; calls
+that PyOpenCL's capture records itself are made inside ``_clhook.quiet`` and skipped by the
+hook, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from kprof_core import native
+
+# Slots the hook may write, up to clEnqueueSVMMemFill's (131 pointers): the table must be that
+# long in writable memory, or the platform is refused.
+_TABLE_BYTES = 131 * 8
+
+# Python modules known to launch OpenCL work from C, unseen without the hook.
+C_LAUNCHERS = ("pyvkfft", "pyclblast", "gpyfft", "clfft", "pyclpeak")
+
+
+@dataclass(frozen=True)
+class Platform:
+    """What the hook does on one OpenCL platform."""
+
+    title: str
+    table: int | None  # the dispatch table's address where it can be hooked
+    version: int  # the platform's OpenCL version, major * 10 + minor
+    why: str  # "hooked ..." or why not, for `kprof backends`
+
+
+def module() -> Any:
+    """The compiled hook, or None (pure Python, not built, or not supported here)."""
+    mod = native.load_plugin_part("kprof_opencl", "_clhook")
+    if mod is None or not getattr(mod, "supported", False):
+        return None
+    return mod
+
+
+def _mapping(address: int) -> tuple[str, str] | None:
+    """``(permissions, path)`` of the memory mapping holding ``address``..+table (Linux)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                parts = line.split(None, 5)
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                if lo <= address < hi:
+                    if address + _TABLE_BYTES > hi:
+                        return parts[1], "(the table crosses a mapping)"
+                    return parts[1], parts[5].strip() if len(parts) > 5 else ""
+    except OSError:
+        return None
+    return None
+
+
+def _version(text: str) -> int:
+    m = re.match(r"OpenCL (\d+)\.(\d+)", text)
+    return int(m.group(1)) * 10 + int(m.group(2)) if m else 10
+
+
+def survey() -> list[Platform]:
+    """Each OpenCL platform, and whether (and why not) the hook can be installed on it."""
+    import pyopencl as cl
+
+    from .queues import platform_title
+
+    mod = module()
+    out = []
+    for p in cl.get_platforms():
+        title = platform_title(p.name)
+        version = _version(p.version)
+        if mod is None:
+            why = "not built" if native.compiled() is not None else native.describe()
+            out.append(Platform(title, None, version, f"PyOpenCL capture only (hook: {why})"))
+            continue
+        table = mod.table_address(p.int_ptr)
+        try:
+            devices = p.get_devices()
+        except cl.Error:
+            devices = []
+        if any(mod.table_address(d.int_ptr) != table for d in devices):
+            out.append(
+                Platform(
+                    title,
+                    None,
+                    version,
+                    "PyOpenCL capture only: the hook is refused, this ICD gives its objects "
+                    "different dispatch tables",
+                )
+            )
+            continue
+        if not sys.platform.startswith("linux"):
+            out.append(
+                Platform(
+                    title,
+                    None,
+                    version,
+                    "PyOpenCL capture only: the hook checks the table is writable through "
+                    "/proc/self/maps (Linux only)",
+                )
+            )
+            continue
+        where = _mapping(table)
+        if where is None:
+            why = "its dispatch table is in no mapping kprof can read"
+        elif "w" not in where[0]:
+            why = f"its dispatch table is read-only ({os.path.basename(where[1]) or 'anonymous'})"
+        elif os.path.basename(where[1]).startswith("libOpenCL"):
+            why = "its dispatch table belongs to the loader (cl_khr_icd 2.0 loader-managed)"
+        else:
+            lib = os.path.basename(where[1]) or "anonymous memory"
+            out.append(Platform(title, table, version, f"dispatch-table hook (table in {lib})"))
+            continue
+        out.append(Platform(title, None, version, f"PyOpenCL capture only: hook refused, {why}"))
+    return out
+
+
+def _adopt(handle: int) -> tuple[Any, bool]:
+    """A PyOpenCL queue object for a queue handle the hook saw (made once per handle)."""
+    import pyopencl._cl as _cl
+
+    from .queues import queue_profiles
+
+    q = _cl.CommandQueue.from_int_ptr(handle, retain=True)
+    return q, queue_profiles(q)
+
+
+def _info(handle: int, param: int) -> Any:
+    import pyopencl._cl as _cl
+
+    return _cl.Event.from_int_ptr(handle, retain=True).get_info(param)
+
+
+_bound = False
+
+
+def install(backend: Any) -> tuple[list[int], dict[str, str]]:
+    """Hook every platform that allows it; returns (tables hooked, {platform: mechanism})."""
+    global _bound
+    mod = module()
+    platforms = survey()
+    mechanisms = {p.title: p.why for p in platforms}
+    if mod is None:
+        return [], mechanisms
+    from kprof import capture
+
+    from . import capture as pycapture
+    from .queues import _current
+
+    if not _bound:
+
+        def other(
+            rec: Any, kind: int, name: str, q: Any, t0: int, t1: int, tok: Any, n: int
+        ) -> None:
+            pycapture._unprofiled(rec, backend, kind, name, q, t0, t1, tok, n)
+
+        mod.bind(
+            capture.active,
+            backend,
+            _adopt,
+            other,
+            _info,
+            _current,
+            (capture.KERNEL, capture.COPY),
+            (pycapture.H2D, pycapture.D2H, pycapture.D2D, pycapture.FILL, pycapture.SVM_COPY),
+        )
+        _bound = True
+    hooked = []
+    for p in platforms:
+        if p.table is None or p.table in hooked:
+            continue
+        try:
+            mod.hook(p.table, p.version)
+        except Exception as exc:  # never the program's problem: PyOpenCL's capture remains
+            mechanisms[p.title] = f"PyOpenCL capture only: hooking failed ({exc})"
+            continue
+        hooked.append(p.table)
+    return hooked, mechanisms
+
+
+def remove(tables: list[int]) -> list[str]:
+    """Restore the tables; returns entries someone else replaced meanwhile (left alone)."""
+    mod = module()
+    conflicts: list[str] = []
+    if mod is None:
+        return conflicts
+    for t in tables:
+        conflicts += mod.unhook(t)
+    return conflicts
+
+
+def unseen(mechanisms: dict[str, str]) -> str | None:
+    """A note for the report when kernels may have run that kprof could not see: a library
+    known to launch OpenCL work from C is imported, and some platform has no hook."""
+    libs = [m for m in C_LAUNCHERS if m in sys.modules]
+    blind = [t for t, why in mechanisms.items() if not why.startswith("dispatch-table hook")]
+    if not libs or not blind:
+        return None
+    return (
+        f"kprof may have missed OpenCL work: {', '.join(libs)} launch{'es' * (len(libs) == 1)} "
+        f"kernels from C, which kprof sees only through its dispatch-table hook, and the hook "
+        f"is not active on {', '.join(blind)} ({mechanisms[blind[0]]}). Build kprof's compiled "
+        f"parts (pip install with a C compiler, without KPROF_PURE_PYTHON=1) on an ICD the "
+        f"README's support matrix lists as hooked."
+    )
