@@ -140,6 +140,7 @@ RESOLVED_HOOKS: dict[str, tuple[str, ...]] = {
     "activity_scope_exit": ("backend", "scope"),
     "activity_flush": ("backend", "scopes", "timeout"),
     "activity_align": ("backend", "queue", "device_ns"),
+    "report_notes": ("backend",),
 }
 
 
@@ -201,6 +202,7 @@ class Backend:
     activity_scope_exit: Callable[..., Any]
     activity_flush: Callable[..., Any]
     activity_align: Callable[..., Any]
+    report_notes: Callable[..., Any]
 
     def __init__(
         self, name: str, plugin: object, distribution: str | None = None, version: str | None = None

@@ -130,3 +130,8 @@ def activity_flush(backend: Backend, scopes: tuple[int, ...], timeout: float) ->
 @hookimpl(trylast=True)
 def activity_align(backend: Backend, queue: Any, device_ns: int) -> Alignment | None:
     return None
+
+
+@hookimpl(trylast=True)
+def report_notes(backend: Backend) -> list[str] | None:
+    return None

@@ -145,7 +145,7 @@ def _adopt(handle: int) -> tuple[Any, bool]:
 def _info(handle: int, param: int) -> Any:
     import pyopencl._cl as _cl
 
-    return _cl.Event.from_int_ptr(handle, retain=True).get_info(param)
+    return _cl.Event.from_int_ptr(handle, retain=True).get_info(param)  # type: ignore[arg-type]
 
 
 _bound = False

@@ -75,7 +75,26 @@ def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
             library_version=version,
             detail=f"OpenCL platforms ({names}) have no devices",
         )
-    return kprof.BackendInfo(library="pyopencl", library_version=version, devices=tuple(devices))
+    capture, detail = _mechanisms()
+    return kprof.BackendInfo(
+        library="pyopencl",
+        library_version=version,
+        devices=tuple(devices),
+        capture=capture,
+        capture_detail=detail,
+    )
+
+
+def _mechanisms() -> tuple[str, str]:
+    """Which mechanism captures on each platform (``kprof backends``): the dispatch-table hook
+    sees C libraries' enqueues too; PyOpenCL's capture alone sees only PyOpenCL's."""
+    try:
+        platforms = hook.survey()
+    except Exception as exc:  # describing is best effort
+        return "PyOpenCL's calls", f"hook survey failed: {exc}"
+    hooked = [p for p in platforms if p.table is not None]
+    what = "PyOpenCL's calls and the ICD dispatch-table hook" if hooked else "PyOpenCL's calls"
+    return what, "; ".join(f"{p.title}: {p.why}" for p in platforms)
 
 
 # -- timestamps ----------------------------------------------------------------------------------
@@ -253,3 +272,12 @@ def demo_workload(backend: kprof.Backend, size: int) -> Any:
     from .demo import workload
 
     return workload(size)
+
+
+@hookimpl
+def report_notes(backend: kprof.Backend) -> list[str] | None:
+    # While capture is installed the hook's state is known; a C-launching library imported
+    # where no platform is hooked means its kernels ran unseen.
+    mechanisms = backend.state.get("mechanisms")
+    note = hook.unseen(mechanisms) if mechanisms else None
+    return [note] if note else None
