@@ -785,6 +785,14 @@ def bench_queue(quick: bool) -> dict[str, Any]:
     return res
 
 
+def bench_hook(quick: bool) -> dict[str, Any]:
+    """The OpenCL dispatch-table hook beside the Python capture (bench/opencl_hook.py)."""
+    sys.path.insert(0, str(HERE))
+    from opencl_hook import bench_hook as run
+
+    return run(quick)
+
+
 BENCHES = {
     "queue": bench_queue,
     "launch": bench_launch,
@@ -794,6 +802,7 @@ BENCHES = {
     "accuracy": bench_accuracy,
     "scale": bench_scale,
     "startup": bench_startup,
+    "hook": bench_hook,
 }
 
 

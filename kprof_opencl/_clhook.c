@@ -63,6 +63,8 @@ typedef void *cl_device_id;
 #define CL_QUEUE_PROPERTIES 0x1093
 #define CL_QUEUE_PROFILING_ENABLE (1 << 1)
 #define CL_QUEUE_ON_DEVICE (1 << 2)
+#define CL_COMPLETE_STATUS 0x0
+#define CL_RUNNING_STATUS 0x1
 
 /* Slots of struct _cl_icd_dispatch (CL/cl_icd.h). */
 enum {
@@ -74,6 +76,7 @@ enum {
     S_RETAIN_EVENT = 43,
     S_RELEASE_EVENT = 44,
     S_GET_EVENT_PROFILING_INFO = 45,
+    S_SET_EVENT_CALLBACK = 81,
     S_READ_BUFFER = 48,
     S_WRITE_BUFFER = 49,
     S_COPY_BUFFER = 50,
@@ -1050,6 +1053,135 @@ py_unhook(PyObject *module, PyObject *addr)
     return conflicts;
 }
 
+/* -- stamp(event): when a command without profiling ran, from the driver's callbacks --------
+ * A queue created without CL_QUEUE_PROFILING_ENABLE has no device times, but the driver calls
+ * back when each command becomes CL_RUNNING and CL_COMPLETE (clSetEventCallback, OpenCL 1.1):
+ * kprof_opencl/observed.py stamps both on the host clock. The data outlives the Python object
+ * until both callbacks ran (the spec calls each exactly once, with an error status if the
+ * command failed). */
+
+typedef struct {
+    int refs;       /* the Python object and each callback still to come */
+    int64_t begin;  /* when CL_RUNNING was reached, or 0 */
+    int64_t armed;  /* when both callbacks were registered: a CL_RUNNING call before this came
+                     * at registration (the command was running already): no start time */
+    int64_t end;    /* when CL_COMPLETE (or an error) was reached, or 0 */
+    int status;     /* CL_COMPLETE (0) or a negative error */
+    int done;
+} StampData;
+
+static void
+stamp_unref(StampData *d)
+{
+    if (__atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(d);
+}
+
+static void CL_API_CALL
+on_running(cl_event ev, cl_int status, void *user)
+{
+    StampData *d = (StampData *)user;
+    __atomic_store_n(&d->begin, now_ns(), __ATOMIC_RELEASE);
+    stamp_unref(d);
+}
+
+static void CL_API_CALL
+on_complete(cl_event ev, cl_int status, void *user)
+{
+    StampData *d = (StampData *)user;
+    d->end = now_ns();
+    d->status = status;
+    __atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
+    stamp_unref(d);
+}
+
+typedef struct {
+    PyObject_HEAD
+    StampData *data;
+} Stamp;
+
+static PyObject *StampType;
+
+static void
+st_dealloc(Stamp *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    if (self->data != NULL)
+        stamp_unref(self->data);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* read() -> None until the command completed, then (status, begin, end): begin is 0 when the
+ * driver's CL_RUNNING call does not say when the command began (it was running or done before
+ * the callbacks were registered, or the driver calls back late). */
+static PyObject *
+st_read(Stamp *self, PyObject *unused)
+{
+    StampData *d = self->data;
+    if (!__atomic_load_n(&d->done, __ATOMIC_ACQUIRE))
+        Py_RETURN_NONE;
+    int64_t begin = __atomic_load_n(&d->begin, __ATOMIC_ACQUIRE);
+    int64_t armed = __atomic_load_n(&d->armed, __ATOMIC_ACQUIRE);
+    if (begin > d->end || begin <= armed)
+        begin = 0;
+    return Py_BuildValue("iLL", d->status, (long long)begin, (long long)d->end);
+}
+
+static PyMethodDef st_methods[] = {
+    {"read", (PyCFunction)st_read, METH_NOARGS,
+     "None until complete, then (status, begin_ns, end_ns) on perf_counter_ns"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot st_slots[] = {
+    {Py_tp_dealloc, st_dealloc},
+    {Py_tp_methods, st_methods},
+    {Py_tp_doc, "When one OpenCL command ran, as the driver's callbacks saw it."},
+    {0, NULL},
+};
+
+static PyType_Spec st_spec = {
+    "kprof_opencl._clhook.Stamp", sizeof(Stamp), 0, Py_TPFLAGS_DEFAULT, st_slots,
+};
+
+typedef cl_int(CL_API_CALL *set_callback_t)(cl_event, cl_int,
+                                            void(CL_API_CALL *)(cl_event, cl_int, void *),
+                                            void *);
+
+/* stamp(event_handle) -> Stamp, or None where the driver refuses the callbacks. */
+static PyObject *
+py_stamp(PyObject *module, PyObject *arg)
+{
+    cl_event ev = (cl_event)address_of(arg);
+    if (ev == NULL)
+        return NULL;
+    StampData *d = (StampData *)calloc(1, sizeof(StampData));
+    if (d == NULL)
+        return PyErr_NoMemory();
+    set_callback_t set = (set_callback_t)original(ev, S_SET_EVENT_CALLBACK);
+    d->refs = 3;
+    d->armed = INT64_MAX; /* until both are registered, a CL_RUNNING call tells nothing */
+    if (set(ev, CL_RUNNING_STATUS, on_running, d) != CL_SUCCESS)
+        d->refs--; /* no start: observed.py falls back to the launch and the queue */
+    if (set(ev, CL_COMPLETE_STATUS, on_complete, d) != CL_SUCCESS) {
+        /* Without the completion nothing can be stamped; a CL_RUNNING callback may still come
+         * and must find the data alive: it is let go of through the count. */
+        stamp_unref(d);
+        stamp_unref(d);
+        Py_RETURN_NONE;
+    }
+    __atomic_store_n(&d->armed, now_ns(), __ATOMIC_RELEASE);
+    Stamp *self = PyObject_New(Stamp, (PyTypeObject *)StampType);
+    if (self == NULL) {
+        stamp_unref(d);
+        return NULL;
+    }
+    self->data = d;
+    return (PyObject *)self;
+}
+
 /* -- quiet(fn): calls the hook leaves to PyOpenCL's capture ------------------------------ */
 
 typedef struct {
@@ -1179,6 +1311,8 @@ static PyMethodDef methods[] = {
     {"hook", py_hook, METH_VARARGS, "hook(table_address, version) -> entries hooked"},
     {"unhook", py_unhook, METH_O, "unhook(table_address) -> entries someone else replaced"},
     {"table_address", py_table_address, METH_O, "the dispatch table of a cl object (its handle)"},
+    {"stamp", py_stamp, METH_O,
+     "stamp(event_handle) -> Stamp: when the command ran, from the driver's callbacks"},
     {"quiet", py_quiet, METH_O,
      "quiet(fn): fn, whose OpenCL enqueues the hook leaves to the caller to record"},
     {"stats", py_stats, METH_NOARGS, "counts: enqueues seen and recorded, names cached"},
@@ -1203,6 +1337,9 @@ PyInit__clhook(void)
         return NULL;
     QuietType = PyType_FromSpec(&qt_spec);
     if (QuietType == NULL)
+        return NULL;
+    StampType = PyType_FromSpec(&st_spec);
+    if (StampType == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)

@@ -124,6 +124,10 @@ def survey() -> list[Platform]:
             why = f"its dispatch table is read-only ({os.path.basename(where[1]) or 'anonymous'})"
         elif os.path.basename(where[1]).startswith("libOpenCL"):
             why = "its dispatch table belongs to the loader (cl_khr_icd 2.0 loader-managed)"
+        elif not where[1].startswith("/"):
+            # The heap or anonymous memory: a table made at run time (a loader's, with
+            # cl_khr_icd 2.0, may be one per loader): not the one every caller goes through.
+            why = f"its dispatch table is in {where[1] or 'anonymous memory'}, not in the ICD"
         else:
             lib = os.path.basename(where[1]) or "anonymous memory"
             out.append(Platform(title, table, version, f"dispatch-table hook (table in {lib})"))
@@ -148,12 +152,8 @@ def _info(handle: int, param: int) -> Any:
     return _cl.Event.from_int_ptr(handle, retain=True).get_info(param)  # type: ignore[arg-type]
 
 
-_bound = False
-
-
 def install(backend: Any) -> tuple[list[int], dict[str, str]]:
     """Hook every platform that allows it; returns (tables hooked, {platform: mechanism})."""
-    global _bound
     mod = module()
     platforms = survey()
     mechanisms = {p.title: p.why for p in platforms}
@@ -164,24 +164,20 @@ def install(backend: Any) -> tuple[list[int], dict[str, str]]:
     from . import capture as pycapture
     from .queues import _current
 
-    if not _bound:
+    # Bound at every install: the registry, and so the Backend, may have been renewed.
+    def other(rec: Any, kind: int, name: str, q: Any, t0: int, t1: int, tok: Any, n: int) -> None:
+        pycapture._unprofiled(rec, backend, kind, name, q, t0, t1, tok, n)
 
-        def other(
-            rec: Any, kind: int, name: str, q: Any, t0: int, t1: int, tok: Any, n: int
-        ) -> None:
-            pycapture._unprofiled(rec, backend, kind, name, q, t0, t1, tok, n)
-
-        mod.bind(
-            capture.active,
-            backend,
-            _adopt,
-            other,
-            _info,
-            _current,
-            (capture.KERNEL, capture.COPY),
-            (pycapture.H2D, pycapture.D2H, pycapture.D2D, pycapture.FILL, pycapture.SVM_COPY),
-        )
-        _bound = True
+    mod.bind(
+        capture.active,
+        backend,
+        _adopt,
+        other,
+        _info,
+        _current,
+        (capture.KERNEL, capture.COPY),
+        (pycapture.H2D, pycapture.D2H, pycapture.D2D, pycapture.FILL, pycapture.SVM_COPY),
+    )
     hooked = []
     for p in platforms:
         if p.table is None or p.table in hooked:

@@ -147,3 +147,38 @@ kc_run(cl_ptr queue, int n, float *x, size_t size, cl_ulong *times, cl_uint *ref
     ReleaseProgram(prog);
     return 0;
 }
+
+/* kc_loop(queue, n): n launches of a tiny kernel (64 work-items) with no event, then
+ * clFinish: the C side of the hook's per-launch cost (bench/opencl_hook.py). The program and
+ * kernel are made on the first call for that queue's context and kept. */
+int
+kc_loop(cl_ptr queue, int n)
+{
+    static cl_ptr ctx_made, k;
+    static cl_ptr buf;
+    cl_ptr ctx;
+    cl_int err;
+    if ((err = GetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL)) != 0)
+        return err;
+    if (ctx != ctx_made) {
+        static const char *tiny =
+            "__kernel void kc_tiny(__global float *x) { x[get_global_id(0)] += 1.0f; }";
+        cl_ptr prog = CreateProgramWithSource(ctx, 1, &tiny, NULL, &err);
+        if (prog == NULL || (err = BuildProgram(prog, 0, NULL, "", NULL, NULL)) != 0)
+            return err;
+        k = CreateKernel(prog, "kc_tiny", &err);
+        ReleaseProgram(prog);
+        if (k == NULL)
+            return err;
+        buf = CreateBuffer(ctx, CL_MEM_READ_WRITE, 64 * sizeof(float), NULL, &err);
+        if (buf == NULL)
+            return err;
+        SetKernelArg(k, 0, sizeof buf, &buf);
+        ctx_made = ctx;
+    }
+    size_t global = 64;
+    for (int i = 0; i < n; i++)
+        if ((err = EnqueueNDRangeKernel(queue, k, 1, NULL, &global, NULL, 0, NULL, NULL)) != 0)
+            return err;
+    return Finish(queue);
+}

@@ -57,6 +57,7 @@ class CLib:
             ctypes.c_void_p,
             ctypes.c_void_p,
         ]
+        lib.kc_loop.argtypes = [ctypes.c_void_p, ctypes.c_int]
         err = lib.kc_open(loader_path.encode())
         assert err == 0, f"kc_open({loader_path}) failed: {err}"
         self.lib = lib
@@ -93,3 +94,8 @@ class CLib:
             return x, None, None
         pairs = [(times[2 * i], times[2 * i + 1]) for i in range(n)]
         return x, pairs, list(refs)  # type: ignore[union-attr]
+
+    def loop(self, q: int, n: int) -> None:
+        """``n`` tiny launches from C with no event, then clFinish."""
+        err = self.lib.kc_loop(q, n)
+        assert err == 0, f"kc_loop failed: {err}"
