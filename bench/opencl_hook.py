@@ -9,7 +9,10 @@ kernels on PoCL's CPU device, the loop alone timed (the profile's end is not in 
   compiled where built; the hook is installed and leaves them alone);
 - ``py_hook``: the same launches recorded by the hook instead (PyOpenCL's kernel entry put
   back to the native function for the loop): what retiring the Python launch patch would cost;
-- ``c_hook``: C launches in a profile, recorded by the hook.
+- ``c_hook``: C launches in a profile, recorded by the hook;
+- ``c_thread`` / ``c_hook_unattributed``: C launches from a thread outside any profile, without
+  and with the hook installed: the hook's own part (its event, the GIL, the recorder lookup,
+  nothing recorded), apart from kprof's recording and harvest.
 
 Figures are medians of ratios paired within a round (each variant against its plain twin).
 
@@ -22,6 +25,7 @@ import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -71,6 +75,19 @@ def bench_hook(quick: bool) -> dict[str, Any]:
         lib.loop(q.int_ptr, n)
         return (time.perf_counter_ns() - t0) / n
 
+    def in_thread() -> float:
+        got: list[float] = []
+        t = threading.Thread(target=lambda: got.append(c_loop()))
+        t.start()
+        t.join()
+        return got[0]
+
+    def unattributed() -> float:
+        with kprof.profile(backends=["opencl"]) as p:
+            r = in_thread()  # the thread is in no profile: the hook records nothing
+        assert not p.kernels
+        return r
+
     def profiled(loop: Any, name: str, native: bool = False) -> float:
         with kprof.profile(backends=["opencl"]) as p:
             if native:  # the hook records PyOpenCL's launches: the Python patch stepped aside
@@ -92,6 +109,8 @@ def bench_hook(quick: bool) -> dict[str, Any]:
         "py_hook": lambda: profiled(py_loop, "tiny", native=True),
         "c_plain": c_loop,
         "c_hook": lambda: profiled(c_loop, "kc_tiny"),
+        "c_thread": in_thread,
+        "c_hook_unattributed": unattributed,
     }
     for _ in range(2):  # warm up: compile, fill caches
         for v in variants.values():
@@ -102,7 +121,12 @@ def bench_hook(quick: bool) -> dict[str, Any]:
         items = list(variants.items())
         for k, v in items[::-1] if r % 2 else items:
             runs[k].append(v())
-    pairs = {"py_capture": "py_plain", "py_hook": "py_plain", "c_hook": "c_plain"}
+    pairs = {
+        "py_capture": "py_plain",
+        "py_hook": "py_plain",
+        "c_hook": "c_plain",
+        "c_hook_unattributed": "c_thread",
+    }
     out: dict[str, Any] = {
         "launches_per_run": n,
         "rounds": rounds,

@@ -793,6 +793,14 @@ def bench_hook(quick: bool) -> dict[str, Any]:
     return run(quick)
 
 
+def bench_approximate(quick: bool) -> dict[str, Any]:
+    """Approximate (~) OpenCL times against exact ones (bench/opencl_approximate.py)."""
+    sys.path.insert(0, str(HERE))
+    from opencl_approximate import bench_approximate as run
+
+    return run(quick)
+
+
 BENCHES = {
     "queue": bench_queue,
     "launch": bench_launch,
@@ -803,6 +811,7 @@ BENCHES = {
     "scale": bench_scale,
     "startup": bench_startup,
     "hook": bench_hook,
+    "approximate": bench_approximate,
 }
 
 

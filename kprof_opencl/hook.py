@@ -20,6 +20,7 @@ hook, so nothing is counted twice.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import sys
@@ -188,6 +189,7 @@ def install(backend: Any) -> tuple[list[int], dict[str, str]]:
             mechanisms[p.title] = f"PyOpenCL capture only: hooking failed ({exc})"
             continue
         hooked.append(p.table)
+        _hooked.append(p.table)
     return hooked, mechanisms
 
 
@@ -198,8 +200,20 @@ def remove(tables: list[int]) -> list[str]:
     if mod is None:
         return conflicts
     for t in tables:
-        conflicts += mod.unhook(t)
+        if t in _hooked:
+            _hooked.remove(t)
+            conflicts += mod.unhook(t)
     return conflicts
+
+
+# Tables hooked now: restored at exit too, should a profile never end (os._exit aside), so
+# that no driver thread calls into an interpreter that is going away.
+_hooked: list[int] = []
+
+
+@atexit.register
+def _restore_at_exit() -> None:
+    remove(list(_hooked))
 
 
 def unseen(mechanisms: dict[str, str]) -> str | None:
