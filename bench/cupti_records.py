@@ -27,7 +27,7 @@ lib = ctypes.CDLL(glob.glob(str(LIBDIR / "libcupti.so.*"))[0], mode=ctypes.RTLD_
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import kprof  # noqa: E402
-from kprof_core.plugins import registry  # noqa: E402
+from kprof_core.host.discovery import registry  # noqa: E402
 from kprof_cuda import activity  # noqa: E402
 from kprof_cuda.plugin import CudaPlugin  # noqa: E402
 

@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from kprof_core import native
+from kprof_core.low_level import native
 
 # Slots the hook may write, up to clEnqueueSVMMemFill's (131 pointers): the table must be that
 # long in writable memory, or the platform is refused.

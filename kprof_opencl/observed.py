@@ -36,8 +36,8 @@ import time
 from collections import deque
 from typing import Any
 
-from kprof_core import native
-from kprof_core.capture import now
+from kprof_core.low_level import native
+from kprof_core.recording.capture import now
 
 from .clock import END, START
 
@@ -263,9 +263,7 @@ def _stamp(event: Any) -> Any:
     if native.compiled() is None:  # KPROF_PURE_PYTHON=1: the polling watcher
         return None
     if _stamper is None:
-        from . import hook
-
-        mod = hook.module()
+        mod = _compiled_hook()
         _stamper = mod.stamp if mod is not None else False
     if _stamper is False:
         return None
@@ -280,12 +278,16 @@ _stamper: Any = None  # _clhook.stamp, or False where it is not in use
 
 def method() -> str:
     """How commands on queues without profiling are timed here, in words."""
-    if native.compiled() is not None:
-        from . import hook
-
-        if hook.module() is not None:
-            return "the driver's completion callbacks (clSetEventCallback)"
+    if native.compiled() is not None and _compiled_hook() is not None:
+        return "the driver's completion callbacks (clSetEventCallback)"
     return "a watcher thread polling completions"
+
+
+def _compiled_hook() -> Any:
+    """``_clhook`` where built and usable here (as ``hook.module()``, which imports capture,
+    which imports this module: asked directly)."""
+    mod = native.load_plugin_part("kprof_opencl", "_clhook")
+    return mod if mod is not None and getattr(mod, "supported", False) else None
 
 
 watcher = Watcher()

@@ -1,0 +1,203 @@
+"""Activity records: device work that a vendor tool reports after it ran (CUPTI's Activity API),
+routed to the profile that launched it.
+
+Such a tool sees every launch of the process and reports it later, often from a thread of
+its own, so kprof cannot use its ``ContextVar`` at launch time. Instead it opens a *scope*
+per profile per thread (on the thread that enters the profile, and in ``kprof.propagate``
+-wrapped functions), tells the backend (``activity_scope_enter``), and the backend tags the
+work launched there with that scope (CUPTI: an external correlation id pushed on the thread).
+Records come back through :func:`deliver`; this module holds the scope registry that maps a
+scope to its recorder and launching thread. The hooks are specified in ``hookspecs.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import warnings
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from kprof_core.recording.threads import who as _who
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from kprof_core.host.backend import Backend
+    from kprof_core.recording.recorder import Recorder
+
+__all__ = ["DeviceRecord", "deliver", "stats"]
+
+
+class DeviceRecord(NamedTuple):
+    """One completed piece of device work, as an activity backend hands it to kprof.
+
+    ``scope``: the scope it was launched in (from ``activity_scope_enter``); ``kind``:
+    ``kprof.capture.KERNEL`` or ``COPY`` (a memset is a ``COPY`` named ``[memset]``);
+    ``queue``: the backend's queue object (described by ``queue_info``; queues with the same
+    ``device_key`` share one clock); ``begin``/``end``: on the device's clock, in ns;
+    ``nbytes``: bytes moved or set (-1 for kernels); ``launch_begin``/``launch_end``: the
+    launching host call on the same clock, or 0 when unknown; ``detail``: what else the tool
+    says about it, in a few words (``"grid (4, 1, 1) block (256, 1, 1)"``), kept per row in
+    ``Profile.details`` and shown in traces.
+    """
+
+    scope: int
+    kind: int
+    name: str
+    queue: Any
+    begin: int
+    end: int
+    nbytes: int = -1
+    launch_begin: int = 0
+    launch_end: int = 0
+    detail: str | None = None
+
+
+_ids = itertools.count(1)
+_lock = threading.Lock()
+#: scope -> (recorder, launching thread key); removed when its profile has been resolved.
+_scopes: dict[int, tuple[Recorder, Any]] = {}
+#: Recently ended scopes -> their profile's serial number, to count and say late records.
+_ended: OrderedDict[int, int] = OrderedDict()
+_serials = itertools.count(1)
+_ENDED_KEPT = 4096
+_stats = {"delivered": 0, "late": 0, "foreign": 0}
+
+
+def stats() -> dict[str, int]:
+    """Process-wide counts: records delivered to a profile, dropped as late (their profile had
+    ended), and dropped as foreign (a scope kprof never opened)."""
+    with _lock:
+        return dict(_stats)
+
+
+def open_scope(rec: Recorder) -> tuple[int, list[Backend]]:
+    """Open a scope of ``rec`` on the calling thread; returns it and the backends that will
+    deliver its records (to be closed with :func:`close_scope` on this thread)."""
+    who = _who()
+    with _lock:
+        # One scope per profile and thread (and task): a thread pool running a million
+        # propagated calls holds one id per worker, not one per call.
+        scope = rec.scope_ids.get(who)
+        if scope is None:
+            scope = rec.scope_ids[who] = next(_ids)
+            _scopes[scope] = (rec, who)
+            rec.scopes.append(scope)
+        if not rec.activity_serial:
+            rec.activity_serial = next(_serials)
+    opened: list[Backend] = []
+    for b in rec.backends:
+        if not b.has_activity or b.broken is not None or not rec.device:
+            continue
+        try:
+            if b.activity_scope_enter(b, scope):
+                opened.append(b)
+                rec.activity_backends.add(b)
+        except Exception as exc:
+            rec._hook_failed(b, "activity_scope_enter", exc, disable=False)
+    return scope, opened
+
+
+def close_scope(rec: Recorder, scope: int, opened: list[Backend]) -> None:
+    """Close what :func:`open_scope` opened, innermost backend last-in first-out."""
+    for b in reversed(opened):
+        try:
+            b.activity_scope_exit(b, scope)
+        except Exception as exc:
+            rec._hook_failed(b, "activity_scope_exit", exc, disable=False)
+
+
+def flush(rec: Recorder) -> None:
+    """Ask every backend that delivers records of ``rec`` for all of them now (the profile is
+    ending); say how many launches got no record within the profile's timeout."""
+    scopes = tuple(rec.scopes)
+    for b in list(rec.activity_backends):
+        try:
+            missing = b.activity_flush(b, scopes, rec.timeout)
+        except Exception as exc:
+            rec._hook_failed(b, "activity_flush", exc, disable=False)
+            continue
+        if missing:
+            rec.activity_missing += int(missing)
+            warnings.warn(
+                f"kprof: backend {b.name!r}: {missing} launch(es) of the profile had no "
+                f"device record after {rec.timeout:g} s (the device may be hung; set "
+                f"profile(timeout=...) or KPROF_RESOLVE_TIMEOUT to wait longer)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+
+def forget(rec: Recorder) -> None:
+    """``rec`` has been resolved: records of its scopes arriving from now on are late."""
+    with _lock:
+        for scope in rec.scopes:
+            if _scopes.pop(scope, None) is not None:
+                _ended[scope] = rec.activity_serial
+        while len(_ended) > _ENDED_KEPT:
+            _ended.popitem(last=False)
+
+
+def deliver(backend: Backend, records: Iterable[DeviceRecord]) -> int:
+    """Hand completed device records to the profiles whose scopes launched them.
+
+    Thread-safe; call it from any thread (a vendor tool's buffer callback), while profiles run
+    and during ``activity_flush``. Returns how many records were dropped: late ones (their
+    profile had ended: counted, and said once per backend) and foreign ones (no kprof scope).
+    Never raises for a record it cannot use.
+    """
+    dropped = late = 0
+    accepted = 0
+    touched: list[Recorder] = []
+    late_profiles: set[int] = set()
+    for r in records:
+        with _lock:
+            entry = _scopes.get(r.scope)
+            serial = _ended.get(r.scope) if entry is None else None
+        if entry is None:
+            dropped += 1
+            if serial is not None:
+                late += 1
+                late_profiles.add(serial)
+            continue
+        rec, who = entry
+        if rec.take_activity(backend, r, who):
+            accepted += 1
+            if not touched or touched[-1] is not rec:
+                touched.append(rec)
+        else:  # its profile is resolving or resolved: too late
+            dropped += 1
+            late += 1
+            late_profiles.add(rec.activity_serial)
+    for rec in touched:
+        rec.activity_pressure()
+    with _lock:
+        _stats["delivered"] += accepted
+        _stats["late"] += late
+        _stats["foreign"] += dropped - late
+    if late:
+        _say_late(backend, late, late_profiles)
+    return dropped
+
+
+_said: OrderedDict[int, None] = OrderedDict()
+
+
+def _say_late(backend: Backend, n: int, serials: set[int]) -> None:
+    """Warn once per ended profile that records of it came too late."""
+    with _lock:
+        new = [s for s in serials if s not in _said]
+        for s in new:
+            _said[s] = None
+        while len(_said) > _ENDED_KEPT:
+            _said.popitem(last=False)
+    if new:
+        warnings.warn(
+            f"kprof: backend {backend.name!r}: {n} device record(s) arrived after "
+            f"their profile had ended and were dropped (counted in "
+            f"kprof.capture.activity_stats(); the device finished that work after "
+            f"profile(timeout=...) ran out)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
