@@ -156,7 +156,10 @@ def _info(handle: int, param: int) -> Any:
 def install(backend: Any) -> tuple[list[int], dict[str, str]]:
     """Hook every platform that allows it; returns (tables hooked, {platform: mechanism})."""
     mod = module()
-    platforms = survey()
+    try:
+        platforms = survey()
+    except Exception:  # no platform at all (no ICD): nothing to hook, PyOpenCL will say why
+        return [], {}
     mechanisms = {p.title: p.why for p in platforms}
     if mod is None:
         return [], mechanisms
