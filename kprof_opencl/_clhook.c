@@ -486,7 +486,7 @@ record(cl_command_queue q, int kind, int name_ix, cl_kernel k, int64_t nbytes, i
     PyObject *et, *evalue, *etb;
     PyErr_Fetch(&et, &evalue, &etb); /* a caller's pending exception is left as it was */
     PyObject *rec = NULL, *name = NULL, *tok = NULL, *a = NULL, *b = NULL, *n = NULL,
-             *r = NULL, *launch = NULL;
+             *r = NULL, *launch = NULL, *entry = NULL;
     n_seen++;
     if (dead_len)
         names_flush_dead();
@@ -521,9 +521,11 @@ record(cl_command_queue q, int kind, int name_ix, cl_kernel k, int64_t nbytes, i
     }
     if (name == NULL)
         goto done;
-    PyObject *entry = queue_entry(q);
+    /* Held: the profile's end on another thread may clear the cache while the GIL is let go. */
+    entry = queue_entry(q);
     if (entry == NULL)
         goto done;
+    Py_INCREF(entry);
     PyObject *queue = PyTuple_GetItem(entry, 0);
     int profiles = PyObject_IsTrue(PyTuple_GetItem(entry, 1));
     a = PyLong_FromLongLong(t0);
@@ -548,6 +550,7 @@ done:
     if (PyErr_Occurred()) /* never into the caller: it is C, or Python mid-call */
         PyErr_WriteUnraisable(py_backend);
     Py_XDECREF(r);
+    Py_XDECREF(entry);
     Py_XDECREF(launch);
     Py_XDECREF(n);
     Py_XDECREF(b);
