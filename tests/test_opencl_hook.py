@@ -191,6 +191,17 @@ def test_the_hook_is_removed_at_the_profile_end(hooked: Any, clib: CLib, ctx: An
     assert hooked.stats()["seen"] == seen
 
 
+def test_queues_made_past_pyopencls_stand_in_get_profiling_too(hooked: Any, ctx: Any) -> None:
+    # PyOpenCL's own class, not the name kprof rebinds: only the hook's
+    # clCreateCommandQueueWithProperties entry can add PROFILING_ENABLE (2), keeping the rest.
+    real = cl._cl.CommandQueue
+    out_of_order = int(cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+    with kprof.profile():
+        plain, ooo = real(ctx, None, 0), real(ctx, None, out_of_order)
+    after = real(ctx, None, 0)
+    assert (plain.properties, ooo.properties, after.properties) == (2, out_of_order | 2, 0)
+
+
 def test_kernel_names_are_dropped_at_release(hooked: Any, clib: CLib, ctx: Any) -> None:
     with kprof.profile():
         q = cl.CommandQueue(ctx)
