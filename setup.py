@@ -43,6 +43,8 @@ else:
             extension("kprof_opencl._clnative", "kprof_opencl/_clnative.c"),
             # The OpenCL dispatch-table hook: enqueues from C libraries (VkFFT, CLBlast) too.
             extension("kprof_opencl._clhook", "kprof_opencl/_clhook.c"),
+            # Its fallback: an interposer `kprof run` preloads where a table cannot be hooked.
+            extension("kprof_opencl._clpreload", "kprof_opencl/_clpreload.c"),
         ],
         options={"bdist_wheel": {"py_limited_api": "cp310"}},
     )

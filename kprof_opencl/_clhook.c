@@ -40,6 +40,7 @@
 #else
 #define CL_API_CALL
 #define HOOK_SUPPORTED 1
+#include <dlfcn.h>
 #include <pthread.h>
 #include <time.h>
 #endif
@@ -1000,6 +1001,8 @@ py_hook(PyObject *module, PyObject *args)
     return done;
 }
 
+static void release_if_idle(void);
+
 /* unhook(table_address) -> names someone else replaced meanwhile (left as they are). */
 static PyObject *
 py_unhook(PyObject *module, PyObject *addr)
@@ -1030,7 +1033,88 @@ py_unhook(PyObject *module, PyObject *addr)
         }
     }
     h->hooked = 0;
-    int any = 0;
+    release_if_idle();
+    return conflicts;
+}
+
+/* -- the LD_PRELOAD interposer (_clpreload.c), where `kprof run` preloaded it ---------------- */
+
+typedef void (*attach_fn)(void *const *);
+static int preload_attached;
+
+static attach_fn
+preload_entry(void)
+{
+#if HOOK_SUPPORTED
+    return (attach_fn)dlsym(RTLD_DEFAULT, "kprof_clpreload_attach");
+#else
+    return NULL;
+#endif
+}
+
+/* preloaded() -> whether the interposer is in this process (preloaded at exec). */
+static PyObject *
+py_preloaded(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(preload_entry() != NULL);
+}
+
+/* attach_preload(version) -> entries attached: the interposer calls the hooked functions. */
+static PyObject *
+py_attach_preload(PyObject *module, PyObject *args)
+{
+    int version;
+    if (!PyArg_ParseTuple(args, "i:attach_preload", &version))
+        return NULL;
+    attach_fn attach = preload_entry();
+    if (attach == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "kprof's OpenCL interposer is not preloaded");
+        return NULL;
+    }
+    if (py_active == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() was not called");
+        return NULL;
+    }
+    if (queues == NULL && (queues = PyDict_New()) == NULL)
+        return NULL;
+    void *fns[N_SLOTS] = {NULL};
+    PyObject *done = PyList_New(0);
+    if (done == NULL)
+        return NULL;
+    for (int i = 0; i < N_HOOKS; i++) {
+        if (HOOKS[i].since > version)
+            continue;
+        fns[HOOKS[i].slot] = HOOKS[i].fn;
+        PyObject *s = PyUnicode_FromString(HOOKS[i].name);
+        if (s == NULL || PyList_Append(done, s) < 0) {
+            Py_XDECREF(s);
+            Py_DECREF(done);
+            return NULL;
+        }
+        Py_DECREF(s);
+    }
+    hook_on = 1;
+    preload_attached = 1;
+    attach(fns);
+    return done;
+}
+
+static PyObject *
+py_detach_preload(PyObject *module, PyObject *unused)
+{
+    attach_fn attach = preload_entry();
+    if (attach != NULL)
+        attach(NULL);
+    preload_attached = 0;
+    release_if_idle();
+    Py_RETURN_NONE;
+}
+
+/* When nothing is hooked or attached any more: off, and the caches let go. */
+static void
+release_if_idle(void)
+{
+    int any = preload_attached;
     for (int i = 0; i < n_tables; i++)
         any |= tables[i].hooked;
     if (!any) {
@@ -1053,7 +1137,6 @@ py_unhook(PyObject *module, PyObject *addr)
                 Py_DECREF(old[i].name);
         free(old);
     }
-    return conflicts;
 }
 
 /* -- stamp(event): when a command without profiling ran, from the driver's callbacks --------
@@ -1314,6 +1397,10 @@ static PyMethodDef methods[] = {
     {"hook", py_hook, METH_VARARGS, "hook(table_address, version) -> entries hooked"},
     {"unhook", py_unhook, METH_O, "unhook(table_address) -> entries someone else replaced"},
     {"table_address", py_table_address, METH_O, "the dispatch table of a cl object (its handle)"},
+    {"preloaded", py_preloaded, METH_NOARGS, "whether kprof's interposer was preloaded"},
+    {"attach_preload", py_attach_preload, METH_VARARGS,
+     "attach_preload(version) -> entries: the preloaded interposer calls the hook"},
+    {"detach_preload", py_detach_preload, METH_NOARGS, "the interposer forwards as a loader"},
     {"stamp", py_stamp, METH_O,
      "stamp(event_handle) -> Stamp: when the command ran, from the driver's callbacks"},
     {"quiet", py_quiet, METH_O,

@@ -36,6 +36,11 @@ _TABLE_BYTES = 131 * 8
 # Python modules known to launch OpenCL work from C, unseen without the hook.
 C_LAUNCHERS = ("pyvkfft", "pyclblast", "gpyfft", "clfft", "pyclpeak")
 
+#: ``KPROF_OPENCL_HOOK=preload``: never write a dispatch table, use the interposer that
+#: ``kprof run`` preloads instead (for an ICD whose table misbehaves when written, and tests).
+ENV_HOOK = "KPROF_OPENCL_HOOK"
+PRELOAD_MECHANISM = "LD_PRELOAD interposer (kprof run)"
+
 
 @dataclass(frozen=True)
 class Platform:
@@ -91,6 +96,10 @@ def survey() -> list[Platform]:
             why = "not built" if native.compiled() is not None else native.describe()
             out.append(Platform(title, None, version, f"PyOpenCL capture only (hook: {why})"))
             continue
+        if os.environ.get(ENV_HOOK) == "preload":
+            why = f"table hook off ({ENV_HOOK}=preload)"
+            out.append(Platform(title, None, version, _fallback(mod, why)))
+            continue
         table = mod.table_address(p.int_ptr)
         try:
             devices = p.get_devices()
@@ -102,8 +111,7 @@ def survey() -> list[Platform]:
                     title,
                     None,
                     version,
-                    "PyOpenCL capture only: the hook is refused, this ICD gives its objects "
-                    "different dispatch tables",
+                    _fallback(mod, "this ICD gives its objects different dispatch tables"),
                 )
             )
             continue
@@ -113,8 +121,7 @@ def survey() -> list[Platform]:
                     title,
                     None,
                     version,
-                    "PyOpenCL capture only: the hook checks the table is writable through "
-                    "/proc/self/maps (Linux only)",
+                    _fallback(mod, "the table's writability is read from /proc/self/maps"),
                 )
             )
             continue
@@ -133,8 +140,47 @@ def survey() -> list[Platform]:
             lib = os.path.basename(where[1]) or "anonymous memory"
             out.append(Platform(title, table, version, f"dispatch-table hook (table in {lib})"))
             continue
-        out.append(Platform(title, None, version, f"PyOpenCL capture only: hook refused, {why}"))
+        out.append(Platform(title, None, version, _fallback(mod, f"table hook refused: {why}")))
     return out
+
+
+def _fallback(mod: Any, why: str) -> str:
+    """What runs where the table cannot be hooked: the interposer if preloaded, else only
+    PyOpenCL's capture (and how to get the interposer)."""
+    if mod.preloaded():
+        return f"{PRELOAD_MECHANISM}; {why}"
+    if preload_library() is not None:
+        return f"PyOpenCL capture only ({why}); `kprof run` preloads kprof's interposer"
+    return f"PyOpenCL capture only ({why}); kprof's interposer is not built"
+
+
+def preload_library() -> str | None:
+    """The path of kprof's interposer (``_clpreload``), where it was built (Linux)."""
+    import importlib.util
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        spec = importlib.util.find_spec("kprof_opencl._clpreload")
+    except (ImportError, ValueError):
+        return None
+    return spec.origin if spec is not None and spec.origin else None
+
+
+def exec_environment() -> dict[str, str] | None:
+    """``LD_PRELOAD`` with kprof's interposer, where some platform needs it and has it not."""
+    mod = module()
+    lib = preload_library()
+    if mod is None or lib is None or mod.preloaded():
+        return None
+    try:
+        platforms = survey()
+    except Exception:
+        return None
+    if all(p.table is not None for p in platforms):
+        return None
+    current = os.environ.get("LD_PRELOAD", "")
+    return {"LD_PRELOAD": f"{lib}:{current}" if current else lib}
 
 
 def _adopt(handle: int) -> tuple[Any, bool]:
@@ -193,6 +239,14 @@ def install(backend: Any) -> tuple[list[int], dict[str, str]]:
             continue
         hooked.append(p.table)
         _hooked.append(p.table)
+    refused = [p for p in platforms if p.table is None]
+    if refused and mod.preloaded():
+        try:
+            mod.attach_preload(max(p.version for p in refused))
+            hooked.append(PRELOADED)
+        except Exception as exc:
+            for p in refused:
+                mechanisms[p.title] = f"PyOpenCL capture only: the interposer failed ({exc})"
     return hooked, mechanisms
 
 
@@ -203,7 +257,9 @@ def remove(tables: list[int]) -> list[str]:
     if mod is None:
         return conflicts
     for t in tables:
-        if t in _hooked:
+        if t == PRELOADED:
+            mod.detach_preload()
+        elif t in _hooked:
             _hooked.remove(t)
             conflicts += mod.unhook(t)
     return conflicts
@@ -214,22 +270,36 @@ def remove(tables: list[int]) -> list[str]:
 _hooked: list[int] = []
 
 
+#: Stands for the interposer in the list ``install`` returns (no table has address 0).
+PRELOADED = 0
+
+
 @atexit.register
 def _restore_at_exit() -> None:
-    remove(list(_hooked))
+    remove([*_hooked, PRELOADED])
 
 
 def unseen(mechanisms: dict[str, str]) -> str | None:
     """A note for the report when kernels may have run that kprof could not see: a library
     known to launch OpenCL work from C is imported, and some platform has no hook."""
     libs = [m for m in C_LAUNCHERS if m in sys.modules]
-    blind = [t for t, why in mechanisms.items() if not why.startswith("dispatch-table hook")]
+    blind = [
+        t
+        for t, why in mechanisms.items()
+        if not why.startswith(("dispatch-table hook", PRELOAD_MECHANISM))
+    ]
     if not libs or not blind:
         return None
+    if module() is not None and preload_library() is not None:
+        fix = "Run the program under `kprof run`, which preloads kprof's OpenCL interposer."
+    else:
+        fix = (
+            "Build kprof's compiled parts (pip install with a C compiler, without "
+            "KPROF_PURE_PYTHON=1), then run the program under `kprof run`."
+        )
     return (
         f"kprof may have missed OpenCL work: {', '.join(libs)} launch{'es' * (len(libs) == 1)} "
-        f"kernels from C, which kprof sees only through its dispatch-table hook, and the hook "
-        f"is not active on {', '.join(blind)} ({mechanisms[blind[0]]}). Build kprof's compiled "
-        f"parts (pip install with a C compiler, without KPROF_PURE_PYTHON=1) on an ICD the "
-        f"README's support matrix lists as hooked."
+        f"kernels from C, which kprof sees only through its dispatch-table hook or its "
+        f"interposer, and neither is active on {', '.join(blind)} ({mechanisms[blind[0]]}). "
+        f"{fix}"
     )

@@ -281,3 +281,9 @@ def report_notes(backend: kprof.Backend) -> list[str] | None:
     mechanisms = backend.state.get("mechanisms")
     note = hook.unseen(mechanisms) if mechanisms else None
     return [note] if note else None
+
+
+@hookimpl
+def exec_environment(backend: kprof.Backend) -> dict[str, str] | None:
+    # Where a platform's table cannot be hooked: kprof's interposer, preloaded at exec.
+    return hook.exec_environment()

@@ -228,6 +228,7 @@ def test_unseen_c_work_is_said_in_the_report(
         cl.CommandQueue(ctx).finish()
     text = str(p)
     assert "kprof may have missed OpenCL work: pyvkfft launches kernels from C" in text
+    assert "Build kprof's compiled parts" in text
     assert p.meta["notes"] and "PyOpenCL capture only" in p.meta["notes"][0]
 
 
@@ -343,3 +344,101 @@ def test_pyvkfft_under_kprof_run(hooked: Any, pyvkfft: Any, tmp_path: Path) -> N
     device = out.stdout.split("Device-side activity:")[1]
     line = next(ln for ln in device.splitlines() if "VkFFT" in ln)
     assert int(line.split()[4]) % 5 == 0 and not line.endswith(" ~")
+
+
+# -- the fallback: kprof's interposer, preloaded by `kprof run` ------------------------------------
+
+PRELOAD_APP = """
+import sys
+sys.path.insert(0, {folder!r})
+import numpy as np, pyopencl as cl
+import kprof_opencl
+from clib import CLib
+lib = CLib({so!r}, {loader!r})
+ctx = cl.Context([kprof_opencl.default_device()])
+q = cl.CommandQueue(ctx)
+prg = cl.Program(ctx, "__kernel void twice(__global float *a) {{ a[get_global_id(0)] *= 2; }}")
+k = prg.build().twice
+buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4096)
+k(q, (1024,), None, buf)
+x, _, _ = lib.run(q.int_ptr, 4)
+np.save({out!r}, x)
+"""
+
+
+@pytest.fixture(scope="module")
+def linked_clib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    so = build(tmp_path_factory.mktemp("clib_linked"), linked=True)
+    if so is None:
+        pytest.skip("no C compiler or no libOpenCL.so to link with (ocl-icd-opencl-dev)")
+    return so
+
+
+@pytest.fixture
+def preload_built(hooked: Any) -> str:
+    lib = hook.preload_library()
+    if lib is None:
+        pytest.skip("kprof's interposer (_clpreload) is not built")
+    return lib
+
+
+def test_kprof_run_preloads_the_interposer_where_the_table_is_not_hooked(
+    preload_built: str, linked_clib: Path, clib: CLib, tmp_path: Path
+) -> None:
+    # KPROF_OPENCL_HOOK=preload refuses the table hook, as a read-only table would.
+    out = tmp_path / "x.npy"
+    script = tmp_path / "app.py"
+    script.write_text(
+        PRELOAD_APP.format(
+            folder=str(Path(__file__).with_name("opencl_clib")),
+            so=str(linked_clib),
+            loader=clib.loader,
+            out=str(out),
+        )
+    )
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", hook.ENV_HOOK: "preload"}
+    env.pop("LD_PRELOAD", None)
+    ran = subprocess.run(
+        [sys.executable, "-m", "kprof", "run", str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert ran.returncode == 0, ran.stderr
+    device = ran.stdout.split("Device-side activity:")[1]
+    calls = {ln.split()[-1]: ln.split()[4] for ln in device.splitlines() if "%" in ln}
+    assert calls["kc_axpb"] == "4" and calls["twice"] == "1"  # C's seen, PyOpenCL's once
+    assert not device.count(" ~")  # its queue was made while kprof captured: exact times
+    profiled = np.load(out)
+    subprocess.run([sys.executable, str(script)], check=True, env=env, timeout=300)
+    assert np.array_equal(np.load(out), profiled)  # bit-identical to a plain run
+
+
+def test_backends_says_when_the_interposer_is_needed(
+    preload_built: str, device: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(hook.ENV_HOOK, "preload")
+    [platform] = [p for p in hook.survey() if p.title == "PoCL"] or [None]
+    if platform is None:
+        pytest.skip("no PoCL platform")
+    assert platform.table is None
+    assert platform.why == (
+        "PyOpenCL capture only (table hook off (KPROF_OPENCL_HOOK=preload)); "
+        "`kprof run` preloads kprof's interposer"
+    )
+    before = os.environ.get("LD_PRELOAD")
+    want = f"{preload_built}:{before}" if before else preload_built
+    assert hook.exec_environment() == {"LD_PRELOAD": want}
+
+
+def test_without_the_interposer_c_work_is_unseen_and_said(
+    preload_built: str, clib: CLib, ctx: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(hook.ENV_HOOK, "preload")
+    monkeypatch.setitem(sys.modules, "pyvkfft", type(sys)("pyvkfft"))
+    with kprof.profile() as p:
+        q = cl.CommandQueue(ctx)
+        clib.run(q.int_ptr, N, SIZE)
+    assert not rows(p, "kc_axpb")  # not hooked, not preloaded: invisible...
+    assert "Run the program under `kprof run`" in str(p)  # ...and the report says so

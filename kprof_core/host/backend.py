@@ -141,6 +141,7 @@ RESOLVED_HOOKS: dict[str, tuple[str, ...]] = {
     "activity_flush": ("backend", "scopes", "timeout"),
     "activity_align": ("backend", "queue", "device_ns"),
     "report_notes": ("backend",),
+    "exec_environment": ("backend",),
 }
 
 
@@ -203,6 +204,7 @@ class Backend:
     activity_flush: Callable[..., Any]
     activity_align: Callable[..., Any]
     report_notes: Callable[..., Any]
+    exec_environment: Callable[..., Any]
 
     def __init__(
         self, name: str, plugin: object, distribution: str | None = None, version: str | None = None

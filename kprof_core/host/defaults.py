@@ -141,3 +141,8 @@ def activity_align(backend: Backend, queue: Any, device_ns: int) -> Alignment | 
 @hookimpl(trylast=True)
 def report_notes(backend: Backend) -> list[str] | None:
     return None
+
+
+@hookimpl(trylast=True)
+def exec_environment(backend: Backend) -> dict[str, str] | None:
+    return None

@@ -44,17 +44,30 @@ static cl_int (*ReleaseKernel)(cl_ptr);
 static cl_int (*ReleaseProgram)(cl_ptr);
 static cl_int (*ReleaseMemObject)(cl_ptr);
 
+#ifdef KC_LINKED
+/* Linked with -lOpenCL, as VkFFT is: calls bind at load time, so a preloaded definition
+ * (kprof's interposer) comes first. */
+#define LOAD(name)                                                                           \
+    {                                                                                         \
+        extern void cl##name(void);                                                           \
+        *(void **)&name = (void *)&cl##name;                                                  \
+    }
+#else
+/* The loader opened by path: its own definitions, whatever is preloaded. */
 #define LOAD(name)                                                                           \
     if ((*(void **)&name = dlsym(lib, "cl" #name)) == NULL)                                   \
         return -1000;
+#endif
 
-/* kc_open(path of libOpenCL) -> 0, or a negative error. */
+/* kc_open(path of libOpenCL) -> 0, or a negative error (the path is unused when linked). */
 int
 kc_open(const char *path)
 {
+#ifndef KC_LINKED
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL)
         return -1001;
+#endif
     LOAD(GetCommandQueueInfo) LOAD(CreateCommandQueue) LOAD(ReleaseCommandQueue)
     LOAD(CreateProgramWithSource) LOAD(BuildProgram) LOAD(CreateKernel) LOAD(SetKernelArg)
     LOAD(CreateBuffer) LOAD(EnqueueWriteBuffer) LOAD(EnqueueReadBuffer)

@@ -16,13 +16,20 @@ import numpy as np
 SOURCE = Path(__file__).with_name("clib.c")
 
 
-def build(folder: Path) -> Path | None:
-    """Compile clib.c into ``folder``; None where there is no C compiler."""
+def build(folder: Path, linked: bool = False) -> Path | None:
+    """Compile clib.c into ``folder``; None where there is no C compiler (or, ``linked``: no
+    ``libOpenCL.so`` to link with, from ocl-icd-opencl-dev). ``linked`` binds the OpenCL calls
+    at load time, as VkFFT's are; else the library opens the loader by path."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return None
-    out = folder / "libkclib.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(out), str(SOURCE), "-ldl"], check=True)
+    out = folder / ("libkclib_linked.so" if linked else "libkclib.so")
+    flags = ["-DKC_LINKED", "-lOpenCL"] if linked else ["-ldl"]
+    cmd = [cc, "-shared", "-fPIC", "-O1", "-o", str(out), str(SOURCE), *flags]
+    if subprocess.run(cmd, capture_output=True).returncode != 0:
+        if linked:
+            return None
+        subprocess.run(cmd, check=True)  # fails with the compiler's message
     return out
 
 
