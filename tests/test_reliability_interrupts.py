@@ -14,7 +14,7 @@ import pytest
 from kprof_testbackend import device, plugin
 
 import kprof
-from kprof_core.cli import INTERRUPTED
+from kprof_core.cli.run import INTERRUPTED
 
 pytestmark = pytest.mark.usefixtures("testbackends")
 
