@@ -29,6 +29,9 @@ else:
             extension("kprof_core._crecorder", "kprof_core/_crecorder.c"),
             # The OpenCL plugin's batch reader of event times (the harvest, off the launch path).
             extension("kprof_opencl._clnative", "kprof_opencl/_clnative.c"),
+            # The CUDA plugin's CUPTI reader: C buffer callbacks, decoding and the join in C.
+            # Built without NVIDIA's headers (the offsets come from kprof_cuda/cupti_abi.py).
+            extension("kprof_cuda._cupti", "kprof_cuda/_cupti.c"),
         ],
         options={"bdist_wheel": {"py_limited_api": "cp310"}},
     )

@@ -27,7 +27,7 @@ work that it must wait for the oldest (which bounds the live device events).
 
 from __future__ import annotations
 
-from .activity import DeviceRecord, deliver
+from .activity import ActivityColumns, DeviceRecord, deliver, deliver_columns, dropped
 from .activity import stats as activity_stats
 from .patching import Patcher
 from .recorder import COPY, KERNEL, Recorder, active, now
@@ -35,11 +35,14 @@ from .recorder import COPY, KERNEL, Recorder, active, now
 __all__ = [
     "COPY",
     "KERNEL",
+    "ActivityColumns",
     "DeviceRecord",
     "Patcher",
     "Recorder",
     "active",
     "activity_stats",
     "deliver",
+    "deliver_columns",
+    "dropped",
     "now",
 ]

@@ -21,8 +21,8 @@ import time
 import warnings
 from array import array
 from functools import partial
-from itertools import takewhile
-from operator import itemgetter, sub
+from itertools import repeat, takewhile
+from operator import add, itemgetter, sub
 from typing import TYPE_CHECKING, Any
 
 from . import native
@@ -33,6 +33,7 @@ from .records import (
     HOST_TIMED,
     PLACED,
     UNRESOLVED,
+    Details,
     DeviceTable,
     HostTable,
     Interner,
@@ -51,6 +52,8 @@ HOST_QUEUE = QueueRecord("host", "host", "host", "host")
 # Delivered activity records (activity.py) are tagged ACTIVITY + their record kind; their
 # h0/h1 and start/stop are times on the device clock, placed here as they are harvested.
 ACTIVITY = 20
+# A batch of activity rows delivered column-wise (``ActivityColumns``): one entry for them all.
+ACTIVITY_COLUMNS = 40
 _SLOT = itemgetter(0)
 _SHORT_RUN = 16  # runs shorter than this are cheaper entry by entry (see _harvest)
 _DEADLINE_WINDOW = 512  # at most this many entries in one batch call once a deadline is set
@@ -167,7 +170,7 @@ class Harvest:
         # and how it was found (merged into ``clocks`` at the end).
         self._offsets: dict[str, int] = {}
         #: Row -> what an activity backend said about it (launch configuration, ...).
-        self.details: dict[int, str] = {}
+        self.details = Details()
         self.activity_clocks: dict[str, DeviceClock] = {}
         #: When the profile started (set by ``profile``): where activity records of a device
         #: without clock correlation are anchored.
@@ -499,6 +502,9 @@ class Harvest:
         if kind in HOST_KINDS:
             self.host.append(self.names(name), HOST_KINDS[kind], self._thread_id(who), h0, h1)
             return True
+        if kind == ACTIVITY_COLUMNS:
+            self._take_columns(backend, name, who)
+            return True
         if kind >= ACTIVITY:
             self._take_activity(
                 backend, kind - ACTIVITY, name, queue, who, h0, h1, start, stop, nbytes, flags
@@ -628,6 +634,59 @@ class Harvest:
         )
         if detail:
             self.details[row] = str(detail)
+
+    def _take_columns(self, backend: Backend, cols: Any, whos: dict[int, Any]) -> None:
+        """Rows of a batch delivered column-wise (``ActivityColumns``): the per-row work is
+        mapping the batch's name, queue and scope indices to the profile's, and adding each
+        device's clock offset, all in C loops (``map``, ``array``)."""
+        n = len(cols)
+        if not n:
+            return
+        # Only the names and queues its rows use (the lists may be the backend's whole tables).
+        qids: dict[int, int] = {}
+        offsets: dict[int, int] = {}
+        for j in sorted(set(cols.queue)):
+            q = cols.queues[j]
+            qids[j] = qid = self._queue_id(backend, q)
+            dkey = self.queues[qid].device_key
+            off = self._offsets.get(dkey)
+            if off is None:
+                i = cols.queue.index(j)
+                off = self._activity_offset(
+                    backend, q, qid, dkey, cols.begin[i], cols.launch_begin[i]
+                )
+            offsets[j] = off
+        nids = {j: self.names(cols.names[j]) for j in set(cols.name)}
+        tids = {scope: self._thread_id(who) for scope, who in whos.items()}
+        one = set(offsets.values())
+        if len(one) == 1:
+            per: Any = repeat(one.pop(), n)
+        else:
+            per = array("q", map(offsets.__getitem__, cols.queue))
+        start = array("q", map(add, cols.begin, per))
+        if type(per) is repeat:
+            per = repeat(offsets[cols.queue[0]], n)
+        # A launch time of 0 is unknown: the row's own start stands for it.
+        lb = zip(cols.launch_begin, per, start)
+        h0 = array("q", [b + o if b else s for b, o, s in lb])
+        if type(per) is repeat:
+            per = repeat(offsets[cols.queue[0]], n)
+        h1 = array("q", [e + o if e else s for e, o, s in zip(cols.launch_end, per, h0)])
+        t = self.table
+        first = len(t)
+        t.name.extend(array("q", map(nids.__getitem__, cols.name)))
+        t.kind.extend(cols.kind)
+        t.queue.extend(array("q", map(qids.__getitem__, cols.queue)))
+        t.thread.extend(array("q", map(tids.__getitem__, cols.scope)))
+        t.launch_start.extend(h0)
+        t.launch_end.extend(h1)
+        t.start.extend(start)
+        t.duration.extend(array("q", map(sub, cols.end, cols.begin)))
+        t.nbytes.extend(cols.nbytes)
+        t.flags.extend(array("q", (PLACED,)) * n)
+        if cols.detail is not None:
+            fmt, columns = cols.detail
+            self.details.add_block(first, n, fmt, tuple(columns))
 
     def _activity_offset(
         self, backend: Backend, queue: Any, qid: int, dkey: str, device_ns: int, launch_ns: int

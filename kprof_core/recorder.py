@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import native, threads
 from .backend import Backend
-from .harvest import ACTIVITY, HOST_LAUNCH, HOST_RANGE, MARK, Harvest
+from .harvest import ACTIVITY, ACTIVITY_COLUMNS, HOST_LAUNCH, HOST_RANGE, MARK, Harvest
 from .placement import DeviceClock, place
 from .records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, PLACED, RANGE
 from .threads import _running_loop, _tls
@@ -77,6 +77,8 @@ class Recorder(Harvest):
         self.activity_backends: set[Backend] = set()
         self.activity_serial = 0
         self.activity_missing = 0
+        #: backend name -> (records its tracer dropped while this profile ran, why).
+        self.activity_dropped: dict[str, tuple[int, str]] = {}
         #: ``kprof.range``s entered and not yet exited: id(frame) -> frame, a tuple (name, t0,
         #: begun, thread, recorder), t0 being the host range's start, taken before the
         #: timestamps. A range's exit takes its frame out; the profile's end takes what is left
@@ -451,6 +453,22 @@ class Recorder(Harvest):
             self._late()
         return True
 
+    def take_activity_columns(self, backend: Backend, cols: Any, whos: dict[int, Any]) -> bool:
+        """Queue a batch of delivered rows of this profile (``ActivityColumns``; ``whos``: its
+        scopes' launching threads) as one entry; False when it comes too late."""
+        if self._closed:
+            return False
+        if backend not in self._selected:
+            return True
+        for q in cols.queues:
+            self._live_queues.setdefault(id(q), q)
+        self._incoming.append(
+            (backend.slot, ACTIVITY_COLUMNS, cols, None, whos, 0, 0, 0, 0, -1, None)
+        )
+        if self._closed:
+            self._late()
+        return True
+
     def activity_pressure(self) -> None:
         """After a delivery: harvest if enough is pending, without ever waiting (this may run
         on the vendor tool's own thread, which must not block on the device)."""
@@ -540,8 +558,8 @@ class Recorder(Harvest):
         incoming = self._incoming
         late = incoming[:]
         del incoming[: len(late)]  # threads may still append: those come back here
-        for slot, kind, *_rest, start, stop, _n, _f in late:
-            self.late_dropped += 1
+        for slot, kind, name, *_rest, start, stop, _n, _f in late:
+            self.late_dropped += len(name) if kind == ACTIVITY_COLUMNS else 1
             if start is not None and slot is not None and kind < ACTIVITY:  # holds tokens
                 self._release(self._by_slot[slot], start, stop)
 

@@ -6,6 +6,7 @@ import operator
 import os
 import socket
 from array import array
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import add, and_, eq, ge, mul
@@ -138,8 +139,10 @@ class Profile:
         self.threads: list[ThreadRecord] = []
         self.errors: dict[int, str] = {}
         #: Row -> what the backend said about that device row (a kernel's grid and block).
-        self.details: dict[int, str] = {}
+        self.details: MutableMapping[int, str] = {}
         self.clocks: dict[str, DeviceClock] = {}
+        #: backend name -> (activity records its tracer dropped while the profile ran, why).
+        self.dropped: dict[str, tuple[int, str]] = {}
         self.meta: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
         self._finished = False
 
@@ -148,6 +151,7 @@ class Profile:
         self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
         self.errors, self.clocks = rec.errors, rec.clocks
         self.details = rec.details
+        self.dropped = dict(getattr(rec, "activity_dropped", {}))
         self._finished = True
         from .provenance import fill_meta
 

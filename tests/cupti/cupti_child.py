@@ -1,9 +1,9 @@
 """Scenarios of kprof's CUPTI path, run in a child process whose CUPTI is the test double.
 
 Usage: ``python cupti_child.py LIBDIR SCENARIO...``. The child loads the double's
-``libcuda.so.1`` and ``libcupti.so.<N>`` first (by full path, RTLD_GLOBAL), so that the real
-cupti-python bindings, which open those sonames at run time, call the double. It runs the
-real ``CudaPlugin`` (its CUPTI path, ``kprof_cuda.activity``) on the fake CuPy of
+``libcuda.so.1`` and ``libcupti.so.<N>`` first (by full path, RTLD_GLOBAL). It runs the
+real ``CudaPlugin`` (its CUPTI path, ``kprof_cuda.activity``, which finds the double as the
+libcupti already loaded in the process) on the fake CuPy of
 ``test_cuda_fake.py`` for what is not CUPTI (events, device names), registered as ``cuda``.
 Each scenario asserts; the child prints one JSON line ``{scenario: "ok" | traceback}``.
 
@@ -41,12 +41,10 @@ from kprof_core import activity as core_activity  # noqa: E402
 from kprof_core.plugins import ENV_DISABLE_AUTOLOAD, registry  # noqa: E402
 from kprof_core.records import COPY, KERNEL, RANGE  # noqa: E402
 from kprof_cuda import activity as cuda_activity  # noqa: E402
+from kprof_cuda import cupti_abi as abi  # noqa: E402
 from kprof_cuda.plugin import CudaPlugin  # noqa: E402
 
 os.environ[ENV_DISABLE_AUTOLOAD] = "1"
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from cupti import cupti
 
 import test_cuda_fake as tcf  # noqa: E402
 
@@ -68,18 +66,28 @@ lib.cuptidouble_ext_depth.argtypes = [ctypes.c_int]
 lib.cuptidouble_stream_id.restype = u32
 lib.cuptidouble_stream_id.argtypes = [u64]
 
-K = cupti.ActivityKind
+lib.cuptidouble_api_as.restype = u32
+lib.cuptidouble_api_as.argtypes = [u32, ctypes.c_int, u32, u64, u64]
+lib.cuptidouble_new_correlation.restype = u32
+lib.cuptidouble_set_version.argtypes = [u32]
+lib.cuptidouble_refused.restype = ctypes.c_long
+lib.cuptidouble_other.argtypes = [ctypes.c_int, u32]
+lib.cuptiActivityFlushAll.argtypes = [u32]
+
+# Values from CUPTI's public headers (cupti_activity.h, cupti_driver_cbid.h,
+# cupti_runtime_cbid.h, cupti_result.h); test_cupti_abi checks kprof's against them.
 DRIVER, RUNTIME = 0, 1
-LAUNCH = int(cupti.driver_api_trace_cbid.cuLaunchKernel)
-GRAPH = int(cupti.driver_api_trace_cbid.cuGraphLaunch)
-RT_LAUNCH = int(cupti.runtime_api_trace_cbid.cudaLaunchKernel_v7000)
-MEMCPY = int(cupti.driver_api_trace_cbid.cuMemcpyDtoHAsync_v2)
-MEMSET = int(cupti.driver_api_trace_cbid.cuMemsetD8Async)
-GET_DEVICE = int(cupti.driver_api_trace_cbid.cuCtxGetDevice)
-EXT = int(cupti.ExternalCorrelationKind.CUSTOM2)
-DTOH = int(cupti.ActivityMemcpyKind.DTOH)
+KERNEL_KIND = abi.KIND["CONCURRENT_KERNEL"]
+LAUNCH = 307  # CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel
+GRAPH = 514  # CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch
+RT_LAUNCH = 211  # CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000
+MEMCPY = 279  # CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2
+MEMSET = 216  # CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async
+GET_DEVICE = 16  # CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice
+EXT = abi.EXT_KIND_CUSTOM2
+DTOH = 2  # CUPTI_ACTIVITY_MEMCPY_KIND_DTOH
 MANGLED = b"_Z5scaleIfEvPT_S0_i"  # void scale<float>(float*, float, int)
-MULTIPLE_SUBSCRIBERS = int(cupti.Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+MULTIPLE_SUBSCRIBERS = 39  # CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
 
 
 def launch(
@@ -181,7 +189,7 @@ def records_become_rows(env: Env) -> None:
     assert abs(r[0]["launch_start"] - (begin - 5000 - offset)) <= clock.error_ns
     assert r[0]["launch_end"] - r[0]["launch_start"] == 2000
     assert p.start_ns - clock.error_ns <= r[0]["launch_start"] <= p.end_ns + clock.error_ns
-    assert env.plugin.activity is not None and not env.plugin.activity._corr
+    assert cuda_activity._reader.stats()["launches"] == 0  # every launch got its record
     # The trace says how CUPTI's clock was placed, and each kernel's launch configuration.
     from kprof_core.renderers.chrome import write_chrome_trace
 
@@ -233,13 +241,13 @@ def two_profiles_on_two_threads(env: Env) -> None:
 def outside_the_profile_is_not_recorded(env: Env) -> None:
     """A thread outside every profile, and launches after the end, are not kprof's; the
     activity kinds are on only while a profile runs."""
-    kernel_kind = int(K.CONCURRENT_KERNEL)
+    kernel_kind = KERNEL_KIND
     assert lib.cuptidouble_enabled(kernel_kind) == 0
     with kprof.profile() as p:
         assert lib.cuptidouble_enabled(kernel_kind) == 1
         # API records only of the calls that enqueue work, enabled one by one.
-        assert lib.cuptidouble_enabled(int(K.DRIVER)) == 0
-        assert lib.cuptidouble_enabled(int(K.RUNTIME)) == 0
+        assert lib.cuptidouble_enabled(abi.KIND["DRIVER"]) == 0
+        assert lib.cuptidouble_enabled(abi.KIND["RUNTIME"]) == 0
         assert lib.cuptidouble_api_enabled(DRIVER, LAUNCH) == 1
         assert lib.cuptidouble_api_enabled(RUNTIME, RT_LAUNCH) == 1
         assert lib.cuptidouble_api_enabled(DRIVER, GET_DEVICE) == 0
@@ -273,7 +281,7 @@ def nested_profiles(env: Env) -> None:
         launch(b"after")
     assert [x["name"] for x in rows(inner)] == ["inside"]
     assert sorted(x["name"] for x in rows(outer)) == ["after", "before", "inside"]
-    assert lib.cuptidouble_enable_calls(int(K.CONCURRENT_KERNEL)) == 1  # enabled once
+    assert lib.cuptidouble_enable_calls(KERNEL_KIND) == 1  # enabled once
 
 
 def buffers_drained_while_running(env: Env) -> None:
@@ -319,28 +327,23 @@ def records_dropped_without_buffers_are_said(env: Env) -> None:
     act = env.plugin.activity
     assert act is not None and act.dropped_by_cupti == 9  # 3 x (external correlation, API, kernel)
     msgs = [str(w.message) for w in caught if "CUPTI dropped" in str(w.message)]
-    assert len(msgs) == 1 and msgs[0].startswith("kprof: CUPTI dropped 9 activity record(s)"), msgs
+    assert len(msgs) == 1 and msgs[0].startswith("kprof: 9 CUPTI activity record(s) were lost"), (
+        msgs
+    )
+    assert p.dropped["cuda"][0] == 9 and "CUPTI dropped 9" in p.dropped["cuda"][1], p.dropped
 
 
 def runtime_api_records(env: Env) -> None:
-    """Work enqueued through a runtime-API call is attributed by its RUNTIME record where the
-    bindings can enable that kind (cupti-python 13); where they cannot (12.8), it is not, and
-    kprof backends says so."""
+    """Work enqueued through a runtime-API call is attributed by its RUNTIME record (kprof
+    enables the runtime's launch, copy and memset APIs one by one)."""
     with kprof.profile() as p:
         t = lib.cuptidouble_now()
         corr = lib.cuptidouble_api(RUNTIME, RT_LAUNCH, t, t + 1000)
         lib.cuptidouble_kernel(
             corr, b"from_runtime", 0, 1, 13, 1, 1, 1, 32, 1, 1, t + 2000, t + 3000
         )
-        detail = env.backend.info(refresh=True).capture_detail or ""
-    act = env.plugin.activity
-    assert act is not None
-    if act.runtime_records:
-        assert [x["name"] for x in rows(p)] == ["from_runtime"]
-        assert "cannot enable runtime-API records" not in detail
-    else:
-        assert rows(p) == [] and act.foreign == 1
-        assert "cannot enable runtime-API records" in detail, detail
+        assert lib.cuptidouble_api_enabled(RUNTIME, RT_LAUNCH) == 1
+    assert [x["name"] for x in rows(p)] == ["from_runtime"]
 
 
 def graph_launch_records(env: Env) -> None:
@@ -365,7 +368,7 @@ def graph_launch_records(env: Env) -> None:
                 t + 2500 + j * 1000,
             )
     assert [x["name"] for x in rows(p)] == ["node0", "node1", "node2"]
-    assert env.plugin.activity is not None and not env.plugin.activity._corr
+    assert cuda_activity._reader.stats()["launches"] == 0
 
 
 def late_records_dropped_counted_said(env: Env) -> None:
@@ -391,7 +394,7 @@ def late_records_dropped_counted_said(env: Env) -> None:
             assert rows(p) == []
             assert any("had no device record after 0.2 s" in str(w.message) for w in caught), caught
             lib.cuptidouble_kernel(corr, b"slow", 0, 1, 13, 1, 1, 1, 1, 1, 1, begin, begin + 10)
-            cupti.activity_flush_all(0)
+            lib.cuptiActivityFlushAll(0)
         assert core_activity.stats()["late"] == late_before + 1
         assert any("arrived after their profile had ended" in str(w.message) for w in caught), (
             caught
@@ -444,11 +447,10 @@ def no_double_counting_with_cupti(env: Env) -> None:
             if "--json" in argv:
                 [row] = json.loads(out.getvalue())
                 assert row["capture"] == "CUPTI activity records", row
-                assert row["capture_detail"].startswith("cupti-python 12.") or row[
-                    "capture_detail"
-                ].startswith("cupti-python 13."), row
+                assert row["capture_detail"].startswith("libcupti API "), row
+                assert "already loaded in the process" in row["capture_detail"], row
             else:
-                assert "cuda captures with CUPTI activity records: cupti-python" in out.getvalue()
+                assert "cuda captures with CUPTI activity records: libcupti" in out.getvalue()
     r = rows(p)
     assert sorted((x["name"], x["kind"]) for x in r) == [
         ("axpy call", RANGE),
