@@ -374,7 +374,9 @@ class CuptiActivity:
                 detail=(_DETAIL, [cols[c] for c in _DETAIL_COLUMNS]),
                 clock=self.clock_name(),
             )
-        capture.deliver_columns(self.backend, batch)
+            # Delivered holding the lock: a flush that finds nothing left to take has then
+            # seen every row taken before it reach its profile (not arrive late).
+            capture.deliver_columns(self.backend, batch)
 
     # -- clocks -------------------------------------------------------------------------------
 
