@@ -174,6 +174,8 @@ class CuptiActivity:
             reader = _get_reader(c)
             _current = self
         reader.buffer_size, reader.max_buffers = BUFFER_SIZE, MAX_BUFFERS
+        c.refresh_version()
+        reader.refuse_ok = c.api_version >= abi.REFUSE_BUFFERS_FROM_API
         if reader.compiled:
             reader.max_rows = MAX_ROWS
         self._queues, self._reader_queues = [], 0
@@ -277,7 +279,7 @@ class CuptiActivity:
         pause = 1e-4
         while True:
             c.ActivityFlushAll(0)
-            self._drain()
+            self._drain(account=True)
             left = _reader.waiting(scopes)
             if not left or left <= self._dropped_since_start or time.monotonic() >= deadline:
                 break
@@ -341,7 +343,9 @@ class CuptiActivity:
                     )
                 return
 
-    def _drain(self, final: bool = False, release: tuple[int, ...] | None = None) -> None:
+    def _drain(
+        self, final: bool = False, release: tuple[int, ...] | None = None, account: bool = False
+    ) -> None:
         """Take every ready row from the reader and hand them to the core as one batch."""
         r = _reader
         if r is None:
@@ -349,7 +353,7 @@ class CuptiActivity:
         with self._take_lock:
             cols = r.take(final=final, release=release)
             self.foreign = r.join_foreign()
-            if release is not None or final:
+            if release is not None or final or account:
                 self._account_drops()
             if cols is None or self.backend is None:
                 return

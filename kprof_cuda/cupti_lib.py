@@ -94,9 +94,15 @@ class Cupti:
                 fn.argtypes = argtypes
                 fn.restype = ctypes.c_int
             setattr(self, name[5:], fn)  # cuptiActivityEnable -> self.ActivityEnable
+        self.api_version = 0
+        self.refresh_version()
+
+    def refresh_version(self) -> int:
+        """``cuptiGetVersion()`` (read again at each start: the buffer policy depends on it)."""
         v = u32(0)
         self.check(self.GetVersion(ctypes.byref(v)), "cuptiGetVersion")
         self.api_version = v.value
+        return v.value
 
     def __getattr__(self, name: str) -> Any:  # for mypy: the functions set above
         raise AttributeError(name)

@@ -71,6 +71,10 @@ class NativeReader:
         # its own clock, calibrated (Profile.clocks says which).
         self.timestamp_callback = self.mod.register_timestamp() == 0
 
+    def apply_limits(self) -> None:
+        """Hand the limits set on this object to the C reader now (else at the next take)."""
+        self._limits()
+
     def _limits(self) -> None:
         self.mod.set_limits(self.buffer_size, self.max_buffers, self.max_rows, self.refuse_ok)
 

@@ -295,6 +295,9 @@ class PureReader:
 
     # -- decoding (a Python thread, holding the GIL once per batch) ----------------------------
 
+    def apply_limits(self) -> None:
+        """The limits are read where used: nothing to hand over (the compiled reader's twin)."""
+
     def backlog(self) -> int:
         return len(self._done)
 

@@ -73,6 +73,8 @@ lib.cuptidouble_set_version.argtypes = [u32]
 lib.cuptidouble_refused.restype = ctypes.c_long
 lib.cuptidouble_other.argtypes = [ctypes.c_int, u32]
 lib.cuptidouble_has_timestamp_callback.restype = ctypes.c_int
+lib.cuptidouble_forced_flushes.restype = ctypes.c_long
+lib.cuptidouble_flushes.restype = ctypes.c_long
 lib.cuptiActivityFlushAll.argtypes = [u32]
 
 # Values from CUPTI's public headers (cupti_activity.h, cupti_driver_cbid.h,
@@ -245,7 +247,12 @@ def two_profiles_on_two_threads(env: Env) -> None:
     for i in range(2):
         r = rows(out[i])
         got = [x["name"] for x in r]
-        assert got == [f"k{i}_{j}" for j in range(200)], (i, len(got), got[:5], sorted(got) == sorted(f"k{i}_{j}" for j in range(200)))
+        assert got == [f"k{i}_{j}" for j in range(200)], (
+            i,
+            len(got),
+            got[:5],
+            sorted(got) == sorted(f"k{i}_{j}" for j in range(200)),
+        )
         assert {x["thread"] for x in r} == {f"worker{i}"}
 
 
@@ -484,6 +491,131 @@ def streams_share_rows_with_events(env: Env) -> None:
     assert {x["queue"] for x in r} == {"stream 1"} and len(r) == 2, r
 
 
+def order_independent_join(env: Env) -> None:
+    """A work record decoded before its launch's correlation and API records (they came in a
+    later buffer) is still attributed to its profile, with its launch times."""
+    with kprof.profile() as p:
+        t = lib.cuptidouble_now()
+        corr = lib.cuptidouble_new_correlation()
+        lib.cuptidouble_kernel(corr, b"early", 0, 1, 13, 1, 1, 1, 32, 1, 1, t + 5000, t + 6000)
+        lib.cuptidouble_complete_buffer()
+        lib.cuptiActivityFlushAll(0)  # the kernel's buffer is decoded: its launch is unknown
+        assert env.plugin.activity is not None
+        env.plugin.activity._drain()
+        assert cuda_activity._reader.stats()["pending"] == 1
+        lib.cuptidouble_api_as(corr, DRIVER, LAUNCH, t, t + 2000)
+        launch(b"in_order")
+    r = rows(p)
+    assert sorted(x["name"] for x in r) == ["early", "in_order"], r
+    [early] = [x for x in r if x["name"] == "early"]
+    assert early["launch_end"] - early["launch_start"] == 2000
+    assert early["thread"] == threading.current_thread().name
+    stats = cuda_activity._reader.stats()
+    assert stats["pending"] == 0 and stats["launches"] == 0, stats
+
+
+def dropped_records_never_make_the_end_wait(env: Env) -> None:
+    """Kernel records CUPTI dropped (no buffer) can never come: the end does not wait for
+    them (flushes counted, not time), the report says how many were dropped and why, and no
+    warning blames the device."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with kprof.profile(timeout=60) as p:
+            for _ in range(3):
+                launch(emit=False)  # the launches' API records are in the current buffer
+            lib.cuptidouble_complete_buffer()
+            lib.cuptiActivityFlushAll(0)
+            cuda_activity._reader.max_buffers = 0  # from now on every buffer is refused
+            cuda_activity._reader.apply_limits()
+            cuda_activity.MAX_BUFFERS = 0
+            flushes = lib.cuptidouble_flushes()
+            corrs = [lib.cuptidouble_new_correlation() - 3 + i for i in range(3)]
+            for c in corrs:  # their kernel records: dropped for want of a buffer
+                lib.cuptidouble_kernel(c, b"lost", 0, 1, 13, 1, 1, 1, 1, 1, 1, 10, 20)
+    cuda_activity.MAX_BUFFERS = 64
+    assert rows(p) == []
+    assert lib.cuptidouble_flushes() - flushes <= 3, lib.cuptidouble_flushes() - flushes
+    msgs = [str(w.message) for w in caught]
+    assert not any("device may be hung" in m for m in msgs), msgs
+    said = [m for m in msgs if "have no device record" in m]
+    assert len(said) == 1 and "3 activity record(s) were dropped" in said[0], msgs
+    assert "CUPTI dropped 3 for want of a buffer" in said[0], said
+    assert p.dropped["cuda"][0] == 3, p.dropped
+
+
+def buffer_policy_by_api_version(env: Env) -> None:
+    """Kineto's policy: CUPTI before API 27 is never refused a buffer (refusing crashed it);
+    past the bound, completed buffers are discarded and counted instead. From 27 on, a buffer
+    past the bound is refused and CUPTI's drops are counted."""
+    cuda_activity.MAX_BUFFERS = 0
+    try:
+        lib.cuptidouble_set_version(26)
+        before = cuda_activity._reader.stats() if cuda_activity._reader else {}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with kprof.profile() as p:
+                for _ in range(3):
+                    launch()
+        assert lib.cuptidouble_refused() == 0  # never refused
+        after = cuda_activity._reader.stats()
+        if cuda_activity._reader.compiled:
+            # Decoded on CUPTI's thread as they complete: no buffer waits, none discarded.
+            assert len(rows(p)) == 3
+        else:
+            # Every completed buffer past the bound (0 waiting) discarded and counted.
+            discarded = after["discarded_records"] - before.get("discarded_records", 0)
+            assert rows(p) == [] and discarded == 9, (rows(p), discarded)
+            assert p.dropped["cuda"][0] == 9 and "discarded 9" in p.dropped["cuda"][1]
+            assert any("kprof discarded 9" in str(w.message) for w in caught)
+        lib.cuptidouble_set_version(28)
+        with kprof.profile() as p:
+            launch()
+        assert lib.cuptidouble_refused() > 0 and rows(p) == []
+        assert p.dropped["cuda"][0] == 3, p.dropped
+    finally:
+        cuda_activity.MAX_BUFFERS = 64
+
+
+def forced_flush_at_the_last_end(env: Env) -> None:
+    """The end of the last profile flushes with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, so CUPTI
+    holds none of kprof's buffers (nor records) for the next profile; an inner profile's end
+    does not force."""
+    with kprof.profile():
+        with kprof.profile():
+            launch()
+        assert lib.cuptidouble_forced_flushes() == 0
+        launch()
+        assert lib.cuptidouble_holds_buffer() == 1
+    assert lib.cuptidouble_forced_flushes() >= 1
+    assert lib.cuptidouble_holds_buffer() == 0
+
+
+def unknown_kinds_skipped_and_counted(env: Env) -> None:
+    """Records of kinds kprof does not read (a newer CUPTI's, of a size kprof never
+    compiled) are stepped over with CUPTI's own record size, skipped and counted."""
+    before = cuda_activity._reader.stats()["unknown_kinds"] if cuda_activity._reader else 0
+    with kprof.profile() as p:
+        launch(b"a")
+        lib.cuptidouble_other(60, 200)
+        lib.cuptidouble_other(61, 24)
+        launch(b"b")
+    assert [x["name"] for x in rows(p)] == ["a", "b"]
+    assert cuda_activity._reader.stats()["unknown_kinds"] - before == 2
+
+
+def contexts_do_not_collide(env: Env) -> None:
+    """Streams of two contexts with the same CUPTI stream id are two queues."""
+    with kprof.profile() as p:
+        t = lib.cuptidouble_now()
+        for ctx in (1, 2):
+            corr = lib.cuptidouble_api(DRIVER, LAUNCH, t, t + 100)
+            lib.cuptidouble_kernel(
+                corr, f"ctx{ctx}".encode(), 0, ctx, 13, 1, 1, 1, 1, 1, 1, t + 200, t + 300
+            )
+    r = rows(p)
+    assert len({x["queue"] for x in r}) == 2, r
+
+
 SCENARIOS: dict[str, Callable[[Env], None]] = {
     f.__name__: f
     for f in (
@@ -500,6 +632,12 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         subscriber_taken_falls_back_to_events,
         no_double_counting_with_cupti,
         streams_share_rows_with_events,
+        order_independent_join,
+        dropped_records_never_make_the_end_wait,
+        buffer_policy_by_api_version,
+        forced_flush_at_the_last_end,
+        unknown_kinds_skipped_and_counted,
+        contexts_do_not_collide,
     )
 }
 

@@ -36,6 +36,12 @@ SCENARIOS = (
     "subscriber_taken_falls_back_to_events",
     "no_double_counting_with_cupti",
     "streams_share_rows_with_events",
+    "order_independent_join",
+    "dropped_records_never_make_the_end_wait",
+    "buffer_policy_by_api_version",
+    "forced_flush_at_the_last_end",
+    "unknown_kinds_skipped_and_counted",
+    "contexts_do_not_collide",
 )
 
 

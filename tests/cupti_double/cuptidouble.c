@@ -81,6 +81,7 @@ static size_t dropped;
 static long suppressed;
 static long delivered_buffers;
 static long flushes;
+static long forced_flushes;
 
 /* The buffer being filled. */
 static uint8_t *cur;
@@ -352,6 +353,7 @@ CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, C
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     pthread_mutex_lock(&lock);
     flushes++;
+    if (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) forced_flushes++;
     if (cur != NULL && (cur_used > 0 || (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)))
         complete_current_locked();
     pthread_mutex_unlock(&lock);
@@ -451,6 +453,7 @@ void cuptidouble_reset(void) {
     suppressed = 0;
     delivered_buffers = 0;
     flushes = 0;
+    forced_flushes = 0;
     pthread_mutex_unlock(&lock);
 }
 
@@ -524,6 +527,14 @@ int cuptidouble_enable_calls(int kind) {
 long cuptidouble_suppressed(void) { return suppressed; }
 long cuptidouble_delivered_buffers(void) { return delivered_buffers; }
 long cuptidouble_flushes(void) { return flushes; }
+long cuptidouble_forced_flushes(void) { return forced_flushes; }
+/* Whether the double holds a buffer of the tool's (records in CUPTI's hands). */
+int cuptidouble_holds_buffer(void) {
+    pthread_mutex_lock(&lock);
+    int held = cur != NULL;
+    pthread_mutex_unlock(&lock);
+    return held;
+}
 int cuptidouble_ext_depth(int kind) { return (kind > 0 && kind < N_EXT_KINDS) ? ext_depth[kind] : -1; }
 uint32_t cuptidouble_stream_id(uint64_t handle) { return stream_id_of(handle); }
 
