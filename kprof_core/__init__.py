@@ -23,7 +23,7 @@ from .session import Profile, Summary
 from .storage import load
 from .timefmt import format_time
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 
 def backends() -> list[Backend]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import kprof
+import kprof_core
 from kprof_core import hookspecs
 from kprof_core.backend import Backend
 from kprof_core.placement import DeviceClock
@@ -51,7 +52,8 @@ def test_readme_documents_every_hook(hook: object) -> None:
 
 # -- every public name of the API is documented (as datasette does for its hooks) --------------
 
-KPROF_CORE = Path(__file__).resolve().parent.parent / "kprof_core"
+# The installed package (a wheel in .ci/run's last run), not a path beside the tests.
+KPROF_CORE = Path(kprof_core.__file__).resolve().parent
 
 
 def _sample(cls: type) -> object:

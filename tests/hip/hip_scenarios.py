@@ -112,8 +112,12 @@ def capture() -> Any:
     early = function("early")  # obtained before any profile: unnamed unless registered
     named_early = kprof_hip.name_function(function("named_early"), "registered")
     with profile() as p:
-        lead, k, scale = function("lead"), function("k500"), function("scale")
-        launch(lead, 50_000, s)  # 50 ms: everything after it queues behind it
+        # The lead hangs until released below, after everything is enqueued: the work behind
+        # it then runs back to back on the double's clock, however slowly this process
+        # enqueued it (a 50 ms lead measured 347 µs for a 300 µs kernel on a loaded machine:
+        # the stream had gone idle before the launch came).
+        lead, k, scale = function("hang"), function("k500"), function("scale")
+        launch(lead, 1, s)
         for _ in range(3):
             launch(k, 500, s)
         ok(hip.hipLaunchKernel(scale, hip.dim3(x=300), hip.dim3(x=64), None, 0, s))
@@ -142,6 +146,7 @@ def capture() -> Any:
                 extra=None,
             )
         )
+        ctl.hipdouble_release_hangs()
         host = np.arange(25_000, dtype=np.float32)  # 100_000 bytes
         back = np.zeros_like(host)
         dev = ok(hip.hipMalloc(host.nbytes))

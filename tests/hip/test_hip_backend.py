@@ -154,7 +154,7 @@ def test_capture_names_kinds_bytes_and_device_times(batch: Results) -> None:
     recs = data["records"]
     names = [r["name"] for r in recs]
     assert names == [
-        "lead",
+        "hang",
         "k500",
         "k500",
         "k500",
@@ -177,8 +177,8 @@ def test_capture_names_kinds_bytes_and_device_times(batch: Results) -> None:
     assert data["unresolved"] == 0
 
     durations = [r["duration"] for r in recs]
-    assert at_least(durations[0], 50_000)  # idle stream
-    # Queued behind the 50 ms lead: exactly the work the double did.
+    assert durations[0] > 0  # the lead lasted until it was released
+    # Queued behind the hung lead: exactly the work the double did.
     for ns, us in zip(durations[1:10], [500, 500, 500, 300, 400, 250, 100, 100, 100]):
         assert exact(ns, us), (ns, us)
     # Copies last bytes / (1000 bytes/µs) plus the real memmove (and, for the synchronous
@@ -194,7 +194,7 @@ def test_capture_names_kinds_bytes_and_device_times(batch: Results) -> None:
     assert all(r["start"] >= r["launch_start"] for r in recs)
     assert "first work on the device assumed to start at its launch" in data["clocks"][0]
     report = data["report"]
-    assert "lead" in report and "[copy host to device]" in report and "MiB/s" in report
+    assert "hang" in report and "[copy host to device]" in report and "MiB/s" in report
 
 
 def test_launches_do_not_synchronize(batch: Results) -> None:
