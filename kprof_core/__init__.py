@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import mpi
+from ._version import __version__
 from .annotations import kernel, mark, propagate, range
 from .backend import (
     Alignment,
@@ -22,8 +23,6 @@ from .records import KernelRecord, MarkerRecord, RangeRecord
 from .session import Profile, Summary
 from .storage import load
 from .timefmt import format_time
-
-from ._version import __version__
 
 
 def backends() -> list[Backend]:

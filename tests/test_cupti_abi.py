@@ -23,7 +23,7 @@ import pytest
 from kprof_cuda import cupti_abi as abi
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "cupti_double"))
-import build as cupti_build  # noqa: E402
+import build as cupti_build
 
 
 def _header_dirs() -> list[Path]:
