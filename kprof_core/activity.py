@@ -305,7 +305,8 @@ def deliver_columns(backend: Backend, cols: ActivityColumns) -> int:
     n = len(cols)
     if not n:
         return 0
-    scopes = set(cols.scope)
+    first = cols.scope[0]
+    scopes = {first} if cols.scope.count(first) == n else set(cols.scope)
     owners: dict[int, tuple[Recorder, dict[int, Any]]] = {}
     unknown: set[int] = set()
     late_profiles: set[int] = set()

@@ -60,6 +60,14 @@ _DEADLINE_WINDOW = 512  # at most this many entries in one batch call once a dea
 _QID = itemgetter(1)
 
 
+def _mapped(table: dict[int, int], col: array[int], n: int) -> array[int]:
+    """``table[v]`` for each v of ``col``: one value repeated when the table has one (a batch
+    on one queue, of one scope), else a lookup per row (in C, ``map``)."""
+    if len(table) == 1:
+        return array("q", table.values()) * n
+    return array("q", map(table.__getitem__, col))
+
+
 def _looked_up(table: dict[Any, Any], keys: Sequence[Any], m: int) -> tuple[Any, int]:
     """``table[k]`` for the first ``m`` keys, and how many of them, from the first, are there;
     one lookup when they are all the same key (the common run)."""
@@ -660,24 +668,28 @@ class Harvest:
         tids = {scope: self._thread_id(who) for scope, who in whos.items()}
         one = set(offsets.values())
         if len(one) == 1:
-            per: Any = repeat(one.pop(), n)
+            off = one.pop()
+            start = array("q", map(add, cols.begin, repeat(off, n)))
+            # A launch time of 0 is unknown: the row's own start stands for it (rare: only
+            # then a loop per row in Python).
+            if 0 in cols.launch_begin or 0 in cols.launch_end:
+                h0 = array("q", [b + off if b else s for b, s in zip(cols.launch_begin, start)])
+                h1 = array("q", [e + off if e else s for e, s in zip(cols.launch_end, h0)])
+            else:
+                h0 = array("q", map(add, cols.launch_begin, repeat(off, n)))
+                h1 = array("q", map(add, cols.launch_end, repeat(off, n)))
         else:
             per = array("q", map(offsets.__getitem__, cols.queue))
-        start = array("q", map(add, cols.begin, per))
-        if type(per) is repeat:
-            per = repeat(offsets[cols.queue[0]], n)
-        # A launch time of 0 is unknown: the row's own start stands for it.
-        lb = zip(cols.launch_begin, per, start)
-        h0 = array("q", [b + o if b else s for b, o, s in lb])
-        if type(per) is repeat:
-            per = repeat(offsets[cols.queue[0]], n)
-        h1 = array("q", [e + o if e else s for e, o, s in zip(cols.launch_end, per, h0)])
+            start = array("q", map(add, cols.begin, per))
+            lb = zip(cols.launch_begin, per, start)
+            h0 = array("q", [b + o if b else s for b, o, s in lb])
+            h1 = array("q", [e + o if e else s for e, o, s in zip(cols.launch_end, per, h0)])
         t = self.table
         first = len(t)
-        t.name.extend(array("q", map(nids.__getitem__, cols.name)))
+        t.name.extend(_mapped(nids, cols.name, n))
         t.kind.extend(cols.kind)
-        t.queue.extend(array("q", map(qids.__getitem__, cols.queue)))
-        t.thread.extend(array("q", map(tids.__getitem__, cols.scope)))
+        t.queue.extend(_mapped(qids, cols.queue, n))
+        t.thread.extend(_mapped(tids, cols.scope, n))
         t.launch_start.extend(h0)
         t.launch_end.extend(h1)
         t.start.extend(start)

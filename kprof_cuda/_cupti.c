@@ -110,9 +110,11 @@ static launch_t *find_launch(uint32_t corr) {
     }
 }
 
+/* Rehash into a table sized for the live launches (at most a quarter full): tombstones of
+ * launches that got their records go, so probes stay short however many launches passed. */
 static int grow_launches(void) {
-    size_t ncap = cap_launches ? cap_launches * 2 : 1024;
-    while (n_launches * 2 >= ncap) ncap *= 2;
+    size_t ncap = 1024;
+    while (ncap < 4 * (n_launches + 1)) ncap *= 2;
     launch_t *nl = calloc(ncap, sizeof *nl);
     if (!nl) return -1;
     for (size_t j = 0; j < cap_launches; j++) {
@@ -516,6 +518,17 @@ static PyObject *set_limits(PyObject *m, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static int woken;
+
+static PyObject *wake(PyObject *m, PyObject *noargs) {
+    (void)m; (void)noargs;
+    pthread_mutex_lock(&lock);
+    woken = 1;
+    pthread_cond_broadcast(&rows_cond);
+    pthread_mutex_unlock(&lock);
+    Py_RETURN_NONE;
+}
+
 static PyObject *wait_rows(PyObject *m, PyObject *args) {
     double timeout;
     if (!PyArg_ParseTuple(args, "d:wait", &timeout)) return NULL;
@@ -526,7 +539,8 @@ static PyObject *wait_rows(PyObject *m, PyObject *args) {
     until.tv_sec += (time_t)(ns / 1000000000);
     until.tv_nsec = (long)(ns % 1000000000);
     pthread_mutex_lock(&lock);
-    if (!n_rows) pthread_cond_timedwait(&rows_cond, &lock, &until);
+    if (!n_rows && !woken) pthread_cond_timedwait(&rows_cond, &lock, &until);
+    woken = 0;
     size_t n = n_rows;
     pthread_mutex_unlock(&lock);
     PyEval_RestoreThread(ts);
@@ -681,6 +695,7 @@ static PyMethodDef methods[] = {
      "register_timestamp() -> CUptiResult (-1: this CUPTI has no timestamp callback)"},
     {"set_limits", set_limits, METH_VARARGS, "set_limits(buffer_size, max_buffers, max_rows, refuse_ok)"},
     {"wait", wait_rows, METH_VARARGS, "wait(timeout) -> rows ready (releases the GIL)"},
+    {"wake", wake, METH_NOARGS, "wake(): end a wait() now"},
     {"take", take, METH_VARARGS, "take(final, release_scopes) -> (columns, new names, new queues)"},
     {"waiting", waiting, METH_VARARGS, "waiting(scopes) -> launches of scopes without a record"},
     {"forget", forget, METH_VARARGS, "forget(scopes): drop their launches but those waiting"},

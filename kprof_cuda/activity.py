@@ -234,6 +234,8 @@ class CuptiActivity:
         if not self.active:
             return
         self._drain_stop.set()
+        if _reader is not None:
+            _reader.wake()
         if self._drainer is not None:
             self._drainer.join()
             self._drainer = None

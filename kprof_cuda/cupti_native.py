@@ -82,6 +82,9 @@ class NativeReader:
         self._limits()
         self.mod.wait(timeout)
 
+    def wake(self) -> None:
+        self.mod.wake()
+
     def take(
         self, final: bool = False, release: tuple[int, ...] | None = None
     ) -> dict[str, Any] | None:

@@ -305,6 +305,9 @@ class PureReader:
         """Until a buffer completes, or ``timeout`` (the drain thread's pace)."""
         self.ready.wait(timeout)
 
+    def wake(self) -> None:
+        self.ready.set()
+
     def waiting(self, scopes: tuple[int, ...]) -> int:
         return self.join.waiting(scopes)
 

@@ -669,3 +669,19 @@ int cuptidouble_memset(uint32_t corr, uint32_t value, uint64_t bytes, uint32_t d
     pthread_mutex_unlock(&lock);
     return ok;
 }
+
+/* A whole simulated launch, for benchmarks: a cuLaunchKernel's records (external correlation,
+ * driver API) and its kernel record, the kernel running `kernel_ns` from 3 us after the call
+ * began. Writes the double's clock at its return to *exit_ns (when not NULL): the caller's
+ * clock read after ctypes returns, minus this, is the time it waited to get the GIL back. */
+uint32_t cuptidouble_launch(const char *name, uint32_t stream, uint64_t kernel_ns, uint64_t *exit_ns) {
+    uint64_t t = now_ns();
+    uint32_t corr = api_record(0, 0, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, t, t + 2000);
+    cuptidouble_kernel(corr, name, 0, 1, stream, 1, 1, 1, 32, 1, 1, t + 3000, t + 3000 + kernel_ns);
+    if (exit_ns) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        *exit_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    }
+    return corr;
+}
