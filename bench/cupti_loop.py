@@ -146,7 +146,7 @@ def child(libdir: Path, quick: bool) -> dict[str, Any]:
     costs = []
     for _ in range(3):
         with kprof.profile() as p:
-            for i in range(n):
+            for _i in range(n):
                 launch(name, 13, 5000, None)
             t0 = now()
         costs.append((now() - t0) / n / 1e3)

@@ -65,12 +65,17 @@ def _col(values: Any) -> array[int]:
     try:
         mv = memoryview(values)
     except TypeError:
+        mv = None
+    if mv is not None and mv.itemsize == 8 and mv.contiguous:
+        out = array("q")
+        out.frombytes(mv.cast("B"))
+        return out
+    try:
         return array("q", values)
-    if mv.itemsize != 8 or not mv.contiguous:
-        return array("q", values)
-    out = array("q")
-    out.frombytes(mv.cast("B"))
-    return out
+    except OverflowError:  # unsigned 64-bit ids (rocprofiler-sdk's): their bits, as int64
+        out = array("q")
+        out.frombytes(array("Q", values).tobytes())
+        return out
 
 
 class ActivityColumns:

@@ -67,7 +67,8 @@ def cupti_major(cupti_include: Path) -> int:
 def record_types(cupti_include: Path) -> list[str]:
     """``-D`` flags naming the newest kernel, memcpy and memset record structs the headers
     define: what a libcupti built from these headers writes, and what the matching
-    cupti-python reads (Kernel9/Memcpy6/Memset4 in CUDA 12.9's, Kernel13/Memcpy7/Memset5 in
+    kprof must read at its common offsets (Kernel9/Memcpy6/Memset4 in CUDA 12.9's,
+    Kernel13/Memcpy7/Memset5 in
     CUDA 13.5's)."""
     import re
 
