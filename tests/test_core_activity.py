@@ -370,6 +370,7 @@ def test_column_wise_delivery_gives_the_same_rows(tracer: Any) -> None:
         return p, out["q"]
 
     rows_p, rows_q = run(False)
+    assert _rows(rows_q) == [("theirs", "other", "stream B")]
     cols_p, cols_q = run(True)
     assert (
         _rows(cols_p)
