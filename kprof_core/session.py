@@ -123,6 +123,8 @@ class Profile:
     - ``errors``: device row index -> why that row has no device time.
     - ``details``: device row index -> what the backend said about that row (a kernel's grid and
       block, its stream; rows from activity records such as CUPTI's).
+    - ``dropped``: backend name -> (activity records its tracer lost while the profile ran,
+      why): those kernels and copies are missing from the tables.
     - ``backends``: the names of the backends the profile used; ``trace``: whether printing it
       shows the trace; ``meta``: provenance (host, pid, rank, world size, clock anchors).
     """
