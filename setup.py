@@ -2,7 +2,7 @@
 
 Both extensions are optional (``optional=True``): where no C compiler exists, or the build
 fails, ``pip install`` still succeeds and kprof runs its pure-Python path, with the same
-behaviour (see ``kprof_core/native.py``; ``kprof backends`` says which path is in use).
+behaviour (see ``kprof_core/low_level/native.py``; ``kprof backends`` says which path is in use).
 They use the limited API, so one wheel per platform serves CPython 3.10 and later (abi3).
 Free-threaded CPython has no limited API before 3.15: there they are not built and kprof runs
 pure Python, which is safe without the GIL.
@@ -16,8 +16,15 @@ FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 LIMITED = [("Py_LIMITED_API", "0x030A0000")]
 
 
-def extension(name: str, source: str) -> Extension:
-    return Extension(name, [source], optional=True, py_limited_api=True, define_macros=LIMITED)
+def extension(name: str, source: str, depends: tuple[str, ...] = ()) -> Extension:
+    return Extension(
+        name,
+        [source],
+        depends=list(depends),  # shipped in the sdist, and a change rebuilds the module
+        optional=True,
+        py_limited_api=True,
+        define_macros=LIMITED,
+    )
 
 
 if FREE_THREADED:
@@ -26,7 +33,12 @@ else:
     setup(
         ext_modules=[
             # The recorder's launch path: every plugin's captured launches go through it.
-            extension("kprof_core._crecorder", "kprof_core/_crecorder.c"),
+            extension(
+                "kprof_core.low_level._crecorder",
+                "kprof_core/low_level/_crecorder.c",
+                # Generated from kprof_core/low_level/layout.py (gen_header.py).
+                depends=("kprof_core/low_level/_layout.h",),
+            ),
             # The OpenCL plugin's batch reader of event times (the harvest, off the launch path).
             extension("kprof_opencl._clnative", "kprof_opencl/_clnative.c"),
             # The CUDA plugin's CUPTI reader: C buffer callbacks, decoding and the join in C.

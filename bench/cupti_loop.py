@@ -51,7 +51,7 @@ def child(libdir: Path, quick: bool) -> dict[str, Any]:
     import test_cuda_fake as tcf
 
     import kprof
-    from kprof_core.plugins import registry
+    from kprof_core.host.discovery import registry
     from kprof_cuda import activity
     from kprof_cuda.plugin import CudaPlugin
 

@@ -93,15 +93,15 @@ def alternate(
 
 def recorder_paths() -> dict[str, bool]:
     """The recorder paths this install can run: {"compiled": True, "pure": False} or just pure."""
-    from kprof_core import native
+    from kprof_core.low_level import native
 
     native.use_compiled(True)
     return {"compiled": True, "pure": False} if native.compiled() else {"pure": False}
 
 
 def on_path(compiled: bool, fn: Callable[[], Any]) -> Callable[[], Any]:
-    """``fn`` run with the compiled recorder on or off (kprof_core.native.use_compiled)."""
-    from kprof_core import native
+    """``fn`` run with the compiled recorder on or off (kprof_core.low_level.native.use_compiled)."""
+    from kprof_core.low_level import native
 
     def run() -> Any:
         native.use_compiled(compiled)
@@ -269,7 +269,7 @@ def bench_range(quick: bool) -> dict[str, Any]:
     """
     import kprof
     import kprof_opencl
-    from kprof_core.recorder import Recorder
+    from kprof_core.recording.recorder import Recorder
 
     cl, _ctx, q, _prg, tiny, _busy, _big, _np, buf = _cl()
     n = 300 if quick else 1000
@@ -392,7 +392,7 @@ def bench_scale(quick: bool) -> dict[str, Any]:
     end-of-profile resolution (harvest of what is left and placement, with the device already
     drained, so that it is kprof's own time), the summary and the Chrome trace."""
     import kprof
-    from kprof_core.recorder import Recorder
+    from kprof_core.recording.recorder import Recorder
 
     _cl_mod, _ctx, q, _prg, tiny, _busy, _big, _np, buf = _cl()
     n = 100_000 if quick else 1_000_000
@@ -506,7 +506,7 @@ def bench_parts(quick: bool) -> dict[str, Any]:
     ``rec.launch`` around a stand-in for the native enqueue, the harvest of completed events
     (real ones, read back), and the placement at the end; per recorder path, ns per launch."""
     import kprof
-    from kprof_core.recorder import Recorder
+    from kprof_core.recording.recorder import Recorder
     from kprof_opencl import capture as ocl_capture
 
     _cl_mod, _ctx, q, _prg, tiny, _busy, _big, _np, buf = _cl()
@@ -518,7 +518,7 @@ def bench_parts(quick: bool) -> dict[str, Any]:
     def native_stand_in(queue: Any, kernel: Any, *args: Any) -> Any:
         return ev
 
-    from kprof_core.plugins import registry
+    from kprof_core.host.discovery import registry
 
     backend = registry.get("opencl")
     g = (64,)
@@ -526,7 +526,7 @@ def bench_parts(quick: bool) -> dict[str, Any]:
     for label, compiled in recorder_paths().items():
 
         def parts(compiled: bool = compiled) -> dict[str, float]:
-            from kprof_core import native
+            from kprof_core.low_level import native
 
             native.use_compiled(compiled)
             wrapper = ocl_capture.kernel_wrapper(native_stand_in, backend)  # compiled or not
@@ -825,7 +825,7 @@ def main() -> int:
         print(f"== {name}", flush=True)
         results[name] = BENCHES[name](args.quick)
         print(json.dumps(results[name], indent=2), flush=True)
-    from kprof_core import native
+    from kprof_core.low_level import native
 
     results["recorder"] = native.describe()
     Path(args.out).write_text(json.dumps(results, indent=2) + "\n")

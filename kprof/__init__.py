@@ -11,8 +11,8 @@ from kprof_core import *  # noqa: F403
 from kprof_core import (  # noqa: F401
     __all__,
     __version__,
-    capture,
 )
+from kprof_core.recording import capture  # noqa: F401
 
 
 def load_ipython_extension(ipython: object) -> None:

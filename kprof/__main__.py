@@ -13,6 +13,6 @@ if (
 ):
     del sys.path[0]
 
-from kprof_core.cli import main  # noqa: E402
+from kprof_core.cli.main import main  # noqa: E402
 
 raise SystemExit(main())

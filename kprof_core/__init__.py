@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from . import mpi
-from ._version import __version__
-from .annotations import kernel, mark, propagate, range
-from .backend import (
+from kprof_core._version import __version__
+from kprof_core.data.records import KernelRecord, MarkerRecord, RangeRecord
+from kprof_core.data.summary import SummaryRow
+from kprof_core.data.timefmt import format_time
+from kprof_core.host.backend import (
     Alignment,
     Backend,
     BackendInfo,
@@ -14,15 +15,13 @@ from .backend import (
     QueueInfo,
     TimestampsUnsupported,
 )
-from .combine import combine
-from .hookspecs import hookimpl, hookspec
-from .plugins import registry
-from .processors import SummaryRow
-from .profiler import profile
-from .records import KernelRecord, MarkerRecord, RangeRecord
-from .session import Profile, Summary
-from .storage import load
-from .timefmt import format_time
+from kprof_core.host.discovery import registry
+from kprof_core.host.hookspecs import hookimpl, hookspec
+from kprof_core.profiler import profile
+from kprof_core.ranks import mpi
+from kprof_core.ranks.combine import combine
+from kprof_core.recording.annotations import kernel, mark, propagate, range
+from kprof_core.result import Profile, Summary, load
 
 
 def backends() -> list[Backend]:

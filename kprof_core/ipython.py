@@ -19,8 +19,8 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from .backend import KprofError
-from .profiler import profile
+from kprof_core.host.backend import KprofError
+from kprof_core.profiler import profile
 
 DEFAULT_VAR = "_kprof"
 _LONG = ("print-trace", "no-device", "quiet", "backends=", "output=", "html=", "trace=", "var=")

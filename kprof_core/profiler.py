@@ -9,11 +9,11 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from . import activity
-from .backend import Backend, KprofError
-from .plugins import registry
-from .recorder import _ACTIVE, Recorder, now
-from .session import Profile
+from kprof_core.host.backend import Backend, KprofError
+from kprof_core.host.discovery import registry
+from kprof_core.recording import activity
+from kprof_core.recording.recorder import _ACTIVE, Recorder, now
+from kprof_core.result import Profile
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -35,8 +35,15 @@ from typing import Any
 
 import pytest
 
-from .backend import Backend
-from .conformance import RULES, ClockReport, Conformance, ConformanceError, Skipped, Subject
+from kprof_core.conformance import (
+    RULES,
+    ClockReport,
+    Conformance,
+    ConformanceError,
+    Skipped,
+    Subject,
+)
+from kprof_core.host.backend import Backend
 
 __all__ = [
     "RULES",

@@ -35,7 +35,7 @@ from typing import Any
 
 import kprof
 from kprof import capture
-from kprof_core import native
+from kprof_core.low_level import native
 
 from . import cupti_abi as abi
 from .cupti_lib import Cupti, CuptiError, CuptiUnavailable

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kprof import capture
-from kprof_core.patching import Patcher
+from kprof_core.host.patching import Patcher
 
 if TYPE_CHECKING:
     from .plugin import CudaPlugin

@@ -29,8 +29,8 @@ from .clock import Calibration, align, calibrate
 from .events import EventPool, PoolStats, Stamp
 
 if TYPE_CHECKING:
-    from kprof_core.patching import Patcher
-    from kprof_core.recorder import Recorder
+    from kprof_core.host.patching import Patcher
+    from kprof_core.recording.recorder import Recorder
 
 __all__ = ["CudaPlugin", "plugin"]
 
@@ -487,14 +487,14 @@ class CudaPlugin:
     def demo_workload(self, backend: kprof.Backend, size: int) -> Callable[[], None] | None:
         import cupy
 
-        from . import kernel
-
         x = cupy.ones(size, dtype=cupy.float32)
         y = cupy.ones(size, dtype=cupy.float32)
         z = cupy.empty_like(x)
-        mul2 = kernel(cupy.ElementwiseKernel("", "float32 x", "x = x * 2", "mul2"))
-        add = kernel(
-            cupy.ElementwiseKernel("float32 x, float32 y", "float32 z", "z = x + y", "add")
+        # Named as kprof_cuda.kernel would name them; kprof.kernel directly, since this module
+        # must not import its package (which imports it: a cycle).
+        mul2 = kprof.kernel(cupy.ElementwiseKernel("", "float32 x", "x = x * 2", "mul2"), "mul2")
+        add = kprof.kernel(
+            cupy.ElementwiseKernel("float32 x, float32 y", "float32 z", "z = x + y", "add"), "add"
         )
         mul2(x)  # compile both now, so that a step measures launches only
         add(x, y, z)

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kprof import capture
-from kprof_core import native
-from kprof_core.patching import Patcher
+from kprof_core.host.patching import Patcher
+from kprof_core.low_level import native
 
 from . import observed
 from .queues import _current, queue_profiles

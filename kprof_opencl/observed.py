@@ -28,7 +28,7 @@ import time
 from collections import deque
 from typing import Any
 
-from kprof_core.capture import now
+from kprof_core.recording.capture import now
 
 from .clock import END, START
 

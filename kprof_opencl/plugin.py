@@ -13,7 +13,7 @@ import warnings
 from typing import Any
 
 import kprof
-from kprof_core.hookspecs import hookimpl
+from kprof_core.host.hookspecs import hookimpl
 
 from . import clock, observed
 from .queues import (

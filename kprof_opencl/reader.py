@@ -16,7 +16,7 @@ from itertools import takewhile
 from operator import methodcaller
 from typing import Any
 
-from kprof_core import native
+from kprof_core.low_level import native
 
 from . import clock
 

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from kprof_core.compare import DiffRow, ProfileDiff
     from kprof_core.profiler import profile
-    from kprof_core.session import Profile
+    from kprof_core.result import DiffRow, Profile, ProfileDiff
 
 _RUN = pytest.StashKey["TestRun"]()
 _RESULTS = pytest.StashKey["list[TestResult]"]()
@@ -122,7 +121,7 @@ class TestRun:
         return [b for b in opt.split(",") if b] if opt else None
 
     def start(self) -> None:
-        from kprof_core.backend import KprofError
+        from kprof_core.host.backend import KprofError
         from kprof_core.profiler import profile
 
         try:
@@ -197,7 +196,7 @@ class TestRun:
 
 
 def compare_with(path: str, p: Profile, alpha: float) -> ProfileDiff:
-    from kprof_core.saved import CommandError, load_profile
+    from kprof_core.cli.common import CommandError, load_profile
 
     try:
         base = load_profile(path)
@@ -207,7 +206,7 @@ def compare_with(path: str, p: Profile, alpha: float) -> ProfileDiff:
 
 
 def describe(r: DiffRow) -> str:
-    from kprof_core.timefmt import format_time
+    from kprof_core.data.timefmt import format_time
 
     assert r.median_before is not None and r.median_after is not None and r.p_value is not None
     return (
@@ -221,7 +220,7 @@ def terminal_summary(tr: Any, config: pytest.Config) -> None:
     results = config.stash.get(_RESULTS, None)
     if not results:
         return
-    from kprof_core.timefmt import format_time
+    from kprof_core.data.timefmt import format_time
 
     top = max(0, config.getoption("kprof_top"))
     ranked = sorted(results, key=lambda r: (-r.device_ns, r.nodeid))[:top]

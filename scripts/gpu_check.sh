@@ -69,7 +69,7 @@ try:
 except kprof.KprofError:
     import kprof_cuda.plugin
     kprof.register_backend(kprof_cuda.plugin, "cuda")
-from kprof_core.cli import main
+from kprof_core.cli.main import main
 main(["backends"])
 EOF
 cat "$OUT/backends.txt"

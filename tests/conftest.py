@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kprof_core.plugins import ENV_DISABLE_AUTOLOAD, ENV_PLUGINS, registry
+from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD, ENV_PLUGINS, registry
 from kprof_core.profiler import ENV_TIMEOUT
 
 pytest_plugins = ["pytester"]  # the pytest plugin's tests run pytest inside pytest

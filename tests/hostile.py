@@ -10,8 +10,8 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kprof_core import storage
-from kprof_core.records import DeviceTable, HostTable
+from kprof_core.data.records import DeviceTable, HostTable
+from kprof_core.io import storage
 
 
 def split(blob: bytes) -> tuple[dict[str, Any], list[bytes]]:

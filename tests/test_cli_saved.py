@@ -13,8 +13,8 @@ from test_html_browser import chromium_fixture, embedded_data, rendered  # noqa:
 from tracecheck import synthetic
 
 import kprof
-from kprof_core.cli import build_parser, main
-from kprof_core.session import Profile
+from kprof_core.cli.main import build_parser, main
+from kprof_core.result import Profile
 
 
 def slowed(p: Profile, name: str, factor: float, extra: int = 0) -> Profile:

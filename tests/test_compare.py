@@ -11,10 +11,10 @@ from fractions import Fraction
 import pytest
 from tracecheck import synthetic
 
-from kprof_core import compare
-from kprof_core.compare import rank_test
-from kprof_core.records import COPY, HOST_TIMED, KERNEL, PLACED, DeviceTable
-from kprof_core.session import Profile
+from kprof_core.analysis import compare
+from kprof_core.analysis.compare import rank_test
+from kprof_core.data.records import COPY, HOST_TIMED, KERNEL, PLACED, DeviceTable
+from kprof_core.result import Profile
 
 
 def brute_force_p(before: list[float], after: list[float]) -> Fraction:
@@ -123,7 +123,7 @@ def profile_with(
     """A finished profile holding exactly these per-call kernel durations (ns)."""
     p = Profile()
     p.start_ns, p.end_ns = 1_000, 1_000
-    from kprof_core.records import QueueRecord, ThreadRecord
+    from kprof_core.data.records import QueueRecord, ThreadRecord
 
     p.threads = [ThreadRecord(1, "MainThread")]
     p.queues = [QueueRecord("testdev", "0", "queue 1", "testdev:0")]
@@ -263,7 +263,7 @@ def test_rows_timed_on_the_host_never_count_as_device_time_slowdowns() -> None:
 
 
 def test_rows_observed_on_the_host_are_marked_and_never_count_as_slowdowns() -> None:
-    from kprof_core.records import APPROXIMATE, HOST_TIMED
+    from kprof_core.data.records import APPROXIMATE, HOST_TIMED
 
     def observed(p: Profile) -> Profile:  # every record approximate (a queue without profiling)
         for i in range(len(p.table)):

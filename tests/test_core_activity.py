@@ -13,9 +13,9 @@ import pytest
 
 import kprof
 from kprof import capture
-from kprof_core import activity
-from kprof_core.plugins import ENV_PLUGINS
-from kprof_core.records import COPY, KERNEL, RANGE
+from kprof_core.data.records import COPY, KERNEL, RANGE
+from kprof_core.host.discovery import ENV_PLUGINS
+from kprof_core.recording import activity
 
 
 @pytest.fixture
@@ -248,7 +248,7 @@ def test_kernel_wrapper_is_a_range_when_the_backend_reports_kernels(tracer: Any)
     """``kprof.kernel`` around work an activity backend reports itself is a range (no kernel is
     counted twice). The tracer has no current queue, so here it is host-timed: the rule is
     checked on the recorder directly."""
-    from kprof_core.recorder import Recorder
+    from kprof_core.recording.recorder import Recorder
 
     b = kprof.get_backend("testtrace")
     rec = Recorder([b])
@@ -310,7 +310,8 @@ def test_details_are_kept_saved_and_traced(tracer: Any, tmp_path: Any) -> None:
 
     from kprof_testbackend.tracer import Stream
 
-    from kprof_core import storage
+    from kprof_core import result as kprof_profile
+    from kprof_core.io import storage
     from kprof_core.renderers.chrome import write_chrome_trace
 
     s = Stream("s")
@@ -318,7 +319,7 @@ def test_details_are_kept_saved_and_traced(tracer: Any, tmp_path: Any) -> None:
         tracer.launch("k", s, 10, detail="grid (2, 1, 1) block (64, 1, 1)")
         tracer.launch("plain", s, 10)
     assert p.details == {0: "grid (2, 1, 1) block (64, 1, 1)"}
-    back = storage.loads(storage.dumps(p))
+    back = kprof_profile.loads(storage.dumps(p))
     assert back.details == p.details
     buf = io.StringIO()
     write_chrome_trace(buf, [p])
@@ -332,7 +333,7 @@ def test_details_are_kept_saved_and_traced(tracer: Any, tmp_path: Any) -> None:
         ("plain", None),
     ]
     # And in the data exports (JSON, CSV, DataFrame share the rows).
-    from kprof_core.exports import iter_rows
+    from kprof_core.io.exports import iter_rows
 
     assert [(r["name"], r["detail"]) for r in iter_rows(p)] == [
         ("k", "grid (2, 1, 1) block (64, 1, 1)"),
@@ -425,7 +426,7 @@ def test_column_batches_of_an_ended_profile_are_late(tracer: Any) -> None:
 def test_dropped_records_are_kept_per_profile_and_said() -> None:
     """``capture.dropped``: counted on each profile its backend delivers to, with the reason,
     and the end's warning blames the drops, not the device."""
-    from kprof_core.recorder import Recorder
+    from kprof_core.recording.recorder import Recorder
 
     class B:
         name = "t"

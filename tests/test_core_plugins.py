@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import kprof
-from kprof_core.plugins import registry
+from kprof_core.host.discovery import registry
 
 KPROF = str(Path(sys.executable).with_name("kprof"))
 VENDOR_MODULES = ("pyopencl", "cupy", "cupy_backends", "hip", "cuda", "mpi4py", "nvtx")

@@ -15,8 +15,8 @@ from kprof_testbackend import device, plugin
 from kprof_testbackend.instant import InstantClock, InstantQueue
 
 import kprof
-from kprof_core.recorder import Recorder
-from kprof_core.renderers.console import FOOTNOTE
+from kprof_core.recording.recorder import Recorder
+from kprof_core.renderers.common import FOOTNOTE
 
 pytestmark = pytest.mark.usefixtures("testbackends")
 

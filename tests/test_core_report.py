@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from kprof_core.records import (
+from kprof_core.data.records import (
     COPY,
     HOST_TIMED,
     KERNEL,
@@ -13,8 +13,8 @@ from kprof_core.records import (
     QueueRecord,
     ThreadRecord,
 )
-from kprof_core.renderers.console import FOOTNOTE
-from kprof_core.session import Profile
+from kprof_core.renderers.common import FOOTNOTE
+from kprof_core.result import Profile
 
 HEADER = ["Time (%)", "Total time", "Calls", "Avg time", "Min time", "Max time", "Median", "Name"]
 

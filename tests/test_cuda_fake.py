@@ -26,8 +26,9 @@ import pytest
 
 import kprof
 import kprof_cuda
-from kprof_core.plugins import ENV_DISABLE_AUTOLOAD, ENV_PLUGINS, registry
-from kprof_core.recorder import Recorder
+from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD, ENV_PLUGINS, registry
+from kprof_core.low_level.layout import SLOT, STOP
+from kprof_core.recording.recorder import Recorder
 from kprof_cuda import clock
 from kprof_cuda.capture import D2H, H2D
 from kprof_cuda.plugin import CudaPlugin
@@ -398,7 +399,9 @@ def test_range_times_the_current_stream_without_synchronizing(env: Any) -> None:
         # The range returned before its work was done: its stop event is still pending.
         rec = kprof.capture.active()
         assert rec is not None
-        stop = next(e[8] for e in reversed(rec._incoming) if e[0] is not None)  # a device entry
+        stop = next(
+            e[STOP] for e in reversed(rec._incoming) if e[SLOT] is not None
+        )  # a device entry
         assert fake.event_query(stop.ptr) == NOT_READY
     [r] = p.device_ranges
     assert (r.name, r.backend, r.queue, r.kind) == (

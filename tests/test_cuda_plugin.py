@@ -15,7 +15,7 @@ import pytest
 
 import kprof
 import kprof_cuda
-from kprof_core.plugins import ENV_DISABLE_AUTOLOAD, ENV_PLUGINS, registry
+from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD, ENV_PLUGINS, registry
 
 cupy = pytest.importorskip("cupy")
 HAS_GPU = cupy.cuda.is_available()
@@ -151,7 +151,7 @@ def test_not_installed_when_cupy_cannot_be_imported() -> None:
         sys.modules["cupy"] = None  # what a missing package looks like to the import system
         sys.modules["cupy_backends"] = None
         import kprof
-        from kprof_core.cli import main
+        from kprof_core.cli.main import main
         info = kprof.get_backend("cuda").info()
         print(json.dumps([info.status, info.library, info.library_version]))
         main(["backends"])
@@ -167,7 +167,7 @@ def test_not_installed_when_cupy_cannot_be_imported() -> None:
 @no_gpu_only
 def test_kprof_backends_says_cupy_is_installed_and_why_there_is_no_device() -> None:
     out = run_py("""
-        from kprof_core.cli import main
+        from kprof_core.cli.main import main
         main(["backends", "--json"])
     """)
     [row] = [r for r in json.loads(out) if r["name"] == "cuda"]
@@ -189,7 +189,7 @@ def test_kprof_backends_says_cupy_is_installed_and_why_there_is_no_device() -> N
 def test_kprof_backends_table_says_which_capture_path_and_why() -> None:
     out = run_py(
         """
-        from kprof_core.cli import main
+        from kprof_core.cli.main import main
         main(["backends"])
     """,
         {"KPROF_PLUGINS": "cuda"},

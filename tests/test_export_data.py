@@ -14,7 +14,7 @@ import pytest
 from tracecheck import synthetic
 
 import kprof
-from kprof_core.exports import COLUMNS, FORMAT, ExportError
+from kprof_core.io.exports import COLUMNS, FORMAT, ExportError
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from tracecheck import synthetic
 import kprof
 from kprof_core.renderers.html import write_html
 from kprof_core.renderers.timeline import Timeline, thread_title
-from kprof_core.session import Profile
+from kprof_core.result import Profile
 
 DATA = re.compile(r'<script type="application/json" id="kprof-data">(.*?)</script>', re.S)
 

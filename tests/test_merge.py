@@ -11,9 +11,18 @@ from typing import Any
 import pytest
 
 import kprof
-from kprof_core import storage
-from kprof_core.cli import main
-from kprof_core.combine import (
+from kprof_core.cli.main import main
+from kprof_core.data.records import (
+    COPY,
+    KERNEL,
+    RANGE,
+    UNRESOLVED,
+    HostTable,
+    QueueRecord,
+    ThreadRecord,
+)
+from kprof_core.io import storage
+from kprof_core.ranks.combine import (
     MEASURED,
     REFERENCE,
     SAME_CLOCK,
@@ -23,8 +32,7 @@ from kprof_core.combine import (
     cross_rank_summary,
     shift_profile,
 )
-from kprof_core.merge import merge_report
-from kprof_core.records import COPY, KERNEL, RANGE, UNRESOLVED, HostTable, QueueRecord, ThreadRecord
+from kprof_core.ranks.merge import merge_report
 
 DATA = Path(__file__).parent / "data"
 Q = QueueRecord("testdev", "testdev 0", "queue 1", "testdev:testdev 0")

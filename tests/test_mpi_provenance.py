@@ -9,7 +9,7 @@ import time
 import pytest
 
 import kprof
-from kprof_core.provenance import clock_domain, fill_meta, process_identity, wall_anchor
+from kprof_core.data.provenance import clock_domain, fill_meta, process_identity, wall_anchor
 
 
 @pytest.mark.parametrize(

@@ -439,7 +439,7 @@ def test_pocl_clock_alignment_places_work_after_its_launch(queue: Any, program: 
 
 
 def test_demo_workload_records_mul2_add_and_step() -> None:
-    from kprof_core.demo import run_demo
+    from kprof_core.cli.demo import run_demo
 
     _device()
     p = run_demo(backend="opencl", steps=3, size=4096)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import kprof
-from kprof_core import native
+from kprof_core.low_level import native
 
 cl = pytest.importorskip("pyopencl")
 

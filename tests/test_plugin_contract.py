@@ -14,7 +14,7 @@ import pytest
 from kprof_testbackend.instant import InstantClock, InstantQueue, Token
 
 import kprof
-from kprof_core.recorder import now
+from kprof_core.recording.recorder import now
 
 pytestmark = pytest.mark.usefixtures("fresh_registry")
 

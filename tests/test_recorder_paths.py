@@ -25,11 +25,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kprof
-from kprof_core import native
-from kprof_core import recorder as recorder_module
-from kprof_core.harvest import Harvest
-from kprof_core.plugins import ENV_DISABLE_AUTOLOAD
-from kprof_core.recorder import COPY, KERNEL, Recorder
+from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD
+from kprof_core.low_level import native
+from kprof_core.recording import harvest_columns, harvest_one
+from kprof_core.recording import recorder as recorder_module
+from kprof_core.recording.recorder import COPY, KERNEL, Recorder
 
 KPROF = str(Path(sys.executable).with_name("kprof"))
 COMPILED = native.compiled() is not None
@@ -168,8 +168,8 @@ def run(
             m.setattr(Recorder, "max_pending", 3 * every)
             m.setattr(recorder_module, "now", lambda: 99)  # host-timed rows: deterministic
             if not bulk:  # every entry through _take: the reference
-                m.setattr(Harvest, "_bulk", lambda self, incoming, i, n: 0)
-                m.setattr(Harvest, "_one", lambda self, entry: False)
+                m.setattr(harvest_columns, "bulk", lambda h, incoming, i, n: 0)
+                m.setattr(harvest_one, "one", lambda h, entry: False)
             rec = Recorder([backend], timeout=5.0)
             if Recorder.launch is Recorder._launch_py:  # not replaced (see the last test)
                 assert (rec._native is not None) == (compiled and COMPILED)
@@ -227,7 +227,7 @@ def run(
 
 
 def kprof_core_registry() -> Any:
-    from kprof_core.plugins import registry
+    from kprof_core.host.discovery import registry
 
     return registry
 
@@ -270,19 +270,19 @@ def test_every_path_makes_the_same_records(
 def test_the_column_wise_harvest_is_used_for_runs(
     reg: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Runs of common launches go through _bulk (not entry by entry), on both paths."""
+    """Runs of common launches go column-wise (not entry by entry), on both paths."""
     for compiled in (True, False):
         taken: list[int] = []
-        original = Harvest._bulk_rows
+        original = harvest_columns.bulk_rows
 
         def spy(
-            self: Any, *args: Any, original: Any = original, taken: list[int] = taken
+            h: Any, *args: Any, original: Any = original, taken: list[int] = taken
         ) -> tuple[int, int]:
-            k, run = original(self, *args)
+            k, run = original(h, *args)
             taken.append(k)
             return k, run
 
-        monkeypatch.setattr(Harvest, "_bulk_rows", spy)
+        monkeypatch.setattr(harvest_columns, "bulk_rows", spy)
         ops = [("kernel", 0, 1, 0, False, False, -1)] * 200
         out = run(BatchPlugin(), ops, {}, compiled, True, monkeypatch, every=64)
         assert len(out["table"][0]) == 200
@@ -351,7 +351,9 @@ def test_a_missing_or_broken_extension_falls_back_to_pure_python(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("KPROF_PURE_PYTHON", raising=False)
-    monkeypatch.setitem(sys.modules, "kprof_core._crecorder", None)  # import raises ImportError
+    monkeypatch.setitem(
+        sys.modules, "kprof_core.low_level._crecorder", None
+    )  # import raises ImportError
     monkeypatch.setattr(native, "_module", None)
     native._load()
     assert native.compiled() is None
@@ -430,8 +432,8 @@ ROWS = st.lists(
 def test_column_wise_placement_matches_row_by_row(
     compiled: bool, rows: list[tuple[int, int, int, bool]], bases: list[int | None]
 ) -> None:
-    from kprof_core.placement import _place_each, place
-    from kprof_core.records import PLACED, DeviceTable, QueueRecord
+    from kprof_core.data.records import PLACED, DeviceTable, QueueRecord
+    from kprof_core.recording.placement import _place_each, place
 
     # Queues 0 and 1 share a device; 2 and 3 are two more devices.
     queues = [QueueRecord("b", dev, f"q{i}", dev) for i, dev in enumerate(["d0", "d0", "d1", "d2"])]
@@ -480,10 +482,10 @@ HOST_ROWS = st.lists(
 def test_the_column_wise_summary_equals_the_loop(
     drows: list[tuple[int, ...]], hrows: list[tuple[int, int, int]], most: int
 ) -> None:
-    from kprof_core import session
-    from kprof_core.records import QueueRecord, ThreadRecord
+    from kprof_core.data import profile_data as session
+    from kprof_core.data.records import QueueRecord, ThreadRecord
 
-    p = session.Profile(backends=["b"])
+    p = session.ProfileData(backends=["b"])
     p.names = [f"n{i}" for i in range(5)]
     p.queues = [QueueRecord("b", "d", "q", "b:d")]
     p.threads = [ThreadRecord(1, "main")]
@@ -517,7 +519,7 @@ def test_statistics_by_counting_equal_sorting(counts: list[tuple[int, int]], see
     import operator
     import random
 
-    from kprof_core.processors import _stats
+    from kprof_core.data.summary import _stats
 
     durs = [v for v, c in counts for _ in range(c)]
     durs += [counts[0][0]] * max(0, 4097 - len(durs))  # long enough to be counted

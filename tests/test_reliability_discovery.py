@@ -15,7 +15,7 @@ import pytest
 from test_reliability_plugins import KPROF, caught_warnings, naming, run
 
 import kprof
-from kprof_core.plugins import discovery_timeout
+from kprof_core.host.discovery import discovery_timeout
 
 HANGS_ON_IMPORT = "import threading\nthreading.Event().wait()\n"
 

@@ -20,11 +20,12 @@ from hypothesis import strategies as st
 from test_storage import fixture_profile
 
 import kprof
-from kprof_core import storage
-from kprof_core.filecheck import MAX_INFLATION
-from kprof_core.merge import aligned_views, merge_report
-from kprof_core.records import DeviceTable, HostTable
-from kprof_core.storage import CorruptProfileError, ProfileFileError, dumps, loads
+from kprof_core.data.records import DeviceTable, HostTable
+from kprof_core.io import storage
+from kprof_core.io.filecheck import MAX_INFLATION
+from kprof_core.io.storage import CorruptProfileError, ProfileFileError, dumps
+from kprof_core.ranks.merge import aligned_views, merge_report
+from kprof_core.result import loads
 
 KPROF = str(Path(sys.executable).with_name("kprof"))
 GOOD = dumps(fixture_profile())
@@ -70,7 +71,8 @@ def load_or_refuse(blob: bytes) -> kprof.Profile | None:
 
 CHILD = textwrap.dedent("""
     import resource, sys
-    from kprof_core.storage import ProfileFileError, loads
+    from kprof_core.io.storage import ProfileFileError
+    from kprof_core.result import loads
     data = open(sys.argv[1], "rb").read()
     # A cap, so that a loader without bounds fails here instead of exhausting the machine.
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
@@ -388,7 +390,7 @@ def test_what_cannot_load_back_cannot_be_saved(tmp_path: Path, edit: Any, says: 
 
 
 def test_every_flag_kprof_writes_loads() -> None:
-    from kprof_core.records import ALL_FLAGS
+    from kprof_core.data.records import ALL_FLAGS
 
     bits = [1 << k for k in range(ALL_FLAGS.bit_length()) if ALL_FLAGS & 1 << k]
     p = loads(with_column(GOOD, "device", "flags", [*bits, ALL_FLAGS][:4]))

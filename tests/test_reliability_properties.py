@@ -7,8 +7,8 @@ import statistics
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kprof_core.records import HOST_TIMED, KERNEL, UNRESOLVED, QueueRecord, ThreadRecord
-from kprof_core.session import Profile
+from kprof_core.data.records import HOST_TIMED, KERNEL, UNRESOLVED, QueueRecord, ThreadRecord
+from kprof_core.result import Profile
 
 NAMES = ["a", "b", "c"]
 rows = st.lists(

@@ -16,9 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kprof
-from kprof_core import storage
-from kprof_core.recorder import DeviceClock
-from kprof_core.records import (
+from kprof_core.data.records import (
     ALL_FLAGS,
     KIND_NAMES,
     DeviceTable,
@@ -26,18 +24,20 @@ from kprof_core.records import (
     QueueRecord,
     ThreadRecord,
 )
-from kprof_core.storage import (
+from kprof_core.io import storage
+from kprof_core.io.storage import (
     CorruptProfileError,
     NotAProfileError,
     ProfileFileError,
     UnsupportedVersionError,
     dumps,
-    loads,
 )
+from kprof_core.recording.recorder import DeviceClock
+from kprof_core.result import Profile, loads
 
 DATA = Path(__file__).parent / "data"
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
-#: Times a loaded profile may hold (kprof_core.filecheck.TIME_LIMIT).
+#: Times a loaded profile may hold (kprof_core.io.filecheck.TIME_LIMIT).
 TIME = st.integers(min_value=-(2**61), max_value=2**61 - 1)
 
 
@@ -340,7 +340,7 @@ def test_each_version_has_its_reader(monkeypatch: pytest.MonkeyPatch) -> None:
     """The version field picks the reader: a (hypothetical) version 2 whose header is
     zlib-compressed loads next to version 1 files."""
 
-    def read_v2(data: bytes, pos: int, name: str) -> kprof.Profile:
+    def read_v2(data: bytes, pos: int, name: str, cls: type[Profile]) -> Profile:
         (hlen,) = struct.unpack_from("<I", data, pos)
         header = zlib.decompress(data[pos + 4 : pos + 4 + hlen])
         v1 = (
@@ -349,7 +349,7 @@ def test_each_version_has_its_reader(monkeypatch: pytest.MonkeyPatch) -> None:
             + header
             + data[pos + 4 + hlen :]
         )
-        return storage._read_v1(v1, pos, name)
+        return storage._read_v1(v1, pos, name, cls)
 
     v1 = dumps(fixture_profile())
     hlen, _crc = struct.unpack_from("<II", v1, 12)

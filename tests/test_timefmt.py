@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kprof_core.timefmt import format_bytes, format_rate, format_time
+from kprof_core.data.timefmt import format_bytes, format_rate, format_time
 
 UNITS = {"ns": 1.0, "µs": 1e3, "ms": 1e6, "s": 1e9}
 FORMAT = re.compile(r"^(-?)(\d+(?:\.\d+)?) (ns|µs|ms|s)$")

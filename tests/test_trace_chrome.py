@@ -18,8 +18,7 @@ from hypothesis import strategies as st
 from tracecheck import add_device_range, ns, synthetic, validate, validate_text
 
 import kprof
-from kprof_core.exports import ExportError
-from kprof_core.records import (
+from kprof_core.data.records import (
     COPY,
     HOST_TIMED,
     KERNEL,
@@ -30,8 +29,9 @@ from kprof_core.records import (
     QueueRecord,
     ThreadRecord,
 )
+from kprof_core.io.exports import ExportError
 from kprof_core.renderers.chrome import write_chrome_trace
-from kprof_core.session import Profile
+from kprof_core.result import Profile
 
 
 def _export(p: Profile, tmp_path: Path, name: str = "t.json") -> dict[str, Any]:

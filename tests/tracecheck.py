@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from kprof_core.records import (
+from kprof_core.data.records import (
     COPY,
     HOST_TIMED,
     KERNEL,
@@ -25,7 +25,7 @@ from kprof_core.records import (
     QueueRecord,
     ThreadRecord,
 )
-from kprof_core.session import Profile
+from kprof_core.result import Profile
 
 REQUIRED = {
     "X": {"name", "cat", "ph", "ts", "dur", "pid", "tid"},

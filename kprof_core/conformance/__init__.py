@@ -13,9 +13,16 @@ device reached them) are skipped.
 
 from __future__ import annotations
 
-from .checks import Conformance
-from .rules import RULES, ClockReport, ConformanceError, Skipped, Subject, fail
-from .watch import Ledger
+from kprof_core.conformance.checks import Conformance
+from kprof_core.conformance.rules import (
+    RULES,
+    ClockReport,
+    ConformanceError,
+    Skipped,
+    Subject,
+    fail,
+)
+from kprof_core.conformance.watch import Ledger
 
 __all__ = [
     "RULES",

@@ -9,13 +9,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..annotations import kernel
-from ..annotations import range as kprof_range
-from ..backend import Alignment, Backend, BackendInfo, QueueInfo
-from ..profiler import capture_installed, profile
-from ..recorder import Recorder, now
-from .rules import ClockReport, Skipped, Subject, fail
-from .watch import Ledger, Once, is_module, plugin_module, snapshot
+from kprof_core.conformance.rules import ClockReport, Skipped, Subject, fail
+from kprof_core.conformance.watch import Ledger, Once, is_module, plugin_module, snapshot
+from kprof_core.host.backend import Alignment, Backend, BackendInfo, QueueInfo
+from kprof_core.profiler import capture_installed, profile
+from kprof_core.recording.annotations import kernel
+from kprof_core.recording.annotations import range as kprof_range
+from kprof_core.recording.recorder import Recorder, now
 
 
 def _is_int(x: Any) -> bool:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backend import Backend
+from kprof_core.host.backend import Backend
 
 RULES = {
     "describe_backend": (

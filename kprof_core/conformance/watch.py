@@ -8,8 +8,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..backend import Backend
-from .rules import ConformanceError, fail
+from kprof_core.conformance.rules import ConformanceError, fail
+from kprof_core.host.backend import Backend
 
 
 class Once:

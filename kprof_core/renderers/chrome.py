@@ -32,13 +32,28 @@ import os
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any
 
-from ..backend import KprofError
-from ..exports import Target, open_text
-from ..records import APPROXIMATE, HOST_TIMED, KIND_NAMES, RANGE, UNRESOLVED, QueueRecord
-from .timeline import DEVICE, HOST_RANGE, LAUNCH, MARK, Timeline, device_title, thread_title
+from kprof_core.data.records import (
+    APPROXIMATE,
+    HOST_TIMED,
+    KIND_NAMES,
+    RANGE,
+    UNRESOLVED,
+    QueueRecord,
+)
+from kprof_core.io.exports import Target, open_text
+from kprof_core.renderers.common import check_profiles, first_time, host_name, offset_of
+from kprof_core.renderers.timeline import (
+    DEVICE,
+    HOST_RANGE,
+    LAUNCH,
+    MARK,
+    Timeline,
+    device_title,
+    thread_title,
+)
 
 if TYPE_CHECKING:
-    from ..session import Profile
+    from kprof_core.data.profile_data import ProfileData
 
 FLUSH_EVERY = 4096
 TID_BASE = 1_000_001
@@ -49,55 +64,6 @@ def _us(ns: int) -> str:
     # Exact: a double holds ns/1000 far closer than the half-unit of the third decimal, for
     # any time below ~10^15 ns (ts are relative to the trace's base).
     return f"{ns / 1000:.3f}"
-
-
-def check_profiles(profiles: Sequence[Profile], labels: Sequence[str] | None) -> list[str | None]:
-    """Validate the arguments of a writer; return each profile's label (None: unlabelled)."""
-    from ..session import Profile
-
-    if isinstance(profiles, Profile):
-        profiles = [profiles]
-    if not profiles:
-        raise ValueError("no profiles to write: pass a sequence with at least one Profile")
-    for p in profiles:
-        if not isinstance(p, Profile):
-            raise TypeError(f"expected kprof.Profile objects, got {type(p).__name__}")
-        if p.start_ns and p.end_ns < p.start_ns:
-            raise KprofError("this profile is still running: export it after its `with` block ends")
-    if labels is not None:
-        if isinstance(labels, str) or len(labels) != len(profiles):
-            raise ValueError(f"labels must be a sequence of {len(profiles)} names, one per profile")
-        return [str(x) for x in labels]
-    if len(profiles) == 1:
-        return [None]
-    return [
-        f"rank {p.meta['rank']}"
-        if p.meta.get("rank") is not None
-        else f"host {p.meta.get('host', '?')} pid {p.meta.get('pid', '?')}"
-        for p in profiles
-    ]
-
-
-def offset_of(p: Profile) -> int:
-    """The profile's ``meta["clock_offset_ns"]`` (default 0), checked."""
-    off = p.meta.get("clock_offset_ns", 0)
-    if isinstance(off, bool) or not isinstance(off, int):
-        raise TypeError(f"profile.meta['clock_offset_ns'] must be an int (ns), not {off!r}")
-    return off
-
-
-def first_time(p: Profile) -> int:
-    """The earliest time a profile holds (its start, or an earlier record), on its own clock."""
-    t, h = p.table, p.host
-    cands = [p.start_ns] if p.start_ns else []
-    for col in (t.launch_start, t.start, h.start):
-        if len(col):
-            cands.append(min(col))
-    return min(cands, default=0)
-
-
-def host_name(p: Profile, label: str | None) -> str:
-    return label or f"host {p.meta.get('host', '?')} pid {p.meta.get('pid', '?')}"
 
 
 class _Events:
@@ -116,19 +82,19 @@ class _Events:
 
 
 def write_chrome_trace(
-    target: Target, profiles: Sequence[Profile], labels: Sequence[str] | None = None
+    target: Target, profiles: Sequence[ProfileData], labels: Sequence[str] | None = None
 ) -> None:
     """Write one or more profiles as one Chrome trace / Perfetto JSON file.
 
     ``target`` is a path (written atomically; an unwritable one raises
-    :class:`kprof_core.exports.ExportError`) or an open text file. ``labels`` name each
+    :class:`kprof_core.io.exports.ExportError`) or an open text file. ``labels`` name each
     profile's processes (default: ``rank N`` from ``meta["rank"]``, else host and pid, when
     there are several). Events are streamed: memory does not grow with the number of events.
     """
     names = check_profiles(profiles, labels)
     offsets = [offset_of(p) for p in profiles]
     base = min(first_time(p) + off for p, off in zip(profiles, offsets))
-    from .. import __version__
+    from kprof_core._version import __version__
 
     other = {
         "kprof_version": __version__,
@@ -164,7 +130,7 @@ def write_chrome_trace(
 
 
 def _write_profile(
-    ev: _Events, p: Profile, label: str | None, shift: int, ids: list[int], flow_base: int
+    ev: _Events, p: ProfileData, label: str | None, shift: int, ids: list[int], flow_base: int
 ) -> None:
     """Emit one profile's processes, tracks and events; ``ids``: the next pid and tid."""
     tl = Timeline(p)
@@ -278,6 +244,6 @@ def _write_profile(
     ev.flush()
 
 
-def export_chrome_trace(p: Profile, path: str | os.PathLike[str] | IO[str]) -> None:
+def export_chrome_trace(p: ProfileData, path: str | os.PathLike[str] | IO[str]) -> None:
     """``Profile.export_chrome_trace``: one profile, unlabelled."""
     write_chrome_trace(path, [p])

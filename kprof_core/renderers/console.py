@@ -6,51 +6,15 @@ import heapq
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from ..processors import SummaryRow
-from ..records import APPROXIMATE, HOST_TIMED, QueueRecord
-from ..timefmt import format_rate, format_time
-from .terminal import lines
-from .timeline import DEVICE, HOST_RANGE, MARK, Timeline, Track, device_title
+from kprof_core.data.records import APPROXIMATE, HOST_TIMED, QueueRecord
+from kprof_core.data.summary import SummaryRow
+from kprof_core.data.timefmt import format_rate, format_time
+from kprof_core.renderers.common import COLUMNS, footnotes, headline
+from kprof_core.renderers.terminal import lines
+from kprof_core.renderers.timeline import DEVICE, HOST_RANGE, MARK, Timeline, Track, device_title
 
 if TYPE_CHECKING:
-    from ..session import Profile, Summary
-
-FOOTNOTE = (
-    " * timed on the host, synchronizing after each launch: the backend (or the queue) "
-    "gives no device timestamps"
-)
-APPROXIMATE_FOOTNOTE = (
-    " ~ approximate: the queue was created without device timestamps (an OpenCL queue made "
-    "before kprof captured, without PROFILING_ENABLE), so each completion was observed on the "
-    "host, without synchronizing; such times can be late by tens of µs or more. For exact "
-    "device times create queues while kprof captures (kprof run, or inside the profile), or "
-    "call kprof_opencl.enable_profiling() before creating them."
-)
-
-
-def headline(p: Profile) -> str:
-    """``Profiled 1.2 s, recording 3 ranges, 10 kernels and 2 copies.``"""
-    nr, nd = p.counts
-    nc = p.copies
-    nk = nd - nc
-    return (
-        f"Profiled {format_time(p.span_ns)}, recording {nr} range{'s' * (nr != 1)}, "
-        f"{nk} kernel{'s' * (nk != 1)} and {nc} cop{'ies' if nc != 1 else 'y'}."
-    )
-
-
-def footnotes(s: Summary) -> list[str]:
-    """The footnotes the summary's marks need."""
-    rows = [*s.device, *s.device_ranges]
-    out = []
-    if any(r.host_timed for r in rows):
-        out.append(FOOTNOTE)
-    if any(r.approximate for r in rows):
-        out.append(APPROXIMATE_FOOTNOTE)
-    return out
-
-
-COLUMNS = ("Time (%)", "Total time", "Calls", "Avg time", "Min time", "Max time", "Median")
+    from kprof_core.data.profile_data import ProfileData
 
 
 def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> list[str]:
@@ -81,7 +45,7 @@ def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> 
     return out
 
 
-def render_summary(p: Profile) -> list[str]:
+def render_summary(p: ProfileData) -> list[str]:
     s = p.summary()
     out = [headline(p), ""]
     if s.host:
@@ -119,7 +83,7 @@ def render_summary(p: Profile) -> list[str]:
     return out
 
 
-def trace_rows(p: Profile) -> list[tuple[int, int | None, str, str, int]]:
+def trace_rows(p: ProfileData) -> list[tuple[int, int | None, str, str, int]]:
     """Chronological ``(start, duration, on, name, depth)`` rows, times relative to the start.
 
     ``on`` is the row: ``thread N`` for host records (ranges, launches, markers), the queue and
@@ -160,7 +124,7 @@ def _indented(name: str, depth: int) -> str:
     return "  " * MAX_INDENT + f"[depth {depth}] {name}"
 
 
-def render_trace(p: Profile) -> list[str]:
+def render_trace(p: ProfileData) -> list[str]:
     rows = trace_rows(p)
     cells = [
         (format_time(s), "" if d is None else format_time(d), on, _indented(name, depth))
@@ -182,7 +146,7 @@ def render_trace(p: Profile) -> list[str]:
     return out
 
 
-def render(p: Profile, trace: bool = False) -> str:
+def render(p: ProfileData, trace: bool = False) -> str:
     out = render_summary(p)
     if trace:
         out += ["", *render_trace(p)]

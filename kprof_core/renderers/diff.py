@@ -1,4 +1,4 @@
-"""A comparison of two profiles (:mod:`kprof_core.compare`) as text and as HTML."""
+"""A comparison of two profiles (:mod:`kprof_core.analysis.compare`) as text and as HTML."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import html
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..compare import SECTION_TITLES, SECTIONS
-from ..timefmt import format_time
-from .console import FOOTNOTE
-from .terminal import lines
+from kprof_core.analysis.compare import SECTION_TITLES, SECTIONS
+from kprof_core.data.timefmt import format_time
+from kprof_core.renderers.common import FOOTNOTE
+from kprof_core.renderers.terminal import lines
 
 if TYPE_CHECKING:
-    from ..compare import DiffRow, ProfileDiff
+    from kprof_core.analysis.compare import Comparison, DiffRow
 
 HEADERS = (
     "Calls",
@@ -55,7 +55,7 @@ def cells(r: DiffRow) -> list[str]:
     ]
 
 
-def _heading(d: ProfileDiff, labels: Sequence[str]) -> str:
+def _heading(d: Comparison, labels: Sequence[str]) -> str:
     return (
         f"Comparing {labels[1]} ({format_time(d.span_after)}) with {labels[0]} "
         f"({format_time(d.span_before)}); a change is significant when the per-call "
@@ -67,7 +67,7 @@ def _line(cs: Sequence[str], widths: Sequence[int]) -> str:
     return (" " + "  ".join(c.rjust(w) for c, w in zip(cs, widths)) + "  " + cs[-1]).rstrip()
 
 
-def render_diff(d: ProfileDiff, labels: Sequence[str] = ("before", "after")) -> str:
+def render_diff(d: Comparison, labels: Sequence[str] = ("before", "after")) -> str:
     """The text table of ``kprof diff``: one section per kind of row, largest change first."""
     out = [_heading(d, labels)]
     for section in SECTIONS:
@@ -109,7 +109,7 @@ def render_diff(d: ProfileDiff, labels: Sequence[str] = ("before", "after")) -> 
     return lines(out)  # names come from files: escaped like every line for a terminal
 
 
-def diff_html(d: ProfileDiff, labels: Sequence[str] = ("before", "after")) -> str:
+def diff_html(d: Comparison, labels: Sequence[str] = ("before", "after")) -> str:
     """The comparison as static HTML tables (for the timeline page and notebooks)."""
     out = [
         '<section class="kprof-diff">',

@@ -17,16 +17,31 @@ from itertools import islice
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from ..exports import Target, open_text
-from ..processors import SummaryRow
-from ..records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, UNRESOLVED, QueueRecord
-from ..timefmt import format_rate, format_time
-from .chrome import check_profiles, first_time, host_name, offset_of
-from .console import COLUMNS, footnotes, headline
-from .timeline import DEVICE, HOST_RANGE, LAUNCH, MARK, Timeline, device_title, thread_title
+from kprof_core.data.records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, UNRESOLVED, QueueRecord
+from kprof_core.data.summary import SummaryRow
+from kprof_core.data.timefmt import format_rate, format_time
+from kprof_core.io.exports import Target, open_text
+from kprof_core.renderers.common import (
+    COLUMNS,
+    check_profiles,
+    first_time,
+    footnotes,
+    headline,
+    host_name,
+    offset_of,
+)
+from kprof_core.renderers.timeline import (
+    DEVICE,
+    HOST_RANGE,
+    LAUNCH,
+    MARK,
+    Timeline,
+    device_title,
+    thread_title,
+)
 
 if TYPE_CHECKING:
-    from ..session import Profile
+    from kprof_core.data.profile_data import ProfileData
 
 HERE = Path(__file__).parent
 DATA_SLOT = "<!--KPROF_DATA-->"
@@ -53,7 +68,7 @@ def _numbers(f: IO[str], values: Iterable[int]) -> None:
 
 def write_html(
     target: Target,
-    profiles: Sequence[Profile],
+    profiles: Sequence[ProfileData],
     labels: Sequence[str] | None = None,
     *,
     summary: bool = True,
@@ -62,12 +77,12 @@ def write_html(
     """Write one or more profiles as one self-contained HTML timeline with summary tables.
 
     ``target`` is a path (written atomically; an unwritable one raises
-    :class:`kprof_core.exports.ExportError`) or an open text file; ``labels`` as for
+    :class:`kprof_core.io.exports.ExportError`) or an open text file; ``labels`` as for
     :func:`kprof_core.renderers.chrome.write_chrome_trace`. ``summary=False`` leaves the
     summary tables out; ``extra_html`` (trusted, already escaped HTML, such as a comparison)
     goes above them.
     """
-    from .. import __version__
+    from kprof_core._version import __version__
 
     names = check_profiles(profiles, labels)
     offsets = [offset_of(p) for p in profiles]
@@ -82,8 +97,7 @@ def write_html(
     script = (HERE / "timeline.js").read_text(encoding="utf-8")
     tables = (
         "\n".join(
-            _summary_html(p, name if len(profiles) > 1 else None)
-            for p, name in zip(profiles, names)
+            summary_html(p, name if len(profiles) > 1 else None) for p, name in zip(profiles, names)
         )
         if summary
         else ""
@@ -107,7 +121,7 @@ def write_html(
         f.write(tail)
 
 
-def _write_profile(f: IO[str], p: Profile, label: str | None, shift: int) -> None:
+def _write_profile(f: IO[str], p: ProfileData, label: str | None, shift: int) -> None:
     tl = Timeline(p)
     t, h = p.table, p.host
     f.write(
@@ -158,7 +172,7 @@ def _write_profile(f: IO[str], p: Profile, label: str | None, shift: int) -> Non
     f.write("]}")
 
 
-def _kind(p: Profile, item: int) -> int:
+def _kind(p: ProfileData, item: int) -> int:
     tag = item & 3
     if tag == LAUNCH:
         return K_LAUNCH
@@ -170,7 +184,7 @@ def _kind(p: Profile, item: int) -> int:
     return K_KERNEL if k == KERNEL else K_COPY if k == COPY else K_DEVICE_RANGE
 
 
-def _flags(p: Profile, item: int) -> int:
+def _flags(p: ProfileData, item: int) -> int:
     tag = item & 3
     if tag == DEVICE:
         flags = p.table.flags[item >> 2]
@@ -209,7 +223,7 @@ def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> 
     return "".join(out)
 
 
-def _summary_html(p: Profile, label: str | None) -> str:
+def summary_html(p: ProfileData, label: str | None) -> str:
     s = p.summary()
     out = [
         f"<h2>{html.escape(label)}</h2>" if label else "<h2>Summary</h2>",

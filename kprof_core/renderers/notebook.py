@@ -14,13 +14,13 @@ import html
 import io
 from typing import TYPE_CHECKING
 
-from ..timefmt import format_time
-from .console import render_trace
-from .html import _summary_html, write_html
-from .timeline import Timeline
+from kprof_core.data.timefmt import format_time
+from kprof_core.renderers.console import render_trace
+from kprof_core.renderers.html import summary_html, write_html
+from kprof_core.renderers.timeline import Timeline
 
 if TYPE_CHECKING:
-    from ..session import Profile
+    from kprof_core.data.profile_data import ProfileData
 
 TIMELINE_LIMIT = 200_000
 TRACE_LINES = 2_000
@@ -50,14 +50,14 @@ STYLE = """<style>
 </style>"""
 
 
-def _estimated_height(p: Profile) -> int:
+def _estimated_height(p: ProfileData) -> int:
     """The frame's height before its script fits it: header, axis, and each row's lanes."""
     tl = Timeline(p)
     rows = sum(22 + sum((tr.max_depth + 1) * 18 + 6 for tr in proc.tracks) for proc in tl.processes)
     return min(800, 80 + rows)
 
 
-def timeline_frame(p: Profile) -> str:
+def timeline_frame(p: ProfileData) -> str:
     """The profile's timeline page in an ``<iframe srcdoc>``."""
     buf = io.StringIO()
     write_html(buf, [p], summary=False)
@@ -73,7 +73,7 @@ def timeline_frame(p: Profile) -> str:
     )
 
 
-def notebook_html(p: Profile) -> str | None:
+def notebook_html(p: ProfileData) -> str | None:
     """The rich display of a finished profile; None while it is still running."""
     if p.start_ns and p.end_ns < p.start_ns:
         return None
@@ -86,7 +86,7 @@ def notebook_html(p: Profile) -> str | None:
             f"<p>The timeline is left out here ({n} records); "
             '<code>p.export_html("timeline.html")</code> writes it to a file.</p>'
         )
-    out.append(_summary_html(p, None))
+    out.append(summary_html(p, None))
     if p.trace:
         lines = render_trace(p)
         cut = len(lines) - TRACE_LINES

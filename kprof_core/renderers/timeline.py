@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..records import RANGE, UNRESOLVED, HostTable, QueueRecord, ThreadRecord
+from kprof_core.data.records import RANGE, UNRESOLVED, HostTable, QueueRecord, ThreadRecord
 
 if TYPE_CHECKING:
-    from ..session import Profile
+    from kprof_core.data.profile_data import ProfileData
 
 # Item tags.
 LAUNCH, DEVICE, HOST_RANGE, MARK = 0, 1, 2, 3
@@ -44,7 +44,7 @@ LAUNCH, DEVICE, HOST_RANGE, MARK = 0, 1, 2, 3
 MAX_LANES = 64
 
 
-def thread_labels(p: Profile) -> list[str]:
+def thread_labels(p: ProfileData) -> list[str]:
     """``thread N`` for each of the profile's thread records.
 
     N counts threads in the order they first did something (so the thread that entered the
@@ -156,7 +156,7 @@ class Timeline:
     ``bounds(item)`` gives an item's ``(start, end)`` in absolute host nanoseconds.
     """
 
-    def __init__(self, p: Profile) -> None:
+    def __init__(self, p: ProfileData) -> None:
         self.profile = p
         self.thread_labels = thread_labels(p)
         self.processes: list[Process] = []

@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for test
 
 import kprof  # noqa: E402
 from kprof import capture  # noqa: E402
-from kprof_core import activity as core_activity  # noqa: E402
-from kprof_core.plugins import ENV_DISABLE_AUTOLOAD, registry  # noqa: E402
-from kprof_core.records import COPY, KERNEL, RANGE  # noqa: E402
+from kprof_core.data.records import COPY, KERNEL, RANGE  # noqa: E402
+from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD, registry  # noqa: E402
+from kprof_core.recording import activity as core_activity  # noqa: E402
 from kprof_cuda import activity as cuda_activity  # noqa: E402
 from kprof_cuda import cupti_abi as abi  # noqa: E402
 from kprof_cuda.plugin import CudaPlugin  # noqa: E402
@@ -459,7 +459,7 @@ def no_double_counting_with_cupti(env: Env) -> None:
         assert info.capture == "CUPTI activity records", info
         wrapped()
         # kprof backends, table and --json, say which path records CUDA work now.
-        from kprof_core.cli import main as kprof_main
+        from kprof_core.cli.main import main as kprof_main
 
         for argv in (["backends"], ["backends", "--json"]):
             out = io.StringIO()

@@ -1,0 +1,1 @@
+"""Layer 6, analysis: comparing two profiles name by name."""

@@ -1,0 +1,104 @@
+"""What the ``kprof`` commands share: exit codes, reading a saved profile, the output options
+of ``run`` and ``demo`` and writing their files."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from kprof_core.host.backend import KprofError
+from kprof_core.io.storage import ProfileFileError
+
+if TYPE_CHECKING:
+    from kprof_core.result import Profile
+
+EXIT_SLOWER = 1  # --fail-above found a significant slowdown
+
+EXIT_BAD_INPUT = 2
+
+
+class CommandError(Exception):
+    """A one-line reason for a command to stop with exit code 2."""
+
+
+def load_profile(path: str) -> Profile:
+    """A saved profile, or ``CommandError`` saying why the file cannot be read (the one
+    reading of a profile for every command: show, diff, merge)."""
+    from kprof_core.result import load  # the facade imports every renderer: only when asked
+
+    try:
+        return load(path)
+    except ProfileFileError as exc:
+        raise CommandError(str(exc)) from None
+    except IsADirectoryError:
+        raise CommandError(f"{path}: is a directory, not a kprof profile") from None
+    except FileNotFoundError:
+        raise CommandError(f"{path}: no such file (cannot read it)") from None
+    except OSError as exc:
+        raise CommandError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def wrote(path: str) -> None:
+    print(f"kprof: wrote {path}", file=sys.stderr)
+
+
+def add_output_options(p: argparse.ArgumentParser) -> None:
+    """The output options ``run`` and ``demo`` share."""
+    p.add_argument(
+        "-t",
+        "--print-trace",
+        action="store_true",
+        help="print the chronological trace after the summary",
+    )
+    p.add_argument(
+        "--trace", dest="trace_file", metavar="FILE.json", help="write a Chrome/Perfetto trace"
+    )
+    p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML timeline")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE.kprof",
+        help="save the profile ({rank}, {pid}, {host} are filled in)",
+    )
+
+
+def write_outputs(p: Any, args: argparse.Namespace) -> None:
+    """Exports asked for on the command line; a failed export is reported, the run goes on."""
+    targets = [
+        ("chrome_trace", getattr(args, "trace_file", None)),
+        ("html", getattr(args, "html", None)),
+        ("save", getattr(args, "output", None)),
+    ]
+    for kind, path in targets:
+        if not path:
+            continue
+        try:
+            if kind == "save":
+                path = expand_output(path)
+                p.save(path)
+            elif kind == "chrome_trace":
+                p.export_chrome_trace(path)
+            else:
+                p.export_html(path)
+            print(f"kprof: wrote {path}", file=sys.stderr)
+        except Exception as exc:
+            print(f"kprof: could not write {path}: {exc}", file=sys.stderr)
+
+
+def expand_output(path: str) -> str:
+    """Fill ``{rank}``, ``{pid}`` and ``{host}`` in an output path (for MPI launchers)."""
+    from kprof_core.data.provenance import process_identity
+
+    ident = process_identity()
+    try:
+        return path.format(
+            rank=ident.get("rank") if ident.get("rank") is not None else 0,
+            pid=os.getpid(),
+            host=ident.get("host", "host"),
+        )
+    except (KeyError, IndexError, ValueError) as exc:
+        raise KprofError(
+            f"bad output path {path!r}: use only {{rank}}, {{pid}} and {{host}} ({exc})"
+        ) from None

@@ -1,0 +1,113 @@
+"""``kprof diff``: two saved profiles compared name by name (``--fail-above`` for CI gates)."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kprof_core.cli.common import EXIT_BAD_INPUT, EXIT_SLOWER, CommandError, load_profile, wrote
+from kprof_core.renderers.common import first_time
+
+if TYPE_CHECKING:
+    from kprof_core.result import Profile
+
+
+def side_by_side(profiles: Sequence[Profile]) -> list[Profile]:
+    """Shallow copies that all start at time 0 on the timeline (runs at different times, on
+    different hosts, are compared by their shape, not by when they ran)."""
+    views = []
+    for p in profiles:
+        v = copy.copy(p)
+        v.meta = {**p.meta, "clock_offset_ns": -first_time(p)}
+        views.append(v)
+    return views
+
+
+def command(args: argparse.Namespace) -> int:
+    """Compare two saved profiles; with ``--fail-above R``, exit 1 when a kernel, copy or
+    device range got significantly slower by more than ``R`` (median per call)."""
+    if args.fail_above is not None and not args.fail_above > 0:
+        print(
+            f"kprof diff: --fail-above takes a ratio such as 1.10, not {args.fail_above}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    if not 0 < args.alpha < 1:
+        print(
+            f"kprof diff: --alpha takes a probability such as 0.01, not {args.alpha}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    try:
+        before, after = load_profile(args.base), load_profile(args.new)
+    except CommandError as exc:
+        print(f"kprof diff: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    d = before.diff(after, alpha=args.alpha)
+    labels = (args.base, args.new)
+    code = 0
+    if args.html:
+        from kprof_core.renderers.diff import diff_html
+        from kprof_core.renderers.html import write_html
+
+        try:
+            write_html(
+                args.html,
+                side_by_side([before, after]),
+                [f"before: {args.base}", f"after: {args.new}"],
+                extra_html=diff_html(d, labels),
+            )
+            wrote(args.html)
+        except OSError as exc:
+            print(
+                f"kprof diff: could not write {args.html}: {exc.strerror or exc}", file=sys.stderr
+            )
+            code = EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps({"before": args.base, "after": args.new, **d.to_json()}, indent=1))
+    else:
+        print(d.report(labels))
+    if args.fail_above is not None:
+        slow = d.slowdowns(args.fail_above)
+        if slow:
+            print(
+                f"kprof diff: {len(slow)} significant slowdown{'s' * (len(slow) != 1)} above "
+                f"{args.fail_above:g}x: "
+                + ", ".join(f"{r.label} {r.ratio:.2f}x (p={r.p_value:.2g})" for r in slow),
+                file=sys.stderr,
+            )
+            code = code or EXIT_SLOWER
+    return code
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``kprof diff``."""
+    d = sub.add_parser(
+        "diff", help="compare two saved profiles name by name (for CI gates: --fail-above)"
+    )
+    d.add_argument("base", help="the baseline profile (.kprof)")
+    d.add_argument("new", help="the profile to compare with it (.kprof)")
+    d.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    d.add_argument(
+        "--html",
+        metavar="FILE.html",
+        help="write both timelines and the comparison to one HTML page",
+    )
+    d.add_argument(
+        "--fail-above",
+        type=float,
+        metavar="RATIO",
+        help="exit 1 when a kernel, copy or device range is significantly slower "
+        "by more than RATIO (median per call), e.g. 1.10",
+    )
+    d.add_argument(
+        "--alpha",
+        type=float,
+        default=0.01,
+        help="significance level of the rank test (default 0.01)",
+    )
+    d.set_defaults(func=command)

@@ -1,0 +1,393 @@
+"""``ProfileData``: what a profile recorded, as data that reports, exports and files are made from.
+
+The bottom of the views: storage, exports, renderers and compare read it; the user's facade
+``kprof_core.result.Profile`` adds the methods that call them (so nothing here imports a
+reader, and no reader imports ``Profile``)."""
+
+from __future__ import annotations
+
+import operator
+import os
+import socket
+from array import array
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import add, and_, eq, ge, mul
+from typing import TYPE_CHECKING, Any
+
+from kprof_core.data.records import (
+    COPY,
+    KERNEL,
+    MARKS,
+    PLACED,
+    RANGE,
+    UNRESOLVED,
+    DeviceTable,
+    HostTable,
+    KernelRecord,
+    MarkerRecord,
+    QueueRecord,
+    RangeRecord,
+    ThreadRecord,
+    iter_device_records,
+)
+from kprof_core.data.summary import SummaryRow, rows_of
+
+if TYPE_CHECKING:
+    from kprof_core.recording.recorder import DeviceClock, Recorder
+
+
+def _split(keys: array[int], values: array[int], most: int = 8) -> dict[int, list[int]] | None:
+    """``values`` grouped by ``keys`` (in the order keys first appear), or None when there are
+    more than ``most`` distinct keys (one C-level pass per key: a loop is cheaper then)."""
+    distinct = set(keys)
+    if len(distinct) > most:
+        return None
+    if len(distinct) == 1:
+        return {keys[0]: list(values)}
+    return {
+        k: list(compress(values, map(eq, keys, repeat(k))))
+        for k in sorted(distinct, key=keys.index)
+    }
+
+
+@dataclass(frozen=True)
+class Durations:
+    """Per-call durations (ns) grouped by ``(name, marks)`` in each section of a profile, where
+    marks are the record flags reports mark: ``HOST_TIMED`` (``*``), ``APPROXIMATE`` (``~``)."""
+
+    host: dict[tuple[str, int], list[int]]
+    device: dict[tuple[str, int], list[int]]
+    device_ranges: dict[tuple[str, int], list[int]]
+    nbytes: dict[tuple[str, int], int]
+    markers: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Per-name statistics of a profile, section by section (``Profile.summary()``).
+
+    ``span_ns``: the profiled span the percentages are shares of (``Profile.span_ns``).
+    ``host``: rows of the host side (ranges, and the host calls of launches); ``device``: rows
+    of device work (kernels and copies); ``device_ranges``: rows of the device time of ranges;
+    each a list of :class:`kprof.SummaryRow`, largest total first. ``markers``: ``(name,
+    count)`` of every marker name. ``device_row(name)`` and ``host_row(name)`` pick one row.
+    """
+
+    span_ns: int
+    host: list[SummaryRow]
+    device: list[SummaryRow]
+    device_ranges: list[SummaryRow]
+    markers: list[tuple[str, int]] = field(default_factory=list)
+
+    def device_row(self, name: str) -> SummaryRow:
+        """The device-side row of one name (kernels and copies), or KeyError."""
+        for r in self.device:
+            if r.name == name:
+                return r
+        raise KeyError(
+            f"no device-side activity named {name!r}; names: {[r.name for r in self.device]}"
+        )
+
+    def host_row(self, name: str) -> SummaryRow:
+        """The host-side row of one name (ranges, launches' host calls), or KeyError."""
+        for r in self.host:
+            if r.name == name:
+                return r
+        raise KeyError(
+            f"no host-side activity named {name!r}; names: {[r.name for r in self.host]}"
+        )
+
+
+class ProfileData:
+    """The result of ``kprof.profile()``: print it, or read its records.
+
+    Record views, built when asked for: ``kernels`` (device work: kernels and copies),
+    ``device_ranges`` (device time of ``kprof.range`` blocks), ``ranges`` (host ranges),
+    ``launches`` (the host calls that enqueued the kernels), ``markers``, ``unresolved``. Times
+    in records are nanoseconds relative to the profile's start, ``start_ns``. ``summary()``
+    gives per-name statistics, ``report()`` (or ``print(p)``) the printed report.
+
+    Attributes, as data (what reports, exports and ``.kprof`` files are made from):
+
+    - ``start_ns``, ``end_ns``: the host times (``time.perf_counter_ns``) at which the profile's
+      block began and ended; ``span_ns`` may reach past ``end_ns`` (work still running).
+    - ``clocks``: per device (its ``device_key``), a ``DeviceClock`` saying how its timestamps
+      were placed on the host clock: ``method``, ``error_ns`` (the bound, or None when
+      unknown) and ``shift_ns`` (how far the device was moved so that no work starts before
+      its launch); ``describe()`` says it in words.
+    - ``table``: device rows (``DeviceTable``: ``array('q')`` columns ``name``, ``kind``,
+      ``queue``, ``thread``, ``launch_start``, ``launch_end``, ``start``, ``duration``,
+      ``nbytes``, ``flags``; times absolute, on the host clock); ``host``: host rows
+      (``HostTable``: ranges, markers and the host calls of untimed launches).
+    - ``names``, ``queues`` (``QueueRecord``), ``threads`` (``ThreadRecord``): the interned
+      values the tables' ``name``, ``queue`` and ``thread`` columns index.
+    - ``errors``: device row index -> why that row has no device time.
+    - ``details``: device row index -> what the backend said about that row (a kernel's grid and
+      block, its stream; rows from activity records such as CUPTI's).
+    - ``dropped``: backend name -> (activity records its tracer lost while the profile ran,
+      why): those kernels and copies are missing from the tables.
+    - ``backends``: the names of the backends the profile used; ``trace``: whether printing it
+      shows the trace; ``meta``: provenance (host, pid, rank, world size, clock anchors).
+    """
+
+    def __init__(self, trace: bool = False, backends: list[str] | None = None) -> None:
+        self.trace = trace
+        self.backends = list(backends or [])
+        self.start_ns = 0
+        self.end_ns = 0
+        self.table = DeviceTable()
+        self.host = HostTable()
+        self.names: list[str] = []
+        self.queues: list[QueueRecord] = []
+        self.threads: list[ThreadRecord] = []
+        self.errors: dict[int, str] = {}
+        #: Row -> what the backend said about that device row (a kernel's grid and block).
+        self.details: MutableMapping[int, str] = {}
+        self.clocks: dict[str, DeviceClock] = {}
+        #: backend name -> (activity records its tracer dropped while the profile ran, why).
+        self.dropped: dict[str, tuple[int, str]] = {}
+        self.meta: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+        self._finished = False
+
+    def _load(self, rec: Recorder) -> None:
+        self.table, self.host = rec.table, rec.host
+        self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
+        self.errors, self.clocks = rec.errors, rec.clocks
+        self.details = rec.details
+        self.dropped = dict(getattr(rec, "activity_dropped", {}))
+        self._finished = True
+        from kprof_core.data.provenance import fill_meta
+
+        fill_meta(self.meta)  # rank, clock domain and wall anchor: what merging needs
+
+    # -- records ------------------------------------------------------------------------------
+
+    @property
+    def span_ns(self) -> int:
+        """Nanoseconds from the profile's start to the end of its block or of the last device
+        work it recorded, whichever is later (launches don't wait, so work can finish after)."""
+        t = self.table
+        # Unresolved rows start at their launch with no duration: they never reach past the end.
+        end = max(self.end_ns, max(map(operator.add, t.start, t.duration), default=self.end_ns))
+        return max(0, end - self.start_ns)
+
+    def _device(self, kinds: tuple[int, ...]) -> list[KernelRecord]:
+        recs = iter_device_records(
+            self.table, self.names, self.queues, self.threads, self.errors, self.start_ns
+        )
+        kind = self.table.kind
+        return [r for i, r in enumerate(recs) if kind[i] in kinds]
+
+    @property
+    def kernels(self) -> list[KernelRecord]:
+        """Device records of kernels and copies, in the order they were harvested."""
+        return self._device((KERNEL, COPY))
+
+    @property
+    def device_ranges(self) -> list[KernelRecord]:
+        """The device time of ``kprof.range``/``kprof.kernel`` blocks, one record per queue."""
+        return self._device((RANGE,))
+
+    @property
+    def unresolved(self) -> list[KernelRecord]:
+        """Device records that got no device time, each with its ``error``."""
+        if not self.errors:  # every unresolved row has its reason there
+            return []
+        return [r for r in self._device((KERNEL, COPY, RANGE)) if r.error is not None]
+
+    @property
+    def ranges(self) -> list[RangeRecord]:
+        """Host ranges (``kprof.range``), in the order they ended."""
+        h, o = self.host, self.start_ns
+        return [
+            RangeRecord(
+                self.names[h.name[i]],
+                self.threads[h.thread[i]].label,
+                h.start[i] - o,
+                h.end[i] - h.start[i],
+            )
+            for i in range(len(h))
+            if h.kind[i] == HostTable.RANGE
+        ]
+
+    @property
+    def launches(self) -> list[RangeRecord]:
+        """The host side of every captured launch (the enqueue call), in harvest order
+        (with ``device=False``, launches have only this host side)."""
+        t, h, o = self.table, self.host, self.start_ns
+        return [
+            RangeRecord(
+                self.names[t.name[i]],
+                self.threads[t.thread[i]].label,
+                t.launch_start[i] - o,
+                t.launch_end[i] - t.launch_start[i],
+                "launch",
+            )
+            for i in range(len(t))
+            if t.kind[i] != RANGE
+        ] + [
+            RangeRecord(
+                self.names[h.name[i]],
+                self.threads[h.thread[i]].label,
+                h.start[i] - o,
+                h.end[i] - h.start[i],
+                "launch",
+            )
+            for i in range(len(h))
+            if h.kind[i] == HostTable.LAUNCH
+        ]
+
+    @property
+    def markers(self) -> list[MarkerRecord]:
+        """``kprof.mark`` instants, in the order they were recorded."""
+        h, o = self.host, self.start_ns
+        return [
+            MarkerRecord(self.names[h.name[i]], self.threads[h.thread[i]].label, h.start[i] - o)
+            for i in range(len(h))
+            if h.kind[i] == HostTable.MARK
+        ]
+
+    def kernel_times(self, name: str) -> list[int]:
+        """Device durations (ns) of every kernel or copy called ``name``."""
+        t = self.table
+        try:
+            nid = self.names.index(name)
+        except ValueError:
+            return []
+        return [
+            t.duration[i]
+            for i in range(len(t))
+            if t.name[i] == nid and t.kind[i] != RANGE and not t.flags[i] & UNRESOLVED
+        ]
+
+    # -- summaries ------------------------------------------------------------------------------
+
+    def durations(self) -> Durations:
+        """Every duration (ns) grouped by ``(name, marks)``, section by section: what the
+        summary's statistics and ``Profile.diff``'s tests are computed from.
+
+        Column-wise (C-level ``map``/``compress`` over the columns) when there are few distinct
+        names, else one pass over each table: a million records take well under a second.
+        """
+        t, h, names = self.table, self.host, self.names
+        device: dict[tuple[int, int], list[int]] = {}
+        dranges: dict[tuple[int, int], list[int]] = {}
+        sizes: dict[tuple[int, int], int] = {}
+        host: dict[tuple[int, int], list[int]] = {}
+        markers: dict[str, int] = {}
+        # key = name * 32 + (UNRESOLVED and MARKS bits) * 2 + is a range.
+        bits = UNRESOLVED | MARKS
+        n = len(t)
+        one_name = n > 0 and RANGE not in t.kind and t.name.count(t.name[0]) == n
+        split: dict[int, list[int]] | None
+        if one_name and (
+            t.flags.count(PLACED) == n  # the usual flags, counted in C
+            or not any(map(and_, t.flags, repeat(bits)))
+        ):
+            key0 = t.name[0] * 32  # every row has this key: no need to compute it
+            split, nb_split = {key0: list(t.duration)}, {key0: t.nbytes}
+        else:
+            keys = array(
+                "q",
+                map(
+                    add,
+                    map(mul, t.name, repeat(32)),
+                    map(
+                        add,
+                        map(mul, map(and_, t.flags, repeat(bits)), repeat(2)),
+                        map(eq, t.kind, repeat(RANGE)),
+                    ),
+                ),
+            )
+            split = _split(keys, t.duration)
+            nb_split = _split(keys, t.nbytes) if split is not None else None  # type: ignore[assignment]
+        if split is not None and nb_split is not None:
+            for key, durs in split.items():
+                nid, rest = divmod(key, 32)
+                flags = rest >> 1
+                if flags & UNRESOLVED:
+                    continue
+                gkey = (nid, flags & MARKS)
+                (dranges if rest & 1 else device)[gkey] = durs
+                nb = nb_split[key]
+                if max(nb) >= 0:
+                    sizes[gkey] = sizes.get(gkey, 0) + sum(compress(nb, map(ge, nb, repeat(0))))
+        else:
+            for nid, kind, flags, dur, nbytes in zip(t.name, t.kind, t.flags, t.duration, t.nbytes):
+                if flags & UNRESOLVED:
+                    continue
+                key2 = (nid, flags & MARKS)
+                groups = dranges if kind == RANGE else device
+                group = groups.get(key2)
+                if group is None:
+                    group = groups[key2] = []
+                group.append(dur)
+                if nbytes >= 0:
+                    sizes[key2] = sizes.get(key2, 0) + nbytes
+        # The host side: launches' host calls (device rows that are not ranges), then host rows.
+        launch_durs = array("q", map(operator.sub, t.launch_end, t.launch_start))
+        if one_name:
+            split = {t.name[0] * 2: list(launch_durs)}
+        else:
+            split = _split(
+                array("q", map(add, map(mul, t.name, repeat(2)), map(eq, t.kind, repeat(RANGE)))),
+                launch_durs,
+            )
+        if split is not None:
+            for key, durs in split.items():
+                if not key & 1:
+                    host[(key >> 1, 0)] = durs
+        else:
+            for nid, kind, dur in zip(t.name, t.kind, launch_durs):
+                if kind != RANGE:
+                    group = host.get((nid, 0))
+                    if group is None:
+                        group = host[(nid, 0)] = []
+                    group.append(dur)
+        host_durs = array("q", map(operator.sub, h.end, h.start))
+        split = _split(array("q", map(add, map(mul, h.name, repeat(4)), h.kind)), host_durs)
+        if split is not None:
+            for key, durs in split.items():
+                nid, kind = divmod(key, 4)
+                if kind == HostTable.MARK:
+                    markers[names[nid]] = markers.get(names[nid], 0) + len(durs)
+                else:
+                    host[(nid, 0)] = [*host.get((nid, 0), ()), *durs]
+        else:
+            for nid, kind, dur in zip(h.name, h.kind, host_durs):
+                if kind == HostTable.MARK:
+                    markers[names[nid]] = markers.get(names[nid], 0) + 1
+                    continue
+                group = host.get((nid, 0))
+                if group is None:
+                    group = host[(nid, 0)] = []
+                group.append(dur)
+
+        def named(groups: dict[tuple[int, int], Any]) -> dict[tuple[str, int], Any]:
+            return {(names[nid], marks): v for (nid, marks), v in groups.items()}
+
+        return Durations(named(host), named(device), named(dranges), named(sizes), markers)
+
+    def summary(self) -> Summary:
+        """Per-name statistics of the host side, the device side and device ranges."""
+        d, span = self.durations(), self.span_ns
+        return Summary(
+            span,
+            rows_of(d.host, {}, span),
+            rows_of(d.device, d.nbytes, span),
+            rows_of(d.device_ranges, {}, span),
+            sorted(d.markers.items(), key=lambda kv: (-kv[1], kv[0])),
+        )
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """(host ranges, device kernels and copies) recorded."""
+        h, t = self.host, self.table
+        return h.kind.count(HostTable.RANGE), len(t) - t.kind.count(RANGE)
+
+    @property
+    def copies(self) -> int:
+        """How many copies (and fills) were recorded; ``counts[1]`` less this is kernels."""
+        return self.table.kind.count(COPY)

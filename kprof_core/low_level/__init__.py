@@ -1,0 +1,1 @@
+"""Layer 3, the compiled parts beside their pure-Python twins: the recorder extension (``_crecorder.c`` with its ``.pyi``), the formats it shares with Python (``layout.py``, ``_layout.h``) and ``native``, which says which path runs."""

@@ -1,0 +1,49 @@
+# The compiled recorder (_crecorder.c): its Python twins are Recorder._launch_py
+# (recording/recorder.py), run_columns (recording/harvest_columns.py) and placement.py's
+# column arithmetic. Loaded through native.py only, which checks LAYOUT first.
+from collections.abc import Callable
+from typing import Any
+
+#: The layout.SIGNATURE this module was built with (from _layout.h).
+LAYOUT: str
+
+class LaunchPath:
+    next_harvest: int
+    def launch(
+        self,
+        backend: Any,
+        kind: int,
+        name: str,
+        queue: Any,
+        start_ns: int,
+        end_ns: int,
+        start: Any = ...,
+        stop: Any = ...,
+        nbytes: int = ...,
+    ) -> None: ...
+
+def launch_path(
+    incoming: list[tuple[Any, ...]],
+    live: dict[int, Any],
+    timed: frozenset[int],
+    slow: Callable[..., None],
+    pressure: Callable[[], None],
+    tls: Any,
+    running_loop: Callable[[], Any],
+    who: Callable[[], Any],
+    next_harvest: int,
+) -> LaunchPath: ...
+def run_columns(
+    chunk: list[tuple[Any, ...]],
+    slot: int,
+    backend: Any,
+    fast_queues: dict[int, tuple[Any, int, str]],
+    thread_ids: dict[Any, int],
+    name_ids: dict[str, int],
+    known: dict[str, Any],
+    kind_bound: int,
+) -> tuple[Any, ...]: ...
+def rel_dur(begins: bytes, ends: bytes, refb: bytes) -> tuple[bytes, bytes]: ...
+def max_diff(a: bytes, b: bytes, codes: bytes | None, d: int) -> Any: ...
+def add_codes(start: bytes, codes: bytes | None, offsets: tuple[int, ...]) -> bytes: ...
+def or_const(flags: bytes, bits: int) -> bytes: ...

@@ -1,0 +1,1 @@
+"""Layer 4, recording: what runs while a profile is active (the launch path and ranges in ``recorder``, the harvest, placement, activity records, threads, the user's annotations and the plugins' capture API)."""

@@ -1,0 +1,422 @@
+"""Activity records: device work that a vendor tool reports after it ran (CUPTI's Activity API),
+routed to the profile that launched it.
+
+Such a tool sees every launch of the process and reports it later, often from a thread of
+its own, so kprof cannot use its ``ContextVar`` at launch time. Instead it opens a *scope*
+per profile per thread (on the thread that enters the profile, and in ``kprof.propagate``
+-wrapped functions), tells the backend (``activity_scope_enter``), and the backend tags the
+work launched there with that scope (CUPTI: an external correlation id pushed on the thread).
+Records come back through :func:`deliver`; this module holds the scope registry that maps a
+scope to its recorder and launching thread. The hooks are specified in ``hookspecs.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import warnings
+from array import array
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from kprof_core.recording.threads import who as _who
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from kprof_core.host.backend import Backend
+    from kprof_core.recording.recorder import Recorder
+
+__all__ = ["ActivityColumns", "DeviceRecord", "deliver", "deliver_columns", "dropped", "stats"]
+
+
+class DeviceRecord(NamedTuple):
+    """One completed piece of device work, as an activity backend hands it to kprof.
+
+    ``scope``: the scope it was launched in (from ``activity_scope_enter``); ``kind``:
+    ``kprof.capture.KERNEL`` or ``COPY`` (a memset is a ``COPY`` named ``[memset]``);
+    ``queue``: the backend's queue object (described by ``queue_info``; queues with the same
+    ``device_key`` share one clock); ``begin``/``end``: on the device's clock, in ns;
+    ``nbytes``: bytes moved or set (-1 for kernels); ``launch_begin``/``launch_end``: the
+    launching host call on the same clock, or 0 when unknown; ``detail``: what else the tool
+    says about it, in a few words (``"grid (4, 1, 1) block (256, 1, 1)"``), kept per row in
+    ``Profile.details`` and shown in traces.
+    """
+
+    scope: int
+    kind: int
+    name: str
+    queue: Any
+    begin: int
+    end: int
+    nbytes: int = -1
+    launch_begin: int = 0
+    launch_end: int = 0
+    detail: str | None = None
+
+
+def _col(values: Any) -> array[int]:
+    """A column as ``array('q')``: from any buffer of 8-byte integers (numpy int64/uint64,
+    ``array('q')``/``('Q')``, bytes from C; unsigned values over 2**63 keep their bits), or
+    from a sequence of ints."""
+    if isinstance(values, array) and values.typecode == "q":
+        return values
+    try:
+        mv = memoryview(values)
+    except TypeError:
+        mv = None
+    if mv is not None and mv.itemsize == 8 and mv.contiguous:
+        out = array("q")
+        out.frombytes(mv.cast("B"))
+        return out
+    try:
+        return array("q", values)
+    except OverflowError:  # unsigned 64-bit ids (rocprofiler-sdk's): their bits, as int64
+        out = array("q")
+        out.frombytes(array("Q", values).tobytes())
+        return out
+
+
+class ActivityColumns:
+    """A batch of completed device work, one column per field: how an activity backend (CUPTI,
+    rocprofiler-sdk, Level Zero/PTI) hands many rows to kprof at once with
+    :func:`deliver_columns`, without a Python object per row.
+
+    Every column has one entry per row and is an ``array('q')`` or any buffer of 8-byte
+    integers (numpy ``int64``/``uint64``, bytes from C). Columns that index a list:
+
+    - ``scope``: the scope each row was launched in (``activity_scope_enter``'s; 64-bit);
+    - ``name``: an index into ``names`` (strings, interned by the backend);
+    - ``queue``: an index into ``queues``, the backend's queue objects (``queue_info``
+      describes them; its ``device_key`` groups the queues that share a clock). The backend
+      maps its own key to them: CUPTI's (device, context, stream), rocprofiler's 64-bit HSA
+      queue handle, PTI's queue handle.
+
+    Times, in ns on the device records' clock (placed on the host clock by ``activity_align``
+    once per device): ``begin``, ``end``, and ``launch_begin``/``launch_end`` (the launching
+    host call, 0 when unknown). ``kind``: ``KERNEL`` or ``COPY``; ``nbytes``: bytes moved or set
+    (-1 for kernels). ``correlation``: the tracer's 64-bit id of each row's launch (optional;
+    kept for the backend's own use). ``detail``: ``(format, columns)`` describing each row,
+    formatted only when a view shows it, e.g. ``("grid ({0}, {1}, {2}) block ({3}, {4}, {5})",
+    (gx, gy, gz, bx, by, bz))``: the format says the unit (CUDA's grid counts blocks,
+    rocprofiler-sdk's work-items). ``clock``: the clock domain of the times in words
+    (``"CLOCK_MONOTONIC"``, ``"CLOCK_BOOTTIME"``, ``"CUPTI (CLOCK_REALTIME)"``), for the
+    backend's ``activity_align``.
+    """
+
+    __slots__ = (
+        "begin",
+        "clock",
+        "correlation",
+        "detail",
+        "end",
+        "kind",
+        "launch_begin",
+        "launch_end",
+        "name",
+        "names",
+        "nbytes",
+        "queue",
+        "queues",
+        "scope",
+    )
+
+    def __init__(
+        self,
+        *,
+        scope: Any,
+        kind: Any,
+        name: Any,
+        names: Sequence[str],
+        queue: Any,
+        queues: Sequence[Any],
+        begin: Any,
+        end: Any,
+        nbytes: Any = None,
+        launch_begin: Any = None,
+        launch_end: Any = None,
+        correlation: Any = None,
+        detail: tuple[str, Sequence[Any]] | None = None,
+        clock: str | None = None,
+    ) -> None:
+        self.scope = _col(scope)
+        n = len(self.scope)
+        zeros = array("q", bytes(8 * n))
+        self.kind = _col(kind)
+        self.name = _col(name)
+        self.names = list(names)
+        self.queue = _col(queue)
+        self.queues = list(queues)
+        self.begin = _col(begin)
+        self.end = _col(end)
+        self.nbytes = _col(nbytes) if nbytes is not None else array("q", (-1,)) * n
+        self.launch_begin = _col(launch_begin) if launch_begin is not None else zeros
+        self.launch_end = _col(launch_end) if launch_end is not None else zeros
+        self.correlation = _col(correlation) if correlation is not None else None
+        self.detail = None if detail is None else (detail[0], [_col(c) for c in detail[1]])
+        self.clock = clock
+        for c in (self.kind, self.name, self.queue, self.begin, self.end, self.nbytes):
+            if len(c) != n:
+                raise ValueError(f"ActivityColumns: columns of {len(c)} and {n} rows")
+
+    def __len__(self) -> int:
+        return len(self.scope)
+
+    def take(self, rows: Sequence[int]) -> ActivityColumns:
+        """The batch of ``rows`` only (when its rows belong to several profiles)."""
+
+        def pick(c: array[int]) -> array[int]:
+            return array("q", map(c.__getitem__, rows))
+
+        return ActivityColumns(
+            scope=pick(self.scope),
+            kind=pick(self.kind),
+            name=pick(self.name),
+            names=self.names,
+            queue=pick(self.queue),
+            queues=self.queues,
+            begin=pick(self.begin),
+            end=pick(self.end),
+            nbytes=pick(self.nbytes),
+            launch_begin=pick(self.launch_begin),
+            launch_end=pick(self.launch_end),
+            correlation=None if self.correlation is None else pick(self.correlation),
+            detail=None
+            if self.detail is None
+            else (self.detail[0], list(map(pick, self.detail[1]))),
+            clock=self.clock,
+        )
+
+
+_ids = itertools.count(1)
+_lock = threading.Lock()
+#: scope -> (recorder, launching thread key); removed when its profile has been resolved.
+_scopes: dict[int, tuple[Recorder, Any]] = {}
+#: Recently ended scopes -> their profile's serial number, to count and say late records.
+_ended: OrderedDict[int, int] = OrderedDict()
+_serials = itertools.count(1)
+_ENDED_KEPT = 4096
+_stats = {"delivered": 0, "late": 0, "foreign": 0}
+
+
+def stats() -> dict[str, int]:
+    """Process-wide counts: records delivered to a profile, dropped as late (their profile had
+    ended), and dropped as foreign (a scope kprof never opened)."""
+    with _lock:
+        return dict(_stats)
+
+
+def open_scope(rec: Recorder) -> tuple[int, list[Backend]]:
+    """Open a scope of ``rec`` on the calling thread; returns it and the backends that will
+    deliver its records (to be closed with :func:`close_scope` on this thread)."""
+    who = _who()
+    with _lock:
+        # One scope per profile and thread (and task): a thread pool running a million
+        # propagated calls holds one id per worker, not one per call.
+        scope = rec.scope_ids.get(who)
+        if scope is None:
+            scope = rec.scope_ids[who] = next(_ids)
+            _scopes[scope] = (rec, who)
+            rec.scopes.append(scope)
+        if not rec.activity_serial:
+            rec.activity_serial = next(_serials)
+    opened: list[Backend] = []
+    for b in rec.backends:
+        if not b.has_activity or b.broken is not None or not rec.device:
+            continue
+        try:
+            if b.activity_scope_enter(b, scope):
+                opened.append(b)
+                rec.activity_backends.add(b)
+        except Exception as exc:
+            rec._hook_failed(b, "activity_scope_enter", exc, disable=False)
+    return scope, opened
+
+
+def close_scope(rec: Recorder, scope: int, opened: list[Backend]) -> None:
+    """Close what :func:`open_scope` opened, innermost backend last-in first-out."""
+    for b in reversed(opened):
+        try:
+            b.activity_scope_exit(b, scope)
+        except Exception as exc:
+            rec._hook_failed(b, "activity_scope_exit", exc, disable=False)
+
+
+def flush(rec: Recorder) -> None:
+    """Ask every backend that delivers records of ``rec`` for all of them now (the profile is
+    ending); say how many launches got no record within the profile's timeout."""
+    scopes = tuple(rec.scopes)
+    for b in list(rec.activity_backends):
+        try:
+            missing = b.activity_flush(b, scopes, rec.timeout)
+        except Exception as exc:
+            rec._hook_failed(b, "activity_flush", exc, disable=False)
+            continue
+        if missing and rec.activity_dropped.get(b.name):
+            # The tracer lost records: launches whose record was lost are not waited for and
+            # never blamed on the device.
+            rec.activity_missing += int(missing)
+            n, why = rec.activity_dropped[b.name]
+            warnings.warn(
+                f"kprof: backend {b.name!r}: {missing} launch(es) of the profile have no "
+                f"device record: {n} activity record(s) were dropped while it ran ({why})",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        elif missing:
+            rec.activity_missing += int(missing)
+            warnings.warn(
+                f"kprof: backend {b.name!r}: {missing} launch(es) of the profile had no "
+                f"device record after {rec.timeout:g} s (the device may be hung; set "
+                f"profile(timeout=...) or KPROF_RESOLVE_TIMEOUT to wait longer)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+
+def forget(rec: Recorder) -> None:
+    """``rec`` has been resolved: records of its scopes arriving from now on are late."""
+    with _lock:
+        for scope in rec.scopes:
+            if _scopes.pop(scope, None) is not None:
+                _ended[scope] = rec.activity_serial
+        while len(_ended) > _ENDED_KEPT:
+            _ended.popitem(last=False)
+
+
+def dropped(backend: Backend, n: int, reason: str) -> None:
+    """Say that ``backend``'s tracer lost ``n`` records (``reason``: why, in words), while the
+    profiles it delivers to ran: each keeps the count (``Profile.dropped``), their end does not
+    wait for launches whose records were lost, and the warning says so, not that the device
+    hung. Tracers report drops differently (CUPTI: a count reset when read; rocprofiler-sdk: a
+    cumulative count on each batch; PTI: none): pass what was lost since the last call."""
+    if n <= 0:
+        return
+    with _lock:
+        recs = {id(r): r for r, _who in _scopes.values()}
+    for rec in recs.values():
+        if backend in rec.activity_backends:
+            old, _why = rec.activity_dropped.get(backend.name, (0, ""))
+            rec.activity_dropped[backend.name] = (old + n, reason)
+
+
+def deliver_columns(backend: Backend, cols: ActivityColumns) -> int:
+    """Hand a batch of completed device work, column-wise, to the profiles whose scopes
+    launched it: the batched twin of :func:`deliver` (same rules: thread-safe, late and
+    foreign rows dropped and counted, never raises for a row it cannot use). The batch is
+    queued whole (split only when its rows belong to several profiles) and made into rows
+    column by column at the next harvest. Returns how many rows were dropped."""
+    n = len(cols)
+    if not n:
+        return 0
+    first = cols.scope[0]
+    scopes = {first} if cols.scope.count(first) == n else set(cols.scope)
+    owners: dict[int, tuple[Recorder, dict[int, Any]]] = {}
+    unknown: set[int] = set()
+    late_profiles: set[int] = set()
+    with _lock:
+        for s in scopes:
+            entry = _scopes.get(s)
+            if entry is None:
+                unknown.add(s)
+                serial = _ended.get(s)
+                if serial is not None:
+                    late_profiles.add(serial)
+                continue
+            rec, who = entry
+            owners.setdefault(id(rec), (rec, {}))[1][s] = who
+    accepted = late = foreign = 0
+    for rec, whos in owners.values():
+        part = cols
+        if len(whos) != len(scopes):
+            mine = whos.keys()
+            part = cols.take([i for i, s in enumerate(cols.scope) if s in mine])
+        if rec.take_activity_columns(backend, part, whos):
+            accepted += len(part)
+            # A batch is one entry however many rows it holds: made into rows now, never
+            # waiting (this runs on the backend's own thread).
+            rec.harvest(wait=False)
+        else:
+            late += len(part)
+            late_profiles.add(rec.activity_serial)
+    if unknown:
+        with _lock:
+            ended = {s for s in unknown if s in _ended}
+        for s in cols.scope:
+            if s in unknown:
+                if s in ended:
+                    late += 1
+                else:
+                    foreign += 1
+    with _lock:
+        _stats["delivered"] += accepted
+        _stats["late"] += late
+        _stats["foreign"] += foreign
+    if late:
+        _say_late(backend, late, late_profiles)
+    return late + foreign
+
+
+def deliver(backend: Backend, records: Iterable[DeviceRecord]) -> int:
+    """Hand completed device records to the profiles whose scopes launched them.
+
+    Thread-safe; call it from any thread (a vendor tool's buffer callback), while profiles run
+    and during ``activity_flush``. Returns how many records were dropped: late ones (their
+    profile had ended: counted, and said once per backend) and foreign ones (no kprof scope).
+    Never raises for a record it cannot use.
+    """
+    dropped = late = 0
+    accepted = 0
+    touched: list[Recorder] = []
+    late_profiles: set[int] = set()
+    for r in records:
+        with _lock:
+            entry = _scopes.get(r.scope)
+            serial = _ended.get(r.scope) if entry is None else None
+        if entry is None:
+            dropped += 1
+            if serial is not None:
+                late += 1
+                late_profiles.add(serial)
+            continue
+        rec, who = entry
+        if rec.take_activity(backend, r, who):
+            accepted += 1
+            if not touched or touched[-1] is not rec:
+                touched.append(rec)
+        else:  # its profile is resolving or resolved: too late
+            dropped += 1
+            late += 1
+            late_profiles.add(rec.activity_serial)
+    for rec in touched:
+        rec.activity_pressure()
+    with _lock:
+        _stats["delivered"] += accepted
+        _stats["late"] += late
+        _stats["foreign"] += dropped - late
+    if late:
+        _say_late(backend, late, late_profiles)
+    return dropped
+
+
+_said: OrderedDict[int, None] = OrderedDict()
+
+
+def _say_late(backend: Backend, n: int, serials: set[int]) -> None:
+    """Warn once per ended profile that records of it came too late."""
+    with _lock:
+        new = [s for s in serials if s not in _said]
+        for s in new:
+            _said[s] = None
+        while len(_said) > _ENDED_KEPT:
+            _said.popitem(last=False)
+    if new:
+        warnings.warn(
+            f"kprof: backend {backend.name!r}: {n} device record(s) arrived after "
+            f"their profile had ended and were dropped (counted in "
+            f"kprof.capture.activity_stats(); the device finished that work after "
+            f"profile(timeout=...) ran out)",
+            RuntimeWarning,
+            stacklevel=3,
+        )

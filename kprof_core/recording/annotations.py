@@ -1,0 +1,172 @@
+"""What users put in their code: ``kprof.range``, ``kprof.kernel``, ``kprof.mark``, ``kprof.propagate``.
+
+Each costs one context-variable lookup outside a profile.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kprof_core.recording import activity
+from kprof_core.recording.recorder import KERNEL, RANGE, active, now
+from kprof_core.recording.threads import who
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _check_name(name: object, what: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"{what} name must be a str, not {type(name).__name__}")
+    if not name:
+        raise ValueError(f"{what} name must not be empty")
+    return name
+
+
+_OUTSIDE = ("outside a profile",)
+
+
+class range:  # the public name mirrors KernelAbstractions' ranges
+    """A named range: host time always, device time on backends with a current queue.
+
+    Use as ``with kprof.range("step"):`` or as a decorator ``@kprof.range("step")``. On each
+    backend where the calling thread has a current queue, timestamps are put on that queue at
+    entry and exit, so the range's device time is that of the work enqueued inside it.
+    """
+
+    __slots__ = ("_more", "_top", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = _check_name(name, "range")
+        # The innermost entry not yet exited: None, _OUTSIDE (entered outside a profile) or
+        # its frame. An object entered again before it exited (a shared range object) keeps
+        # the outer entries in _more and records them all, innermost exit first.
+        self._top: Any = None
+        self._more: list[Any] | None = None
+
+    def __enter__(self) -> range:
+        rec = active()
+        if self._top is not None:
+            if self._more is None:
+                self._more = []
+            self._more.append(self._top)
+            if rec is not None:
+                rec.reentered(self.name)
+        if rec is None:
+            self._top = _OUTSIDE
+            return self
+        # The host range starts before the timestamps are put and ends after them (in
+        # device_range_end): it encloses them, however long a backend takes to enqueue one,
+        # and no device work of the range can start before it (placement relies on it).
+        t0 = now()
+        begun = rec.device_range_begin(self.name)
+        # The frame is registered with the recorder (inline: this runs per range), so that a
+        # profile ending while the range is open records it rather than dropping it.
+        frame = (self.name, t0, begun, who(), rec)
+        rec.open_ranges[id(frame)] = frame
+        self._top = frame
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        frame = self._top
+        if frame is None:
+            return
+        self._top = self._more.pop() if self._more else None
+        if frame is _OUTSIDE:
+            return
+        name, t0, begun, thread, rec = frame
+        if rec.open_ranges.pop(id(frame), None) is None:
+            rec.cut_range_exits(frame)  # its profile ended first and recorded it
+            return
+        h1 = rec.device_range_end(name, RANGE, begun, t0) if begun else now()
+        rec.host_range(name, t0, h1, thread)
+
+    def __call__(self, fn: F) -> F:
+        name = self.name
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with range(name):
+                return fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+def kernel(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any]:
+    """Wrap a callable so each call is timed as one named device entry (a kernel).
+
+    For work no plugin captures automatically (a CuPy ``RawKernel``, a library call): device
+    timestamps on the calling thread's current queue of each backend around the call; on a
+    backend without timestamps, or with no queue at all, the call is synchronized and timed on
+    the host (marked ``*``). Outside a profile the wrapper just calls ``fn``.
+    """
+    if not callable(fn):
+        raise TypeError(f"kprof.kernel wraps a callable, not {type(fn).__name__}")
+    label = (
+        _check_name(name, "kernel")
+        if name is not None
+        else (getattr(fn, "__name__", None) or getattr(fn, "name", None) or type(fn).__name__)
+    )
+
+    @functools.wraps(fn)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        rec = active()
+        if rec is None:
+            return fn(*args, **kwargs)
+        t0 = now()  # before the timestamps: the launch window encloses them (see range)
+        begun = rec.device_range_begin(label)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            # The device row carries the host call too (as a launch), so no host range here.
+            if begun:
+                rec.device_range_end(label, KERNEL, begun, t0)
+            elif rec.device:
+                rec.host_timed(label, KERNEL, t0, now())
+            else:
+                rec.host_launch(label, t0, now())
+
+    timed.__kprof_name__ = label  # type: ignore[attr-defined]
+    return timed
+
+
+def mark(name: str) -> None:
+    """Record an instant on the host timeline (shown as ``◆ name`` in the trace)."""
+    rec = active()
+    if rec is not None:
+        rec.mark(_check_name(name, "marker"), now())
+
+
+def propagate(fn: F) -> F:
+    """Run ``fn`` (later, in any thread) inside the calling context, and so inside its profile.
+
+    Threads start with an empty context, so work they do is not recorded. One line fixes that::
+
+        threading.Thread(target=kprof.propagate(work)).start()
+        executor.submit(kprof.propagate(work), arg)
+    """
+    if not callable(fn):
+        raise TypeError(f"kprof.propagate wraps a callable, not {type(fn).__name__}")
+    ctx = contextvars.copy_context()
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        # A copy per call: one context cannot be entered by two threads at once.
+        return ctx.copy().run(_in_scope, fn, args, kwargs)
+
+    return run  # type: ignore[return-value]
+
+
+def _in_scope(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call ``fn`` in a scope of the active profile on this thread, so that backends that
+    report device work afterwards (activity records) attribute what it launches here."""
+    rec = active()
+    if rec is None or not rec.has_activity:
+        return fn(*args, **kwargs)
+    scope, opened = activity.open_scope(rec)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        activity.close_scope(rec, scope, opened)

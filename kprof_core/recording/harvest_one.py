@@ -1,0 +1,67 @@
+"""The harvest's one-by-one route: a common entry that came alone or in a short run (launches
+between ranges), made into a row as the column-wise route would, without its fixed cost.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kprof_core.low_level.layout import (
+    FIRST_HOST_KIND,
+    FQ_BACKEND,
+    FQ_DEVICE_KEY,
+    FQ_QID,
+)
+
+if TYPE_CHECKING:
+    from kprof_core.recording.harvest import Harvest
+
+
+def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
+    """Make a row of one common entry (as ``_bulk`` would, for a run of one); False, with
+    nothing changed, for anything else (``_take`` then handles it)."""
+    slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags = entry  # ENTRY_FIELDS
+    q = h.fast_queues.get(qk)
+    if (
+        q is None
+        or (backend := q[FQ_BACKEND]).slot != slot
+        or backend.broken is not None
+        or flags
+        or type(kind) is not int
+        or kind >= FIRST_HOST_KIND
+    ):
+        return False
+    tid = h.thread_ids.get(who)
+    nid = h.names.index.get(name) if type(name) is str else None
+    dkey = q[FQ_DEVICE_KEY]
+    ref = h.refs.get(dkey)
+    if tid is None or nid is None or ref is None:
+        return False
+    try:
+        if not backend.timestamp_done(backend, stop):
+            return False
+        if backend.has_device_times:
+            pair = backend.device_times(backend, start, stop)
+            if type(pair) is not tuple or len(pair) != 2:
+                return False
+            dur = pair[1] - pair[0]
+            rel = pair[0] - h.ref_begin[dkey]
+        else:
+            dur = backend.elapsed_time(backend, start, stop)
+            rel = backend.elapsed_time(backend, ref[1], stop) - dur
+        if (
+            type(dur) is not int
+            or type(rel) is not int
+            or type(nbytes) is not int
+            or type(flags) is not int
+            or type(kind) is not int
+            or type(h0) is not int
+            or type(h1) is not int
+        ):
+            return False
+    except Exception:
+        return False  # _take asks again and reports the failure properly
+    h.table.append(nid, kind, q[FQ_QID], tid, h0, h1, rel, dur, nbytes, flags)
+    if backend.pools_tokens:
+        h.release(backend, start, stop)
+    return True

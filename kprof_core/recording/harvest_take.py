@@ -1,0 +1,305 @@
+"""The harvest's route for everything unusual: host-timed, approximate and activity entries,
+a new queue or device, work not done (waited for, up to the deadline), a hook failing; what
+goes wrong is reported here and the entry becomes an unresolved row, never lost.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from kprof_core.data.records import (
+    APPROXIMATE,
+    HOST_TIMED,
+    PLACED,
+    UNRESOLVED,
+    HostTable,
+)
+from kprof_core.host.backend import Alignment, Backend, BadReturn, NeverSubmitted
+from kprof_core.low_level.layout import (
+    A_QUEUE,
+    A_RECORD,
+    A_SLOT,
+    A_WHO,
+    ENTRY_ACTIVITY,
+    ENTRY_HOST_LAUNCH,
+    ENTRY_HOST_RANGE,
+    ENTRY_MARK,
+    KIND,
+)
+from kprof_core.recording.placement import DeviceClock
+
+if TYPE_CHECKING:
+    from kprof_core.recording.harvest import Harvest
+
+
+# Host-only entries travel through the same list as launches, tagged with their entry kinds.
+HOST_KINDS = {
+    ENTRY_HOST_RANGE: HostTable.RANGE,
+    ENTRY_MARK: HostTable.MARK,
+    ENTRY_HOST_LAUNCH: HostTable.LAUNCH,
+}
+
+
+class Waiter:
+    """A daemon thread that makes hook calls which may block for good (a read of a backend
+    that cannot tell whether its work is done), so that the harvest stops waiting at its
+    deadline. A call that never returns leaves the thread ``stuck``: a new one is made."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.stuck = False
+        threading.Thread(target=self._run, name="kprof resolve", daemon=True).start()
+
+    def _run(self) -> None:
+        while (item := self._calls.get()) is not None:
+            fn, args, box, done = item
+            try:
+                fn(*args)
+                box.append(None)
+            except BaseException as exc:  # handed to the caller, raised there
+                box.append(exc)
+            done.set()
+
+    def call(self, fn: Any, args: tuple[Any, ...], timeout: float) -> bool:
+        """Call ``fn(*args)``; whether it returned within ``timeout`` seconds (what it raised
+        is raised here)."""
+        box: list[BaseException | None] = []
+        done = threading.Event()
+        self._calls.put((fn, args, box, done))
+        if not done.wait(max(0.0, timeout)):
+            self.stuck = True
+            return False
+        if box[0] is not None:
+            raise box[0]
+        return True
+
+    def close(self) -> None:
+        if not self.stuck:
+            self._calls.put(None)
+
+
+def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
+    """Make a row of one entry; False (and no change) when its work is not done and we
+    may not wait (``deadline`` is None)."""
+    if entry[KIND] == ENTRY_ACTIVITY:
+        take_activity(h, entry)
+        return True
+
+    backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags = h.decode(entry)
+    if kind in HOST_KINDS:
+        h.host.append(h.names(name), HOST_KINDS[kind], h.thread_id(who), h0, h1)
+        return True
+    if start is None:
+        # Host timed: from the launch's start to after it synchronized (stop is a host time).
+        end = stop if isinstance(stop, int) else h1
+        h.table.append(
+            h.names(name),
+            kind,
+            h.queue_id(backend, queue),
+            h.thread_id(who),
+            h0,
+            h1,
+            h0,
+            end - h0,
+            nbytes,
+            flags | HOST_TIMED | PLACED,
+        )
+        return True
+    error = None
+    dur = rel = 0
+    held = False  # the tokens are still in use by a hook call that never returned
+    if backend.broken is not None:
+        error = f"backend disabled: {backend.broken}"
+    elif deadline is not None and time.monotonic() >= deadline:
+        error = timeout_reason(
+            h,
+        )  # nothing more is asked of the device
+    else:
+        hook = "timestamp_done"
+        try:
+            done = backend.timestamp_done(backend, stop)
+            if not done:
+                if deadline is None:
+                    return False
+                if done is None:
+                    # It can't tell, so a read waits itself: the first one is made in a
+                    # thread, waited for until the deadline (then the work is done and
+                    # the reads below return at once).
+                    hook = "device_times" if backend.has_device_times else "elapsed_time"
+                    if not read_in_time(h, backend, start, stop, deadline):
+                        error, held = timeout_reason(h, hook), True
+                else:
+                    error = wait(h, backend, stop, deadline)
+            if error is None and flags & APPROXIMATE:
+                # Host-clock times, already placed: never a device's reference token.
+                hook = "device_times"
+                rel, end = device_times(h, backend, start, stop)
+                dur = end - rel
+                flags |= PLACED
+            elif error is None:
+                dkey = h.queues[h.queue_id(backend, queue)].device_key
+                ref = h.refs.get(dkey)
+                if backend.has_device_times:
+                    hook = "device_times"
+                    begin, end = device_times(h, backend, start, stop)
+                    dur = end - begin
+                    if ref is None:
+                        h.ref_begin[dkey] = begin
+                    else:
+                        rel = begin - h.ref_begin[dkey]
+                else:
+                    hook = "elapsed_time"
+                    dur = elapsed(h, backend, start, stop)
+                    if ref is not None:
+                        rel = elapsed(h, backend, ref[1], stop) - dur
+                if ref is None:
+                    h.refs[dkey] = (backend, start, h0, h1)
+                    h.ref_tokens.add(id(start))
+        except NeverSubmitted as exc:
+            # The plugin knows the work will never run (deferred submission): give it up
+            # now rather than wait for it until the timeout; not an error of the plugin's.
+            error = f"its work was never submitted to the device: {exc}".rstrip(": ")
+        except Exception as exc:
+            # A wrong return type is the plugin's bug: stop using it. An exception is a
+            # device error (a failed command, an invalid event): this record has no time,
+            # the next ones may.
+            error = h.hook_failed(backend, hook, exc, disable=isinstance(exc, BadReturn))
+    qid = h.queue_id(backend, queue)
+    tid = h.thread_id(who)
+    nid = h.names(name)
+    if not held:
+        h.release(backend, start, stop)
+    if error is not None:
+        row = h.table.append(
+            nid, kind, qid, tid, h0, h1, h0, 0, nbytes, flags | UNRESOLVED | PLACED
+        )
+        h.errors[row] = error
+    else:
+        h.table.append(nid, kind, qid, tid, h0, h1, rel, dur, nbytes, flags)
+    return True
+
+
+def take_activity(h: Harvest, entry: tuple[Any, ...]) -> None:
+    """A row of a delivered record (an activity entry): already complete, placed by its
+    device's offset (its times are on the device clock)."""
+    backend = h.by_slot[entry[A_SLOT]]
+    queue = h.live_queues.get(entry[A_QUEUE])
+    r = entry[A_RECORD]
+    begin, launch_begin, launch_end = r.begin, r.launch_begin, r.launch_end
+    qid = h.queue_id(backend, queue)
+    dkey = h.queues[qid].device_key
+    offset = h.offsets.get(dkey)
+    if offset is None:
+        offset = activity_offset(h, backend, queue, qid, dkey, begin, launch_begin)
+    start = begin + offset
+    h0 = launch_begin + offset if launch_begin else start
+    h1 = launch_end + offset if launch_end else h0
+    row = h.table.append(
+        h.names(r.name),
+        r.kind,
+        qid,
+        h.thread_id(entry[A_WHO]),
+        h0,
+        h1,
+        start,
+        r.end - begin,
+        r.nbytes,
+        PLACED,
+    )
+    if r.detail:
+        h.details[row] = str(r.detail)
+
+
+def activity_offset(
+    h: Harvest, backend: Backend, queue: Any, qid: int, dkey: str, device_ns: int, launch_ns: int
+) -> int:
+    alignment = None
+    try:
+        alignment = backend.activity_align(backend, queue, device_ns)
+        if alignment is not None and not isinstance(alignment, Alignment):
+            raise BadReturn(
+                f"activity_align returned {type(alignment).__name__}, expected kprof.Alignment"
+            )
+    except Exception as exc:
+        h.hook_failed(backend, "activity_align", exc, disable=False)
+        alignment = None
+    q = h.queues[qid]
+    if alignment is not None:
+        offset = alignment.host_ns - device_ns
+        clock = DeviceClock(q.backend, q.device, alignment.method, alignment.error_ns)
+    else:
+        # The first record's launch (or, unknown, its work) at the profile's start.
+        offset = h.start_ns - (launch_ns or device_ns)
+        clock = DeviceClock(
+            q.backend,
+            q.device,
+            "no clock correlation: the first device record is placed at the profile's start",
+            None,
+        )
+    h.offsets[dkey] = offset
+    h.activity_clocks[dkey] = clock
+    return offset
+
+
+def elapsed(h: Harvest, backend: Backend, start: Any, stop: Any) -> int:
+    ns = backend.elapsed_time(backend, start, stop)
+    if type(ns) is not int:
+        if isinstance(ns, bool) or not hasattr(ns, "__index__"):
+            raise BadReturn(
+                f"elapsed_time returned {type(ns).__name__} {ns!r}, expected int nanoseconds"
+            )
+        ns = int(ns)
+    return ns
+
+
+def device_times(h: Harvest, backend: Backend, start: Any, stop: Any) -> tuple[int, int]:
+    pair = backend.device_times(backend, start, stop)
+    if (
+        type(pair) is not tuple
+        or len(pair) != 2
+        or type(pair[0]) is not int
+        or type(pair[1]) is not int
+    ):
+        raise BadReturn(f"device_times returned {pair!r}, expected a pair of int nanoseconds")
+    return pair
+
+
+def wait(h: Harvest, backend: Backend, token: Any, deadline: float) -> str | None:
+    """Poll until the token is done, sleeping a little more each time; None when done.
+
+    ``deadline`` is shared by a whole harvest: a device that stopped making progress costs
+    one timeout in all, not one per pending entry.
+    """
+    pause = 1e-5
+    while not backend.timestamp_done(backend, token):
+        if time.monotonic() >= deadline:
+            return timeout_reason(
+                h,
+            )
+        time.sleep(pause)  # releases the GIL: other threads keep running
+        pause = min(pause * 2, 0.005)
+    return None
+
+
+def timeout_reason(h: Harvest, hook: str | None = None) -> str:
+    what = f"{hook} did not return" if hook else "the device did not reach the timestamp"
+    return (
+        f"{what} within {h.timeout:g} s "
+        f"(set profile(timeout=...) or KPROF_RESOLVE_TIMEOUT to wait longer)"
+    )
+
+
+def read_in_time(h: Harvest, backend: Backend, start: Any, stop: Any, deadline: float) -> bool:
+    """Whether a read of tokens whose backend cannot tell if they are done
+    (``timestamp_done`` returns None) returned by ``deadline``. ``device_times`` or
+    ``elapsed_time`` then wait for the device themselves, so the read is made in the
+    waiter thread. When it did not return, the call goes on in its thread and its tokens
+    are not given back (being still in use). What it raised is raised here."""
+    if h.waiter is None or h.waiter.stuck:
+        h.waiter = Waiter()
+    read = partial(device_times, h) if backend.has_device_times else partial(elapsed, h)
+    return h.waiter.call(read, (backend, start, stop), deadline - time.monotonic())

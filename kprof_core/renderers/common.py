@@ -1,0 +1,97 @@
+"""What several renderers share: the checks of a writer's arguments, where a profile's times
+start, and the words of the summary (headline, columns, footnotes). A renderer imports these
+from here, never another renderer's helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kprof_core.data.profile_data import ProfileData, Summary
+from kprof_core.data.timefmt import format_time
+from kprof_core.host.backend import KprofError
+
+FOOTNOTE = (
+    " * timed on the host, synchronizing after each launch: the backend (or the queue) "
+    "gives no device timestamps"
+)
+APPROXIMATE_FOOTNOTE = (
+    " ~ approximate: the queue was created without device timestamps (an OpenCL queue made "
+    "before kprof captured, without PROFILING_ENABLE), so each completion was observed on the "
+    "host, without synchronizing; such times can be late by tens of µs or more. For exact "
+    "device times create queues while kprof captures (kprof run, or inside the profile), or "
+    "call kprof_opencl.enable_profiling() before creating them."
+)
+
+
+def headline(p: ProfileData) -> str:
+    """``Profiled 1.2 s, recording 3 ranges, 10 kernels and 2 copies.``"""
+    nr, nd = p.counts
+    nc = p.copies
+    nk = nd - nc
+    return (
+        f"Profiled {format_time(p.span_ns)}, recording {nr} range{'s' * (nr != 1)}, "
+        f"{nk} kernel{'s' * (nk != 1)} and {nc} cop{'ies' if nc != 1 else 'y'}."
+    )
+
+
+def footnotes(s: Summary) -> list[str]:
+    """The footnotes the summary's marks need."""
+    rows = [*s.device, *s.device_ranges]
+    out = []
+    if any(r.host_timed for r in rows):
+        out.append(FOOTNOTE)
+    if any(r.approximate for r in rows):
+        out.append(APPROXIMATE_FOOTNOTE)
+    return out
+
+
+COLUMNS = ("Time (%)", "Total time", "Calls", "Avg time", "Min time", "Max time", "Median")
+
+
+def check_profiles(
+    profiles: Sequence[ProfileData], labels: Sequence[str] | None
+) -> list[str | None]:
+    """Validate the arguments of a writer; return each profile's label (None: unlabelled)."""
+    if isinstance(profiles, ProfileData):
+        profiles = [profiles]
+    if not profiles:
+        raise ValueError("no profiles to write: pass a sequence with at least one Profile")
+    for p in profiles:
+        if not isinstance(p, ProfileData):
+            raise TypeError(f"expected kprof.Profile objects, got {type(p).__name__}")
+        if p.start_ns and p.end_ns < p.start_ns:
+            raise KprofError("this profile is still running: export it after its `with` block ends")
+    if labels is not None:
+        if isinstance(labels, str) or len(labels) != len(profiles):
+            raise ValueError(f"labels must be a sequence of {len(profiles)} names, one per profile")
+        return [str(x) for x in labels]
+    if len(profiles) == 1:
+        return [None]
+    return [
+        f"rank {p.meta['rank']}"
+        if p.meta.get("rank") is not None
+        else f"host {p.meta.get('host', '?')} pid {p.meta.get('pid', '?')}"
+        for p in profiles
+    ]
+
+
+def offset_of(p: ProfileData) -> int:
+    """The profile's ``meta["clock_offset_ns"]`` (default 0), checked."""
+    off = p.meta.get("clock_offset_ns", 0)
+    if isinstance(off, bool) or not isinstance(off, int):
+        raise TypeError(f"profile.meta['clock_offset_ns'] must be an int (ns), not {off!r}")
+    return off
+
+
+def first_time(p: ProfileData) -> int:
+    """The earliest time a profile holds (its start, or an earlier record), on its own clock."""
+    t, h = p.table, p.host
+    cands = [p.start_ns] if p.start_ns else []
+    for col in (t.launch_start, t.start, h.start):
+        if len(col):
+            cands.append(min(col))
+    return min(cands, default=0)
+
+
+def host_name(p: ProfileData, label: str | None) -> str:
+    return label or f"host {p.meta.get('host', '?')} pid {p.meta.get('pid', '?')}"

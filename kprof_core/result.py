@@ -1,0 +1,123 @@
+"""``Profile``, the result of ``kprof.profile()`` as the user holds it: a profile's data with
+the methods that report, export, save and compare it.
+
+The layers stay one-way: ``ProfileData`` (``kprof_core.data``) sits below every reader
+(``io``, ``analysis``, ``renderers``), and this module sits above them all, so that no reader
+ever imports ``Profile`` back.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import IO, Any, overload
+
+from kprof_core.analysis.compare import DEFAULT_ALPHA, Comparison, DiffRow
+from kprof_core.analysis.compare import diff as _diff
+from kprof_core.data.profile_data import Durations, ProfileData, Summary
+from kprof_core.io import exports, storage
+from kprof_core.renderers.chrome import write_chrome_trace
+from kprof_core.renderers.console import render
+from kprof_core.renderers.diff import diff_html, render_diff
+from kprof_core.renderers.html import write_html
+from kprof_core.renderers.notebook import notebook_html
+
+__all__ = ["DiffRow", "Durations", "Profile", "ProfileDiff", "Summary", "load", "loads"]
+
+
+class ProfileDiff(Comparison):
+    """How one profile differs from another (``Profile.diff``): every name, section by
+    section, largest change in total time first; print it for the comparison table."""
+
+    def report(self, labels: tuple[str, str] | list[str] = ("before", "after")) -> str:
+        """The printed comparison (``kprof diff``); ``labels`` name the two profiles."""
+        return render_diff(self, labels)
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the report
+        p.text(self.report())
+
+    def _repr_html_(self) -> str:
+        return diff_html(self)
+
+
+class Profile(ProfileData):
+    __doc__ = ProfileData.__doc__
+
+    def diff(self, other: ProfileData, alpha: float | None = None) -> ProfileDiff:
+        """How ``other`` (after) differs from this profile (before), name by name.
+
+        Per name: calls, median and total time before and after, the ratio of the medians, and
+        whether the change stands out of the run-to-run spread of the per-call durations (a
+        Mann-Whitney U test at ``alpha``, default 0.01); see :mod:`kprof_core.analysis.compare`.
+        """
+        return _diff(self, other, DEFAULT_ALPHA if alpha is None else alpha, ProfileDiff)
+
+    # -- output -------------------------------------------------------------------------------------
+
+    def save(self, path: Any, compress: bool = True) -> None:
+        """Save to a ``.kprof`` file (a path or a binary file); ``kprof.load`` reads it back.
+
+        The format is documented in ``kprof_core.io.storage``; ``compress=False`` writes the
+        columns raw (larger, a little faster).
+        """
+        storage.save(self, path, compress=compress)
+
+    def report(self, trace: bool | None = None) -> str:
+        """The printed report: the summary, and the trace when ``trace`` (default: as profiled)."""
+        return render(self, self.trace if trace is None else trace)
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def __repr__(self) -> str:
+        nr, nk = self.counts
+        return f"<kprof.Profile {self.span_ns} ns, {nr} ranges, {nk} kernels>"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the report
+        p.text(self.report())
+
+    def _repr_html_(self) -> str | None:
+        """Notebooks show the timeline (a self-contained frame) and the summary tables."""
+        return notebook_html(self)
+
+    # -- exports (kprof_core.renderers.chrome, .html and kprof_core.io.exports) ---------------------
+
+    def export_chrome_trace(self, path: str | os.PathLike[str] | IO[str]) -> None:
+        """Write a Chrome trace / Perfetto JSON file (open it in ui.perfetto.dev)."""
+        write_chrome_trace(path, [self])
+
+    def export_html(self, path: str | os.PathLike[str] | IO[str]) -> None:
+        """Write a self-contained HTML timeline (zoom, pan, tooltips) with the summary tables."""
+        write_html(path, [self])
+
+    @overload
+    def to_json(self, path: None = None) -> dict[str, Any]: ...
+    @overload
+    def to_json(self, path: str | os.PathLike[str] | IO[str]) -> None: ...
+
+    def to_json(
+        self, path: str | os.PathLike[str] | IO[str] | None = None
+    ) -> dict[str, Any] | None:
+        """The records, summary and meta as JSON-able data; with ``path``, written there as JSON."""
+        return exports.to_json(self, path)
+
+    def to_csv(self, path: str | os.PathLike[str] | IO[str] | None = None) -> str | None:
+        """Every record as CSV: the text when ``path`` is None, else written there."""
+        return exports.to_csv(self, path)
+
+    def to_dataframe(self) -> Any:
+        """Every record as a ``pandas.DataFrame`` (needs pandas: ``pip install pandas``)."""
+        return exports.to_dataframe(self)
+
+
+def load(source: storage.PathOrFile) -> Profile:
+    """Read a profile saved by ``Profile.save`` (a path or a binary file); a file that is not a
+    readable profile raises ``ProfileFileError`` saying why (see ``kprof_core.io.storage``)."""
+    return storage.load(source, Profile)
+
+
+def loads(data: bytes, name: str = "<bytes>") -> Profile:
+    """A profile from the bytes of a ``.kprof`` file (``storage.dumps``); ``name`` in errors."""
+    return storage.loads(data, name, Profile)

@@ -1,0 +1,235 @@
+"""The layout holds: no import cycle among kprof's modules (lazy, function-level imports
+included; imports under ``if TYPE_CHECKING:`` are type-only and left out), and no module over
+``MAX_LINES`` lines except those listed below with their reason.
+
+Imports are read with ``ast`` from the source files, not by importing them, so that a cycle is
+found even where Python would tolerate it at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("kprof", "kprof_core", "kprof_cuda", "kprof_opencl", "kprof_hip", "kprof_pytest")
+MAX_LINES = 400
+#: Modules allowed over MAX_LINES, each with why it is not split (yet). Shrink this list.
+LONG_MODULES: dict[str, str] = {
+    "kprof_core.recording.recorder": "the launch path and device ranges; ranges could go to ranges.py",
+    "kprof_core.host.hookspecs": "the plugin contract's docstring; its one home is issue 20's next step",
+    "kprof_core.conformance.checks": "one check per hook, in one class",
+    "kprof_core.io.storage": "the file format's writer and reader with its documentation",
+    "kprof_core.ranks.combine": "placement of ranks' clocks and the cross-rank summary",
+    "kprof_cuda.plugin": "the hook aliases, written once by issue 20's next step",
+    "kprof_cuda.activity": "CUPTI's buffer loop and the record decoding",
+    "kprof_hip.capture": "the HIP launch and copy wrappers",
+    "kprof_opencl.capture": "the PyOpenCL launch and copy wrappers",
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {
+        _module_name(p): p
+        for pkg in PACKAGES
+        for p in sorted((ROOT / pkg).rglob("*.py"))
+        if "build" not in p.relative_to(ROOT).parts
+    }
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(
+    tree: ast.AST, module: str, is_package: bool, known: frozenset[str] = frozenset()
+) -> set[str]:
+    """Every module name ``tree`` imports, at any depth, outside ``if TYPE_CHECKING:``.
+
+    ``from pkg import mod`` counts as importing ``pkg.mod`` only when ``mod`` is one of the
+    ``known`` modules (the package is then already imported: it is the submodule's parent);
+    ``from pkg import name`` of anything else counts as importing ``pkg``."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                if not is_package:
+                    base = base[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                prefix = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                prefix = node.module or ""
+            subs = {f"{prefix}.{a.name}" for a in node.names}
+            found.update(subs & known)
+            if not subs <= known:
+                found.add(prefix)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of kprof it imports (a package's ``__init__`` counts as the
+    package; importing ``a.b.c`` also runs ``a`` and ``a.b``, which is left out here: a
+    package's ``__init__`` importing its own submodules is not a cycle)."""
+    mods = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        targets = _imports(tree, name, path.name == "__init__.py", frozenset(mods))
+        graph[name] = {t for t in targets if t in mods and t != name}
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def test_the_graph_sees_lazy_imports_and_skips_type_only_ones() -> None:
+    """The reader itself: a function-level import counts, a TYPE_CHECKING one does not."""
+    src = (
+        "from typing import TYPE_CHECKING\n"
+        "from .b import x\n"
+        "if TYPE_CHECKING:\n"
+        "    from .c import y\n"
+        "def f():\n"
+        "    from ..d import z\n"
+    )
+    found = _imports(ast.parse(src), "pkg.sub.a", False, frozenset({"pkg.d.z"}))
+    assert found == {"typing", "pkg.sub.b", "pkg.d.z"}
+    assert not any(name.startswith("pkg.sub.c") for name in found)
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    assert "kprof_core.result" in graph  # the packages were found
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles (lazy imports count):\n" + "\n".join(
+        "  " + " <-> ".join(c) for c in cycles
+    )
+
+
+def test_the_data_sits_below_its_readers() -> None:
+    """Nothing below the facade imports ``kprof_core.result`` (the Profile with the methods
+    that call storage, exports and the renderers)."""
+    graph = import_graph()
+    lower = ("kprof_core.data", "kprof_core.io", "kprof_core.analysis", "kprof_core.renderers")
+    offenders = sorted(
+        m for m, deps in graph.items() if m.startswith(lower) and "kprof_core.result" in deps
+    )
+    assert not offenders
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_module_size(name: str) -> None:
+    path = _modules()[name]
+    n = len(path.read_text(encoding="utf-8").splitlines())
+    if name in LONG_MODULES:
+        assert n > MAX_LINES, f"{name} is {n} lines now: take it off LONG_MODULES"
+        return
+    assert n <= MAX_LINES, f"{name} is {n} lines (over {MAX_LINES}): split it along its data's way"
+
+
+# -- the formats Python and C share (kprof_core/low_level/layout.py) ------------------------------
+
+
+def test_the_committed_c_header_is_current() -> None:
+    from kprof_core.low_level import gen_header
+    from kprof_core.low_level.layout import c_header
+
+    assert gen_header.HEADER.read_text(encoding="utf-8") == c_header(), (
+        "kprof_core/low_level/_layout.h is out of date: "
+        "run python -m kprof_core.low_level.gen_header and rebuild"
+    )
+    assert gen_header.main(["--check"]) == 0
+
+
+def test_the_header_says_every_index_of_layout_py() -> None:
+    from kprof_core.low_level import layout
+
+    text = layout.c_header()
+    assert f"#define KPROF_ENTRY_LEN {layout.ENTRY_LEN}\n" in text
+    for i, field in enumerate(layout.ENTRY_FIELDS):
+        assert f"#define KPROF_E_{field.upper()} {i}\n" in text
+    for i, field in enumerate(layout.FAST_QUEUE_FIELDS):
+        assert f"#define KPROF_FQ_{field.upper()} {i}\n" in text
+    assert f'#define KPROF_LAYOUT_SIGNATURE "{layout.SIGNATURE}"' in text
+
+
+def test_a_compiled_recorder_of_another_layout_is_refused() -> None:
+    import types
+
+    from kprof_core.low_level import layout, native
+
+    built = types.ModuleType("_crecorder")
+    built.LAYOUT = layout.SIGNATURE  # type: ignore[attr-defined]
+    assert native.layout_mismatch(built) == ""
+    built.LAYOUT = layout.SIGNATURE.replace("start,stop", "stop,start")  # type: ignore[attr-defined]
+    why = native.layout_mismatch(built)
+    assert "another entry layout" in why and "rebuild" in why
+    assert "none recorded" in native.layout_mismatch(types.ModuleType("_crecorder"))
+
+
+def test_the_built_recorder_matches_when_it_is_in_use() -> None:
+    from kprof_core.low_level import layout, native
+
+    mod = native.compiled()
+    if mod is None:
+        pytest.skip(f"the compiled recorder is not in use: {native.describe()}")
+    assert mod.LAYOUT == layout.SIGNATURE
