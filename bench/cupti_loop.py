@@ -16,10 +16,12 @@ one reader per process):
   iterations over 1 ms and over 5 ms, the launching thread's GIL wait (its clock after ctypes
   returned minus the double's at return), buffers decoded during the loop and in all,
   records dropped, and the end of the profile (flush, take, rows).
-- ``buffer_to_row``: launches written into one 128 MiB buffer and read at the profile's end:
-  host CPU from a completed buffer to rows in kprof's tables, per kernel.
 - ``sustained``: 600,000 launches at the fastest rate (W = 0) in one profile: drops, memory
-  growth (max RSS), the end of the profile.
+  growth (resident memory at the loop's end and with the profile kept), the end of the
+  profile.
+- ``buffer_to_row``: launches written into one 128 MiB buffer and read at the profile's end:
+  host CPU (all threads) and wall time from a completed buffer to rows in kprof's tables, per
+  kernel.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import ctypes
 import glob
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -39,6 +40,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK_US = (2, 7, 20, 100)
+
+
+def rss_mb() -> float:
+    """The process's resident memory now, in MiB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def child(libdir: Path, quick: bool) -> dict[str, Any]:
@@ -140,28 +147,9 @@ def child(libdir: Path, quick: bool) -> dict[str, Any]:
         }
     out["reader"] = "compiled" if activity._reader.compiled else "pure Python"
 
-    # Completed buffer -> rows: everything in one buffer, read at the end.
-    activity.BUFFER_SIZE = 1 << 27
-    n = 100_000 // (4 if quick else 1)
-    costs = []
-    for _ in range(3):
-        with kprof.profile() as p:
-            for _i in range(n):
-                launch(name, 13, 5000, None)
-            t0 = now()
-        costs.append((now() - t0) / n / 1e3)
-        assert len(p.kernels) == n
-    out["buffer_to_row"] = {
-        "launches": n,
-        "records_per_launch": 3,
-        "us_per_kernel_median": round(statistics.median(costs), 3),
-        "us_per_kernel": [round(c, 3) for c in costs],
-    }
-    activity.BUFFER_SIZE = 1 << 20
-
     # Sustained: 600k launches as fast as the loop goes.
     n = 600_000 // (4 if quick else 1)
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss0 = rss_mb()
     before = reader_stats()
     t_start = now()
     with kprof.profile() as p:
@@ -169,6 +157,7 @@ def child(libdir: Path, quick: bool) -> dict[str, Any]:
             launch(name, 13, 5000 + (i % 6) * 1000, None)
         t_loop = now()
         during = reader_stats()
+        rss_loop = rss_mb()
     t_end = now()
     after = reader_stats()
     out["sustained"] = {
@@ -179,10 +168,35 @@ def child(libdir: Path, quick: bool) -> dict[str, Any]:
         "buffers_decoded_during_loop": during.get("decoded", 0) - before.get("decoded", 0),
         "buffers_in_all": after.get("buffers", 0) - before.get("buffers", 0),
         "end_of_profile_s": round((t_end - t_loop) / 1e9, 3),
-        "max_rss_growth_mb": round(
-            (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024, 1
-        ),
+        "rss_growth_at_loop_end_mb": round(rss_loop - rss0, 1),
+        "rss_growth_with_the_profile_mb": round(rss_mb() - rss0, 1),
+        "bytes_per_row_kept": round((rss_mb() - rss0) * 2**20 / max(1, len(p.kernels))),
     }
+    # Completed buffer -> rows: everything in one buffer, read at the end.
+    activity.BUFFER_SIZE = 1 << 27
+    n = 100_000 // (4 if quick else 1)
+    costs, cpu = [], []
+    for _ in range(3):
+        with kprof.profile() as p:
+            for _i in range(n):
+                launch(name, 13, 5000, None)
+            t0 = now()
+            c0 = time.process_time()
+        # Wall time, and CPU time of every thread of the process (the machine is shared:
+        # wall time includes waiting for a core).
+        costs.append((now() - t0) / n / 1e3)
+        cpu.append((time.process_time() - c0) / n * 1e6)
+        assert len(p.kernels) == n
+    out["buffer_to_row"] = {
+        "launches": n,
+        "records_per_launch": 3,
+        "wall_us_per_kernel_median": round(statistics.median(costs), 3),
+        "wall_us_per_kernel": [round(c, 3) for c in costs],
+        "cpu_us_per_kernel_median": round(statistics.median(cpu), 3),
+        "cpu_us_per_kernel": [round(c, 3) for c in cpu],
+    }
+    activity.BUFFER_SIZE = 1 << 20
+
     return out
 
 

@@ -78,7 +78,7 @@ typedef struct { int64_t v[N_COLS]; } row_t;
 typedef struct { row_t r; uint32_t ctx; } raw_t;
 
 static row_t *rows;
-static size_t n_rows, cap_rows, max_rows = 4u << 20;
+static size_t n_rows, cap_rows, max_rows = (size_t)1 << 20;
 static raw_t *pending;
 static size_t n_pending, cap_pending;
 #define MAX_PENDING ((size_t)1 << 20)

@@ -51,9 +51,9 @@ BUFFER_SIZE = 1 << 20
 #: a buffer past it (CUPTI drops records and counts them); before, refusing could crash CUPTI
 #: (Kineto's finding), so kprof hands out buffers and discards completed ones past the bound.
 MAX_BUFFERS = 64
-#: Rows the compiled reader keeps in C before Python takes them (48 B each: 192 MiB); past it
-#: rows are dropped and counted.
-MAX_ROWS = 4 << 20
+#: Rows the compiled reader keeps in C before Python takes them (144 B each: 144 MiB; the
+#: drain thread takes them every 50 ms or sooner); past it rows are dropped and counted.
+MAX_ROWS = 1 << 20
 #: Clock samples per calibration (the narrowest bracket is kept).
 CLOCK_SAMPLES = 7
 #: How often the drain thread takes rows when nothing wakes it, in seconds.

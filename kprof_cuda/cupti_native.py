@@ -8,8 +8,8 @@ from types import ModuleType
 from typing import Any
 
 from . import cupti_abi as abi
+from .cupti_join import ROW_COLUMNS
 from .cupti_lib import Cupti
-from .cupti_pure import ROW_COLUMNS
 from .cupti_records import Interner
 
 __all__ = ["NativeReader"]
@@ -46,7 +46,7 @@ class NativeReader:
         self.cupti = cupti
         self.buffer_size = 1 << 20
         self.max_buffers = 64
-        self.max_rows = 4 << 20
+        self.max_rows = 1 << 20
         self.refuse_ok = cupti.api_version >= abi.REFUSE_BUFFERS_FROM_API
         self.names = Interner()
         self.queues: list[tuple[int, int, int]] = []
