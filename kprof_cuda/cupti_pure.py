@@ -37,31 +37,6 @@ _GRAPH_DRIVER = np.array(sorted(abi.GRAPH_DRIVER), np.uint64)
 _GRAPH_RUNTIME = np.array(sorted(abi.GRAPH_RUNTIME), np.uint64)
 
 
-def _chain(slot_kinds: np.ndarray, table: np.ndarray, nslots: int) -> tuple[np.ndarray, int]:
-    """The slots where records start, following sizes from slot 0: each slot's would-be next
-    record (``table`` of its kind) is jumped to, and the chain is doubled with the jumps
-    composed with themselves (log2 of the record count numpy steps, no Python step per
-    record). Also the slot of the first record whose kind has no size yet (-1: none)."""
-    if nslots == 0:
-        return np.zeros(0, np.int64), -1
-    end, stop = nslots, nslots + 1
-    step = table[np.minimum(slot_kinds[:nslots], 255)]
-    nxt = np.minimum(np.arange(nslots, dtype=np.int64) + step, end)
-    jump = np.concatenate([np.where(step == 0, stop, nxt), [end, stop]])
-    chain = np.zeros(1, np.int64)
-    while True:
-        ahead = jump[chain]  # the next len(chain) records
-        live = ahead < end
-        if live.all():
-            chain = np.concatenate([chain, ahead])
-            jump = jump[jump]
-            continue
-        chain = np.concatenate([chain, ahead[: int(np.argmin(live))]])
-        break
-    last = int(chain[-1])
-    return chain, last if step[last] == 0 else -1
-
-
 class PureReader:
     """Buffers for CUPTI and their decoding, in Python (see the module's docstring)."""
 
@@ -233,31 +208,24 @@ class PureReader:
         out["queue"] = qmap[inv.reshape(-1)]
         return {c: np.ascontiguousarray(out[c], np.int64) for c in ROW_COLUMNS}
 
-    def _walk(self, addr: int, valid: int) -> tuple[np.ndarray, np.ndarray]:
-        """Byte offsets and kinds of the records of a buffer, stepped by CUPTI's record sizes
-        (learned per kind from ``cuptiActivityGetNextRecord``), found without a Python step
-        per record: the chain of record starts from offset 0 by pointer doubling over the
-        buffer's 8-byte slots (records are 8-byte aligned, as CUPTI writes them)."""
-        nslots = valid // 8
-        slot_kinds = np.frombuffer(
-            memoryview((ctypes.c_uint32 * (nslots * 2)).from_address(addr)).cast("B"), np.uint32
-        )[0::2]
-        while True:
-            table = np.zeros(256, np.int64)  # kind -> size in slots, 0: not known yet
-            for k, size in self._sizes.items():
-                if k < 256:
-                    table[k] = size // 8
-            starts, unknown = _chain(slot_kinds, table, nslots)
-            if unknown < 0:
-                break
-            kind = int(slot_kinds[unknown])
-            step = self._learn(addr, valid, unknown * 8, kind)
-            if kind not in self._sizes or kind >= 256 or step % 8:
-                # The buffer's last record of a kind not seen before, or one kprof cannot
-                # step over by slots: it ends the walk (its record is kept, unread).
-                break
-        offs = starts * 8
-        return offs, slot_kinds[starts].astype(np.int64)
+    def _walk(self, addr: int, valid: int) -> tuple[list[int], list[int]]:
+        """Offsets and kinds of the records of a buffer, stepped by CUPTI's record sizes."""
+        words = memoryview((ctypes.c_uint32 * (valid // 4)).from_address(addr)).cast("B").cast("I")
+        sizes = self._sizes
+        offs: list[int] = []
+        kinds: list[int] = []
+        off = 0
+        while off + 4 <= valid:
+            k = words[off >> 2]
+            step = sizes.get(k)
+            if step is None:
+                step = self._learn(addr, valid, off, k)
+                if step <= 0:
+                    break
+            offs.append(off)
+            kinds.append(k)
+            off += step
+        return offs, kinds
 
     def _learn(self, addr: int, valid: int, off: int, kind: int) -> int:
         """The size of a record of ``kind`` at ``off``: how far cuptiActivityGetNextRecord
@@ -275,8 +243,10 @@ class PureReader:
         return step
 
     def _decode(self, addr: int, valid: int) -> tuple[Any, ...]:
-        offs, kinds = self._walk(addr, valid)
-        self.counts["records"] += len(offs)
+        offs_l, kinds_l = self._walk(addr, valid)
+        self.counts["records"] += len(offs_l)
+        offs = np.array(offs_l, np.int64)
+        kinds = np.array(kinds_l, np.int64)
         raw = (ctypes.c_uint8 * valid).from_address(addr)
         b = np.frombuffer(memoryview(raw).cast("B"), np.uint8)
         w32 = b[: valid // 4 * 4].view(np.uint32)
