@@ -129,7 +129,8 @@ class ProfileData:
     - ``dropped``: backend name -> (activity records its tracer lost while the profile ran,
       why): those kernels and copies are missing from the tables.
     - ``backends``: the names of the backends the profile used; ``trace``: whether printing it
-      shows the trace; ``meta``: provenance (host, pid, rank, world size, clock anchors).
+      shows the trace; ``meta``: provenance (host, pid, rank, world size, clock anchors) and
+      ``notes``, what a backend said the profile may lack (printed under the summary).
     """
 
     def __init__(self, trace: bool = False, backends: list[str] | None = None) -> None:
