@@ -12,16 +12,12 @@ import kprof
 from kprof_pytest.runs import baseline_name
 
 TESTDEV = """
-import gc
 import os
 import pytest
 from kprof_testbackend import device
 
-# The test device is a Python thread: a full collection of this process (10-16 ms measured
-# here, with pytest and kprof loaded) stalls it and lands inside a kernel's device time,
-# enough to reorder test_heavy and test_marked. Frozen, the loaded modules' objects are not
-# walked again, and a full collection takes well under a millisecond.
-gc.freeze()
+# Device times come from the test device's simulated clock (testdev_env), so neither a full
+# collection nor a loaded machine can stretch them and reorder the tests.
 
 US = float(os.environ.get("MUL2_US", "1000"))
 
@@ -70,6 +66,9 @@ def test_failing(q):
 def testdev_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KPROF_PLUGINS", "testdev")
     monkeypatch.delenv("MUL2_US", raising=False)
+    # Device times exact on the test device's simulated clock: these tests order and compare
+    # them, and a loaded machine stretched 3 x 50 µs past 10 µs in wall time.
+    monkeypatch.setenv("KPROF_TESTDEV_CLOCK", "simulated")
 
 
 def summary_lines(out: str) -> list[str]:

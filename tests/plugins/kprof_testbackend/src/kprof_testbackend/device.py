@@ -3,11 +3,18 @@
 Each Queue has a worker thread that runs its commands in order: a kernel sleeps (or spins) for
 its requested duration; a marker is stamped with the host clock (time.perf_counter_ns) when
 the worker reaches it. So markers complete later than they are recorded, as on a real device.
+
+With ``KPROF_TESTDEV_CLOCK=simulated`` (read when a queue is made) a queue's markers are stamped
+on a simulated device clock instead, which advances by exactly each kernel's duration: device
+times are then the same on a loaded machine as on an idle one (a 50 µs kernel measured 11 to
+19 ms of wall time at a load average of 11, reordering tests that compare device times). The
+kernels still take their time on the host, so completion stays real.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import queue as _queue
 import threading
 import time
@@ -54,6 +61,10 @@ class Queue:
         self._worker.start()
         self.hang = threading.Event()  # set: kernels named "hang" block until released
         self.hang.set()
+        # The simulated device clock (None: markers read the host clock when reached).
+        self._clock: int | None = (
+            time.perf_counter_ns() if os.environ.get("KPROF_TESTDEV_CLOCK") == "simulated" else None
+        )
 
     def _run(self) -> None:
         while True:
@@ -68,8 +79,10 @@ class Queue:
                 # Sleep, not spin: sleeping releases the GIL, so the host keeps launching.
                 if duration_ns:
                     time.sleep(duration_ns / 1e9)
+                if self._clock is not None:
+                    self._clock += duration_ns
             elif kind == "marker":
-                arg.time_ns = time.perf_counter_ns()
+                arg.time_ns = time.perf_counter_ns() if self._clock is None else self._clock
                 arg._done.set()
             elif kind == "event":
                 arg.set()
