@@ -83,3 +83,33 @@ def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
     yield make
     for mod in modules:
         sys.modules.pop(mod, None)
+
+
+class FakeClock:
+    """The clock kprof's deadlines read (``kprof_core._clock``), driven by the test: it moves
+    only when a test's plugin says a call took time (``advance``) or kprof pauses between
+    polls (``sleep``). Tests assert on it, never on wall time."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps = 0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps += 1
+        self.now += seconds
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    from kprof_core import _clock
+
+    clock = FakeClock()
+    monkeypatch.setattr(_clock, "monotonic", clock.monotonic)
+    monkeypatch.setattr(_clock, "sleep", clock.sleep)
+    return clock

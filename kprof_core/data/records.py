@@ -28,6 +28,29 @@ MARKS = HOST_TIMED | APPROXIMATE  # the flags reports mark (``*``, ``~``) and gr
 #: Every flag (the loader refuses other bits): a new flag must be added here.
 ALL_FLAGS = HOST_TIMED | UNRESOLVED | PLACED | APPROXIMATE
 
+#: What a plugin hands back (times, durations, byte counts, an alignment's host time) is kept
+#: only within ±VALUE_LIMIT ns (18 years): a placed time is the sum of at most three of them
+#: (a device time, its device's base, the shift), which stays within the file format's
+#: ±2**61 (``io/filecheck.TIME_LIMIT``), so a profile in memory always saves and loads back.
+VALUE_LIMIT = 2**59
+#: The top byte of a little-endian int64 in [-VALUE_LIMIT, VALUE_LIMIT), and in
+#: [0, VALUE_LIMIT): a column is checked on its bytes (``bytes.translate``), at memory speed.
+IN_LIMIT_TOP_BYTES = bytes(range(0x00, 0x08)) + bytes(range(0xF8, 0x100))
+NON_NEGATIVE_TOP_BYTES = bytes(range(0x00, 0x08))
+
+
+def within_limit(raw: bytes, non_negative: bool = False) -> bool:
+    """Whether every little-endian int64 of ``raw`` lies within ``±VALUE_LIMIT`` (within
+    ``[0, VALUE_LIMIT)`` with ``non_negative``)."""
+    return not raw[7::8].translate(
+        None, NON_NEGATIVE_TOP_BYTES if non_negative else IN_LIMIT_TOP_BYTES
+    )
+
+
+def is_time(v: Any) -> bool:
+    """An int (not a bool) within ``±VALUE_LIMIT``: a time or duration kprof may keep."""
+    return type(v) is int and -VALUE_LIMIT <= v < VALUE_LIMIT
+
 
 @dataclass(frozen=True)
 class QueueRecord:
@@ -207,16 +230,22 @@ class DeviceTable:
         nbytes: int,
         flags: int,
     ) -> int:
-        self.name.append(name)
-        self.kind.append(kind)
-        self.queue.append(queue)
-        self.thread.append(thread)
-        self.launch_start.append(launch_start)
-        self.launch_end.append(launch_end)
-        self.start.append(start)
-        self.duration.append(duration)
-        self.nbytes.append(nbytes)
-        self.flags.append(flags)
+        # All or nothing: a value a column refuses (a plugin's float, an int past int64)
+        # raises before any column grew, so the columns never differ in length.
+        row = array(
+            "q",
+            (name, kind, queue, thread, launch_start, launch_end, start, duration, nbytes, flags),
+        )
+        self.name.append(row[0])
+        self.kind.append(row[1])
+        self.queue.append(row[2])
+        self.thread.append(row[3])
+        self.launch_start.append(row[4])
+        self.launch_end.append(row[5])
+        self.start.append(row[6])
+        self.duration.append(row[7])
+        self.nbytes.append(row[8])
+        self.flags.append(row[9])
         return len(self.name) - 1
 
     def __len__(self) -> int:
@@ -260,11 +289,12 @@ class HostTable:
         _trim(self, self.COLUMNS)
 
     def append(self, name: int, kind: int, thread: int, start: int, end: int) -> None:
-        self.name.append(name)
-        self.kind.append(kind)
-        self.thread.append(thread)
-        self.start.append(start)
-        self.end.append(end)
+        row = array("q", (name, kind, thread, start, end))  # all or nothing, as DeviceTable's
+        self.name.append(row[0])
+        self.kind.append(row[1])
+        self.thread.append(row[2])
+        self.start.append(row[3])
+        self.end.append(row[4])
 
     def __len__(self) -> int:
         return len(self.name)

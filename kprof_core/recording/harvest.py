@@ -16,6 +16,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from kprof_core import _clock
 from kprof_core.data.records import (
     DeviceTable,
     HostTable,
@@ -52,6 +53,17 @@ from kprof_core.recording import harvest_take as take_route
 
 HOST_KINDS = take_route.HOST_KINDS
 HOST_QUEUE = QueueRecord("host", "host", "host", "host")
+#: Past the end's deadline, tokens are still given back until the releases made there took
+#: this fraction of the timeout (see ``Harvest.release_deferred``).
+RELEASE_GRACE = 0.1
+
+
+def _hashable(v: Any) -> bool:
+    try:
+        hash(v)
+    except Exception:
+        return False
+    return True
 
 
 class Harvest:
@@ -112,6 +124,13 @@ class Harvest:
         #: without clock correlation are anchored.
         self.start_ns = time.perf_counter_ns()
         self.waiter: take_route.Waiter | None = None
+        #: Device key -> why its work is no longer waited for: it let a deadline pass (a hung
+        #: device costs one timeout, then back-pressure and the end stop waiting on it).
+        self.stuck: dict[str, str] = {}
+        #: While the end resolves: tokens to give back afterwards (``release_deferred``), so
+        #: that slow ``release_timestamp`` calls do not eat the time left for resolving.
+        self.deferred: list[tuple[Backend, Any]] | None = None
+        self.unreleased = 0  # tokens not given back: the deadline had passed
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows, oldest first; returns how many were taken.
@@ -125,7 +144,7 @@ class Harvest:
         try:
             if self.finished:
                 return 0
-            deadline = time.monotonic() + self.timeout if wait else None
+            deadline = _clock.monotonic() + self.timeout if wait else None
             return self.harvest_locked(limit, deadline)
         finally:
             self.lock.release()
@@ -152,7 +171,7 @@ class Harvest:
         # unresolved. The clock is read before each of their calls (~85 ns, a twentieth of a
         # one-by-one entry); a column-wise call then makes one batch call (of at most
         # _DEADLINE_WINDOW entries) or at most 8 questions per hook (see _bulk).
-        clock = time.monotonic if deadline is not None else None
+        clock = _clock.monotonic if deadline is not None else None
         past = False
         self.deadline_set = deadline is not None
         try:
@@ -244,11 +263,41 @@ class Harvest:
             self.release(backend, start, stop)
 
     def release(self, backend: Backend, start: Any, stop: Any) -> None:
-        """Give tokens back once (``start`` may be ``stop``); reference tokens stay for now."""
+        """Give tokens back once (``start`` may be ``stop``); reference tokens stay for now.
+        While the end resolves, they are given back afterwards (``release_deferred``)."""
         refs = self.ref_tokens
+        deferred = self.deferred
         for tok in (start, stop) if stop is not start else (start,):
             if tok is None or id(tok) in refs:
                 continue
+            if deferred is not None:
+                deferred.append((backend, tok))
+                continue
+            try:
+                backend.release_timestamp(backend, tok)
+            except Exception as exc:
+                self.hook_failed(backend, "release_timestamp", exc)
+
+    def release_deferred(self, deadline: float | None) -> None:
+        """Give back the tokens ``release`` deferred while the end resolved. Releases are
+        normally quick (µs), and every token is given back even when resolving used the whole
+        timeout; but past the deadline, once the releases made there took ``RELEASE_GRACE`` of
+        the timeout in all, the rest are left to the plugin (the garbage collector), said
+        once: a slow ``release_timestamp`` cannot stretch the end past its bound."""
+        deferred, self.deferred = self.deferred or [], None
+        clock = _clock.monotonic
+        budget = None if deadline is None else deadline + RELEASE_GRACE * self.timeout
+        for i, (backend, tok) in enumerate(deferred):
+            if budget is not None and clock() >= budget:
+                self.unreleased += len(deferred) - i
+                warnings.warn(
+                    f"kprof: {len(deferred) - i} timestamp(s) were not given back "
+                    f"(release_timestamp was slow past the resolve timeout of "
+                    f"{self.timeout:g} s); they are left to the plugin",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                return
             try:
                 backend.release_timestamp(backend, tok)
             except Exception as exc:
@@ -268,6 +317,14 @@ class Harvest:
                 if info is not None and not isinstance(info, QueueInfo):
                     raise BadReturn(
                         f"queue_info returned {type(info).__name__}, expected kprof.QueueInfo"
+                    )
+                if info is not None and not (
+                    type(info.device) is str and type(info.label) is str and _hashable(info.key())
+                ):
+                    # Every view formats these as str: refused here, once, not in each view.
+                    raise BadReturn(
+                        f"queue_info returned {info!r:.120}: device and label must be str, "
+                        f"device_key hashable"
                     )
             except Exception as exc:
                 self.hook_failed(backend, "queue_info", exc, disable=False)
@@ -298,8 +355,10 @@ class Harvest:
             reason = f"{hook} raised {type(exc).__name__}: {exc}"
         if disable:
             backend.disable(reason)
-        elif reason not in self.warned:
-            self.warned.add(reason)
+        elif (key := f"{backend.slot} {hook} {type(exc).__name__}") not in self.warned:
+            # One warning per backend, hook and kind of failure: device errors differ per
+            # record (an event's address in the message) and would warn once each.
+            self.warned.add(key)
             warnings.warn(
                 f"kprof: backend {backend.name!r} ({backend.plugin_label}): {reason}",
                 RuntimeWarning,
@@ -337,11 +396,14 @@ class Harvest:
             if entry[KIND] != ENTRY_ACTIVITY and slot is not None and entry[START] is not None:
                 self.release(self.by_slot[slot], entry[START], entry[STOP])  # holds tokens
 
-    def end(self) -> None:
+    def end(self, deadline: float | None = None) -> None:
         """Once, holding the lock, after the last entry: device rows placed on the host clock,
-        the tables made final, every reference token given back, the user's queues forgotten."""
+        the tables made final, every reference token given back, the user's queues forgotten.
+        ``align_clock`` is asked only before ``deadline``."""
         try:
-            self.clocks.update(place(self.table, self.queues, self.refs, self.hook_failed))
+            self.clocks.update(
+                place(self.table, self.queues, self.refs, self.hook_failed, deadline)
+            )
             for dkey, clock in self.activity_clocks.items():
                 # A device timed both ways (events for ranges, records for kernels) has two.
                 self.clocks[dkey if dkey not in self.clocks else f"{dkey} (activity)"] = clock

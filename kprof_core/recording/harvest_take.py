@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from kprof_core import _clock
 from kprof_core.data.records import (
     APPROXIMATE,
+    COPY,
     HOST_TIMED,
+    KERNEL,
     PLACED,
     UNRESOLVED,
+    VALUE_LIMIT,
     HostTable,
+    is_time,
 )
-from kprof_core.host.backend import Alignment, Backend, BadReturn, NeverSubmitted
+from kprof_core.host.backend import Backend, BadReturn, NeverSubmitted
 from kprof_core.low_level.layout import (
     A_QUEUE,
     A_RECORD,
@@ -30,7 +34,7 @@ from kprof_core.low_level.layout import (
     ENTRY_MARK,
     KIND,
 )
-from kprof_core.recording.placement import DeviceClock
+from kprof_core.recording.placement import DeviceClock, checked_alignment
 
 if TYPE_CHECKING:
     from kprof_core.recording.harvest import Harvest
@@ -89,13 +93,24 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
         take_activity(h, entry)
         return True
     backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags = h.decode(entry)
+    name = name_of(name)
     if kind in HOST_KINDS:
+        if not (is_time(h0) and is_time(h1)):  # kprof's own clock: never, but never lost
+            h0 = h1 = h.start_ns
         h.host.append(h.names(name), HOST_KINDS[kind], h.thread_id(who), h0, h1)
         return True
+    error = None
+    if not (is_time(h0) and is_time(h1)) or h1 < h0:
+        # The plugin's launch window: kept only if it is one, else the profile's start.
+        error = bad_value("the launch's host times", (h0, h1))
+        h0 = h1 = h.start_ns
+    if type(nbytes) is not int or not -1 <= nbytes < VALUE_LIMIT:
+        error = error or bad_value("the byte count", nbytes)
+        nbytes = -1
     if start is None:
         # Host timed: from the launch's start to after it synchronized (stop is a host time).
-        end = stop if isinstance(stop, int) else h1
-        h.table.append(
+        end = stop if is_time(stop) and stop >= h0 else h1
+        row = h.table.append(
             h.names(name),
             kind,
             h.queue_id(backend, queue),
@@ -105,18 +120,21 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
             h0,
             end - h0,
             nbytes,
-            flags | HOST_TIMED | PLACED,
+            flags | HOST_TIMED | PLACED | (UNRESOLVED if error else 0),
         )
+        if error:
+            h.errors[row] = error
         return True
-    error = None
     dur = rel = 0
     held = False  # the tokens are still in use by a hook call that never returned
-    if backend.broken is not None:
+    qid = h.queue_id(backend, queue)
+    dkey = h.queues[qid].device_key
+    if error is not None:
+        pass
+    elif backend.broken is not None:
         error = f"backend disabled: {backend.broken}"
-    elif deadline is not None and time.monotonic() >= deadline:
-        error = timeout_reason(
-            h,
-        )  # nothing more is asked of the device
+    elif deadline is not None and _clock.monotonic() >= deadline:
+        error = timeout_reason(h)  # nothing more is asked of the device
     else:
         hook = "timestamp_done"
         try:
@@ -124,38 +142,45 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
             if not done:
                 if deadline is None:
                     return False
-                if done is None:
+                if dkey in h.stuck:
+                    # It already let one deadline pass: not waited for again (a hung device
+                    # costs one timeout, not one per back-pressure wait).
+                    error = h.stuck[dkey]
+                elif done is None:
                     # It can't tell, so a read waits itself: the first one is made in a
                     # thread, waited for until the deadline (then the work is done and
                     # the reads below return at once).
                     hook = "device_times" if backend.has_device_times else "elapsed_time"
                     if not read_in_time(h, backend, start, stop, deadline):
                         error, held = timeout_reason(h, hook), True
+                        h.stuck[dkey] = stuck_reason(h, hook)
                 else:
                     error = wait(h, backend, stop, deadline)
+                    if error is not None:
+                        h.stuck[dkey] = stuck_reason(h)
             if error is None and flags & APPROXIMATE:
                 # Host-clock times, already placed: never a device's reference token.
                 hook = "device_times"
                 rel, end = device_times(h, backend, start, stop)
                 dur = end - rel
+                error = bad_times(hook, rel, end, rel)
                 flags |= PLACED
             elif error is None:
-                dkey = h.queues[h.queue_id(backend, queue)].device_key
                 ref = h.refs.get(dkey)
                 if backend.has_device_times:
                     hook = "device_times"
                     begin, end = device_times(h, backend, start, stop)
-                    dur = end - begin
-                    if ref is None:
-                        h.ref_begin[dkey] = begin
-                    else:
-                        rel = begin - h.ref_begin[dkey]
+                    rel = 0 if ref is None else begin - h.ref_begin[dkey]
                 else:
                     hook = "elapsed_time"
                     dur = elapsed(h, backend, start, stop)
-                    if ref is not None:
-                        rel = elapsed(h, backend, ref[1], stop) - dur
-                if ref is None:
+                    end = elapsed(h, backend, ref[1], stop) if ref is not None else dur
+                    begin = rel = end - dur
+                dur = end - begin
+                error = bad_times(hook, begin, end, rel)
+                if error is None and ref is None:
+                    if backend.has_device_times:
+                        h.ref_begin[dkey] = begin
                     h.refs[dkey] = (backend, start, h0, h1)
                     h.ref_tokens.add(id(start))
         except NeverSubmitted as exc:
@@ -167,7 +192,6 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
             # device error (a failed command, an invalid event): this record has no time,
             # the next ones may.
             error = h.hook_failed(backend, hook, exc, disable=isinstance(exc, BadReturn))
-    qid = h.queue_id(backend, queue)
     tid = h.thread_id(who)
     nid = h.names(name)
     if not held:
@@ -182,31 +206,107 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
     return True
 
 
+def name_of(name: Any) -> str:
+    """A record's name as a str: a plugin's (or user's) non-str name is kept by its
+    ``repr`` rather than refused (the record is not lost, and the repr shows what was passed:
+    ``b'k'`` stays distinct from ``'k'``); a str subclass as the plain str it holds."""
+    if type(name) is str:
+        return name
+    if isinstance(name, str):
+        return str.__str__(name)
+    try:
+        return repr(name)
+    except Exception:
+        return f"<{type(name).__name__} name>"
+
+
+def bad_value(what: str, value: Any) -> str:
+    return (
+        f"the plugin handed {what} {value!r:.60}, not int nanoseconds within "
+        f"±2**59 (a plugin's bug: the record is kept without a time)"
+    )
+
+
+def bad_times(hook: str, begin: Any, end: Any, rel: Any) -> str | None:
+    """Why a record's device times cannot be kept, or None: both within ``±VALUE_LIMIT``,
+    the end not before the begin, the duration and the place on the device within the limit
+    too (``harvest_columns.times_ok`` is the same check over a run's columns)."""
+    if not (is_time(begin) and is_time(end) and is_time(rel)):
+        return (
+            f"{hook} gave times beyond ±2**59 ns (begin {begin}, end {end}): "
+            f"not kept (a wrapped-around or uninitialized value?)"
+        )
+    if not 0 <= end - begin < VALUE_LIMIT:
+        return f"{hook} gave an end before the begin (a duration of {end - begin} ns): not kept"
+    return None
+
+
+def stuck_reason(h: Harvest, hook: str | None = None) -> str:
+    return (
+        f"{timeout_reason(h, hook)}; the device was not waited for again, having let "
+        f"earlier work pass a deadline"
+    )
+
+
 def take_activity(h: Harvest, entry: tuple[Any, ...]) -> None:
     """A row of a delivered record (an activity entry): already complete, placed by its
-    device's offset (its times are on the device clock)."""
+    device's offset (its times are on the device clock). A record whose fields are not what
+    ``DeviceRecord`` says (int times within ±2**59 ns, the end not before the begin) is kept
+    unresolved, at the profile's start, with the reason."""
     backend = h.by_slot[entry[A_SLOT]]
     queue = h.live_queues.get(entry[A_QUEUE])
     r = entry[A_RECORD]
-    begin, launch_begin, launch_end = r.begin, r.launch_begin, r.launch_end
+    name = name_of(getattr(r, "name", "?"))
+    kind = r.kind if getattr(r, "kind", None) in (KERNEL, COPY) else KERNEL
+    begin: Any = getattr(r, "begin", None)
+    end: Any = getattr(r, "end", None)
+    launch_begin, launch_end = getattr(r, "launch_begin", 0), getattr(r, "launch_end", 0)
+    nbytes = getattr(r, "nbytes", -1)
     qid = h.queue_id(backend, queue)
-    dkey = h.queues[qid].device_key
-    offset = h.offsets.get(dkey)
-    if offset is None:
-        offset = activity_offset(h, backend, queue, qid, dkey, begin, launch_begin)
-    start = begin + offset
-    h0 = launch_begin + offset if launch_begin else start
-    h1 = launch_end + offset if launch_end else h0
+    error = None
+    if not all(map(is_time, (begin, end, launch_begin, launch_end))) or end < begin:
+        error = bad_value(
+            "a device record's times (begin, end, launch_begin, launch_end)",
+            (begin, end, launch_begin, launch_end),
+        )
+    elif type(nbytes) is not int or not -1 <= nbytes < VALUE_LIMIT:
+        error = bad_value("a device record's byte count", nbytes)
+    else:
+        dkey = h.queues[qid].device_key
+        offset = h.offsets.get(dkey)
+        if offset is None:
+            offset = activity_offset(h, backend, queue, qid, dkey, begin, launch_begin)
+        start = begin + offset
+        h0 = launch_begin + offset if launch_begin else start
+        h1 = launch_end + offset if launch_end else h0
+        if not (is_time(start) and is_time(h0) and is_time(h1)):
+            error = bad_value("a device record placed at", (start, h0, h1))
+    if error is not None:
+        s = h.start_ns
+        row = h.table.append(
+            h.names(name),
+            kind,
+            qid,
+            h.thread_id(entry[A_WHO]),
+            s,
+            s,
+            s,
+            0,
+            -1,
+            PLACED | UNRESOLVED,
+        )
+        h.errors[row] = error
+        return
     row = h.table.append(
-        h.names(r.name),
-        r.kind,
+        h.names(name),
+        kind,
         qid,
         h.thread_id(entry[A_WHO]),
         h0,
         h1,
         start,
-        r.end - begin,
-        r.nbytes,
+        end - begin,
+        nbytes,
         PLACED,
     )
     if r.detail:
@@ -219,10 +319,7 @@ def activity_offset(
     alignment = None
     try:
         alignment = backend.activity_align(backend, queue, device_ns)
-        if alignment is not None and not isinstance(alignment, Alignment):
-            raise BadReturn(
-                f"activity_align returned {type(alignment).__name__}, expected kprof.Alignment"
-            )
+        checked_alignment("activity_align", alignment)
     except Exception as exc:
         h.hook_failed(backend, "activity_align", exc, disable=False)
         alignment = None
@@ -275,11 +372,11 @@ def wait(h: Harvest, backend: Backend, token: Any, deadline: float) -> str | Non
     """
     pause = 1e-5
     while not backend.timestamp_done(backend, token):
-        if time.monotonic() >= deadline:
+        if _clock.monotonic() >= deadline:
             return timeout_reason(
                 h,
             )
-        time.sleep(pause)  # releases the GIL: other threads keep running
+        _clock.sleep(pause)  # releases the GIL: other threads keep running
         pause = min(pause * 2, 0.005)
     return None
 
@@ -301,4 +398,4 @@ def read_in_time(h: Harvest, backend: Backend, start: Any, stop: Any, deadline: 
     if h.waiter is None or h.waiter.stuck:
         h.waiter = Waiter()
     read = partial(device_times, h) if backend.has_device_times else partial(elapsed, h)
-    return h.waiter.call(read, (backend, start, stop), deadline - time.monotonic())
+    return h.waiter.call(read, (backend, start, stop), deadline - _clock.monotonic())

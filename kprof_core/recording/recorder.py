@@ -12,6 +12,7 @@ import warnings
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from kprof_core import _clock
 from kprof_core.data.records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, PLACED, RANGE
 from kprof_core.host.backend import Backend
 from kprof_core.low_level import native
@@ -507,8 +508,16 @@ class Recorder:
         with self.rows.lock:
             if self.rows.finished:
                 return
-            self.rows.harvest_locked(None, time.monotonic() + self.timeout)
-            self._end()
+            rows = self.rows
+            deadline = _clock.monotonic() + self.timeout
+            # Tokens are given back after resolving and placing, each release within the
+            # deadline too: slow releases must not cost records their time.
+            rows.deferred = []
+            try:
+                rows.harvest_locked(None, deadline)
+                self._end(deadline)
+            finally:
+                rows.release_deferred(deadline)
 
     def abandon(self, end_ns: int | None = None) -> None:
         """End without resolving what is pending (resolving itself was interrupted): give
@@ -524,12 +533,12 @@ class Recorder:
         self._closed = True
         self._set_next_harvest(0)
 
-    def _end(self) -> None:
+    def _end(self, deadline: float | None = None) -> None:
         """Called once, holding the lock: the tables become final."""
         self._cut_open_ranges(self._closed_ns)
         self.rows.finished = True
         self.rows.drop_late()
-        self.rows.end()
+        self.rows.end(deadline)
 
     def _late(self) -> None:
         """Entries that arrived after the profile ended (a thread that outlived it)."""
