@@ -52,6 +52,33 @@ def is_time(v: Any) -> bool:
     return type(v) is int and -VALUE_LIMIT <= v < VALUE_LIMIT
 
 
+def time_problem(hook: str, begin: Any, end: Any, rel: Any) -> str | None:
+    """Why a record's device times cannot be kept, or None: both within ``±VALUE_LIMIT``,
+    the end not before the begin, the duration and the place on the device within the limit
+    too (``harvest_columns.checked_rel_dur`` and the compiled twin are the same check over a run's
+    columns)."""
+    if not (is_time(begin) and is_time(end) and is_time(rel)):
+        return (
+            f"{hook} gave times beyond ±2**59 ns (begin {begin}, end {end}): "
+            f"not kept (a wrapped-around or uninitialized value?)"
+        )
+    if not 0 <= end - begin < VALUE_LIMIT:
+        return f"{hook} gave an end before the begin (a duration of {end - begin} ns): not kept"
+    return None
+
+
+def launch_problem(h0: Any, h1: Any, nbytes: Any) -> bool:
+    """Whether a launch's host times or byte count cannot be kept (ints within the limit,
+    ``h1`` not before ``h0``, ``nbytes`` -1 or a count)."""
+    return not (
+        is_time(h0)
+        and is_time(h1)
+        and h0 <= h1
+        and type(nbytes) is int
+        and -1 <= nbytes < VALUE_LIMIT
+    )
+
+
 @dataclass(frozen=True)
 class QueueRecord:
     """One queue (stream) of one device of one backend, as it appears in reports.

@@ -21,6 +21,7 @@ from kprof_core.data.records import (
     VALUE_LIMIT,
     HostTable,
     is_time,
+    time_problem,
 )
 from kprof_core.host.backend import Backend, BadReturn, NeverSubmitted
 from kprof_core.low_level.layout import (
@@ -163,7 +164,7 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
                 hook = "device_times"
                 rel, end = device_times(h, backend, start, stop)
                 dur = end - rel
-                error = bad_times(hook, rel, end, rel)
+                error = time_problem(hook, rel, end, rel)
                 flags |= PLACED
             elif error is None:
                 ref = h.refs.get(dkey)
@@ -177,7 +178,7 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
                     end = elapsed(h, backend, ref[1], stop) if ref is not None else dur
                     begin = rel = end - dur
                 dur = end - begin
-                error = bad_times(hook, begin, end, rel)
+                error = time_problem(hook, begin, end, rel)
                 if error is None and ref is None:
                     if backend.has_device_times:
                         h.ref_begin[dkey] = begin
@@ -225,20 +226,6 @@ def bad_value(what: str, value: Any) -> str:
         f"the plugin handed {what} {value!r:.60}, not int nanoseconds within "
         f"±2**59 (a plugin's bug: the record is kept without a time)"
     )
-
-
-def bad_times(hook: str, begin: Any, end: Any, rel: Any) -> str | None:
-    """Why a record's device times cannot be kept, or None: both within ``±VALUE_LIMIT``,
-    the end not before the begin, the duration and the place on the device within the limit
-    too (``harvest_columns.times_ok`` is the same check over a run's columns)."""
-    if not (is_time(begin) and is_time(end) and is_time(rel)):
-        return (
-            f"{hook} gave times beyond ±2**59 ns (begin {begin}, end {end}): "
-            f"not kept (a wrapped-around or uninitialized value?)"
-        )
-    if not 0 <= end - begin < VALUE_LIMIT:
-        return f"{hook} gave an end before the begin (a duration of {end - begin} ns): not kept"
-    return None
 
 
 def stuck_reason(h: Harvest, hook: str | None = None) -> str:
