@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,9 @@ def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
 class FakeClock:
     """The clock kprof's deadlines read (``kprof_core._clock``), driven by the test: it moves
     only when a test's plugin says a call took time (``advance``) or kprof pauses between
-    polls (``sleep``). Tests assert on it, never on wall time."""
+    polls (``sleep``: the pause is also made for real, so that a real device thread makes
+    progress meanwhile). Tests assert on it, never on wall time, which a loaded machine
+    stretches."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -100,6 +103,7 @@ class FakeClock:
     def sleep(self, seconds: float) -> None:
         self.sleeps += 1
         self.now += seconds
+        time.sleep(seconds)
 
     def advance(self, seconds: float) -> None:
         self.now += seconds

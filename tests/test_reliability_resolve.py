@@ -52,6 +52,24 @@ class SlowDone(InstantClock):
         self.clock.advance(1 / 16)
         return True
 
+    @kprof.hookimpl
+    def align_clock(self, backend: kprof.Backend, token: Any, launch_window: Any) -> Any:
+        self.aligned = True
+        return super().align_clock(backend, token, launch_window)
+
+
+class SlowRelease(InstantClock):
+    """A device whose every release_timestamp takes half a second (on the test's clock)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    @kprof.hookimpl
+    def release_timestamp(self, backend: kprof.Backend, token: Any) -> None:
+        self.clock.advance(0.5)
+        super().release_timestamp(backend, token)
+
 
 def ranges_on(
     plugin: InstantClock, n: int, timeout: float, clock: FakeClock
@@ -104,3 +122,20 @@ def test_slow_questions_stop_at_the_deadline(fake_clock: FakeClock) -> None:
     assert all("within 1 s" in r.error for r in unresolved)
     assert plugin.asked == 16  # 1 s of questions, then none
     assert not plugin.live  # quick releases are made past the deadline too
+    # Issue 25 item 22: align_clock is not asked past the deadline either.
+    assert not hasattr(plugin, "aligned")
+    [clock] = p.clocks.values()
+    assert "align_clock not asked: the resolve timeout had passed" in clock.method
+
+
+def test_a_slow_release_stays_inside_the_deadline(fake_clock: FakeClock) -> None:
+    """Issue 25 item 10: 50 ranges, a release taking 0.5 s, timeout=2: the end took 50 s
+    and 49 of 50 records were unresolved (each release ate the time left for resolving).
+    Tokens are now given back after resolving, and past the deadline only within a grace
+    of a tenth of the timeout; the rest are left to the plugin, said once."""
+    plugin = SlowRelease(fake_clock)
+    with pytest.warns(RuntimeWarning, match="were not given back"):
+        p, took = ranges_on(plugin, 50, timeout=2, clock=fake_clock)
+    assert len(p.device_ranges) == 50 and not p.unresolved
+    # Four releases before the deadline, one more begun inside the grace (2 s + 0.2 s).
+    assert took == 2.5 and plugin.released == 5
