@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import warnings
@@ -12,6 +11,7 @@ from typing import Any, TypeVar
 from kprof_core.host.backend import Backend, KprofError
 from kprof_core.host.discovery import registry
 from kprof_core.recording import activity
+from kprof_core.recording.annotations import around
 from kprof_core.recording.recorder import _ACTIVE, Recorder, now
 from kprof_core.result import Profile
 
@@ -238,17 +238,16 @@ class profile:
             raise interrupted
 
     def __call__(self, fn: F) -> F:
-        if not callable(fn):
-            raise TypeError(f"kprof.profile() decorates a callable, not {type(fn).__name__}")
+        """Profile each call of ``fn`` (a coroutine function: each await of it; a generator
+        function: each iteration of it, to the end); the wrapper's ``last_profile`` is the
+        latest call's ``Profile``."""
 
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with profile(
+        def block() -> profile:
+            return profile(
                 self.device, self.trace, self.synchronize, self._backend_names, self.timeout
-            ) as p:
-                try:
-                    return fn(*args, **kwargs)
-                finally:
-                    wrapper.last_profile = p  # type: ignore[attr-defined]
+            )
 
-        return wrapper  # type: ignore[return-value]
+        def keep(wrapper: Any, p: Profile) -> None:
+            wrapper.last_profile = p
+
+        return around(fn, block, "kprof.profile", keep)
