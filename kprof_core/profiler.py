@@ -13,6 +13,7 @@ from kprof_core.host.discovery import registry
 from kprof_core.recording import activity
 from kprof_core.recording.annotations import around
 from kprof_core.recording.recorder import _ACTIVE, Recorder, now
+from kprof_core.recording.threads import OwnedLock
 from kprof_core.result import Profile
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -22,7 +23,10 @@ DEFAULT_TIMEOUT = 60.0
 
 # A backend's capture is installed while any profile that uses it is active, anywhere in the
 # process: installed by the first, removed by the last (profiles may use different backends).
-_capture_lock = threading.Lock()
+_capture_lock = OwnedLock()  # see threads.OwnedLock: a signal handler never waits on it
+# Backends whose users a profile exited in a signal handler gave up while the interrupted
+# code held _capture_lock: released by that code before it lets the lock go.
+_deferred_releases: list[list[Backend]] = []
 _capture_users: dict[Backend, int] = {}
 _installed: set[Backend] = set()  # remove_capture only what install_capture did install
 
@@ -56,7 +60,12 @@ def resolve_timeout(value: float | None) -> float:
     return float(value)
 
 
-def _install(backends: list[Backend]) -> None:
+def _install(backends: list[Backend]) -> bool:
+    """Count one more user of each backend, installing capture where it is the first; False
+    (nothing done) when the calling thread is inside kprof's own install or removal: a
+    profile entered in a signal handler then, which records without installing anything."""
+    if _capture_lock.held_here():
+        return False
     with _capture_lock:
         counted: list[Backend] = []
         try:
@@ -79,6 +88,14 @@ def _install(backends: list[Backend]) -> None:
                 _remove_quietly(counted[-1])
             _release(counted)
             raise
+        finally:
+            _release_deferred()
+    return True
+
+
+def _release_deferred() -> None:
+    while _deferred_releases:
+        _release(_deferred_releases.pop())
 
 
 def _remove_quietly(b: Backend) -> None:
@@ -117,8 +134,16 @@ def _release(backends: list[Backend]) -> BaseException | None:
 
 
 def _uninstall(backends: list[Backend]) -> BaseException | None:
+    if _capture_lock.held_here():
+        # A signal handler exiting a profile while this thread installs or removes capture:
+        # the interrupted code releases these before it lets the lock go.
+        _deferred_releases.append(backends)
+        return None
     with _capture_lock:
-        return _release(backends)
+        try:
+            return _release(backends)
+        finally:
+            _release_deferred()
 
 
 def capture_installed() -> bool:
@@ -169,6 +194,7 @@ class profile:
         self._token: Any = None
         self._scope: tuple[int, list[Backend], int] | None = None
         self._recorder: Recorder | None = None
+        self._counted = False  # this profile counts as a user of its backends' capture
         self.result: Profile | None = None
 
     def __enter__(self) -> Profile:
@@ -184,7 +210,8 @@ class profile:
             parent=parent,
         )
         result = Profile(trace=self.trace, backends=[b.name for b in backends])
-        _install(backends)  # raises only after undoing itself: nothing to clean up here
+        # Raises only after undoing itself: nothing to clean up here.
+        self._counted = _install(backends)
         self._recorder, self.result = rec, result
         result.start_ns = rec.start_ns = now()
         self._token = _ACTIVE.set(rec)
@@ -229,7 +256,7 @@ class profile:
             # cost the profile (nor leave other backends patched: _uninstall handles all).
             if rec.scopes:
                 activity.forget(rec)
-            interrupted = _uninstall(rec.backends)
+            interrupted = _uninstall(rec.backends) if self._counted else None
             result._load(rec)
             self._recorder = None
             if rec.parent is not None:

@@ -11,7 +11,6 @@ and the compiled ``lp_launch``, and read here by constant index or unpacked in t
 
 from __future__ import annotations
 
-import threading
 import time
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -42,7 +41,7 @@ from kprof_core.low_level.layout import (
     WHO,
 )
 from kprof_core.recording.placement import DeviceClock, place
-from kprof_core.recording.threads import thread_names
+from kprof_core.recording.threads import OwnedLock, thread_names
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -85,7 +84,7 @@ class Harvest:
         self.deadline_set = False  # the harvest under way has a deadline (see _harvest)
         # The compiled recorder's harvest helpers (kprof_core.low_level._crecorder), or None.
         self.compiled = native.compiled()
-        self.lock = threading.Lock()
+        self.lock = OwnedLock()  # see threads.OwnedLock: a signal handler never waits on it
         self.finished = False  # everything is resolved and placed; tables are final
         self.table = DeviceTable()
         self.host = HostTable()

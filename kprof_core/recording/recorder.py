@@ -487,6 +487,10 @@ class Recorder:
         n = len(incoming)
         if n > self.pending_high_water:
             self.pending_high_water = n
+        if self.rows.lock.held_here():
+            # A signal handler (kprof.mark, a launch) interrupted this thread's own harvest:
+            # waiting here would wait on ourselves. The entry is in; the harvest goes on after.
+            return
         if not self._closed:
             self.rows.harvest(wait=False)
             # Still too far behind: wait for the oldest work, which bounds live device tokens.
@@ -542,6 +546,8 @@ class Recorder:
 
     def _late(self) -> None:
         """Entries that arrived after the profile ended (a thread that outlived it)."""
+        if self.rows.lock.held_here():  # a signal handler interrupting the end: it takes them
+            return
         with self.rows.lock:
             if self.rows.finished:  # otherwise finish() is still at work and takes them
                 self.rows.drop_late()

@@ -40,3 +40,49 @@ def who() -> Any:
         if task is not None:
             return (key, task.get_name())
     return key
+
+
+class OwnedLock:
+    """A lock that tells whether the calling thread holds it (or is taking it).
+
+    A Python signal handler runs on the thread the signal interrupted, between two bytecodes
+    of whatever it was doing, kprof's own code included: a handler that blocks on a lock that
+    thread holds waits forever. Code that may run in a handler (``kprof.mark``, a launch, a
+    profile's entry or exit) asks ``held_here()`` first and defers or skips its work instead.
+    The mark is per thread and set before the lock is taken and cleared after it is released,
+    so that a signal between the two steps finds it set (deferring is always safe).
+    """
+
+    __slots__ = ("_here", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._here = threading.local()
+
+    def acquire(self, blocking: bool = True) -> bool:
+        self._here.held = True
+        try:
+            got = self._lock.acquire(blocking)
+        except BaseException:
+            self._here.held = False
+            raise
+        if not got:
+            self._here.held = False
+        return got
+
+    def release(self) -> None:
+        self._lock.release()
+        self._here.held = False
+
+    def held_here(self) -> bool:
+        """Whether the calling thread holds the lock (or is between taking and having it)."""
+        return getattr(self._here, "held", False)
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
