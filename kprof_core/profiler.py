@@ -60,6 +60,18 @@ def resolve_timeout(value: float | None) -> float:
     return float(value)
 
 
+def _after_fork_in_child() -> None:
+    """A child starts with free locks: another thread of the parent may have held one at the
+    fork, and that thread does not exist in the child (it would never release it)."""
+    global _capture_lock
+    _capture_lock = OwnedLock()
+    _deferred_releases.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _install(backends: list[Backend]) -> bool:
     """Count one more user of each backend, installing capture where it is the first; False
     (nothing done) when the calling thread is inside kprof's own install or removal: a

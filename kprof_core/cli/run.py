@@ -24,6 +24,17 @@ def _exit_code(code: object) -> int:
     return 1
 
 
+def _forked_child_paths(args: argparse.Namespace) -> None:
+    """In a child the script forked (``os.fork()`` inside the profile, which then ended in
+    the child: ``sys.exit`` there), the output paths get the child's pid unless they have
+    ``{pid}``: parent and child wrote the same file, the last one replacing the other."""
+    for attr in ("output", "html", "trace_file"):
+        path = getattr(args, attr, None)
+        if path and "{pid}" not in path:
+            root, ext = os.path.splitext(path)
+            setattr(args, attr, f"{root}.{os.getpid()}{ext}")
+
+
 def command(args: argparse.Namespace) -> int:
     from kprof_core.host.discovery import registry
     from kprof_core.profiler import profile
@@ -46,6 +57,7 @@ def command(args: argparse.Namespace) -> int:
     # As python does: sys.path[0] is the script's directory, or the working directory for -m.
     sys.path.insert(0, os.getcwd() if args.module else os.path.dirname(os.path.abspath(script)))
     code = 0
+    runner = os.getpid()
     p = prof.__enter__()
     try:
         try:
@@ -66,6 +78,8 @@ def command(args: argparse.Namespace) -> int:
         prof.__exit__(None, None, None)
         sys.argv = saved_argv
         sys.path[:] = saved_path
+    if os.getpid() != runner:
+        _forked_child_paths(args)
     # Files first: a reader that went away (`| head`) or a script that closed sys.stdout must
     # not cost them.
     write_outputs(p, args)

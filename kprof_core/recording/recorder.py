@@ -7,8 +7,10 @@ compiled recorder is built (``native.py``), its common case runs in C (``_crecor
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
+import weakref
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +45,20 @@ _ACTIVE: ContextVar[Recorder | None] = ContextVar("kprof_active_recorder", defau
 active = _ACTIVE.get
 
 
+#: Recorders of profiles not finished yet: reset in a forked child (``_after_fork_in_child``).
+_live: weakref.WeakSet[Recorder] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    for rec in list(_live):
+        if not rec.rows.finished:
+            rec._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 class Recorder:
     """Collects what one ``kprof.profile()`` captures.
 
@@ -68,16 +84,7 @@ class Recorder:
     ) -> None:
         self.backends = list(backends)
         self.timeout = timeout
-        h = self.rows = Harvest(self.backends, timeout)
-        # The harvest's own objects (never rebound there), bound here too: the launch path
-        # reaches them in one lookup, and a profile reads its tables from the recorder.
-        self._incoming = h.incoming
-        self._live_queues = h.live_queues
-        self._release = h.release
-        self._hook_failed = h.hook_failed
-        self.table, self.host, self.names = h.table, h.host, h.names
-        self.queues, self.threads = h.queues, h.threads
-        self.errors, self.details, self.clocks = h.errors, h.details, h.clocks
+        self._new_rows()
         self._selected = frozenset(self.backends)
         self.device = device
         self.synchronize = synchronize
@@ -104,6 +111,35 @@ class Recorder:
         #: and records it up to the end (``_cut_open_ranges``).
         self.open_ranges: dict[int, tuple[Any, ...]] = {}
         self._bind_launch_path()
+        _live.add(self)
+
+    def _new_rows(self) -> None:
+        """A new record side (``Harvest``), its objects bound here too."""
+        h = self.rows = Harvest(self.backends, self.timeout)
+        # The harvest's own objects (never rebound there), bound here too: the launch path
+        # reaches them in one lookup, and a profile reads its tables from the recorder.
+        self._incoming = h.incoming
+        self._live_queues = h.live_queues
+        self._release = h.release
+        self._hook_failed = h.hook_failed
+        self.table, self.host, self.names = h.table, h.host, h.names
+        self.queues, self.threads = h.queues, h.threads
+        self.errors, self.details, self.clocks = h.errors, h.details, h.clocks
+
+    def _after_fork_in_child(self) -> None:
+        """In a child made by ``os.fork()`` inside the profile: start over with no inherited
+        record side. The parent's pending tokens belong to devices (and device threads) the
+        child does not have, and its rows are the parent's: keeping them made the child wait
+        the whole timeout for them at its end and report the parent's work as its own (a
+        merge of parent and child files then counted it twice). The child records only what
+        it does after the fork."""
+        start_ns = self.rows.start_ns
+        self._new_rows()
+        self.rows.start_ns = start_ns
+        self.open_ranges.clear()  # begun in the parent, with the parent's tokens
+        self.pending_high_water = 0
+        self._bind_launch_path()
+        self._set_next_harvest(0 if self._closed else min(self.harvest_every, self.max_pending))
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows (``Harvest.harvest``); returns how many."""
