@@ -214,6 +214,9 @@ class profile:
             raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
         backends = registry.usable(self._backend_names)
         parent = _ACTIVE.get()
+        if parent is not None and parent._closed:
+            # Exited on another thread, so still set in this context: not a parent.
+            parent = parent.open_outer()
         rec = Recorder(
             backends,
             device=self.device,

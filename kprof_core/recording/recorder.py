@@ -221,6 +221,10 @@ class Recorder:
                 self._pressure()
             return
         if not self.device or backend not in self._selected:
+            if backend not in self._selected and (outer := self._outer_for(backend)):
+                # A nested profile that does not use this backend: the outer one does.
+                outer.launch(backend, kind, name, queue, start_ns, end_ns, start, stop, nbytes)
+                return
             self._untimed(backend, name, start_ns, end_ns, start, stop)
             return
         flags = 0
@@ -288,6 +292,9 @@ class Recorder:
         ``approximate`` attribute is ``True`` are host observations.
         """
         if not self.device or backend not in self._selected:
+            if backend not in self._selected and (outer := self._outer_for(backend)):
+                outer.launch_observed(backend, kind, name, queue, start_ns, end_ns, token, nbytes)
+                return
             self._untimed(backend, name, start_ns, end_ns, token, token)
             return
         qk = id(queue)
@@ -307,6 +314,21 @@ class Recorder:
                 APPROXIMATE,
             )
         )
+
+    def open_outer(self) -> Recorder | None:
+        """The nearest enclosing profile not closed yet, if any."""
+        outer = self.parent
+        while outer is not None and outer._closed:
+            outer = outer.parent
+        return outer
+
+    def _outer_for(self, backend: Backend) -> Recorder | None:
+        """The nearest enclosing profile still open that uses ``backend``, if any: a kernel
+        launched inside a nested profile with fewer backends was lost to the outer one."""
+        outer = self.parent
+        while outer is not None and (outer._closed or backend not in outer._selected):
+            outer = outer.parent
+        return outer
 
     def _untimed(
         self, backend: Backend, name: str, start_ns: int, end_ns: int, start: Any, stop: Any
@@ -537,6 +559,10 @@ class Recorder:
         if self._closed:
             self._set_next_harvest(0)  # may have raced with finish() setting it
             self._late()
+            if _ACTIVE.get() is self:
+                # Still active here: the profile was exited on another thread, which could
+                # not reset this thread's context. Launches here stop coming to it now.
+                _ACTIVE.set(self.open_outer())
 
     # -- the end --------------------------------------------------------------------------------
 
@@ -558,6 +584,8 @@ class Recorder:
                 self._end(deadline)
             finally:
                 rows.release_deferred(deadline)
+        if all(r.rows.finished for r in list(_live)):
+            threads.forget_ended()
 
     def abandon(self, end_ns: int | None = None) -> None:
         """End without resolving what is pending (resolving itself was interrupted): give
