@@ -67,6 +67,27 @@ def time_problem(hook: str, begin: Any, end: Any, rel: Any) -> str | None:
     return None
 
 
+def name_of(name: Any) -> str:
+    """A record's name as a str: a plugin's (or user's) non-str name is kept by its
+    ``repr`` rather than refused (the record is not lost, and the repr shows what was passed:
+    ``b'k'`` stays distinct from ``'k'``); a str subclass as the plain str it holds."""
+    if type(name) is str:
+        return name
+    if isinstance(name, str):
+        return str.__str__(name)
+    try:
+        return repr(name)
+    except Exception:
+        return f"<{type(name).__name__} name>"
+
+
+def bad_value(what: str, value: Any) -> str:
+    return (
+        f"the plugin handed {what} {value!r:.60}, not int nanoseconds within "
+        f"±2**59 (a plugin's bug: the record is kept without a time)"
+    )
+
+
 def launch_problem(h0: Any, h1: Any, nbytes: Any) -> bool:
     """Whether a launch's host times or byte count cannot be kept (ints within the limit,
     ``h1`` not before ``h0``, ``nbytes`` -1 or a count)."""

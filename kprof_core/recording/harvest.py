@@ -23,7 +23,7 @@ from kprof_core.data.records import (
     QueueRecord,
     ThreadRecord,
 )
-from kprof_core.host.backend import Backend, BadReturn, QueueInfo
+from kprof_core.host.backend import Backend, BadReturn, QueueInfo, checked_queue_info
 from kprof_core.low_level import native
 from kprof_core.low_level.layout import (
     A_RECORD,
@@ -52,17 +52,6 @@ from kprof_core.recording import harvest_take as take_route
 
 HOST_KINDS = take_route.HOST_KINDS
 HOST_QUEUE = QueueRecord("host", "host", "host", "host")
-#: Past the end's deadline, tokens are still given back until the releases made there took
-#: this fraction of the timeout (see ``Harvest.release_deferred``).
-RELEASE_GRACE = 0.1
-
-
-def _hashable(v: Any) -> bool:
-    try:
-        hash(v)
-    except Exception:
-        return False
-    return True
 
 
 class Harvest:
@@ -278,29 +267,9 @@ class Harvest:
                 self.hook_failed(backend, "release_timestamp", exc)
 
     def release_deferred(self, deadline: float | None) -> None:
-        """Give back the tokens ``release`` deferred while the end resolved. Releases are
-        normally quick (µs), and every token is given back even when resolving used the whole
-        timeout; but past the deadline, once the releases made there took ``RELEASE_GRACE`` of
-        the timeout in all, the rest are left to the plugin (the garbage collector), said
-        once: a slow ``release_timestamp`` cannot stretch the end past its bound."""
-        deferred, self.deferred = self.deferred or [], None
-        clock = _clock.monotonic
-        budget = None if deadline is None else deadline + RELEASE_GRACE * self.timeout
-        for i, (backend, tok) in enumerate(deferred):
-            if budget is not None and clock() >= budget:
-                self.unreleased += len(deferred) - i
-                warnings.warn(
-                    f"kprof: {len(deferred) - i} timestamp(s) were not given back "
-                    f"(release_timestamp was slow past the resolve timeout of "
-                    f"{self.timeout:g} s); they are left to the plugin",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
-                return
-            try:
-                backend.release_timestamp(backend, tok)
-            except Exception as exc:
-                self.hook_failed(backend, "release_timestamp", exc)
+        """Give back the tokens ``release`` deferred while the end resolved
+        (``harvest_take.release_deferred``: bounded past the deadline)."""
+        take_route.release_deferred(self, deadline)
 
     def queue_id(self, backend: Backend | None, queue: Any) -> int:
         key = (0, 0) if backend is None else (id(backend), id(queue))
@@ -313,18 +282,7 @@ class Harvest:
             info: QueueInfo | None = None
             try:
                 info = backend.queue_info(backend, queue)
-                if info is not None and not isinstance(info, QueueInfo):
-                    raise BadReturn(
-                        f"queue_info returned {type(info).__name__}, expected kprof.QueueInfo"
-                    )
-                if info is not None and not (
-                    type(info.device) is str and type(info.label) is str and _hashable(info.key())
-                ):
-                    # Every view formats these as str: refused here, once, not in each view.
-                    raise BadReturn(
-                        f"queue_info returned {info!r:.120}: device and label must be str, "
-                        f"device_key hashable"
-                    )
+                checked_queue_info(info)
             except Exception as exc:
                 self.hook_failed(backend, "queue_info", exc, disable=False)
                 info = None

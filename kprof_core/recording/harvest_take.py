@@ -7,35 +7,32 @@ from __future__ import annotations
 
 import queue
 import threading
+import warnings
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kprof_core import _clock
 from kprof_core.data.records import (
     APPROXIMATE,
-    COPY,
     HOST_TIMED,
-    KERNEL,
     PLACED,
     UNRESOLVED,
     VALUE_LIMIT,
     HostTable,
+    bad_value,
     is_time,
+    name_of,
     time_problem,
 )
 from kprof_core.host.backend import Backend, BadReturn, NeverSubmitted
 from kprof_core.low_level.layout import (
-    A_QUEUE,
-    A_RECORD,
-    A_SLOT,
-    A_WHO,
     ENTRY_ACTIVITY,
     ENTRY_HOST_LAUNCH,
     ENTRY_HOST_RANGE,
     ENTRY_MARK,
     KIND,
 )
-from kprof_core.recording.placement import DeviceClock, checked_alignment
+from kprof_core.recording import harvest_activity
 
 if TYPE_CHECKING:
     from kprof_core.recording.harvest import Harvest
@@ -47,6 +44,11 @@ HOST_KINDS = {
     ENTRY_MARK: HostTable.MARK,
     ENTRY_HOST_LAUNCH: HostTable.LAUNCH,
 }
+
+
+#: Past the end's deadline, tokens are still given back until the releases made there took
+#: this fraction of the timeout (see ``release_deferred``).
+RELEASE_GRACE = 0.1
 
 
 class Waiter:
@@ -91,7 +93,7 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
     """Make a row of one entry; False (and no change) when its work is not done and we
     may not wait (``deadline`` is None)."""
     if entry[KIND] == ENTRY_ACTIVITY:
-        take_activity(h, entry)
+        harvest_activity.take_activity(h, entry)
         return True
     backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags = h.decode(entry)
     name = name_of(name)
@@ -207,125 +209,11 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
     return True
 
 
-def name_of(name: Any) -> str:
-    """A record's name as a str: a plugin's (or user's) non-str name is kept by its
-    ``repr`` rather than refused (the record is not lost, and the repr shows what was passed:
-    ``b'k'`` stays distinct from ``'k'``); a str subclass as the plain str it holds."""
-    if type(name) is str:
-        return name
-    if isinstance(name, str):
-        return str.__str__(name)
-    try:
-        return repr(name)
-    except Exception:
-        return f"<{type(name).__name__} name>"
-
-
-def bad_value(what: str, value: Any) -> str:
-    return (
-        f"the plugin handed {what} {value!r:.60}, not int nanoseconds within "
-        f"±2**59 (a plugin's bug: the record is kept without a time)"
-    )
-
-
 def stuck_reason(h: Harvest, hook: str | None = None) -> str:
     return (
         f"{timeout_reason(h, hook)}; the device was not waited for again, having let "
         f"earlier work pass a deadline"
     )
-
-
-def take_activity(h: Harvest, entry: tuple[Any, ...]) -> None:
-    """A row of a delivered record (an activity entry): already complete, placed by its
-    device's offset (its times are on the device clock). A record whose fields are not what
-    ``DeviceRecord`` says (int times within ±2**59 ns, the end not before the begin) is kept
-    unresolved, at the profile's start, with the reason."""
-    backend = h.by_slot[entry[A_SLOT]]
-    queue = h.live_queues.get(entry[A_QUEUE])
-    r = entry[A_RECORD]
-    name = name_of(getattr(r, "name", "?"))
-    kind = r.kind if getattr(r, "kind", None) in (KERNEL, COPY) else KERNEL
-    begin: Any = getattr(r, "begin", None)
-    end: Any = getattr(r, "end", None)
-    launch_begin, launch_end = getattr(r, "launch_begin", 0), getattr(r, "launch_end", 0)
-    nbytes = getattr(r, "nbytes", -1)
-    qid = h.queue_id(backend, queue)
-    error = None
-    if not all(map(is_time, (begin, end, launch_begin, launch_end))) or end < begin:
-        error = bad_value(
-            "a device record's times (begin, end, launch_begin, launch_end)",
-            (begin, end, launch_begin, launch_end),
-        )
-    elif type(nbytes) is not int or not -1 <= nbytes < VALUE_LIMIT:
-        error = bad_value("a device record's byte count", nbytes)
-    else:
-        dkey = h.queues[qid].device_key
-        offset = h.offsets.get(dkey)
-        if offset is None:
-            offset = activity_offset(h, backend, queue, qid, dkey, begin, launch_begin)
-        start = begin + offset
-        h0 = launch_begin + offset if launch_begin else start
-        h1 = launch_end + offset if launch_end else h0
-        if not (is_time(start) and is_time(h0) and is_time(h1)):
-            error = bad_value("a device record placed at", (start, h0, h1))
-    if error is not None:
-        s = h.start_ns
-        row = h.table.append(
-            h.names(name),
-            kind,
-            qid,
-            h.thread_id(entry[A_WHO]),
-            s,
-            s,
-            s,
-            0,
-            -1,
-            PLACED | UNRESOLVED,
-        )
-        h.errors[row] = error
-        return
-    row = h.table.append(
-        h.names(name),
-        kind,
-        qid,
-        h.thread_id(entry[A_WHO]),
-        h0,
-        h1,
-        start,
-        end - begin,
-        nbytes,
-        PLACED,
-    )
-    if r.detail:
-        h.details[row] = str(r.detail)
-
-
-def activity_offset(
-    h: Harvest, backend: Backend, queue: Any, qid: int, dkey: str, device_ns: int, launch_ns: int
-) -> int:
-    alignment = None
-    try:
-        alignment = backend.activity_align(backend, queue, device_ns)
-        checked_alignment("activity_align", alignment)
-    except Exception as exc:
-        h.hook_failed(backend, "activity_align", exc, disable=False)
-        alignment = None
-    q = h.queues[qid]
-    if alignment is not None:
-        offset = alignment.host_ns - device_ns
-        clock = DeviceClock(q.backend, q.device, alignment.method, alignment.error_ns)
-    else:
-        # The first record's launch (or, unknown, its work) at the profile's start.
-        offset = h.start_ns - (launch_ns or device_ns)
-        clock = DeviceClock(
-            q.backend,
-            q.device,
-            "no clock correlation: the first device record is placed at the profile's start",
-            None,
-        )
-    h.offsets[dkey] = offset
-    h.activity_clocks[dkey] = clock
-    return offset
 
 
 def elapsed(h: Harvest, backend: Backend, start: Any, stop: Any) -> int:
@@ -386,3 +274,29 @@ def read_in_time(h: Harvest, backend: Backend, start: Any, stop: Any, deadline: 
         h.waiter = Waiter()
     read = partial(device_times, h) if backend.has_device_times else partial(elapsed, h)
     return h.waiter.call(read, (backend, start, stop), deadline - _clock.monotonic())
+
+
+def release_deferred(h: Harvest, deadline: float | None) -> None:
+    """Give back the tokens ``release`` deferred while the end resolved. Releases are
+    normally quick (µs), and every token is given back even when resolving used the whole
+    timeout; but past the deadline, once the releases made there took ``RELEASE_GRACE`` of
+    the timeout in all, the rest are left to the plugin (the garbage collector), said
+    once: a slow ``release_timestamp`` cannot stretch the end past its bound."""
+    deferred, h.deferred = h.deferred or [], None
+    clock = _clock.monotonic
+    budget = None if deadline is None else deadline + RELEASE_GRACE * h.timeout
+    for i, (backend, tok) in enumerate(deferred):
+        if budget is not None and clock() >= budget:
+            h.unreleased += len(deferred) - i
+            warnings.warn(
+                f"kprof: {len(deferred) - i} timestamp(s) were not given back "
+                f"(release_timestamp was slow past the resolve timeout of "
+                f"{h.timeout:g} s); they are left to the plugin",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            return
+        try:
+            backend.release_timestamp(backend, tok)
+        except Exception as exc:
+            h.hook_failed(backend, "release_timestamp", exc)
