@@ -5,12 +5,12 @@ from __future__ import annotations
 import importlib
 import sys
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fakeclock import FakeClock
 
 from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD, ENV_PLUGINS, registry
 from kprof_core.profiler import ENV_TIMEOUT
@@ -84,29 +84,6 @@ def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
     yield make
     for mod in modules:
         sys.modules.pop(mod, None)
-
-
-class FakeClock:
-    """The clock kprof's deadlines read (``kprof_core._clock``), driven by the test: it moves
-    only when a test's plugin says a call took time (``advance``) or kprof pauses between
-    polls (``sleep``: the pause is also made for real, so that a real device thread makes
-    progress meanwhile). Tests assert on it, never on wall time, which a loaded machine
-    stretches."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps = 0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps += 1
-        self.now += seconds
-        time.sleep(seconds)
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture

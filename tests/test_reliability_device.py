@@ -7,7 +7,7 @@ import warnings
 from typing import Any
 
 import pytest
-from conftest import FakeClock
+from fakeclock import FakeClock
 from kprof_testbackend import device, plugin
 from kprof_testbackend.instant import InstantClock, InstantQueue
 

@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 import pytest
-from conftest import FakeClock
+from fakeclock import FakeClock
 from kprof_testbackend.instant import InstantClock, InstantQueue
 
 import kprof
