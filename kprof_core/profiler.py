@@ -246,6 +246,7 @@ class profile:
             # Exited in another context than it entered (a generator, a callback); restore
             # what was active around it rather than failing the user's code.
             _ACTIVE.set(rec.parent)
+            rec.exited_elsewhere = True
         try:
             if self._scope is not None:
                 scope, opened, ident = self._scope

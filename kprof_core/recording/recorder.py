@@ -8,6 +8,7 @@ compiled recorder is built (``native.py``), its common case runs in C (``_crecor
 from __future__ import annotations
 
 import os
+import threading
 import time
 import warnings
 import weakref
@@ -96,6 +97,8 @@ class Recorder:
         self._timed = frozenset(b.slot for b in self.backends if device and not synchronize)
         self._closed = False  # the profile's block has ended: what comes in now is late
         self._closed_ns = 0
+        self.entered_on = threading.get_ident()  # the thread whose context it was set in
+        self.exited_elsewhere = False  # its profile was exited in another context
         self.pending_high_water = 0
         # Activity records (see activity.py): this profile's scopes, the backends delivering
         # its records, and launches that never got one.
@@ -559,10 +562,13 @@ class Recorder:
         if self._closed:
             self._set_next_harvest(0)  # may have raced with finish() setting it
             self._late()
-            if _ACTIVE.get() is self:
-                # Still active here: the profile was exited on another thread, which could
-                # not reset this thread's context. Launches here stop coming to it now.
-                _ACTIVE.set(self.open_outer())
+            if self.exited_elsewhere and threading.get_ident() == self.entered_on:
+                # Still active on the thread that entered it: the profile was exited on
+                # another thread, which could not reset this thread's context. What this
+                # thread does now goes where it would have had the profile exited here.
+                # (Other threads that run in a copy of its context keep dropping late work.)
+                if _ACTIVE.get() is self:
+                    _ACTIVE.set(self.open_outer())
 
     # -- the end --------------------------------------------------------------------------------
 
