@@ -306,7 +306,7 @@ def test_a_non_str_queue_info_gets_the_generic_name(info: Any, testbackends: Any
 
 def test_activity_records_with_float_times_are_unresolved(testbackends: Any) -> None:
     """Item 17: activity records delivered with float times corrupted the table as item 6."""
-    from kprof_core.recording import harvest_activity
+    from kprof_core.recording import harvest_delivered
     from kprof_core.recording.activity import DeviceRecord
     from kprof_core.recording.harvest import Harvest
 
@@ -322,7 +322,7 @@ def test_activity_records_with_float_times_are_unresolved(testbackends: Any) -> 
     bad = DeviceRecord(1, KERNEL, "bad", q, 1000.5, 2000)  # type: ignore[arg-type]
     backwards = DeviceRecord(1, KERNEL, "back", q, 3000, 2000)
     for r in (good, bad, backwards):
-        harvest_activity.take_activity(h, (b.slot, 5, r, id(q), w))
+        harvest_delivered.take_activity(h, (b.slot, 5, r, id(q), w))
     assert len({len(c) for c in h.table.columns()}) == 1 and len(h.table) == 3
     assert sorted(h.errors) == [1, 2]
     assert "1000.5" in h.errors[1]

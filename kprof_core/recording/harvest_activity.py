@@ -1,119 +1,85 @@
-"""The harvest's route for delivered activity records (``activity.py``): already complete,
-each is placed by its device's offset from the device clock to the host clock, found once per
-device (``activity_align``, else the profile's start); a record whose fields are not what
-``DeviceRecord`` says is kept unresolved, with the reason.
-"""
+"""The harvest's route for activity rows delivered column-wise (``ActivityColumns``, from
+``recording/activity.py``'s ``deliver_columns``): a whole batch appended to the table column
+by column, its per-row work in C loops (``map``, ``array``)."""
 
 from __future__ import annotations
 
+from array import array
+from itertools import repeat
+from operator import add, sub
 from typing import TYPE_CHECKING, Any
 
-from kprof_core.data.records import (
-    COPY,
-    KERNEL,
-    PLACED,
-    UNRESOLVED,
-    VALUE_LIMIT,
-    bad_value,
-    is_time,
-    name_of,
-)
-from kprof_core.host.backend import Backend
-from kprof_core.low_level.layout import A_QUEUE, A_RECORD, A_SLOT, A_WHO
-from kprof_core.recording.placement import DeviceClock, checked_alignment
+from kprof_core.data.records import PLACED
+from kprof_core.low_level.layout import A_RECORD, A_SLOT, A_WHO
+from kprof_core.recording.harvest_delivered import activity_offset
 
 if TYPE_CHECKING:
     from kprof_core.recording.harvest import Harvest
 
+__all__ = ["mapped", "take_activity_columns"]
 
-def take_activity(h: Harvest, entry: tuple[Any, ...]) -> None:
-    """A row of a delivered record (an activity entry): already complete, placed by its
-    device's offset (its times are on the device clock). A record whose fields are not what
-    ``DeviceRecord`` says (int times within ±2**59 ns, the end not before the begin) is kept
-    unresolved, at the profile's start, with the reason."""
+
+def mapped(table: dict[int, int], col: array[int], n: int) -> array[int]:
+    """``table[v]`` for each v of ``col``: one value repeated when the table has one (a batch
+    on one queue, of one scope), else a lookup per row (in C, ``map``)."""
+    if len(table) == 1:
+        return array("q", table.values()) * n
+    return array("q", map(table.__getitem__, col))
+
+
+def take_activity_columns(h: Harvest, entry: tuple[Any, ...]) -> None:
+    """Rows of a batch delivered column-wise (``ActivityColumns``): the per-row work is
+    mapping the batch's name, queue and scope indices to the profile's, and adding each
+    device's clock offset, all in C loops (``map``, ``array``)."""
     backend = h.by_slot[entry[A_SLOT]]
-    queue = h.live_queues.get(entry[A_QUEUE])
-    r = entry[A_RECORD]
-    name = name_of(getattr(r, "name", "?"))
-    kind = r.kind if getattr(r, "kind", None) in (KERNEL, COPY) else KERNEL
-    begin: Any = getattr(r, "begin", None)
-    end: Any = getattr(r, "end", None)
-    launch_begin, launch_end = getattr(r, "launch_begin", 0), getattr(r, "launch_end", 0)
-    nbytes = getattr(r, "nbytes", -1)
-    qid = h.queue_id(backend, queue)
-    error = None
-    if not all(map(is_time, (begin, end, launch_begin, launch_end))) or end < begin:
-        error = bad_value(
-            "a device record's times (begin, end, launch_begin, launch_end)",
-            (begin, end, launch_begin, launch_end),
-        )
-    elif type(nbytes) is not int or not -1 <= nbytes < VALUE_LIMIT:
-        error = bad_value("a device record's byte count", nbytes)
-    else:
-        dkey = h.queues[qid].device_key
-        offset = h.offsets.get(dkey)
-        if offset is None:
-            offset = activity_offset(h, backend, queue, qid, dkey, begin, launch_begin)
-        start = begin + offset
-        h0 = launch_begin + offset if launch_begin else start
-        h1 = launch_end + offset if launch_end else h0
-        if not (is_time(start) and is_time(h0) and is_time(h1)):
-            error = bad_value("a device record placed at", (start, h0, h1))
-    if error is not None:
-        s = h.start_ns
-        row = h.table.append(
-            h.names(name),
-            kind,
-            qid,
-            h.thread_id(entry[A_WHO]),
-            s,
-            s,
-            s,
-            0,
-            -1,
-            PLACED | UNRESOLVED,
-        )
-        h.errors[row] = error
+    cols, whos = entry[A_RECORD], entry[A_WHO]
+    n = len(cols)
+    if not n:
         return
-    row = h.table.append(
-        h.names(name),
-        kind,
-        qid,
-        h.thread_id(entry[A_WHO]),
-        h0,
-        h1,
-        start,
-        end - begin,
-        nbytes,
-        PLACED,
-    )
-    if r.detail:
-        h.details[row] = str(r.detail)
-
-
-def activity_offset(
-    h: Harvest, backend: Backend, queue: Any, qid: int, dkey: str, device_ns: int, launch_ns: int
-) -> int:
-    alignment = None
-    try:
-        alignment = backend.activity_align(backend, queue, device_ns)
-        checked_alignment("activity_align", alignment)
-    except Exception as exc:
-        h.hook_failed(backend, "activity_align", exc, disable=False)
-        alignment = None
-    q = h.queues[qid]
-    if alignment is not None:
-        offset = alignment.host_ns - device_ns
-        clock = DeviceClock(q.backend, q.device, alignment.method, alignment.error_ns)
+    # Only the names and queues its rows use (the lists may be the backend's whole tables).
+    qids: dict[int, int] = {}
+    offsets: dict[int, int] = {}
+    for j in sorted(set(cols.queue)):
+        q = cols.queues[j]
+        qids[j] = qid = h.queue_id(backend, q)
+        dkey = h.queues[qid].device_key
+        off = h.offsets.get(dkey)
+        if off is None:
+            i = cols.queue.index(j)
+            off = activity_offset(h, backend, q, qid, dkey, cols.begin[i], cols.launch_begin[i])
+        offsets[j] = off
+    nids = {j: h.names(cols.names[j]) for j in set(cols.name)}
+    tids = {scope: h.thread_id(who) for scope, who in whos.items()}
+    one = set(offsets.values())
+    if len(one) == 1:
+        off = one.pop()
+        start = array("q", map(add, cols.begin, repeat(off, n)))
+        # A launch time of 0 is unknown: the row's own start stands for it (rare: only
+        # then a loop per row in Python).
+        if 0 in cols.launch_begin or 0 in cols.launch_end:
+            h0 = array("q", [b + off if b else s for b, s in zip(cols.launch_begin, start)])
+            h1 = array("q", [e + off if e else s for e, s in zip(cols.launch_end, h0)])
+        else:
+            h0 = array("q", map(add, cols.launch_begin, repeat(off, n)))
+            h1 = array("q", map(add, cols.launch_end, repeat(off, n)))
     else:
-        # The first record's launch (or, unknown, its work) at the profile's start.
-        offset = h.start_ns - (launch_ns or device_ns)
-        clock = DeviceClock(
-            q.backend,
-            q.device,
-            "no clock correlation: the first device record is placed at the profile's start",
-            None,
-        )
-    h.offsets[dkey] = offset
-    h.activity_clocks[dkey] = clock
-    return offset
+        per = array("q", map(offsets.__getitem__, cols.queue))
+        start = array("q", map(add, cols.begin, per))
+        lb = zip(cols.launch_begin, per, start)
+        h0 = array("q", [b + o if b else s for b, o, s in lb])
+        h1 = array("q", [e + o if e else s for e, o, s in zip(cols.launch_end, per, h0)])
+    t = h.table
+    first = len(t)
+    t.name.extend(mapped(nids, cols.name, n))
+    t.kind.extend(cols.kind)
+    t.queue.extend(mapped(qids, cols.queue, n))
+    t.thread.extend(mapped(tids, cols.scope, n))
+    t.launch_start.extend(h0)
+    t.launch_end.extend(h1)
+    t.start.extend(start)
+    t.duration.extend(array("q", map(sub, cols.end, cols.begin)))
+    t.nbytes.extend(cols.nbytes)
+    t.flags.extend(array("q", (PLACED,)) * n)
+    if cols.detail is not None:
+        fmt, columns = cols.detail
+        h.details.add_block(first, n, fmt, tuple(columns))

@@ -32,7 +32,7 @@ from kprof_core.low_level.layout import (
     ENTRY_MARK,
     KIND,
 )
-from kprof_core.recording import harvest_activity
+from kprof_core.recording import harvest_delivered
 
 if TYPE_CHECKING:
     from kprof_core.recording.harvest import Harvest
@@ -93,8 +93,9 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
     """Make a row of one entry; False (and no change) when its work is not done and we
     may not wait (``deadline`` is None)."""
     if entry[KIND] == ENTRY_ACTIVITY:
-        harvest_activity.take_activity(h, entry)
+        harvest_delivered.take_activity(h, entry)
         return True
+
     backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags = h.decode(entry)
     name = name_of(name)
     if kind in HOST_KINDS:

@@ -67,6 +67,9 @@ def render_summary(p: ProfileData) -> list[str]:
         out += [f" {n:>5}  {name}" for name, n in s.markers]
     for note in footnotes(s):
         out += ["", note]
+    said = p.meta.get("notes")  # what backends said the profile may lack (report_notes)
+    if isinstance(said, list):
+        out += [x for n in said if isinstance(n, str) for x in ("", f" ! {n}")]
     unresolved = p.unresolved
     if unresolved:
         reasons: dict[str, int] = {}
