@@ -25,7 +25,8 @@ from test_recorder_paths import (
 )
 
 import kprof
-from kprof_core.data.records import VALUE_LIMIT, DeviceTable
+from kprof_core.data.records import DeviceTable
+from kprof_core.data.values import VALUE_LIMIT
 from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD
 from kprof_core.low_level import native
 from kprof_core.recording import harvest_columns, harvest_one

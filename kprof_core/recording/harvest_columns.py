@@ -11,7 +11,7 @@ from itertools import repeat, takewhile
 from operator import add, itemgetter, sub
 from typing import TYPE_CHECKING, Any
 
-from kprof_core.data.records import IN_LIMIT_TOP_BYTES, NON_NEGATIVE_TOP_BYTES, VALUE_LIMIT
+from kprof_core.data.values import IN_LIMIT_TOP_BYTES, NON_NEGATIVE_TOP_BYTES, VALUE_LIMIT
 from kprof_core.host.backend import Backend
 from kprof_core.low_level.layout import (
     FIRST_HOST_KIND,

@@ -8,16 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kprof_core.data.records import (
-    COPY,
-    KERNEL,
-    PLACED,
-    UNRESOLVED,
-    VALUE_LIMIT,
-    bad_value,
-    is_time,
-    name_of,
-)
+from kprof_core.data.records import COPY, KERNEL, PLACED, UNRESOLVED
+from kprof_core.data.values import VALUE_LIMIT, bad_value, is_time, name_of
 from kprof_core.host.backend import Backend
 from kprof_core.low_level.layout import A_QUEUE, A_RECORD, A_SLOT, A_WHO
 from kprof_core.recording.placement import DeviceClock, checked_alignment

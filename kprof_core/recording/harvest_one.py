@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kprof_core.data.records import launch_problem, time_problem
+from kprof_core.data.values import launch_problem, time_problem
 from kprof_core.low_level.layout import (
     FIRST_HOST_KIND,
     FQ_BACKEND,

@@ -12,18 +12,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kprof_core import _clock
-from kprof_core.data.records import (
-    APPROXIMATE,
-    HOST_TIMED,
-    PLACED,
-    UNRESOLVED,
-    VALUE_LIMIT,
-    HostTable,
-    bad_value,
-    is_time,
-    name_of,
-    time_problem,
-)
+from kprof_core.data.records import APPROXIMATE, HOST_TIMED, PLACED, UNRESOLVED, HostTable
+from kprof_core.data.values import VALUE_LIMIT, bad_value, is_time, name_of, time_problem
 from kprof_core.host.backend import Backend, BadReturn, NeverSubmitted
 from kprof_core.low_level.layout import (
     ENTRY_ACTIVITY,

@@ -16,7 +16,8 @@ from operator import add, and_, eq, getitem, mul, not_, or_, sub
 from typing import TYPE_CHECKING, Any
 
 from kprof_core import _clock
-from kprof_core.data.records import PLACED, DeviceTable, QueueRecord, is_time
+from kprof_core.data.records import PLACED, DeviceTable, QueueRecord
+from kprof_core.data.values import is_time
 from kprof_core.host.backend import Alignment, Backend, BadReturn
 from kprof_core.low_level import native
 
