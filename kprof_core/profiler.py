@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import functools
+import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -11,7 +11,9 @@ from typing import Any, TypeVar
 from kprof_core.host.backend import Backend
 from kprof_core.host.discovery import MAX_SECONDS, env_seconds, registry
 from kprof_core.recording import activity
+from kprof_core.recording.annotations import around
 from kprof_core.recording.recorder import _ACTIVE, Recorder, now
+from kprof_core.recording.threads import OwnedLock
 from kprof_core.result import Profile
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -21,7 +23,10 @@ DEFAULT_TIMEOUT = 60.0
 
 # A backend's capture is installed while any profile that uses it is active, anywhere in the
 # process: installed by the first, removed by the last (profiles may use different backends).
-_capture_lock = threading.Lock()
+_capture_lock = OwnedLock()  # see threads.OwnedLock: a signal handler never waits on it
+# Backends whose users a profile exited in a signal handler gave up while the interrupted
+# code held _capture_lock: released by that code before it lets the lock go.
+_deferred_releases: list[list[Backend]] = []
 _capture_users: dict[Backend, int] = {}
 _installed: set[Backend] = set()  # remove_capture only what install_capture did install
 
@@ -42,7 +47,24 @@ def resolve_timeout(value: float | None) -> float:
     return float(value)
 
 
-def _install(backends: list[Backend]) -> None:
+def _after_fork_in_child() -> None:
+    """A child starts with free locks: another thread of the parent may have held one at the
+    fork, and that thread does not exist in the child (it would never release it)."""
+    global _capture_lock
+    _capture_lock = OwnedLock()
+    _deferred_releases.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _install(backends: list[Backend]) -> bool:
+    """Count one more user of each backend, installing capture where it is the first; False
+    (nothing done) when the calling thread is inside kprof's own install or removal: a
+    profile entered in a signal handler then, which records without installing anything."""
+    if _capture_lock.held_here():
+        return False
     with _capture_lock:
         counted: list[Backend] = []
         try:
@@ -65,6 +87,14 @@ def _install(backends: list[Backend]) -> None:
                 _remove_quietly(counted[-1])
             _release(counted)
             raise
+        finally:
+            _release_deferred()
+    return True
+
+
+def _release_deferred() -> None:
+    while _deferred_releases:
+        _release(_deferred_releases.pop())
 
 
 def _remove_quietly(b: Backend) -> None:
@@ -103,8 +133,16 @@ def _release(backends: list[Backend]) -> BaseException | None:
 
 
 def _uninstall(backends: list[Backend]) -> BaseException | None:
+    if _capture_lock.held_here():
+        # A signal handler exiting a profile while this thread installs or removes capture:
+        # the interrupted code releases these before it lets the lock go.
+        _deferred_releases.append(backends)
+        return None
     with _capture_lock:
-        return _release(backends)
+        try:
+            return _release(backends)
+        finally:
+            _release_deferred()
 
 
 def capture_installed() -> bool:
@@ -169,6 +207,7 @@ class profile:
         self._token: Any = None
         self._scope: tuple[int, list[Backend], int] | None = None
         self._recorder: Recorder | None = None
+        self._counted = False  # this profile counts as a user of its backends' capture
         self.result: Profile | None = None
 
     def __enter__(self) -> Profile:
@@ -176,6 +215,9 @@ class profile:
             raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
         backends = registry.usable(self._backend_names)
         parent = _ACTIVE.get()
+        if parent is not None and parent._closed:
+            # Exited on another thread, so still set in this context: not a parent.
+            parent = parent.open_outer()
         rec = Recorder(
             backends,
             device=self.device,
@@ -184,7 +226,8 @@ class profile:
             parent=parent,
         )
         result = Profile(trace=self.trace, backends=[b.name for b in backends])
-        _install(backends)  # raises only after undoing itself: nothing to clean up here
+        # Raises only after undoing itself: nothing to clean up here.
+        self._counted = _install(backends)
         self._recorder, self.result = rec, result
         result.start_ns = rec.start_ns = now()
         self._token = _ACTIVE.set(rec)
@@ -204,6 +247,7 @@ class profile:
             # Exited in another context than it entered (a generator, a callback); restore
             # what was active around it rather than failing the user's code.
             _ACTIVE.set(rec.parent)
+            rec.exited_elsewhere = True
         try:
             if self._scope is not None:
                 scope, opened, ident = self._scope
@@ -230,7 +274,7 @@ class profile:
             if rec.scopes:
                 activity.forget(rec)
             notes = _notes(rec)  # before remove_capture: what the capture could not see
-            interrupted = _uninstall(rec.backends)
+            interrupted = _uninstall(rec.backends) if self._counted else None
             result._load(rec)
             if notes:
                 result.meta["notes"] = notes
@@ -241,17 +285,16 @@ class profile:
             raise interrupted
 
     def __call__(self, fn: F) -> F:
-        if not callable(fn):
-            raise TypeError(f"kprof.profile() decorates a callable, not {type(fn).__name__}")
+        """Profile each call of ``fn`` (a coroutine function: each await of it; a generator
+        function: each iteration of it, to the end); the wrapper's ``last_profile`` is the
+        latest call's ``Profile``."""
 
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with profile(
+        def block() -> profile:
+            return profile(
                 self.device, self.trace, self.synchronize, self._backend_names, self.timeout
-            ) as p:
-                try:
-                    return fn(*args, **kwargs)
-                finally:
-                    wrapper.last_profile = p  # type: ignore[attr-defined]
+            )
 
-        return wrapper  # type: ignore[return-value]
+        def keep(wrapper: Any, p: Profile) -> None:
+            wrapper.last_profile = p
+
+        return around(fn, block, "kprof.profile", keep)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakeclock import FakeClock
 
 from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD, ENV_PLUGINS, registry
 from kprof_core.profiler import ENV_TIMEOUT
@@ -83,3 +84,13 @@ def plugin_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
     yield make
     for mod in modules:
         sys.modules.pop(mod, None)
+
+
+@pytest.fixture
+def fake_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    from kprof_core import _clock
+
+    clock = FakeClock()
+    monkeypatch.setattr(_clock, "monotonic", clock.monotonic)
+    monkeypatch.setattr(_clock, "sleep", clock.sleep)
+    return clock

@@ -136,6 +136,18 @@ def test_measured_offsets_shift_exactly() -> None:
     assert list(c.table.duration[n:]) == list(b.table.duration)
 
 
+def test_a_measured_offset_without_a_clock_domain_is_kept() -> None:
+    """Issue 25 item 22: with no clock_domain on any profile, the reference's measured
+    clock_offset_ns was replaced with 0 (its records then moved by that much)."""
+    a = synthetic(0, [("k", 100, 10)], {"clock_offset_ns": 250, "clock_error_ns": 3})
+    b = synthetic(1, [("k", 100, 10)], {"clock_offset_ns": -777, "clock_error_ns": 9})
+    pl = clock_placements([a, b])
+    assert [(x.offset_ns, x.error_ns, x.method) for x in pl] == [
+        (250, 3, MEASURED),
+        (-777, 9, MEASURED),
+    ]
+
+
 def test_placement_by_clock_domain_then_wall_clock() -> None:
     anchor = {"wall_ns": 1_700_000_000_000_000_000, "perf_ns": 10**9, "bracket_ns": 50}
     r0 = synthetic(

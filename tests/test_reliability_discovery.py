@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -80,15 +79,15 @@ def test_hung_plugins_are_listed_as_errors_in_bounded_time(hung_dist: Path) -> N
         "KPROF_PLUGINS": "testdev,hungimp,hungdesc",
         "KPROF_DISCOVERY_TIMEOUT": "0.5",
     }
-    t0 = time.monotonic()
+    # The bound shows in the statuses (each "did not answer in 0.5 s"); the subprocess's own
+    # timeout only guards against a hang: no wall time is asserted (a loaded machine
+    # stretches it).
     out = run(KPROF, "backends", "--json", env=env)
-    took = time.monotonic() - t0
     assert out.returncode == 0, out.stderr
     rows = {r["name"]: r for r in json.loads(out.stdout)}
     assert rows["hungimp"]["status"] == "error: did not answer in 0.5 s"
     assert rows["hungdesc"]["status"] == "error: did not answer in 0.5 s"
     assert rows["testdev"]["status"] == "available"
-    assert took < 30  # two timeouts of 0.5 s, plus starting Python on a loaded machine
     # kprof.profile() too: the hung backends are not used, the others profile.
     out = run(sys.executable, "-c", PROFILE_ONE_KERNEL, env=env)
     assert out.returncode == 0, out.stderr

@@ -281,7 +281,10 @@ def test_nothing_is_imported_from_the_working_directory(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-def test_a_malformed_launch_report_is_dropped_with_one_warning(testbackends: Any, tdq: Any) -> None:
+def test_a_non_str_name_is_kept_by_its_repr(testbackends: Any, tdq: Any) -> None:
+    """A plugin's bug (a name that is not a str) costs no record: it is kept under the name's
+    repr, which every view, the file and the loader handle as any other name (issue 25
+    item 17: it used to be dropped, or to break ``print(p)`` and the saved file)."""
     from kprof_testbackend import plugin
 
     q = tdq()
@@ -303,8 +306,7 @@ def test_a_malformed_launch_report_is_dropped_with_one_warning(testbackends: Any
                 stop,
             )
         q.launch("fine")
-    [msg] = [str(w.message) for w in caught if "dropped" in str(w.message)]
-    assert "['not', 'a', 'name']" in msg and "TypeError" in msg and "kprof-testbackend" in msg
-    assert [k.name for k in p.kernels] == ["fine"]
-    assert rec.dropped_bad == 2
+    assert not [w for w in caught if "dropped" in str(w.message)]
+    assert [k.name for k in p.kernels] == ["['not', 'a', 'name']"] * 2 + ["fine"]
+    assert not p.unresolved and rec.dropped_bad == 0
     assert not plugin.live

@@ -70,6 +70,17 @@ def _restart_with(env: dict[str, str]) -> None:
     os.execve(sys.executable, list(sys.orig_argv), {**os.environ, **env, REEXEC: "1"})
 
 
+def _forked_child_paths(args: argparse.Namespace) -> None:
+    """In a child the script forked (``os.fork()`` inside the profile, which then ended in
+    the child: ``sys.exit`` there), the output paths get the child's pid unless they have
+    ``{pid}``: parent and child wrote the same file, the last one replacing the other."""
+    for attr in ("output", "html", "trace_file"):
+        path = getattr(args, attr, None)
+        if path and "{pid}" not in path:
+            root, ext = os.path.splitext(path)
+            setattr(args, attr, f"{root}.{os.getpid()}{ext}")
+
+
 def command(args: argparse.Namespace) -> int:
     from kprof_core.host.discovery import registry
     from kprof_core.profiler import profile
@@ -99,8 +110,12 @@ def command(args: argparse.Namespace) -> int:
     code = 0
     p = prof.__enter__()
 
+    runner = os.getpid()
+
     def finish(code: int) -> int:
         interrupted = end_profile(prof, p)
+        if os.getpid() != runner:
+            _forked_child_paths(args)
         # Files first: a reader that went away (`| head`) or a script that closed sys.stdout
         # must not cost them.
         write_outputs(p, args)

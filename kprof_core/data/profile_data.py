@@ -161,6 +161,8 @@ class ProfileData:
         self._finished = True
         from kprof_core.data.provenance import fill_meta
 
+        # The process that ended the profile: a child forked inside it has its own records.
+        self.meta["pid"] = os.getpid()
         fill_meta(self.meta)  # rank, clock domain and wall anchor: what merging needs
 
     # -- records ------------------------------------------------------------------------------

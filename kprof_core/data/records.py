@@ -208,16 +208,22 @@ class DeviceTable:
         nbytes: int,
         flags: int,
     ) -> int:
-        self.name.append(name)
-        self.kind.append(kind)
-        self.queue.append(queue)
-        self.thread.append(thread)
-        self.launch_start.append(launch_start)
-        self.launch_end.append(launch_end)
-        self.start.append(start)
-        self.duration.append(duration)
-        self.nbytes.append(nbytes)
-        self.flags.append(flags)
+        # All or nothing: a value a column refuses (a plugin's float, an int past int64)
+        # raises before any column grew, so the columns never differ in length.
+        row = array(
+            "q",
+            (name, kind, queue, thread, launch_start, launch_end, start, duration, nbytes, flags),
+        )
+        self.name.append(row[0])
+        self.kind.append(row[1])
+        self.queue.append(row[2])
+        self.thread.append(row[3])
+        self.launch_start.append(row[4])
+        self.launch_end.append(row[5])
+        self.start.append(row[6])
+        self.duration.append(row[7])
+        self.nbytes.append(row[8])
+        self.flags.append(row[9])
         return len(self.name) - 1
 
     def __len__(self) -> int:
@@ -317,11 +323,12 @@ class HostTable:
         _trim(self, self.COLUMNS)
 
     def append(self, name: int, kind: int, thread: int, start: int, end: int) -> None:
-        self.name.append(name)
-        self.kind.append(kind)
-        self.thread.append(thread)
-        self.start.append(start)
-        self.end.append(end)
+        row = array("q", (name, kind, thread, start, end))  # all or nothing, as DeviceTable's
+        self.name.append(row[0])
+        self.kind.append(row[1])
+        self.thread.append(row[2])
+        self.start.append(row[3])
+        self.end.append(row[4])
 
     def __len__(self) -> int:
         return len(self.name)

@@ -104,6 +104,25 @@ class QueueInfo:
         return self.device if self.device_key is None else self.device_key
 
 
+def checked_queue_info(info: Any) -> None:
+    """Raise ``BadReturn`` unless ``info`` is None or a ``QueueInfo`` every view can show:
+    ``device`` and ``label`` str, ``device_key`` hashable (refused once, where it is read,
+    rather than failing in each view)."""
+    if info is None:
+        return
+    if not isinstance(info, QueueInfo):
+        raise BadReturn(f"queue_info returned {type(info).__name__}, expected kprof.QueueInfo")
+    try:
+        hash(info.key())
+        ok = type(info.device) is str and type(info.label) is str
+    except Exception:
+        ok = False
+    if not ok:
+        raise BadReturn(
+            f"queue_info returned {info!r:.120}: device and label must be str, device_key hashable"
+        )
+
+
 @dataclass(frozen=True)
 class Alignment:
     """Where a device timestamp lies on the host clock (``time.perf_counter_ns``).

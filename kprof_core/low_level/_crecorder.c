@@ -443,19 +443,42 @@ done:
     return result;
 }
 
-/* rel_dur(begins, ends, refb) -> (begins - refb, ends - begins), all native int64 bytes of
- * the length of `begins` (refb may be longer). */
+/* checked_rel_dur(begins, ends, refb, h0s, h1s, nbytes, limit) -> (k, rel, dur): for the
+ * longest prefix of rows whose values kprof keeps (every time within [-limit, limit), the end
+ * not before the begin, the duration below limit, h1 not before h0, nbytes -1 or in
+ * [0, limit)), k, begins - refb and ends - begins; all native int64 bytes (refb may be
+ * longer). The twin of harvest_columns.checked_rel_dur: the same rows, the same k. Checking
+ * the plugin's values before subtracting them keeps every difference within int64. */
 static PyObject *
-rel_dur(PyObject *module, PyObject *args)
+checked_rel_dur(PyObject *module, PyObject *args)
 {
-    PyObject *b, *e, *r;
-    if (!PyArg_ParseTuple(args, "SSS:rel_dur", &b, &e, &r))
+    PyObject *b, *e, *r, *l0, *l1, *nb;
+    long long limit;
+    if (!PyArg_ParseTuple(args, "SSSSSSL:checked_rel_dur", &b, &e, &r, &l0, &l1, &nb, &limit))
         return NULL;
     Py_ssize_t k = PyBytes_Size(b) / 8;
-    if (PyBytes_Size(e) / 8 != k || PyBytes_Size(r) / 8 < k) {
-        PyErr_SetString(PyExc_ValueError, "rel_dur: columns of different lengths");
+    if (PyBytes_Size(e) / 8 != k || PyBytes_Size(r) / 8 < k || PyBytes_Size(l0) / 8 < k
+        || PyBytes_Size(l1) / 8 < k || PyBytes_Size(nb) / 8 < k) {
+        PyErr_SetString(PyExc_ValueError, "checked_rel_dur: columns of different lengths");
         return NULL;
     }
+    const int64_t *bv = (const int64_t *)PyBytes_AsString(b);
+    const int64_t *ev = (const int64_t *)PyBytes_AsString(e);
+    const int64_t *rv = (const int64_t *)PyBytes_AsString(r);
+    const int64_t *h0 = (const int64_t *)PyBytes_AsString(l0);
+    const int64_t *h1 = (const int64_t *)PyBytes_AsString(l1);
+    const int64_t *nv = (const int64_t *)PyBytes_AsString(nb);
+    const int64_t lim = (int64_t)limit;
+    Py_ssize_t j;
+    for (j = 0; j < k; j++) {
+        int64_t bj = bv[j], ej = ev[j], rj = rv[j];
+        if (bj < -lim || bj >= lim || ej < -lim || ej >= lim || rj < -lim || rj >= lim
+            || ej < bj || ej - bj >= lim || bj - rj < -lim || bj - rj >= lim
+            || h0[j] < -lim || h0[j] >= lim || h1[j] < h0[j] || h1[j] >= lim
+            || nv[j] < -1 || nv[j] >= lim)
+            break;
+    }
+    k = j;
     PyObject *rel = PyBytes_FromStringAndSize(NULL, k * 8);
     PyObject *dur = PyBytes_FromStringAndSize(NULL, k * 8);
     if (rel == NULL || dur == NULL) {
@@ -463,15 +486,12 @@ rel_dur(PyObject *module, PyObject *args)
         Py_XDECREF(dur);
         return NULL;
     }
-    const int64_t *bv = (const int64_t *)PyBytes_AsString(b);
-    const int64_t *ev = (const int64_t *)PyBytes_AsString(e);
-    const int64_t *rv = (const int64_t *)PyBytes_AsString(r);
     int64_t *relv = (int64_t *)PyBytes_AsString(rel), *durv = (int64_t *)PyBytes_AsString(dur);
-    for (Py_ssize_t j = 0; j < k; j++) {
+    for (j = 0; j < k; j++) {
         relv[j] = bv[j] - rv[j];
         durv[j] = ev[j] - bv[j];
     }
-    PyObject *out = PyTuple_Pack(2, rel, dur);
+    PyObject *out = Py_BuildValue("(nOO)", k, rel, dur);
     Py_DECREF(rel);
     Py_DECREF(dur);
     return out;
@@ -572,8 +592,8 @@ static PyMethodDef module_methods[] = {
      "next_harvest) -> LaunchPath"},
     {"run_columns", run_columns, METH_VARARGS,
      "The harvest's bookkeeping of a run of entries, column-wise: see harvest_columns.run_columns."},
-    {"rel_dur", rel_dur, METH_VARARGS,
-     "rel_dur(begins, ends, refb) -> (begins - refb, ends - begins) as int64 bytes."},
+    {"checked_rel_dur", checked_rel_dur, METH_VARARGS,
+     "Harvest: see kprof_core.recording.harvest_columns.checked_rel_dur."},
     {"max_diff", max_diff, METH_VARARGS, "Placement: see kprof_core.recording.placement."},
     {"add_codes", add_codes, METH_VARARGS, "Placement: see kprof_core.recording.placement."},
     {"or_const", or_const, METH_VARARGS, "Placement: see kprof_core.recording.placement."},

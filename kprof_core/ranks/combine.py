@@ -91,8 +91,9 @@ def clock_placements(profiles: Sequence[Profile]) -> list[ClockPlacement]:
             err = p.meta.get("clock_error_ns")
             method = REFERENCE if p.meta.get("clock_reference") is True else MEASURED
             note(i, ClockPlacement(off, err if isinstance(err, int) else None, method))
-    if not domains and profiles:
+    if profiles and all(pl is None for pl in out):
         # Nothing measured: the timeline is the clock of the lowest rank (else the first).
+        # (Not "no clock domain known": a measured offset without a domain is kept.)
         ranks = [p.meta.get("rank") for p in profiles]
         ref = min(
             range(len(profiles)),

@@ -13,6 +13,7 @@ scope to its recorder and launching thread. The hooks are specified in ``hookspe
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import warnings
 from collections import OrderedDict
@@ -57,6 +58,15 @@ class DeviceRecord(NamedTuple):
 
 _ids = itertools.count(1)
 _lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # another thread of the parent may have held it at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 #: scope -> (recorder, launching thread key); removed when its profile has been resolved.
 _scopes: dict[int, tuple[Recorder, Any]] = {}
 #: Recently ended scopes -> their profile's serial number, to count and say late records.

@@ -11,11 +11,11 @@ and the compiled ``lp_launch``, and read here by constant index or unpacked in t
 
 from __future__ import annotations
 
-import threading
 import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from kprof_core import _clock
 from kprof_core.data.records import (
     Details,
     DeviceTable,
@@ -24,7 +24,7 @@ from kprof_core.data.records import (
     QueueRecord,
     ThreadRecord,
 )
-from kprof_core.host.backend import Backend, BadReturn, QueueInfo
+from kprof_core.host.backend import Backend, BadReturn, QueueInfo, checked_queue_info
 from kprof_core.low_level import native
 from kprof_core.low_level.layout import (
     A_RECORD,
@@ -43,7 +43,7 @@ from kprof_core.low_level.layout import (
     WHO,
 )
 from kprof_core.recording.placement import DeviceClock, place
-from kprof_core.recording.threads import thread_names
+from kprof_core.recording.threads import OwnedLock, thread_names
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -76,7 +76,7 @@ class Harvest:
         self.deadline_set = False  # the harvest under way has a deadline (see _harvest)
         # The compiled recorder's harvest helpers (kprof_core.low_level._crecorder), or None.
         self.compiled = native.compiled()
-        self.lock = threading.Lock()
+        self.lock = OwnedLock()  # see threads.OwnedLock: a signal handler never waits on it
         self.finished = False  # everything is resolved and placed; tables are final
         self.table = DeviceTable()
         self.host = HostTable()
@@ -115,6 +115,13 @@ class Harvest:
         #: without clock correlation are anchored.
         self.start_ns = time.perf_counter_ns()
         self.waiter: take_route.Waiter | None = None
+        #: Device key -> why its work is no longer waited for: it let a deadline pass (a hung
+        #: device costs one timeout, then back-pressure and the end stop waiting on it).
+        self.stuck: dict[str, str] = {}
+        #: While the end resolves: tokens to give back afterwards (``release_deferred``), so
+        #: that slow ``release_timestamp`` calls do not eat the time left for resolving.
+        self.deferred: list[tuple[Backend, Any]] | None = None
+        self.unreleased = 0  # tokens not given back: the deadline had passed
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows, oldest first; returns how many were taken.
@@ -128,7 +135,7 @@ class Harvest:
         try:
             if self.finished:
                 return 0
-            deadline = time.monotonic() + self.timeout if wait else None
+            deadline = _clock.monotonic() + self.timeout if wait else None
             return self.harvest_locked(limit, deadline)
         finally:
             self.lock.release()
@@ -155,7 +162,7 @@ class Harvest:
         # unresolved. The clock is read before each of their calls (~85 ns, a twentieth of a
         # one-by-one entry); a column-wise call then makes one batch call (of at most
         # _DEADLINE_WINDOW entries) or at most 8 questions per hook (see _bulk).
-        clock = time.monotonic if deadline is not None else None
+        clock = _clock.monotonic if deadline is not None else None
         past = False
         self.deadline_set = deadline is not None
         try:
@@ -247,15 +254,25 @@ class Harvest:
             self.release(backend, start, stop)
 
     def release(self, backend: Backend, start: Any, stop: Any) -> None:
-        """Give tokens back once (``start`` may be ``stop``); reference tokens stay for now."""
+        """Give tokens back once (``start`` may be ``stop``); reference tokens stay for now.
+        While the end resolves, they are given back afterwards (``release_deferred``)."""
         refs = self.ref_tokens
+        deferred = self.deferred
         for tok in (start, stop) if stop is not start else (start,):
             if tok is None or id(tok) in refs:
+                continue
+            if deferred is not None:
+                deferred.append((backend, tok))
                 continue
             try:
                 backend.release_timestamp(backend, tok)
             except Exception as exc:
                 self.hook_failed(backend, "release_timestamp", exc)
+
+    def release_deferred(self, deadline: float | None) -> None:
+        """Give back the tokens ``release`` deferred while the end resolved
+        (``harvest_take.release_deferred``: bounded past the deadline)."""
+        take_route.release_deferred(self, deadline)
 
     def queue_id(self, backend: Backend | None, queue: Any) -> int:
         key = (0, 0) if backend is None else (id(backend), id(queue))
@@ -268,10 +285,7 @@ class Harvest:
             info: QueueInfo | None = None
             try:
                 info = backend.queue_info(backend, queue)
-                if info is not None and not isinstance(info, QueueInfo):
-                    raise BadReturn(
-                        f"queue_info returned {type(info).__name__}, expected kprof.QueueInfo"
-                    )
+                checked_queue_info(info)
             except Exception as exc:
                 self.hook_failed(backend, "queue_info", exc, disable=False)
                 info = None
@@ -301,8 +315,10 @@ class Harvest:
             reason = f"{hook} raised {type(exc).__name__}: {exc}"
         if disable:
             backend.disable(reason)
-        elif reason not in self.warned:
-            self.warned.add(reason)
+        elif (key := f"{backend.slot} {hook} {type(exc).__name__}") not in self.warned:
+            # One warning per backend, hook and kind of failure: device errors differ per
+            # record (an event's address in the message) and would warn once each.
+            self.warned.add(key)
             warnings.warn(
                 f"kprof: backend {backend.name!r} ({backend.plugin_label}): {reason}",
                 RuntimeWarning,
@@ -346,11 +362,14 @@ class Harvest:
             if entry[KIND] != ENTRY_ACTIVITY and slot is not None and entry[START] is not None:
                 self.release(self.by_slot[slot], entry[START], entry[STOP])  # holds tokens
 
-    def end(self) -> None:
+    def end(self, deadline: float | None = None) -> None:
         """Once, holding the lock, after the last entry: device rows placed on the host clock,
-        the tables made final, every reference token given back, the user's queues forgotten."""
+        the tables made final, every reference token given back, the user's queues forgotten.
+        ``align_clock`` is asked only before ``deadline``."""
         try:
-            self.clocks.update(place(self.table, self.queues, self.refs, self.hook_failed))
+            self.clocks.update(
+                place(self.table, self.queues, self.refs, self.hook_failed, deadline)
+            )
             for dkey, clock in self.activity_clocks.items():
                 # A device timed both ways (events for ranges, records for kernels) has two.
                 self.clocks[dkey if dkey not in self.clocks else f"{dkey} (activity)"] = clock

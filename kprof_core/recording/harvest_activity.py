@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from kprof_core.data.records import PLACED
 from kprof_core.low_level.layout import A_RECORD, A_SLOT, A_WHO
-from kprof_core.recording.harvest_take import activity_offset
+from kprof_core.recording.harvest_delivered import activity_offset
 
 if TYPE_CHECKING:
     from kprof_core.recording.harvest import Harvest

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from array import array
 from functools import partial
-from itertools import takewhile
-from operator import itemgetter, sub
+from itertools import repeat, takewhile
+from operator import add, itemgetter, sub
 from typing import TYPE_CHECKING, Any
 
+from kprof_core.data.values import IN_LIMIT_TOP_BYTES, NON_NEGATIVE_TOP_BYTES, VALUE_LIMIT
 from kprof_core.host.backend import Backend
 from kprof_core.low_level.layout import (
     FIRST_HOST_KIND,
@@ -152,12 +153,24 @@ def bulk_rows(
         return 0, m
     names, kinds, queues, threads, h0s, h1s, nbytes, flags, refb = cols
     # start: relative to the first work seen on the device (refb: when it began; 0 for
-    # elapsed-time backends, whose begins are already relative to it).
+    # elapsed-time backends, whose begins are already relative to it). Only the rows up to
+    # the first value kprof cannot keep (harvest_take.bad_times says which): that row goes
+    # to _take, which makes it unresolved with the reason.
     if mod is not None:
-        rel_b, dur_b = mod.rel_dur(begins.tobytes(), ends.tobytes(), refb.tobytes())
+        k, rel_b, dur_b = mod.checked_rel_dur(
+            begins.tobytes(),
+            ends.tobytes(),
+            refb.tobytes(),
+            h0s.tobytes(),
+            h1s.tobytes(),
+            nbytes.tobytes(),
+            VALUE_LIMIT,
+        )
         rel, dur = array("q", rel_b), array("q", dur_b)
     else:
-        rel, dur = array("q", map(sub, begins, refb)), array("q", map(sub, ends, begins))
+        k, rel, dur = checked_rel_dur(begins, ends, refb, h0s, h1s, nbytes)
+    if not k:
+        return 0, m
     if k < m:
         names, kinds, queues, threads = names[:k], kinds[:k], queues[:k], threads[:k]
         h0s, h1s, nbytes, flags = h0s[:k], h1s[:k], nbytes[:k], flags[:k]
@@ -176,6 +189,49 @@ def bulk_rows(
         for start, stop in zip(starts[:k], stops[:k]):
             h.release(backend, start, stop)
     return k, m
+
+
+def _first_bad(col: array[int], top_bytes: bytes) -> int:
+    """The index of the first value of ``col`` whose top byte is not in ``top_bytes``, or
+    ``len(col)`` (at memory speed: the top bytes mapped to 0 or 1, then one find)."""
+    marks = col.tobytes()[7::8].translate(_BAD_TOP[top_bytes])
+    i = marks.find(1)
+    return len(col) if i < 0 else i
+
+
+_BAD_TOP = {
+    tb: bytes(0 if b in tb else 1 for b in range(256))
+    for tb in (IN_LIMIT_TOP_BYTES, NON_NEGATIVE_TOP_BYTES)
+}
+
+
+def checked_rel_dur(
+    begins: array[int],
+    ends: array[int],
+    refb: array[int],
+    h0s: array[int],
+    h1s: array[int],
+    nbytes: array[int],
+) -> tuple[int, array[int], array[int]]:
+    """The rows kprof keeps, up to the first it does not, with their place on the device and
+    duration: ``(k, begins - refb, ends - begins)``; the twin of ``_crecorder.checked_rel_dur``
+    (the same check as ``harvest_take.bad_times``, over columns)."""
+    k = len(begins)
+    k = min(
+        k,
+        *(_first_bad(c[:k], IN_LIMIT_TOP_BYTES) for c in (begins, ends, refb, h0s, h1s)),
+        _first_bad(array("q", map(add, nbytes[:k], repeat(1, k))), NON_NEGATIVE_TOP_BYTES),
+    )
+    # Every value is within ±2**59 now: no difference leaves int64.
+    rel = array("q", map(sub, begins[:k], refb[:k]))
+    dur = array("q", map(sub, ends[:k], begins[:k]))
+    k = min(
+        k,
+        _first_bad(rel, IN_LIMIT_TOP_BYTES),
+        _first_bad(dur, NON_NEGATIVE_TOP_BYTES),
+        _first_bad(array("q", map(sub, h1s[:k], h0s[:k])), NON_NEGATIVE_TOP_BYTES),
+    )
+    return k, rel[:k], dur[:k]
 
 
 def run_columns(

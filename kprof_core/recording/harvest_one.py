@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kprof_core.data.values import launch_problem, time_problem
 from kprof_core.low_level.layout import (
     FIRST_HOST_KIND,
     FQ_BACKEND,
@@ -44,21 +45,21 @@ def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
             pair = backend.device_times(backend, start, stop)
             if type(pair) is not tuple or len(pair) != 2:
                 return False
-            dur = pair[1] - pair[0]
-            rel = pair[0] - h.ref_begin[dkey]
+            begin, end = pair
+            rel = begin - h.ref_begin[dkey]
         else:
             dur = backend.elapsed_time(backend, start, stop)
-            rel = backend.elapsed_time(backend, ref[1], stop) - dur
+            end = backend.elapsed_time(backend, ref[1], stop)
+            begin = rel = end - dur
         if (
-            type(dur) is not int
-            or type(rel) is not int
-            or type(nbytes) is not int
+            type(begin) is not int
+            or type(end) is not int
             or type(flags) is not int
-            or type(kind) is not int
-            or type(h0) is not int
-            or type(h1) is not int
+            or launch_problem(h0, h1, nbytes)
+            or time_problem("", begin, end, rel) is not None
         ):
-            return False
+            return False  # _take makes it unresolved, with the reason
+        dur = end - begin
     except Exception:
         return False  # _take asks again and reports the failure properly
     h.table.append(nid, kind, q[FQ_QID], tid, h0, h1, rel, dur, nbytes, flags)

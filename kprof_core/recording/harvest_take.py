@@ -7,30 +7,22 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
+import warnings
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from kprof_core.data.records import (
-    APPROXIMATE,
-    HOST_TIMED,
-    PLACED,
-    UNRESOLVED,
-    HostTable,
-)
-from kprof_core.host.backend import Alignment, Backend, BadReturn, NeverSubmitted
+from kprof_core import _clock
+from kprof_core.data.records import APPROXIMATE, HOST_TIMED, PLACED, UNRESOLVED, HostTable
+from kprof_core.data.values import VALUE_LIMIT, bad_value, is_time, name_of, time_problem
+from kprof_core.host.backend import Backend, BadReturn, NeverSubmitted
 from kprof_core.low_level.layout import (
-    A_QUEUE,
-    A_RECORD,
-    A_SLOT,
-    A_WHO,
     ENTRY_ACTIVITY,
     ENTRY_HOST_LAUNCH,
     ENTRY_HOST_RANGE,
     ENTRY_MARK,
     KIND,
 )
-from kprof_core.recording.placement import DeviceClock
+from kprof_core.recording import harvest_delivered
 
 if TYPE_CHECKING:
     from kprof_core.recording.harvest import Harvest
@@ -42,6 +34,11 @@ HOST_KINDS = {
     ENTRY_MARK: HostTable.MARK,
     ENTRY_HOST_LAUNCH: HostTable.LAUNCH,
 }
+
+
+#: Past the end's deadline, tokens are still given back until the releases made there took
+#: this fraction of the timeout (see ``release_deferred``).
+RELEASE_GRACE = 0.1
 
 
 class Waiter:
@@ -86,17 +83,28 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
     """Make a row of one entry; False (and no change) when its work is not done and we
     may not wait (``deadline`` is None)."""
     if entry[KIND] == ENTRY_ACTIVITY:
-        take_activity(h, entry)
+        harvest_delivered.take_activity(h, entry)
         return True
 
     backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags = h.decode(entry)
+    name = name_of(name)
     if kind in HOST_KINDS:
+        if not (is_time(h0) and is_time(h1)):  # kprof's own clock: never, but never lost
+            h0 = h1 = h.start_ns
         h.host.append(h.names(name), HOST_KINDS[kind], h.thread_id(who), h0, h1)
         return True
+    error = None
+    if not (is_time(h0) and is_time(h1)) or h1 < h0:
+        # The plugin's launch window: kept only if it is one, else the profile's start.
+        error = bad_value("the launch's host times", (h0, h1))
+        h0 = h1 = h.start_ns
+    if type(nbytes) is not int or not -1 <= nbytes < VALUE_LIMIT:
+        error = error or bad_value("the byte count", nbytes)
+        nbytes = -1
     if start is None:
         # Host timed: from the launch's start to after it synchronized (stop is a host time).
-        end = stop if isinstance(stop, int) else h1
-        h.table.append(
+        end = stop if is_time(stop) and stop >= h0 else h1
+        row = h.table.append(
             h.names(name),
             kind,
             h.queue_id(backend, queue),
@@ -106,18 +114,21 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
             h0,
             end - h0,
             nbytes,
-            flags | HOST_TIMED | PLACED,
+            flags | HOST_TIMED | PLACED | (UNRESOLVED if error else 0),
         )
+        if error:
+            h.errors[row] = error
         return True
-    error = None
     dur = rel = 0
     held = False  # the tokens are still in use by a hook call that never returned
-    if backend.broken is not None:
+    qid = h.queue_id(backend, queue)
+    dkey = h.queues[qid].device_key
+    if error is not None:
+        pass
+    elif backend.broken is not None:
         error = f"backend disabled: {backend.broken}"
-    elif deadline is not None and time.monotonic() >= deadline:
-        error = timeout_reason(
-            h,
-        )  # nothing more is asked of the device
+    elif deadline is not None and _clock.monotonic() >= deadline:
+        error = timeout_reason(h)  # nothing more is asked of the device
     else:
         hook = "timestamp_done"
         try:
@@ -125,38 +136,45 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
             if not done:
                 if deadline is None:
                     return False
-                if done is None:
+                if dkey in h.stuck:
+                    # It already let one deadline pass: not waited for again (a hung device
+                    # costs one timeout, not one per back-pressure wait).
+                    error = h.stuck[dkey]
+                elif done is None:
                     # It can't tell, so a read waits itself: the first one is made in a
                     # thread, waited for until the deadline (then the work is done and
                     # the reads below return at once).
                     hook = "device_times" if backend.has_device_times else "elapsed_time"
                     if not read_in_time(h, backend, start, stop, deadline):
                         error, held = timeout_reason(h, hook), True
+                        h.stuck[dkey] = stuck_reason(h, hook)
                 else:
                     error = wait(h, backend, stop, deadline)
+                    if error is not None:
+                        h.stuck[dkey] = stuck_reason(h)
             if error is None and flags & APPROXIMATE:
                 # Host-clock times, already placed: never a device's reference token.
                 hook = "device_times"
                 rel, end = device_times(h, backend, start, stop)
                 dur = end - rel
+                error = time_problem(hook, rel, end, rel)
                 flags |= PLACED
             elif error is None:
-                dkey = h.queues[h.queue_id(backend, queue)].device_key
                 ref = h.refs.get(dkey)
                 if backend.has_device_times:
                     hook = "device_times"
                     begin, end = device_times(h, backend, start, stop)
-                    dur = end - begin
-                    if ref is None:
-                        h.ref_begin[dkey] = begin
-                    else:
-                        rel = begin - h.ref_begin[dkey]
+                    rel = 0 if ref is None else begin - h.ref_begin[dkey]
                 else:
                     hook = "elapsed_time"
                     dur = elapsed(h, backend, start, stop)
-                    if ref is not None:
-                        rel = elapsed(h, backend, ref[1], stop) - dur
-                if ref is None:
+                    end = elapsed(h, backend, ref[1], stop) if ref is not None else dur
+                    begin = rel = end - dur
+                dur = end - begin
+                error = time_problem(hook, begin, end, rel)
+                if error is None and ref is None:
+                    if backend.has_device_times:
+                        h.ref_begin[dkey] = begin
                     h.refs[dkey] = (backend, start, h0, h1)
                     h.ref_tokens.add(id(start))
         except NeverSubmitted as exc:
@@ -168,7 +186,6 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
             # device error (a failed command, an invalid event): this record has no time,
             # the next ones may.
             error = h.hook_failed(backend, hook, exc, disable=isinstance(exc, BadReturn))
-    qid = h.queue_id(backend, queue)
     tid = h.thread_id(who)
     nid = h.names(name)
     if not held:
@@ -183,66 +200,11 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
     return True
 
 
-def take_activity(h: Harvest, entry: tuple[Any, ...]) -> None:
-    """A row of a delivered record (an activity entry): already complete, placed by its
-    device's offset (its times are on the device clock)."""
-    backend = h.by_slot[entry[A_SLOT]]
-    queue = h.live_queues.get(entry[A_QUEUE])
-    r = entry[A_RECORD]
-    begin, launch_begin, launch_end = r.begin, r.launch_begin, r.launch_end
-    qid = h.queue_id(backend, queue)
-    dkey = h.queues[qid].device_key
-    offset = h.offsets.get(dkey)
-    if offset is None:
-        offset = activity_offset(h, backend, queue, qid, dkey, begin, launch_begin)
-    start = begin + offset
-    h0 = launch_begin + offset if launch_begin else start
-    h1 = launch_end + offset if launch_end else h0
-    row = h.table.append(
-        h.names(r.name),
-        r.kind,
-        qid,
-        h.thread_id(entry[A_WHO]),
-        h0,
-        h1,
-        start,
-        r.end - begin,
-        r.nbytes,
-        PLACED,
+def stuck_reason(h: Harvest, hook: str | None = None) -> str:
+    return (
+        f"{timeout_reason(h, hook)}; the device was not waited for again, having let "
+        f"earlier work pass a deadline"
     )
-    if r.detail:
-        h.details[row] = str(r.detail)
-
-
-def activity_offset(
-    h: Harvest, backend: Backend, queue: Any, qid: int, dkey: str, device_ns: int, launch_ns: int
-) -> int:
-    alignment = None
-    try:
-        alignment = backend.activity_align(backend, queue, device_ns)
-        if alignment is not None and not isinstance(alignment, Alignment):
-            raise BadReturn(
-                f"activity_align returned {type(alignment).__name__}, expected kprof.Alignment"
-            )
-    except Exception as exc:
-        h.hook_failed(backend, "activity_align", exc, disable=False)
-        alignment = None
-    q = h.queues[qid]
-    if alignment is not None:
-        offset = alignment.host_ns - device_ns
-        clock = DeviceClock(q.backend, q.device, alignment.method, alignment.error_ns)
-    else:
-        # The first record's launch (or, unknown, its work) at the profile's start.
-        offset = h.start_ns - (launch_ns or device_ns)
-        clock = DeviceClock(
-            q.backend,
-            q.device,
-            "no clock correlation: the first device record is placed at the profile's start",
-            None,
-        )
-    h.offsets[dkey] = offset
-    h.activity_clocks[dkey] = clock
-    return offset
 
 
 def elapsed(h: Harvest, backend: Backend, start: Any, stop: Any) -> int:
@@ -276,11 +238,11 @@ def wait(h: Harvest, backend: Backend, token: Any, deadline: float) -> str | Non
     """
     pause = 1e-5
     while not backend.timestamp_done(backend, token):
-        if time.monotonic() >= deadline:
+        if _clock.monotonic() >= deadline:
             return timeout_reason(
                 h,
             )
-        time.sleep(pause)  # releases the GIL: other threads keep running
+        _clock.sleep(pause)  # releases the GIL: other threads keep running
         pause = min(pause * 2, 0.005)
     return None
 
@@ -302,4 +264,30 @@ def read_in_time(h: Harvest, backend: Backend, start: Any, stop: Any, deadline: 
     if h.waiter is None or h.waiter.stuck:
         h.waiter = Waiter()
     read = partial(device_times, h) if backend.has_device_times else partial(elapsed, h)
-    return h.waiter.call(read, (backend, start, stop), deadline - time.monotonic())
+    return h.waiter.call(read, (backend, start, stop), deadline - _clock.monotonic())
+
+
+def release_deferred(h: Harvest, deadline: float | None) -> None:
+    """Give back the tokens ``release`` deferred while the end resolved. Releases are
+    normally quick (µs), and every token is given back even when resolving used the whole
+    timeout; but past the deadline, once the releases made there took ``RELEASE_GRACE`` of
+    the timeout in all, the rest are left to the plugin (the garbage collector), said
+    once: a slow ``release_timestamp`` cannot stretch the end past its bound."""
+    deferred, h.deferred = h.deferred or [], None
+    clock = _clock.monotonic
+    budget = None if deadline is None else deadline + RELEASE_GRACE * h.timeout
+    for i, (backend, tok) in enumerate(deferred):
+        if budget is not None and clock() >= budget:
+            h.unreleased += len(deferred) - i
+            warnings.warn(
+                f"kprof: {len(deferred) - i} timestamp(s) were not given back "
+                f"(release_timestamp was slow past the resolve timeout of "
+                f"{h.timeout:g} s); they are left to the plugin",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            return
+        try:
+            backend.release_timestamp(backend, tok)
+        except Exception as exc:
+            h.hook_failed(backend, "release_timestamp", exc)

@@ -15,7 +15,9 @@ from itertools import compress, repeat
 from operator import add, and_, eq, getitem, mul, not_, or_, sub
 from typing import TYPE_CHECKING, Any
 
+from kprof_core import _clock
 from kprof_core.data.records import PLACED, DeviceTable, QueueRecord
+from kprof_core.data.values import is_time
 from kprof_core.host.backend import Alignment, Backend, BadReturn
 from kprof_core.low_level import native
 
@@ -55,6 +57,7 @@ def place(
     queues: Sequence[QueueRecord],
     refs: dict[str, tuple[Backend, Any, int, int]],
     hook_failed: Callable[..., str],
+    deadline: float | None = None,
 ) -> dict[str, DeviceClock]:
     """Place every unplaced row of ``table`` on the host clock; returns each device's clock.
 
@@ -69,7 +72,7 @@ def place(
         return {}
     devices = list(dict.fromkeys(q.device_key for q in queues))
     if len(devices) > 254:  # more than a byte can number
-        return _place_each(t, queues, refs, hook_failed)
+        return _place_each(t, queues, refs, hook_failed, deadline)
     # Each row's device as a code: 0 for rows already placed (host-timed, unresolved, merged
     # from a nested profile), else 1 + the device's index in `devices`. The common case (one
     # device, nothing placed yet) needs no codes at all.
@@ -91,7 +94,7 @@ def place(
         dkey = devices[d - 1]
         first = 0 if codes is None else codes.index(d)
         backend, tok, h0, h1 = refs[dkey]
-        base, method, error = _base(backend, tok, h0, h1, hook_failed)
+        base, method, error = _base(backend, tok, h0, h1, hook_failed, deadline)
         # No work may start before its launch: shift the whole device if any would.
         if mod is not None:
             latest = mod.max_diff(ls_b, st_b, codes, d)
@@ -115,18 +118,46 @@ def place(
     return clocks
 
 
+def checked_alignment(hook: str, a: Any) -> None:
+    """Raise ``BadReturn`` unless ``a`` is None or an ``Alignment`` kprof can keep: an int
+    ``host_ns`` within ±2**59 ns, an int ``error_ns`` not negative (or None: unknown), a str
+    ``method``. Anything else would place a whole device at a wrong time or make a profile
+    that cannot be saved (an overflowing sum, a file the loader refuses)."""
+    if a is None:
+        return
+    if not isinstance(a, Alignment):
+        raise BadReturn(f"{hook} returned {type(a).__name__}, expected kprof.Alignment")
+    err = a.error_ns
+    if not is_time(a.host_ns):
+        raise BadReturn(f"{hook} returned host_ns={a.host_ns!r:.40}, not int ns within ±2**59")
+    if err is not None and not (is_time(err) and err >= 0):
+        raise BadReturn(f"{hook} returned error_ns={err!r:.40}, not an int ≥ 0 (or None)")
+    if type(a.method) is not str:
+        raise BadReturn(f"{hook} returned method={a.method!r:.40}, not a str")
+
+
 def _base(
-    backend: Backend, tok: Any, h0: int, h1: int, hook_failed: Callable[..., str]
+    backend: Backend,
+    tok: Any,
+    h0: int,
+    h1: int,
+    hook_failed: Callable[..., str],
+    deadline: float | None = None,
 ) -> tuple[int, str, int | None]:
     """Where the device's reference token lies on the host clock, how it was found, and the
     error bound."""
     alignment: Alignment | None = None
     try:
-        alignment = backend.align_clock(backend, tok, (h0, h1))
-        if alignment is not None and not isinstance(alignment, Alignment):
-            raise BadReturn(
-                f"align_clock returned {type(alignment).__name__}, expected kprof.Alignment"
+        if deadline is not None and _clock.monotonic() >= deadline:
+            # Every hook call at the end is made within the profile's timeout.
+            return (
+                h0,
+                "first work on the device assumed to start at its launch (align_clock "
+                "not asked: the resolve timeout had passed)",
+                None,
             )
+        alignment = backend.align_clock(backend, tok, (h0, h1))
+        checked_alignment("align_clock", alignment)
     except Exception as exc:
         hook_failed(backend, "align_clock", exc, disable=False)
         alignment = None
@@ -140,6 +171,7 @@ def _place_each(
     queues: Sequence[QueueRecord],
     refs: dict[str, tuple[Backend, Any, int, int]],
     hook_failed: Callable[..., str],
+    deadline: float | None = None,
 ) -> dict[str, DeviceClock]:
     """``place`` for tables with more devices than a byte can number: row by row."""
     clocks: dict[str, DeviceClock] = {}
@@ -149,7 +181,7 @@ def _place_each(
             rows_by_device.setdefault(queues[t.queue[i]].device_key, []).append(i)
     for dkey, rows in rows_by_device.items():
         backend, tok, h0, h1 = refs[dkey]
-        base, method, error = _base(backend, tok, h0, h1, hook_failed)
+        base, method, error = _base(backend, tok, h0, h1, hook_failed, deadline)
         shift = max(0, max(t.launch_start[i] - (base + t.start[i]) for i in rows))
         base += shift
         for i in rows:

@@ -7,11 +7,15 @@ compiled recorder is built (``native.py``), its common case runs in C (``_crecor
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 import warnings
+import weakref
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from kprof_core import _clock
 from kprof_core.data.records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, PLACED, RANGE
 from kprof_core.host.backend import Backend
 from kprof_core.low_level import native
@@ -43,6 +47,20 @@ _ACTIVE: ContextVar[Recorder | None] = ContextVar("kprof_active_recorder", defau
 active = _ACTIVE.get
 
 
+#: Recorders of profiles not finished yet: reset in a forked child (``_after_fork_in_child``).
+_live: weakref.WeakSet[Recorder] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    for rec in list(_live):
+        if not rec.rows.finished:
+            rec._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 class Recorder:
     """Collects what one ``kprof.profile()`` captures.
 
@@ -68,16 +86,7 @@ class Recorder:
     ) -> None:
         self.backends = list(backends)
         self.timeout = timeout
-        h = self.rows = Harvest(self.backends, timeout)
-        # The harvest's own objects (never rebound there), bound here too: the launch path
-        # reaches them in one lookup, and a profile reads its tables from the recorder.
-        self._incoming = h.incoming
-        self._live_queues = h.live_queues
-        self._release = h.release
-        self._hook_failed = h.hook_failed
-        self.table, self.host, self.names = h.table, h.host, h.names
-        self.queues, self.threads = h.queues, h.threads
-        self.errors, self.details, self.clocks = h.errors, h.details, h.clocks
+        self._new_rows()
         self._selected = frozenset(self.backends)
         self.device = device
         self.synchronize = synchronize
@@ -89,6 +98,8 @@ class Recorder:
         self._timed = frozenset(b.slot for b in self.backends if device and not synchronize)
         self._closed = False  # the profile's block has ended: what comes in now is late
         self._closed_ns = 0
+        self.entered_on = threading.get_ident()  # the thread whose context it was set in
+        self.exited_elsewhere = False  # its profile was exited in another context
         self.pending_high_water = 0
         # Activity records (see activity.py): this profile's scopes, the backends delivering
         # its records, and launches that never got one.
@@ -106,6 +117,35 @@ class Recorder:
         #: and records it up to the end (``_cut_open_ranges``).
         self.open_ranges: dict[int, tuple[Any, ...]] = {}
         self._bind_launch_path()
+        _live.add(self)
+
+    def _new_rows(self) -> None:
+        """A new record side (``Harvest``), its objects bound here too."""
+        h = self.rows = Harvest(self.backends, self.timeout)
+        # The harvest's own objects (never rebound there), bound here too: the launch path
+        # reaches them in one lookup, and a profile reads its tables from the recorder.
+        self._incoming = h.incoming
+        self._live_queues = h.live_queues
+        self._release = h.release
+        self._hook_failed = h.hook_failed
+        self.table, self.host, self.names = h.table, h.host, h.names
+        self.queues, self.threads = h.queues, h.threads
+        self.errors, self.details, self.clocks = h.errors, h.details, h.clocks
+
+    def _after_fork_in_child(self) -> None:
+        """In a child made by ``os.fork()`` inside the profile: start over with no inherited
+        record side. The parent's pending tokens belong to devices (and device threads) the
+        child does not have, and its rows are the parent's: keeping them made the child wait
+        the whole timeout for them at its end and report the parent's work as its own (a
+        merge of parent and child files then counted it twice). The child records only what
+        it does after the fork."""
+        start_ns = self.rows.start_ns
+        self._new_rows()
+        self.rows.start_ns = start_ns
+        self.open_ranges.clear()  # begun in the parent, with the parent's tokens
+        self.pending_high_water = 0
+        self._bind_launch_path()
+        self._set_next_harvest(0 if self._closed else min(self.harvest_every, self.max_pending))
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows (``Harvest.harvest``); returns how many."""
@@ -187,6 +227,10 @@ class Recorder:
                 self._pressure()
             return
         if not self.device or backend not in self._selected:
+            if backend not in self._selected and (outer := self._outer_for(backend)):
+                # A nested profile that does not use this backend: the outer one does.
+                outer.launch(backend, kind, name, queue, start_ns, end_ns, start, stop, nbytes)
+                return
             self._untimed(backend, name, start_ns, end_ns, start, stop)
             return
         flags = 0
@@ -254,6 +298,9 @@ class Recorder:
         ``approximate`` attribute is ``True`` are host observations.
         """
         if not self.device or backend not in self._selected:
+            if backend not in self._selected and (outer := self._outer_for(backend)):
+                outer.launch_observed(backend, kind, name, queue, start_ns, end_ns, token, nbytes)
+                return
             self._untimed(backend, name, start_ns, end_ns, token, token)
             return
         qk = id(queue)
@@ -273,6 +320,21 @@ class Recorder:
                 APPROXIMATE,
             )
         )
+
+    def open_outer(self) -> Recorder | None:
+        """The nearest enclosing profile not closed yet, if any."""
+        outer = self.parent
+        while outer is not None and outer._closed:
+            outer = outer.parent
+        return outer
+
+    def _outer_for(self, backend: Backend) -> Recorder | None:
+        """The nearest enclosing profile still open that uses ``backend``, if any: a kernel
+        launched inside a nested profile with fewer backends was lost to the outer one."""
+        outer = self.parent
+        while outer is not None and (outer._closed or backend not in outer._selected):
+            outer = outer.parent
+        return outer
 
     def _untimed(
         self, backend: Backend, name: str, start_ns: int, end_ns: int, start: Any, stop: Any
@@ -504,6 +566,10 @@ class Recorder:
         n = len(incoming)
         if n > self.pending_high_water:
             self.pending_high_water = n
+        if self.rows.lock.held_here():
+            # A signal handler (kprof.mark, a launch) interrupted this thread's own harvest:
+            # waiting here would wait on ourselves. The entry is in; the harvest goes on after.
+            return
         if not self._closed:
             self.rows.harvest(wait=False)
             # Still too far behind: wait for the oldest work, which bounds live device tokens.
@@ -514,6 +580,13 @@ class Recorder:
         if self._closed:
             self._set_next_harvest(0)  # may have raced with finish() setting it
             self._late()
+            if self.exited_elsewhere and threading.get_ident() == self.entered_on:
+                # Still active on the thread that entered it: the profile was exited on
+                # another thread, which could not reset this thread's context. What this
+                # thread does now goes where it would have had the profile exited here.
+                # (Other threads that run in a copy of its context keep dropping late work.)
+                if _ACTIVE.get() is self:
+                    _ACTIVE.set(self.open_outer())
 
     # -- the end --------------------------------------------------------------------------------
 
@@ -525,8 +598,18 @@ class Recorder:
         with self.rows.lock:
             if self.rows.finished:
                 return
-            self.rows.harvest_locked(None, time.monotonic() + self.timeout)
-            self._end()
+            rows = self.rows
+            deadline = _clock.monotonic() + self.timeout
+            # Tokens are given back after resolving and placing, each release within the
+            # deadline too: slow releases must not cost records their time.
+            rows.deferred = []
+            try:
+                rows.harvest_locked(None, deadline)
+                self._end(deadline)
+            finally:
+                rows.release_deferred(deadline)
+        if all(r.rows.finished for r in list(_live)):
+            threads.forget_ended()
 
     def abandon(self, end_ns: int | None = None) -> None:
         """End without resolving what is pending (resolving itself was interrupted): give
@@ -542,15 +625,17 @@ class Recorder:
         self._closed = True
         self._set_next_harvest(0)
 
-    def _end(self) -> None:
+    def _end(self, deadline: float | None = None) -> None:
         """Called once, holding the lock: the tables become final."""
         self._cut_open_ranges(self._closed_ns)
         self.rows.finished = True
         self.rows.drop_late()
-        self.rows.end()
+        self.rows.end(deadline)
 
     def _late(self) -> None:
         """Entries that arrived after the profile ended (a thread that outlived it)."""
+        if self.rows.lock.held_here():  # a signal handler interrupting the end: it takes them
+            return
         with self.rows.lock:
             if self.rows.finished:  # otherwise finish() is still at work and takes them
                 self.rows.drop_late()
