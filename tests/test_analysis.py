@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import kprof
 from kprof_core.analysis.idle import DelayStats
@@ -24,6 +26,7 @@ from kprof_core.data.records import (
     ThreadRecord,
 )
 from kprof_core.io.storage import dumps
+from kprof_core.low_level import native
 from kprof_core.recording.placement import DeviceClock
 from kprof_core.result import Profile, loads
 
@@ -250,3 +253,41 @@ def test_pocl_tiny_kernels_are_launch_bound_and_large_ones_device_bound() -> Non
         q.finish()
     assert tiny.analysis().kind == "launch-bound", str(tiny.analysis())
     assert large.analysis().kind == "device-bound", str(large.analysis())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 2),  # queue (2: another device)
+            st.integers(0, 50_000),  # launch start
+            st.integers(0, 5_000),  # launch call
+            st.integers(-3_000, 20_000),  # device start after the launch end
+            st.integers(0, 10_000),  # duration
+        ),
+        max_size=40,
+    ),
+    windows=st.lists(st.tuples(st.integers(0, 60_000), st.integers(1, 30_000)), max_size=3),
+)
+def test_the_compiled_scan_gives_the_python_figures(
+    rows: list[tuple[int, int, int, int, int]], windows: list[tuple[int, int]]
+) -> None:
+    if native.compiled() is None:
+        pytest.skip("the compiled recorder is not built here (or KPROF_PURE_PYTHON=1)")
+    # Queues run in order: each queue's rows start after the previous one ended.
+    last: dict[int, int] = {}
+    made = []
+    for q, ls, call, delay, d in sorted(rows, key=lambda r: r[1]):
+        s = max(ls + call + delay, last.get(q, 0))
+        last[q] = s + d
+        made.append((q, ls, ls + call, s, d))
+    p = synth(made, 50_000, [Q1, Q2, OTHER])
+    for w0, length in windows:
+        p.host.append(1, HostTable.RANGE, 0, w0, w0 + length)
+    for rng in (None, "step") if windows else (None,):
+        try:
+            native.use_compiled(False)
+            pure = p.analysis(range=rng)
+        finally:
+            native.use_compiled(True)
+        assert p.analysis(range=rng) == pure

@@ -36,10 +36,17 @@ from __future__ import annotations
 from array import array
 from dataclasses import replace
 from itertools import compress, repeat
-from operator import add, and_, contains, eq, ne, not_, sub
+from operator import add, and_, contains, eq, ne, not_
 from typing import TYPE_CHECKING
 
-from kprof_core.analysis.idle_columns import Rows, Sums, busy_count, group
+from kprof_core.analysis.idle_columns import (
+    Rows,
+    Sums,
+    busy_count,
+    compiled_helpers,
+    group,
+    of_bytes,
+)
 from kprof_core.analysis.idle_results import Analysis, DelayStats, GroupAnalysis, notes, verdict
 from kprof_core.data.records import APPROXIMATE, HOST_TIMED, RANGE, UNRESOLVED, HostTable
 
@@ -111,27 +118,36 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
     # Groups: queues, then devices.
     qids = list(dict.fromkeys(qcol))
     queues = p.queues
-    by_queue: dict[int, tuple[Rows, array[int]]] = {}
+    mod = compiled_helpers()
+    by_queue: dict[int, Rows] = {}
+    qbytes = qcol.tobytes() if mod is not None and len(qids) > 1 else b""
     for q in qids:
         sel: tuple[array[int], ...]
         if len(qids) == 1:
-            sel = (start, end, lstart, lend, dur)
+            sel = (start, end, lstart, lend)
+        elif mod is not None:
+            sel = tuple(
+                of_bytes(mod.idle_pick(qbytes, (q,), c.tobytes(), True, False))
+                for c in (start, end, lstart, lend)
+            )
         else:
             m = bytes(map(eq, qcol, repeat(q)))
-            sel = tuple(array("q", compress(c, m)) for c in (start, end, lstart, lend, dur))
-        rows = Rows(sel[0], sel[1], sel[2], sel[3])
-        d = sel[4] if rows.s is sel[0] else array("q", map(sub, rows.e, rows.s))
-        by_queue[q] = (rows, d)
+            sel = tuple(array("q", compress(c, m)) for c in (start, end, lstart, lend))
+        by_queue[q] = Rows(sel[0], sel[1], sel[2], sel[3], mod)
     devices: dict[str, list[int]] = {}
     for q in qids:
         devices.setdefault(queues[q].device_key, []).append(q)
+    sentinel = array("q", [-(1 << 62)])
 
     def others_of(qs: list[int]) -> array[int] | None:
         """Sorted ends of every other queue's rows, after a sentinel below every time."""
         if len(qs) == len(qids):
             return None
-        rest = sorted(compress(end, map(not_, map(contains, repeat(set(qs)), qcol))))
-        return array("q", [-(1 << 62), *rest])
+        if mod is not None:
+            return sentinel + of_bytes(mod.idle_pick(qbytes, tuple(qs), end.tobytes(), False, True))
+        return sentinel + array(
+            "q", sorted(compress(end, map(not_, map(contains, repeat(set(qs)), qcol))))
+        )
 
     q_out: list[GroupAnalysis] = []
     d_out: list[GroupAnalysis] = []
@@ -142,14 +158,12 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
         dtitle = f"{q0.backend_title} {q0.device}"
         q_sums: dict[int, Sums] = {}
         for q in qs:
-            rows, d = by_queue[q]
             qr = queues[q]
             g, sums = group(
                 f"{dkey}/{qr.label}",
                 f"{dtitle}, {qr.label}",
                 qr.backend,
-                rows,
-                d,
+                by_queue[q],
                 windows,
                 whole,
                 others_of([q]),
@@ -162,17 +176,17 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
             g = q_out[-1]
             d_out.append(_retitle(g, dkey, dtitle))
             continue
-        s_cat = array("q", (x for q in qs for x in by_queue[q][0].s))
-        e_cat = array("q", (x for q in qs for x in by_queue[q][0].e))
-        ls_cat = array("q", (x for q in qs for x in by_queue[q][0].ls))
-        le_cat = array("q", (x for q in qs for x in by_queue[q][0].le))
-        rows = Rows(s_cat, e_cat, ls_cat, le_cat)
+        cat = [array("q"), array("q"), array("q"), array("q")]
+        for q in qs:
+            r = by_queue[q]
+            for c, col in zip(cat, (r.s, r.e, r.ls, r.le)):
+                c += col
+        rows = Rows(cat[0], cat[1], cat[2], cat[3], mod)
         g, _ = group(
             dkey,
             dtitle,
             q0.backend,
             rows,
-            array("q", map(sub, rows.e, rows.s)),
             windows,
             whole,
             others_of(qs),

@@ -8,28 +8,64 @@ from array import array
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate, compress, repeat
-from operator import add, and_, ge, gt, le, lt, mod, mul, rshift, sub
+from operator import add, and_, ge, gt, le, lt, mul, rshift, sub
+from operator import mod as modulo
 from typing import Any
 
 from kprof_core.analysis.idle_results import DelayStats, GroupAnalysis
+from kprof_core.low_level import native
 
 
 class Rows:
-    """One group's rows, sorted by device start: starts, ends, launch starts, launch ends."""
+    """One group's rows, sorted by device start: starts, ends, launch starts, launch ends.
 
-    __slots__ = ("e", "le", "ls", "runmax", "s")
+    ``mod`` is the compiled recorder (or None): it sorts and takes columns in C."""
 
-    def __init__(self, s: array[int], e: array[int], ls: array[int], le_: array[int]) -> None:
-        if len(s) > 1 and not all(map(le, s, s[1:])):
+    __slots__ = ("_bytes", "_runmax", "e", "le", "ls", "s")
+
+    def __init__(
+        self, s: array[int], e: array[int], ls: array[int], le_: array[int], mod: Any = None
+    ) -> None:
+        self._bytes: tuple[bytes, bytes, bytes, bytes] | None = None
+        if mod is not None:
+            order = mod.idle_order(s.tobytes())
+            if order is not None:
+                s, e, ls, le_ = (
+                    of_bytes(mod.idle_take(c.tobytes(), order)) for c in (s, e, ls, le_)
+                )
+        elif len(s) > 1 and not all(map(le, s, s[1:])):
             # Several runs (queues merged, or a queue out of order): sort by start, rows
             # carried by their index (start * n + index sorts by start, then by index).
             n = len(s)
-            order = array(
-                "q", map(mod, sorted(map(add, map(mul, s, repeat(n)), range(n))), repeat(n))
+            order_ = array(
+                "q", map(modulo, sorted(map(add, map(mul, s, repeat(n)), range(n))), repeat(n))
             )
-            s, e, ls, le_ = (array("q", map(c.__getitem__, order)) for c in (s, e, ls, le_))
+            s, e, ls, le_ = (array("q", map(c.__getitem__, order_)) for c in (s, e, ls, le_))
         self.s, self.e, self.ls, self.le = s, e, ls, le_
-        self.runmax = array("q", accumulate(e, max))
+        self._runmax: array[int] | None = None
+
+    @property
+    def runmax(self) -> array[int]:
+        """The running maximum of the ends (rows before ``bisect_right(runmax, t)`` ended by t)."""
+        if self._runmax is None:
+            self._runmax = array("q", accumulate(self.e, max))
+        return self._runmax
+
+    def first_in(self, w0: int) -> int:
+        """The first row that may reach into a window starting at ``w0``."""
+        return 0 if not self.s or self.s[0] >= w0 else bisect_right(self.runmax, w0)
+
+    def columns(self) -> tuple[bytes, bytes, bytes, bytes]:
+        """Starts, ends, launch starts and launch ends as int64 bytes (for the compiled scan)."""
+        if self._bytes is None:
+            self._bytes = (self.s.tobytes(), self.e.tobytes(), self.ls.tobytes(), self.le.tobytes())
+        return self._bytes
+
+
+def of_bytes(b: bytes) -> array[int]:
+    a = array("q")
+    a.frombytes(b)
+    return a
 
 
 @dataclass
@@ -45,11 +81,33 @@ class Sums:
     spans: list[tuple[array[int], array[int]]] = field(default_factory=list)
 
 
-def _window(r: Rows, w0: int, w1: int, others: array[int] | None, out: Sums, keep: bool) -> None:
-    """Add the busy time, idle split and queue depth of ``r`` within ``[w0, w1)`` to ``out``."""
+def _window(
+    r: Rows, w0: int, w1: int, others: array[int] | None, out: Sums, keep: bool, mod: Any
+) -> None:
+    """Add the busy time, idle split and queue depth of ``r`` within ``[w0, w1)`` to ``out``
+    (in C where the compiled recorder is built: ``_crecorder.idle_window``, the same
+    arithmetic row by row; a test checks both give the same figures)."""
+    if mod is not None:
+        hi = bisect_left(r.s, w1)
+        lo = r.first_in(w0)
+        s_b, e_b, _, le_b = r.columns()
+        ob = None if others is None else others.tobytes()
+        busy, host, dep, other, area, dmax, u0, u1 = mod.idle_window(
+            s_b, e_b, le_b, lo, max(lo, hi), w0, w1, ob, keep
+        )
+        out.window += w1 - w0
+        out.busy += busy
+        out.host += host
+        out.dep += dep
+        out.other += other
+        out.depth_area += area
+        out.depth_max = max(out.depth_max, dmax)
+        if keep and u0 is not None and u1 is not None and lo < hi:
+            out.spans.append((array("q", u0), array("q", u1)))
+        return
     out.window += w1 - w0
     hi = bisect_left(r.s, w1)
-    lo = bisect_right(r.runmax, w0)  # rows before lo ended by w0
+    lo = r.first_in(w0)  # rows before lo ended by w0
     if lo >= hi:
         out.host += w1 - w0
         return
@@ -128,6 +186,15 @@ def _median(values: Any) -> int:
 
 def busy_count(spans: list[tuple[array[int], array[int]]], at_least: int) -> int:
     """Time during which at least ``at_least`` of the interval lists cover (each disjoint)."""
+    mod = compiled_helpers()
+    if mod is not None:
+        return int(
+            mod.idle_cover(
+                b"".join(u0.tobytes() for u0, _ in spans),
+                b"".join(u1.tobytes() for _, u1 in spans),
+                at_least,
+            )
+        )
     if not spans:
         return 0
     base = min(u0[0] for u0, _ in spans if len(u0))
@@ -156,7 +223,6 @@ def group(
     title: str,
     backend: str,
     r: Rows,
-    dur: array[int],
     windows: list[tuple[int, int]],
     whole: bool,
     others: array[int] | None,
@@ -164,36 +230,95 @@ def group(
     keep: bool,
 ) -> tuple[GroupAnalysis, Sums]:
     sums = Sums()
+    mod = compiled_helpers()
     for w0, w1 in windows:
-        _window(r, w0, w1, others, sums, keep)
+        _window(r, w0, w1, others, sums, keep, mod)
+    aligned = clock is not None and clock.error_ns is not None
+    if mod is not None:
+        spans = (
+            [(0, len(r.s))]
+            if whole
+            else [(bisect_left(r.s, w0), bisect_left(r.s, w1)) for w0, w1 in windows]
+        )
+        rows, short_rows, short_ns, md, ml, delays = mod.idle_stats(
+            *r.columns(), array("q", [x for sp in spans for x in sp]).tobytes(), aligned
+        )
+        return _made(
+            key,
+            title,
+            backend,
+            sums,
+            rows,
+            short_rows,
+            short_ns,
+            md,
+            ml,
+            DelayStats(*delays) if delays is not None else None,
+            aligned,
+            clock,
+        ), sums
     idx = _in_windows(r, windows, whole)
-    s, le_, ls = r.s, r.le, r.ls
+    s, e, le_, ls = r.s, r.e, r.le, r.ls
     if idx is not None:
-        s, le_, ls = (array("q", map(c.__getitem__, idx)) for c in (r.s, r.le, r.ls))
-        dur = array("q", map(dur.__getitem__, idx))
+        s, e, le_, ls = (array("q", map(c.__getitem__, idx)) for c in (r.s, r.e, r.le, r.ls))
+    dur = array("q", map(sub, e, s))
     launch = array("q", map(sub, le_, ls))
     short = bytes(map(lt, dur, launch))
-    aligned = clock is not None and clock.error_ns is not None
-    return (
-        GroupAnalysis(
-            key=key,
-            title=title,
-            backend=backend,
-            window_ns=sums.window,
-            busy_ns=sums.busy,
-            host_wait_ns=sums.host,
-            dependency_wait_ns=sums.dep,
-            unexplained_ns=sums.other,
-            rows=len(s),
-            short_rows=sum(short),
-            short_ns=sum(compress(dur, short)),
-            median_duration_ns=_median(dur),
-            median_launch_ns=_median(launch),
-            delays=DelayStats.of(array("q", map(sub, s, le_))) if aligned else None,
-            aligned=aligned,
-            error_ns=clock.error_ns if clock is not None else None,
-            depth_max=sums.depth_max,
-            depth_mean=sums.depth_area / sums.window if sums.window else 0.0,
-        ),
+    delays = DelayStats.of(array("q", map(sub, s, le_))) if aligned else None
+    g = _made(
+        key,
+        title,
+        backend,
         sums,
+        len(s),
+        sum(short),
+        sum(compress(dur, short)),
+        _median(dur),
+        _median(launch),
+        delays,
+        aligned,
+        clock,
+    )
+    return g, sums
+
+
+def compiled_helpers() -> Any:
+    """The compiled recorder where it is in use and has the analysis's helpers, else None."""
+    mod = native.compiled()
+    return mod if hasattr(mod, "idle_cover") else None
+
+
+def _made(
+    key: str,
+    title: str,
+    backend: str,
+    sums: Sums,
+    rows: int,
+    short_rows: int,
+    short_ns: int,
+    median_duration: int,
+    median_launch: int,
+    delays: DelayStats | None,
+    aligned: bool,
+    clock: Any,
+) -> GroupAnalysis:
+    return GroupAnalysis(
+        key=key,
+        title=title,
+        backend=backend,
+        window_ns=sums.window,
+        busy_ns=sums.busy,
+        host_wait_ns=sums.host,
+        dependency_wait_ns=sums.dep,
+        unexplained_ns=sums.other,
+        rows=rows,
+        short_rows=short_rows,
+        short_ns=short_ns,
+        median_duration_ns=median_duration,
+        median_launch_ns=median_launch,
+        delays=delays if rows else None,
+        aligned=aligned,
+        error_ns=clock.error_ns if clock is not None else None,
+        depth_max=sums.depth_max,
+        depth_mean=sums.depth_area / sums.window if sums.window else 0.0,
     )
