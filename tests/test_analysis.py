@@ -291,3 +291,18 @@ def test_the_compiled_scan_gives_the_python_figures(
         finally:
             native.use_compiled(True)
         assert p.analysis(range=rng) == pure
+
+
+def test_kprof_merge_says_which_rank_waits() -> None:
+    from kprof_core.ranks.merge import merge_report
+
+    busy = synth([(0, 0, 100, 100, 9_900)], 10_000)  # busy 99 % of its span
+    idle = synth([(0, 0, 100, 100, 1_000)], 10_000)  # then nothing: waits for its host
+    for rank, p in enumerate((busy, idle)):
+        p.meta["rank"] = rank
+    text = merge_report([busy, idle])
+    assert "Which rank waits (each process's busiest device over its own span):" in text
+    assert (
+        " rank 1 waits most: its device idle 90 % of its span (90 % waiting for its host); "
+        "rank 0 is the busiest (99 % busy)"
+    ) in text.splitlines()
