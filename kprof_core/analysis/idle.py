@@ -48,7 +48,7 @@ from kprof_core.analysis.idle_columns import (
     of_bytes,
 )
 from kprof_core.analysis.idle_results import Analysis, DelayStats, GroupAnalysis, notes, verdict
-from kprof_core.data.records import APPROXIMATE, HOST_TIMED, RANGE, UNRESOLVED, HostTable
+from kprof_core.data.records import APPROXIMATE, HOST_TIMED, PLACED, RANGE, UNRESOLVED, HostTable
 
 if TYPE_CHECKING:
     from kprof_core.data.profile_data import ProfileData
@@ -65,9 +65,14 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
     """Analyse ``p``'s device rows over its span, or over the instances of the host range
     named ``range``; see the module's docstring for every definition."""
     t = p.table
+    n = len(t)
+    mod = compiled_helpers()
     bad = UNRESOLVED | HOST_TIMED | APPROXIMATE
     skipped: dict[str, int] = {}
-    if t.kind.count(RANGE) == 0 and not any(map(and_, t.flags, repeat(bad))):
+    if t.kind.count(RANGE) == 0 and (
+        t.flags.count(PLACED) == n  # the usual flags, counted in C
+        or not any(map(and_, t.flags, repeat(bad)))
+    ):
         mask = None
     else:
         flagged = array("q", map(and_, t.flags, repeat(bad)))
@@ -89,11 +94,20 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
     if mask is not None:
         cols = tuple(array("q", compress(c, mask)) for c in cols)
     qcol, start, dur, lstart, lend = cols
-    end = array("q", map(add, start, dur))
+    if mod is not None:
+        end_b, last = mod.idle_ends(start.tobytes(), dur.tobytes())
+        end = of_bytes(end_b)
+        if mask is not None:  # the span, as ProfileData.span_ns has it, from every row
+            last = mod.idle_ends(t.start.tobytes(), t.duration.tobytes())[1]
+        last_end = max(p.end_ns, p.end_ns if last is None else last)
+        span_end = p.start_ns + max(0, last_end - p.start_ns)
+    else:
+        end = array("q", map(add, start, dur))
+        span_end = p.start_ns + p.span_ns
 
     # Windows.
     if range is None:
-        windows = [(p.start_ns, p.start_ns + p.span_ns)]
+        windows = [(p.start_ns, span_end)]
         whole = True
     else:
         h = p.host
@@ -116,9 +130,8 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
         whole = False
 
     # Groups: queues, then devices.
-    qids = list(dict.fromkeys(qcol))
+    qids = [qcol[0]] if qcol and qcol.count(qcol[0]) == len(qcol) else list(dict.fromkeys(qcol))
     queues = p.queues
-    mod = compiled_helpers()
     by_queue: dict[int, Rows] = {}
     qbytes = qcol.tobytes() if mod is not None and len(qids) > 1 else b""
     for q in qids:

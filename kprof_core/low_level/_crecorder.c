@@ -993,6 +993,35 @@ idle_pick(PyObject *module, PyObject *args)
     return out;
 }
 
+/* idle_ends(s, d) -> (s + d as int64 bytes, their maximum or None). */
+static PyObject *
+idle_ends(PyObject *module, PyObject *args)
+{
+    PyObject *sb, *db;
+    if (!PyArg_ParseTuple(args, "SS:idle_ends", &sb, &db))
+        return NULL;
+    Py_ssize_t n = PyBytes_Size(sb) / 8;
+    if (PyBytes_Size(db) / 8 != n) {
+        PyErr_SetString(PyExc_ValueError, "idle_ends: columns of different lengths");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (out == NULL)
+        return NULL;
+    const int64_t *s = (const int64_t *)PyBytes_AsString(sb);
+    const int64_t *d = (const int64_t *)PyBytes_AsString(db);
+    int64_t *e = (int64_t *)PyBytes_AsString(out);
+    int64_t mx = INT64_MIN;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        e[i] = s[i] + d[i];
+        if (e[i] > mx)
+            mx = e[i];
+    }
+    PyObject *res = n ? Py_BuildValue("OL", out, (long long)mx) : Py_BuildValue("OO", out, Py_None);
+    Py_DECREF(out);
+    return res;
+}
+
 static PyMethodDef module_methods[] = {
     {"launch_path", new_launch_path, METH_VARARGS,
      "launch_path(incoming, live_queues, timed_slots, slow, pressure, tls, running_loop, who, "
@@ -1009,6 +1038,7 @@ static PyMethodDef module_methods[] = {
     {"idle_stats", idle_stats, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
     {"idle_order", idle_order, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
     {"idle_take", idle_take, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
+    {"idle_ends", idle_ends, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
     {"idle_pick", idle_pick, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
     {"idle_cover", idle_cover, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
     {NULL, NULL, 0, NULL},
