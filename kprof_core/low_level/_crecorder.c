@@ -577,15 +577,59 @@ cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void
+/* Natural merge sort, stable: the runs already in order (one per queue, typically) are
+ * merged pairwise, O(n log runs); past 64 runs, qsort. Returns -1 out of memory. */
+#define NATURAL_SORT(NAME, T, LESS)                                                            \
+    static int NAME(T *v, Py_ssize_t n)                                                        \
+    {                                                                                          \
+        Py_ssize_t bounds[66], nb = 0;                                                         \
+        bounds[nb++] = 0;                                                                      \
+        for (Py_ssize_t i = 1; i < n; i++)                                                     \
+            if (LESS(v[i], v[i - 1])) {                                                        \
+                if (nb == 65)                                                                  \
+                    return 1; /* too many runs: the caller sorts otherwise */                  \
+                bounds[nb++] = i;                                                              \
+            }                                                                                  \
+        bounds[nb] = n;                                                                        \
+        if (nb == 1)                                                                           \
+            return 0;                                                                          \
+        T *tmp = PyMem_Malloc(sizeof(T) * n);                                                  \
+        if (tmp == NULL)                                                                       \
+            return -1;                                                                         \
+        while (nb > 1) {                                                                       \
+            Py_ssize_t k = 0;                                                                  \
+            for (Py_ssize_t r = 0; r < nb; r += 2) {                                           \
+                Py_ssize_t a = bounds[r], mid = bounds[r + 1 <= nb ? r + 1 : nb];              \
+                Py_ssize_t end = r + 2 <= nb ? bounds[r + 2] : mid;                            \
+                Py_ssize_t i = a, j = mid, o = a;                                              \
+                while (i < mid && j < end)                                                     \
+                    tmp[o++] = LESS(v[j], v[i]) ? v[j++] : v[i++];                             \
+                while (i < mid)                                                                \
+                    tmp[o++] = v[i++];                                                         \
+                while (j < end)                                                                \
+                    tmp[o++] = v[j++];                                                         \
+                memcpy(v + a, tmp + a, sizeof(T) * (end - a));                                 \
+                bounds[k++] = a;                                                               \
+            }                                                                                  \
+            bounds[k] = n;                                                                     \
+            nb = k;                                                                            \
+        }                                                                                      \
+        PyMem_Free(tmp);                                                                       \
+        return 0;                                                                              \
+    }
+
+#define LESS_I64(x, y) ((x) < (y))
+NATURAL_SORT(merge_runs_i64, int64_t, LESS_I64)
+
+static int
 sort_i64(int64_t *v, Py_ssize_t n)
 {
-    Py_ssize_t i = 1;
-    while (i < n && v[i - 1] <= v[i])
-        i++;
-    if (i < n)
+    int r = merge_runs_i64(v, n);
+    if (r == 1)
         qsort(v, n, sizeof(int64_t), cmp_i64);
+    return r < 0 ? -1 : 0;
 }
+
 
 /* idle_window(s, e, le, lo, hi, w0, w1, others, keep) -> (busy, host, dep, other, area,
  * depth_max, u0, u1): rows lo..hi of the int64 columns s (sorted), e, le, clipped to [w0, w1);
@@ -687,8 +731,10 @@ idle_window(PyObject *module, PyObject *args)
     host += w1 - runmax;
     /* depth: ends and launches merged in time order, an end first at a tie (an in-order
      * queue's are sorted already) */
-    sort_i64(ends, m);
-    sort_i64(lcs, m);
+    if (sort_i64(ends, m) < 0 || sort_i64(lcs, m) < 0) {
+        PyMem_Free(ends), PyMem_Free(lcs), PyMem_Free(u0), PyMem_Free(u1);
+        return PyErr_NoMemory();
+    }
     Py_ssize_t a = 0, b = 0;
     int64_t depth = 0;
     while (b < m) {
@@ -853,6 +899,9 @@ cmp_keyed(const void *a, const void *b)
     return (x->index > y->index) - (x->index < y->index);
 }
 
+#define LESS_KEYED(x, y) ((x).key < (y).key)
+NATURAL_SORT(merge_runs_keyed, keyed_t, LESS_KEYED)
+
 /* idle_order(s) -> None when s (int64 bytes) is sorted, else the permutation that sorts it
  * (stable) as int64 bytes. */
 static PyObject *
@@ -873,7 +922,13 @@ idle_order(PyObject *module, PyObject *args)
         return PyErr_NoMemory();
     for (i = 0; i < n; i++)
         kv[i].key = s[i], kv[i].index = i;
-    qsort(kv, n, sizeof(keyed_t), cmp_keyed);
+    int r = merge_runs_keyed(kv, n);
+    if (r < 0) {
+        PyMem_Free(kv);
+        return PyErr_NoMemory();
+    }
+    if (r == 1)
+        qsort(kv, n, sizeof(keyed_t), cmp_keyed);
     PyObject *out = PyBytes_FromStringAndSize(NULL, n * 8);
     if (out != NULL) {
         int64_t *o = (int64_t *)PyBytes_AsString(out);
@@ -931,8 +986,10 @@ idle_cover(PyObject *module, PyObject *args)
     }
     memcpy(st, PyBytes_AsString(sb), n * 8);
     memcpy(en, PyBytes_AsString(eb), n * 8);
-    qsort(st, n, sizeof(int64_t), cmp_i64);
-    qsort(en, n, sizeof(int64_t), cmp_i64);
+    if (sort_i64(st, n) < 0 || sort_i64(en, n) < 0) {
+        PyMem_Free(st), PyMem_Free(en);
+        return PyErr_NoMemory();
+    }
     Py_ssize_t a = 0, b = 0;
     long long count = 0, total = 0, prev = 0;
     while (a < n || b < n) {
@@ -986,8 +1043,10 @@ idle_pick(PyObject *module, PyObject *args)
         if (in == keep)
             v[m++] = col[i];
     }
-    if (sort)
-        sort_i64(v, m);
+    if (sort && sort_i64(v, m) < 0) {
+        PyMem_Free(v);
+        return PyErr_NoMemory();
+    }
     PyObject *out = PyBytes_FromStringAndSize((const char *)v, m * 8);
     PyMem_Free(v);
     return out;
