@@ -310,3 +310,22 @@ def test_kprof_merge_says_which_rank_waits() -> None:
         " rank 1 waits most: its device idle 90 % of its span (90 % waiting for its host); "
         "rank 0 is the busiest (99 % busy)"
     ) in text.splitlines()
+
+
+def test_reports_leave_the_section_out_of_large_pure_python_profiles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kprof_core.renderers import analysis as section
+
+    monkeypatch.setattr(section, "PURE_REPORT_LIMIT", 5)
+    p = launch_bound()  # 10 rows
+    native.use_compiled(False)
+    try:
+        text = str(p)
+        page = p._repr_html_() or ""
+    finally:
+        native.use_compiled(True)
+    said = "left out of the report above 5 device rows without the compiled recorder"
+    assert said in text and said in page
+    assert "launch-bound" not in text
+    assert p.analysis().kind == "launch-bound"  # asked for, it is computed

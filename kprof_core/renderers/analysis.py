@@ -5,9 +5,38 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from kprof_core.analysis.idle import analyse
+from kprof_core.analysis.idle_columns import compiled_helpers
 from kprof_core.analysis.idle_results import Analysis, GroupAnalysis, pct
 from kprof_core.data.timefmt import format_time
+
+if TYPE_CHECKING:
+    from kprof_core.data.profile_data import ProfileData
+
+#: Reports (print(p), the HTML page) leave the section out past this many device rows when the
+#: compiled helpers are not in use: the Python twin takes several seconds per million rows
+#: (bench/analysis.py), the compiled one a fraction of a second. ``p.analysis()`` still works.
+PURE_REPORT_LIMIT = 200_000
+
+SKIPPED = (
+    "(where the device time went: left out of the report above {n} device rows without the "
+    "compiled recorder; p.analysis() computes it)"
+)
+
+
+def skipped_note() -> str:
+    """What the reports say where they leave the section out."""
+    return SKIPPED.format(n=PURE_REPORT_LIMIT)
+
+
+def report_analysis(p: ProfileData) -> Analysis | None:
+    """The analysis the reports show, or None where it is left out (see PURE_REPORT_LIMIT)."""
+    if compiled_helpers() is None and len(p.table) > PURE_REPORT_LIMIT:
+        return None
+    return analyse(p)
+
 
 HEADERS = (
     "Busy",
