@@ -1,6 +1,6 @@
 """Build configuration beyond pyproject.toml: kprof's optional compiled parts.
 
-Both extensions are optional (``optional=True``): where no C compiler exists, or the build
+The extensions are optional (``optional=True``): where no C compiler exists, or the build
 fails, ``pip install`` still succeeds and kprof runs its pure-Python path, with the same
 behaviour (see ``kprof_core/low_level/native.py``; ``kprof backends`` says which path is in use).
 They use the limited API, so one wheel per platform serves CPython 3.10 and later (abi3).
@@ -41,6 +41,10 @@ else:
             ),
             # The OpenCL plugin's batch reader of event times (the harvest, off the launch path).
             extension("kprof_opencl._clnative", "kprof_opencl/_clnative.c"),
+            # The OpenCL dispatch-table hook: enqueues from C libraries (VkFFT, CLBlast) too.
+            extension("kprof_opencl._clhook", "kprof_opencl/_clhook.c"),
+            # Its fallback: an interposer `kprof run` preloads where a table cannot be hooked.
+            extension("kprof_opencl._clpreload", "kprof_opencl/_clpreload.c"),
         ],
         options={"bdist_wheel": {"py_limited_api": "cp310"}},
     )

@@ -785,6 +785,22 @@ def bench_queue(quick: bool) -> dict[str, Any]:
     return res
 
 
+def bench_hook(quick: bool) -> dict[str, Any]:
+    """The OpenCL dispatch-table hook beside the Python capture (bench/opencl_hook.py)."""
+    sys.path.insert(0, str(HERE))
+    from opencl_hook import bench_hook as run
+
+    return run(quick)
+
+
+def bench_approximate(quick: bool) -> dict[str, Any]:
+    """Approximate (~) OpenCL times against exact ones (bench/opencl_approximate.py)."""
+    sys.path.insert(0, str(HERE))
+    from opencl_approximate import bench_approximate as run
+
+    return run(quick)
+
+
 BENCHES = {
     "queue": bench_queue,
     "launch": bench_launch,
@@ -794,6 +810,8 @@ BENCHES = {
     "accuracy": bench_accuracy,
     "scale": bench_scale,
     "startup": bench_startup,
+    "hook": bench_hook,
+    "approximate": bench_approximate,
 }
 
 

@@ -126,6 +126,20 @@ def capture_installed() -> bool:
     return bool(_capture_users)
 
 
+def _notes(rec: Recorder) -> list[str]:
+    """What the profile's backends say it may lack (``report_notes``); a failing hook says
+    nothing rather than costing the profile."""
+    notes: list[str] = []
+    for b in rec.backends:
+        try:
+            said = b.report_notes(b)
+        except Exception:
+            continue
+        if isinstance(said, (list, tuple)):
+            notes += [n for n in said if isinstance(n, str) and n not in notes]
+    return notes
+
+
 class profile:
     """Profile the code in a ``with`` block (or a decorated function).
 
@@ -229,8 +243,11 @@ class profile:
             # cost the profile (nor leave other backends patched: _uninstall handles all).
             if rec.scopes:
                 activity.forget(rec)
+            notes = _notes(rec)  # before remove_capture: what the capture could not see
             interrupted = _uninstall(rec.backends)
             result._load(rec)
+            if notes:
+                result.meta["notes"] = notes
             self._recorder = None
             if rec.parent is not None:
                 rec.parent.absorb(rec)

@@ -1,7 +1,9 @@
 """kprof's OpenCL backend (PyOpenCL; PoCL's CPU device works on any machine).
 
 The plugin (``kprof_opencl.plugin``, entry point ``opencl``) captures kernel launches and copies
-automatically while a ``kprof.profile()`` is active. What users may call:
+automatically while a ``kprof.profile()`` is active: PyOpenCL's, and, through the ICD
+dispatch-table hook (``kprof_opencl.hook``, compiled), those C libraries enqueue (VkFFT,
+CLBlast). ``kprof backends`` says per platform whether the hook is active. What users may call:
 
 - :func:`enable_profiling`: from now on every ``pyopencl.CommandQueue`` is created with
   ``PROFILING_ENABLE`` (kprof reads exact device times only from such queues). While a profile

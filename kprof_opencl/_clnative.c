@@ -272,6 +272,11 @@ done:
 static PyObject *
 ln_get_wrapped(Launcher *self, void *closure)
 {
+    /* The native function, also where `original` is it wrapped in the hook's quiet(). */
+    PyObject *w = PyObject_GetAttrString(self->original, "__wrapped__");
+    if (w != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError))
+        return w;
+    PyErr_Clear();
     Py_INCREF(self->original);
     return self->original;
 }

@@ -11,6 +11,14 @@ of the two, ``end`` the observed completion. Both are late by up to the polling 
 (50 µs, backing off to 2 ms while the same command runs; more while another thread holds the
 GIL), so the rows are marked approximate.
 
+Where kprof's compiled hook is built, the driver tells instead (``_clhook.stamp``: C callbacks
+registered with ``clSetEventCallback`` at ``CL_RUNNING`` and ``CL_COMPLETE`` stamp the host
+clock, no thread polls, no GIL needed): ``end`` is when the driver completed the command, and
+``begin`` when it started running where the callback was registered before it did, else the
+later of its launch and the previous completion on an in-order queue. Polling was far off on
+real programs (issue 27: a completion waits for the GIL, up to the 5 ms switch interval, and
+several completions seen in one poll got ~0 µs each); see BENCHMARKS.md for both, measured.
+
 Why not ``Event.set_callback``: PyOpenCL starts a native thread per callback, which measured
 ~100 µs per launch here (a tiny launch is ~2.5 µs); tracking a token costs ~1 µs.
 
@@ -28,6 +36,7 @@ import time
 from collections import deque
 from typing import Any
 
+from kprof_core.low_level import native
 from kprof_core.recording.capture import now
 
 from .clock import END, START
@@ -41,7 +50,7 @@ _MIN_PAUSE, _MAX_PAUSE = 5e-5, 2e-3
 class Observed:
     """The host's observation of one command: ``begin``/``end`` on ``perf_counter_ns``."""
 
-    __slots__ = ("begin", "end", "event", "launched", "status")
+    __slots__ = ("begin", "end", "event", "launched", "prev", "stamp", "status")
     #: Tells kprof's recorder that this token is a host observation (see Recorder.launch_observed).
     approximate = True
 
@@ -51,6 +60,8 @@ class Observed:
         self.begin = 0
         self.end = -1  # set last, by the watcher: >= 0 means stamped
         self.status = _RUNNING
+        self.stamp: Any = None  # the driver's callbacks (_clhook.Stamp), where compiled
+        self.prev: Observed | _Done | None = None  # the command before, on an in-order queue
 
     def get_info(self, param: int) -> int:
         """The execution status, as ``Event.get_info(EXECUTION_STATUS)``: 0 once observed
@@ -59,10 +70,35 @@ class Observed:
             raise ValueError(
                 f"an observed command answers only its execution status, not {param:#x}"
             )
+        if self.end < 0 and self.stamp is not None:
+            self._settle()
         return self.status if self.end >= 0 else _RUNNING
+
+    def _settle(self) -> None:
+        """Take the times the driver's callbacks stamped, oldest command first (a command's
+        fallback start is the previous one's completion); nothing while one is still running."""
+        chain = []
+        tok: Observed | _Done | None = self
+        while isinstance(tok, Observed) and tok.end < 0:
+            chain.append(tok)
+            tok = tok.prev
+        for cmd in reversed(chain):
+            got = cmd.stamp.read()
+            if got is None:
+                return
+            status, begin, end = got
+            prev = cmd.prev
+            if not begin:  # it ran before the callbacks were registered: the earliest it could
+                begin = max(cmd.launched, prev.end if prev is not None else 0)
+            cmd.begin = min(begin, end)
+            cmd.status = status
+            cmd.event = cmd.stamp = cmd.prev = None
+            cmd.end = end
 
     def get_profiling_info(self, param: int) -> int:
         """``START``/``END`` as observed on the host clock (not the device's)."""
+        if self.end < 0 and self.stamp is not None:
+            self._settle()
         if self.end < 0:
             raise RuntimeError("the command has not been seen complete yet")
         if self.status < 0:
@@ -78,13 +114,14 @@ class _QueueState:
     """What the watcher knows of one queue; kept on the queue itself (``_kprof_watch``), so that
     a new queue that reuses a dead one's ``id`` starts afresh."""
 
-    __slots__ = ("in_order", "last_end", "listed", "pending")
+    __slots__ = ("in_order", "last", "last_end", "listed", "pending")
 
     def __init__(self, in_order: bool) -> None:
         self.pending: deque[Observed] = deque()
         self.in_order = in_order  # out-of-order work may overlap: the last end bounds nothing
         self.last_end = 0
         self.listed = False  # in the watcher's list of queues with pending work
+        self.last: Observed | None = None  # the latest stamped token (in-order queues)
 
 
 class Watcher:
@@ -103,6 +140,16 @@ class Watcher:
             state = queue._kprof_watch
         except AttributeError:
             state = self._new_queue(queue)
+        stamp = _stamp(event)
+        if stamp is not None:  # the driver calls back: nothing to poll
+            tok.stamp = stamp
+            if state.in_order:
+                prev, state.last = state.last, tok
+                if prev is not None and prev.end < 0:
+                    tok.prev = prev
+                elif prev is not None:
+                    tok.prev = _Done(prev.end)
+            return tok
         state.pending.append(tok)
         if not state.listed:
             self._list(state)
@@ -156,6 +203,7 @@ class Watcher:
             busy = progressed = False
             for state in list(self._listed):
                 pending = state.pending
+                done: list[tuple[Observed, int]] = []
                 while pending:
                     tok = pending[0]
                     try:
@@ -165,16 +213,10 @@ class Watcher:
                     if status > 0:
                         busy = True
                         break  # in order: nothing after it on this queue is done either
-                    t = now()
-                    if state.in_order:
-                        tok.begin = max(tok.launched, state.last_end)
-                        state.last_end = t
-                    else:
-                        tok.begin = tok.launched
-                    tok.status = status
-                    tok.event = None
-                    tok.end = t
+                    done.append((tok, status))
                     pending.popleft()
+                if done:
+                    _stamp_seen(state, done, now())
                     progressed = True
             if busy:
                 pause = _MIN_PAUSE if progressed else min(pause * 2, _MAX_PAUSE)
@@ -183,6 +225,69 @@ class Watcher:
                 self._unlist_idle()
                 pause = _MIN_PAUSE
                 self._wake.wait()  # set by track(), after it appended
+
+
+def _stamp_seen(state: _QueueState, done: list[tuple[Observed, int]], t: int) -> None:
+    """Stamp the commands one poll saw complete. On an in-order queue they ran one after the
+    other between the previous completion (or their launch) and ``t``: each gets an equal
+    share of what is left of that window from its own launch on. Stamping each at ``t`` made
+    all but the first ~0 µs long (issue 27: a 168 µs FFT shown as 9.96 µs)."""
+    if not state.in_order:
+        for tok, status in done:
+            tok.begin, tok.status, tok.event = tok.launched, status, None
+            tok.end = t  # set last: >= 0 means stamped
+        return
+    start = state.last_end
+    for i, (tok, status) in enumerate(done):
+        begin = min(max(tok.launched, start), t)
+        end = begin + (t - begin) // (len(done) - i)
+        tok.begin, tok.status, tok.event = begin, status, None
+        tok.end = end
+        start = end
+    state.last_end = t
+
+
+class _Done:
+    """A settled previous command: only its completion is needed (no chain of tokens kept)."""
+
+    __slots__ = ("end",)
+
+    def __init__(self, end: int) -> None:
+        self.end = end
+
+
+def _stamp(event: Any) -> Any:
+    """The driver's callbacks on ``event`` (``_clhook.Stamp``), or None: not compiled, or the
+    driver refused them."""
+    global _stamper
+    if native.compiled() is None:  # KPROF_PURE_PYTHON=1: the polling watcher
+        return None
+    if _stamper is None:
+        mod = _compiled_hook()
+        _stamper = mod.stamp if mod is not None else False
+    if _stamper is False:
+        return None
+    try:
+        return _stamper(event.int_ptr)
+    except Exception:
+        return None
+
+
+_stamper: Any = None  # _clhook.stamp, or False where it is not in use
+
+
+def method() -> str:
+    """How commands on queues without profiling are timed here, in words."""
+    if native.compiled() is not None and _compiled_hook() is not None:
+        return "the driver's completion callbacks (clSetEventCallback)"
+    return "a watcher thread polling completions"
+
+
+def _compiled_hook() -> Any:
+    """``_clhook`` where built and usable here (as ``hook.module()``, which imports capture,
+    which imports this module: asked directly)."""
+    mod = native.load_plugin_part("kprof_opencl", "_clhook")
+    return mod if mod is not None and getattr(mod, "supported", False) else None
 
 
 watcher = Watcher()

@@ -15,7 +15,7 @@ from typing import Any
 import kprof
 from kprof_core.host.hookspecs import hookimpl
 
-from . import clock, observed
+from . import clock, hook, observed
 from .queues import (
     _current,
     device_key,
@@ -75,7 +75,26 @@ def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
             library_version=version,
             detail=f"OpenCL platforms ({names}) have no devices",
         )
-    return kprof.BackendInfo(library="pyopencl", library_version=version, devices=tuple(devices))
+    capture, detail = _mechanisms()
+    return kprof.BackendInfo(
+        library="pyopencl",
+        library_version=version,
+        devices=tuple(devices),
+        capture=capture,
+        capture_detail=detail,
+    )
+
+
+def _mechanisms() -> tuple[str, str]:
+    """Which mechanism captures on each platform (``kprof backends``): the dispatch-table hook
+    sees C libraries' enqueues too; PyOpenCL's capture alone sees only PyOpenCL's."""
+    try:
+        platforms = hook.survey()
+    except Exception as exc:  # describing is best effort
+        return "PyOpenCL's calls", f"hook survey failed: {exc}"
+    hooked = [p for p in platforms if p.table is not None]
+    what = "PyOpenCL's calls and the ICD dispatch-table hook" if hooked else "PyOpenCL's calls"
+    return what, "; ".join(f"{p.title}: {p.why}" for p in platforms)
 
 
 # -- timestamps ----------------------------------------------------------------------------------
@@ -221,6 +240,8 @@ def install_capture(backend: kprof.Backend) -> None:
     # Queues created from now on (through pyopencl.CommandQueue) profile: device times for them.
     profiled_queues.acquire()
     backend.state["queues"] = True
+    # Enqueues from C libraries too (VkFFT, CLBlast), through the ICD's dispatch table.
+    backend.state["hooked"], backend.state["mechanisms"] = hook.install(backend)
     # The clock offset now, to bound how far it drifts (NTP slews CLOCK_MONOTONIC) by the end.
     backend.state["raw_offset"] = clock.raw_offset()
 
@@ -230,6 +251,7 @@ def remove_capture(backend: kprof.Backend) -> None:
     from . import capture, profiled_queues
 
     conflicts = profiled_queues.release() if backend.state.pop("queues", False) else []
+    conflicts += hook.remove(backend.state.pop("hooked", []))
     patcher = backend.state.pop("patcher", None)
     if patcher is not None:
         capture.remove(patcher, conflicts)
@@ -250,3 +272,18 @@ def demo_workload(backend: kprof.Backend, size: int) -> Any:
     from .demo import workload
 
     return workload(size)
+
+
+@hookimpl
+def report_notes(backend: kprof.Backend) -> list[str] | None:
+    # While capture is installed the hook's state is known; a C-launching library imported
+    # where no platform is hooked means its kernels ran unseen.
+    mechanisms = backend.state.get("mechanisms")
+    note = hook.unseen(mechanisms) if mechanisms else None
+    return [note] if note else None
+
+
+@hookimpl
+def exec_environment(backend: kprof.Backend) -> dict[str, str] | None:
+    # Where a platform's table cannot be hooked: kprof's interposer, preloaded at exec.
+    return hook.exec_environment()

@@ -24,6 +24,32 @@ def _exit_code(code: object) -> int:
     return 1
 
 
+REEXEC = "KPROF_RUN_RESTARTED"  # set in the restarted process: never restarted twice
+
+
+def _exec_environment(usable: list[Any]) -> dict[str, str]:
+    """What the backends need the program started with and the environment lacks."""
+    need: dict[str, str] = {}
+    for b in usable:
+        try:
+            env = b.exec_environment(b)
+        except Exception:  # a plugin's failure must not stop the run: it then runs as it is
+            continue
+        if isinstance(env, dict):
+            need.update({k: v for k, v in env.items() if isinstance(k, str) and isinstance(v, str)})
+    return {k: v for k, v in need.items() if os.environ.get(k) != v}
+
+
+def _restart_with(env: dict[str, str]) -> None:
+    """Start this very command again (same interpreter, flags and arguments) with ``env`` added:
+    what must be in place at exec (an ``LD_PRELOAD``) cannot be set later. Once only."""
+    if not env or os.environ.get(REEXEC) or not hasattr(os, "execve"):
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, list(sys.orig_argv), {**os.environ, **env, REEXEC: "1"})
+
+
 def command(args: argparse.Namespace) -> int:
     from kprof_core.host.discovery import registry
     from kprof_core.profiler import profile
@@ -41,6 +67,11 @@ def command(args: argparse.Namespace) -> int:
     # Load the plugins before the script's directory goes on sys.path: a file there must not
     # be imported in place of an installed plugin.
     registry.all()
+    try:
+        usable = registry.usable(backends)
+    except Exception:  # an unknown backend name: the profile reports it, as before
+        usable = []
+    _restart_with(_exec_environment(usable))
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [script, *args.args]
     # As python does: sys.path[0] is the script's directory, or the working directory for -m.

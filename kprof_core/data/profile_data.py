@@ -126,7 +126,8 @@ class ProfileData:
     - ``details``: device row index -> what the backend said about that row (a kernel's grid and
       block, its stream; rows from activity records such as CUPTI's).
     - ``backends``: the names of the backends the profile used; ``trace``: whether printing it
-      shows the trace; ``meta``: provenance (host, pid, rank, world size, clock anchors).
+      shows the trace; ``meta``: provenance (host, pid, rank, world size, clock anchors) and
+      ``notes``, what a backend said the profile may lack (printed under the summary).
     """
 
     def __init__(self, trace: bool = False, backends: list[str] | None = None) -> None:

@@ -140,6 +140,8 @@ RESOLVED_HOOKS: dict[str, tuple[str, ...]] = {
     "activity_scope_exit": ("backend", "scope"),
     "activity_flush": ("backend", "scopes", "timeout"),
     "activity_align": ("backend", "queue", "device_ns"),
+    "report_notes": ("backend",),
+    "exec_environment": ("backend",),
 }
 
 
@@ -201,6 +203,8 @@ class Backend:
     activity_scope_exit: Callable[..., Any]
     activity_flush: Callable[..., Any]
     activity_align: Callable[..., Any]
+    report_notes: Callable[..., Any]
+    exec_environment: Callable[..., Any]
 
     def __init__(
         self, name: str, plugin: object, distribution: str | None = None, version: str | None = None

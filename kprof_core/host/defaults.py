@@ -136,3 +136,13 @@ def activity_flush(backend: Backend, scopes: tuple[int, ...], timeout: float) ->
 @hookimpl(trylast=True)
 def activity_align(backend: Backend, queue: Any, device_ns: int) -> Alignment | None:
     return None
+
+
+@hookimpl(trylast=True)
+def report_notes(backend: Backend) -> list[str] | None:
+    return None
+
+
+@hookimpl(trylast=True)
+def exec_environment(backend: Backend) -> dict[str, str] | None:
+    return None

@@ -498,6 +498,28 @@ def activity_flush(backend: Backend, scopes: tuple[int, ...], timeout: float) ->
 
 
 @hookspec(firstresult=True)
+def exec_environment(backend: Backend) -> dict[str, str] | None:
+    """Environment variables the profiled program must be started with, which cannot be set
+    once it runs (e.g. ``LD_PRELOAD`` of an interposer the backend needs where it cannot hook
+    the vendor library at run time). ``kprof run`` asks every usable backend before it runs the
+    script and, where one asks for a value the environment lacks, starts itself again once with
+    it. ``kprof.profile()`` in a running program cannot: the backend then says what it could
+    not see (``report_notes``). The default returns None (nothing needed).
+    """
+
+
+@hookspec(firstresult=True)
+def report_notes(backend: Backend) -> list[str] | None:
+    """Lines the report of a profile that is ending should carry: what the backend knows it may
+    have missed, and how to fix it (e.g. OpenCL work launched from C where kprof has no hook).
+
+    Called once per profile that used the backend, on the thread that ends it, before
+    ``remove_capture``. The lines go to ``Profile.meta["notes"]`` and are printed under the
+    summary. The default returns None (nothing to say).
+    """
+
+
+@hookspec(firstresult=True)
 def activity_align(backend: Backend, queue: Any, device_ns: int) -> Alignment | None:
     """Where the time ``device_ns`` of the clock of ``queue``'s device records lies on the
     host clock (``time.perf_counter_ns``), as a :class:`kprof.Alignment` with its error bound

@@ -71,6 +71,9 @@ def render_summary(p: ProfileData) -> list[str]:
         out += ["", *(analysis_lines(a) if a else [skipped_note()])]
     for note in footnotes(s):
         out += ["", note]
+    said = p.meta.get("notes")  # what backends said the profile may lack (report_notes)
+    if isinstance(said, list):
+        out += [x for n in said if isinstance(n, str) for x in ("", f" ! {n}")]
     unresolved = p.unresolved
     if unresolved:
         reasons: dict[str, int] = {}
