@@ -45,6 +45,9 @@ else:
             extension("kprof_opencl._clhook", "kprof_opencl/_clhook.c"),
             # Its fallback: an interposer `kprof run` preloads where a table cannot be hooked.
             extension("kprof_opencl._clpreload", "kprof_opencl/_clpreload.c"),
+            # The CUDA plugin's CUPTI reader: C buffer callbacks, decoding and the join in C.
+            # Built without NVIDIA's headers (the offsets come from kprof_cuda/cupti_abi.py).
+            extension("kprof_cuda._cupti", "kprof_cuda/_cupti.c"),
         ],
         options={"bdist_wheel": {"py_limited_api": "cp310"}},
     )

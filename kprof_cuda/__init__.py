@@ -2,9 +2,11 @@
 
 What is captured on CUDA with CUPTI
 -----------------------------------
-When CUPTI can be used (cupti-python installed, a driver, no other tool holding CUPTI), a
-profile records every kernel, copy (direction, bytes) and memset its code enqueues, from
-CUPTI's Activity API (:mod:`kprof_cuda.activity`), whoever launched it: CuPy's array
+When CUPTI can be used (libcupti found: NVIDIA's nvidia-cuda-cupti wheel, which the extras
+bring, or the system CUDA's; a driver; no other tool holding CUPTI), a profile records every
+kernel, copy (direction, bytes) and memset its code enqueues, from CUPTI's Activity API, read
+by kprof itself (:mod:`kprof_cuda.activity`; a compiled reader, or a pure-Python one without
+a compiler), whoever launched it: CuPy's array
 operations, cuBLAS, cuFFT, CUB, Numba, raw kernels. Kernel names are demangled; grid, block,
 device and CUPTI stream are in ``Profile.details``. Work belongs to a profile when it was
 launched on a thread running the profile's code (the thread that entered it, threads started

@@ -1,4 +1,4 @@
-"""Every kernel, copy and memset of a profile, from CUPTI's Activity API (through cupti-python).
+"""Every kernel, copy and memset of a profile, from CUPTI's Activity API, read by kprof itself.
 
 How work is tied to kprof's profiles (scopes; see ``kprof_core/activity.py``): when a profile
 opens a scope on a thread, this module pushes the scope as an *external correlation id* on
@@ -13,134 +13,119 @@ memcpy and memset records carry the correlation id of the call that enqueued the
 This is what torch.profiler (Kineto) does. It costs nothing in Python per launch (CUPTI does
 the tagging in C) and never misattributes: a thread outside every profile has nothing pushed,
 so its work is not kprof's; two profiles on two threads push different ids; a nested profile
-pushes its id on top of the outer one's. (CUPTI's callback API would give each launch's
-Python context instead, at the price of a Python call per CUDA call: not on the launch path.)
+pushes its id on top of the outer one's.
 
-Bounded: records come in buffers of ``BUFFER_SIZE`` bytes that CUPTI fills and hands back
-(from its own thread) as they fill, and at flushes; each is decoded into ``DeviceRecord``s and
-handed to kprof at once, so only correlation entries of launches whose device record has not
-come yet are kept. The activity kinds are enabled by the first profile and disabled after
-the last one.
+Reading: libcupti is loaded at run time (``cupti_lib``). The compiled reader
+(``kprof_cuda._cupti``) registers C buffer callbacks, decodes each completed buffer on CUPTI's
+thread, joins the records in C and keeps rows in C; the pure-Python one (``cupti_pure``) gets
+one ctypes call per buffer and decodes with numpy. Either way no Python object is made per
+record, and kprof's *drain thread* takes whole batches of rows as columns (holding the GIL
+once per batch) and hands them to the core (``kprof.capture.deliver_columns``); the profile's
+end does the same after flushing. The activity kinds are enabled by the first profile and
+disabled after the last one, after a forced flush.
 """
 
 from __future__ import annotations
 
-import ctypes
 import threading
 import time
 import warnings
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any
 
 import kprof
 from kprof import capture
+from kprof_core.low_level import native
 
-from .cupti_records import COPY_NAMES, MEMSET, demangle, fields, kernel_name, work_cbids
+from . import cupti_abi as abi
+from .cupti_lib import Cupti, CuptiError, CuptiUnavailable
+from .cupti_lib import load as _load_cupti
+from .cupti_records import demangle
 
-__all__ = ["BUFFER_SIZE", "CuptiActivity", "demangle"]
+__all__ = ["BUFFER_SIZE", "MAX_BUFFERS", "CuptiActivity", "demangle"]
 
-#: Bytes per activity buffer: ~2,000 kernel records. CUPTI asks for a new one when one fills.
+#: Bytes per activity buffer: ~4,000 kernel records. CUPTI asks for a new one when one fills.
 BUFFER_SIZE = 1 << 20
-#: Buffers handed to CUPTI and not yet given back, at most. Each is decoded and given back as
-#: soon as CUPTI completes it, so this is only reached when decoding falls far behind; CUPTI
-#: then drops records, and kprof counts and says so at the profile's end.
+#: Buffers held at once (in CUPTI's hands, or completed and not decoded yet): the memory bound
+#: of the pure reader, MAX_BUFFERS x BUFFER_SIZE. From CUPTI API 27 (CUDA 12.9) kprof refuses
+#: a buffer past it (CUPTI drops records and counts them); before, refusing could crash CUPTI
+#: (Kineto's finding), so kprof hands out buffers and discards completed ones past the bound.
 MAX_BUFFERS = 64
+#: Rows the compiled reader keeps in C before Python takes them (144 B each: 144 MiB; the
+#: drain thread takes them every 50 ms or sooner); past it rows are dropped and counted.
+MAX_ROWS = 1 << 20
 #: Clock samples per calibration (the narrowest bracket is kept).
 CLOCK_SAMPLES = 7
-#: Correlation entries of launches whose records may still come, before the oldest are dropped
-#: (launches whose device record never comes, e.g. failed ones, must not grow it forever).
-MAX_CORRELATIONS = 1 << 20
+#: How often the drain thread takes rows when nothing wakes it, in seconds.
+DRAIN_PERIOD_S = 0.05
 
-# CUPTI takes one pair of buffer callbacks per process: registered once, they hand buffers to
-# whichever CuptiActivity is active (there is one per CudaPlugin; tests build several).
-_registered = False
+_K = abi.KIND
+_KINDS = (_K["EXTERNAL_CORRELATION"], _K["CONCURRENT_KERNEL"], _K["MEMCPY"], _K["MEMSET"])
+_DETAIL = "grid ({0}, {1}, {2}) block ({3}, {4}, {5}), device {6}, CUPTI stream {7}"
+
+# CUPTI takes one pair of buffer callbacks per process: one reader, registered once, whose rows
+# go to whichever CuptiActivity is active (there is one per CudaPlugin; tests build several).
+_reader: Any = None
+_reader_lock = threading.Lock()
 _current: CuptiActivity | None = None
-_current_lock = threading.Lock()
-
-
-_outstanding = 0
-
-
-def _on_requested() -> tuple[int, int]:
-    global _outstanding
-    with _current_lock:
-        if _outstanding >= MAX_BUFFERS:
-            return 0, 0  # no buffer: CUPTI drops the records (counted at the flush)
-        _outstanding += 1
-    return BUFFER_SIZE, 0
-
-
-def _on_completed(activities: list[Any]) -> None:
-    global _outstanding
-    try:
-        client = _current
-        if client is not None:
-            client._buffer_completed(activities)
-    finally:
-        with _current_lock:
-            _outstanding = max(0, _outstanding - 1)
 
 
 class CuptiActivity:
     """kprof's one CUPTI client in the process: enables the activity kinds while profiles run,
-    pushes scopes as external correlation ids, decodes completed buffers into records.
+    pushes scopes as external correlation ids, takes rows from the reader.
 
-    ``queue_for(device, stream_id)`` gives the plugin's queue object for a CUPTI stream;
-    ``load`` imports the bindings (``cupti.cupti``), replaced by tests.
+    ``queue_for(device, context, stream)`` gives the plugin's queue object for CUPTI's ids;
+    ``load`` loads libcupti (:func:`kprof_cuda.cupti_lib.load`), replaced by tests.
     """
 
     def __init__(
-        self, queue_for: Callable[[int, int], Any], load: Callable[[], Any] | None = None
+        self, queue_for: Callable[[int, int, int], Any], load: Callable[[], Cupti] | None = None
     ) -> None:
         self._queue_for = queue_for
-        self._load = load or _import_cupti
-        self.cupti: Any = None
+        self._load = load or _load_cupti
+        self.cupti: Cupti | None = None
         self.active = False
         self.reason: str | None = None  # why CUPTI is not used, when it is not
-        self._enabled: list[Any] = []
-        self._kinds: dict[str, int] = {}
-        self._ext_kind: Any = None
-        self._lock = threading.Lock()
-        self.backend: kprof.Backend | None = None
-        # correlation id -> [scope, launch_begin, launch_end, keep]; see _decode.
-        self._corr: dict[int, list[Any]] = {}
-        # scope -> correlation ids of its launches whose device record has not come yet.
-        self._waiting: dict[int, set[int]] = {}
-        self._work_cbids: dict[int, frozenset[int]] = {}
-        self._graph_cbids: frozenset[tuple[int, int]] = frozenset()
-        self._copy_names: dict[int, str] = {}
-        self._offset: tuple[int, int] | None = None
-        self.runtime_records = False
+        self._enabled: list[int] = []
         self._apis_enabled = False
+        self.backend: kprof.Backend | None = None
+        self._offset: tuple[int, int] | None = None
+        self.runtime_records = True
         self.dropped_by_cupti = 0
         self.foreign = 0
+        self._dropped_since_start = 0
         self._warned = False
+        self._take_lock = threading.Lock()
+        self._drain_stop = threading.Event()
+        self._drainer: threading.Thread | None = None
+        self._queues: list[Any] = []  # reader's queue index -> the plugin's queue
+        self._reader_queues = 0
 
     # -- availability -------------------------------------------------------------------------
 
     def version(self) -> str | None:
-        try:
-            return metadata.version("cupti-python")
-        except metadata.PackageNotFoundError:
-            return None
+        c = self.cupti
+        return None if c is None else f"libcupti API {c.api_version} ({c.how}: {c.path})"
+
+    def reader_name(self) -> str:
+        r = _reader
+        if r is None:
+            return "the compiled reader" if _compiled() is not None else "the pure-Python reader"
+        return "the compiled reader" if r.compiled else "the pure-Python reader"
 
     def probe(self) -> str | None:
         """None when CUPTI can be used here; otherwise why not (without enabling anything)."""
         if self.active:
             return None
         try:
-            cupti = self.cupti or self._load()
-        except ImportError as exc:
-            return (
-                f"cupti-python is not installed ({exc}); pip install 'kprof[cuda]' "
-                f"(CUDA 12) or 'kprof[cuda13]'"
-            )
+            c = self.cupti or self._load()
+        except CuptiUnavailable as exc:
+            return str(exc)
         except Exception as exc:
-            return f"cupti-python failed to import: {type(exc).__name__}: {exc}"
-        self.cupti = cupti
+            return f"libcupti failed to load: {type(exc).__name__}: {exc}"
+        self.cupti = c
         try:
-            cupti.get_timestamp()  # loads libcupti; fails without a driver
+            c.timestamp()
         except Exception as exc:
             return f"CUPTI cannot be used: {type(exc).__name__}: {exc}"
         return None
@@ -174,307 +159,347 @@ class CuptiActivity:
             return False
         self.reason = None
         self.active = True
+        self._drain_stop.clear()
+        self._drainer = threading.Thread(target=self._drain_loop, name="kprof-cupti", daemon=True)
+        self._drainer.start()
         return True
 
     def _enable(self) -> None:
-        global _registered, _current
+        global _current
         c = self.cupti
-        kinds = c.ActivityKind
-        with _current_lock:
+        assert c is not None
+        with _reader_lock:
             if _current is not None and _current is not self:
                 raise RuntimeError("another kprof CUDA backend in this process holds CUPTI")
-            if not _registered:
-                c.activity_register_callbacks(_on_requested, _on_completed)
-                _registered = True
+            reader = _get_reader(c)
             _current = self
-        if not self._kinds:
-            self._ext_kind = c.ExternalCorrelationKind.CUSTOM2
-            self._kinds = {
-                "kernel": int(kinds.CONCURRENT_KERNEL),
-                "memcpy": int(kinds.MEMCPY),
-                "memset": int(kinds.MEMSET),
-                "runtime": int(kinds.RUNTIME),
-                "driver": int(kinds.DRIVER),
-                "ext": int(kinds.EXTERNAL_CORRELATION),
-            }
-            self._work_cbids, self._graph_cbids = work_cbids(c)
-            self._copy_names = {
-                int(m.value): COPY_NAMES.get(m.name, "[copy]") for m in c.ActivityMemcpyKind
-            }
+        reader.buffer_size, reader.max_buffers = BUFFER_SIZE, MAX_BUFFERS
+        c.refresh_version()
+        reader.refuse_ok = c.api_version >= abi.REFUSE_BUFFERS_FROM_API
+        if reader.compiled:
+            reader.max_rows = MAX_ROWS
+        self._queues, self._reader_queues = [], 0
+        c.dropped()  # what CUPTI dropped before this profile is not its loss
+        self._dropped_since_start = 0
         self._calibrate()
-        for kind in (
-            kinds.EXTERNAL_CORRELATION,
-            kinds.CONCURRENT_KERNEL,
-            kinds.MEMCPY,
-            kinds.MEMSET,
-        ):
-            c.activity_enable(kind)
+        for kind in _KINDS:
+            c.check(c.ActivityEnable(kind), f"cuptiActivityEnable({kind})")
             self._enabled.append(kind)
         # EXTERNAL_CORRELATION records come with API records. Only the calls that enqueue
         # work need them: enabled one by one (cuptiActivityEnable{Driver,Runtime}Api, CUDA
         # 12.6+), CUPTI writes no record for the many calls that enqueue nothing
         # (cuCtxGetCurrent, cudaGetDevice...), which kprof would decode only to drop.
-        # It is also how cupti-python 12.8, whose activity_enable refuses RUNTIME, gets the
-        # runtime calls (cuBLAS launches and CuPy's copies go through the runtime).
         if self._enable_apis(True):
-            self.runtime_records = True
             return
-        c.activity_enable(kinds.DRIVER)  # CuPy launches kernels with cuLaunchKernel
-        self._enabled.append(kinds.DRIVER)
-        try:
-            c.activity_enable(kinds.RUNTIME)
-            self._enabled.append(kinds.RUNTIME)
-            self.runtime_records = True
-        except NotImplementedError:
-            self.runtime_records = False
+        for kind in (_K["DRIVER"], _K["RUNTIME"]):
+            c.check(c.ActivityEnable(kind), f"cuptiActivityEnable({kind})")
+            self._enabled.append(kind)
 
     def _enable_apis(self, on: bool) -> bool:
         """Enable (or disable) the API records of the calls that enqueue work, one by one;
-        False when these bindings or this CUPTI cannot."""
+        False when this CUPTI cannot."""
         c = self.cupti
-        try:
-            by_kind = (
-                (c.activity_enable_driver_api, int(c.ActivityKind.DRIVER)),
-                (c.activity_enable_runtime_api, int(c.ActivityKind.RUNTIME)),
-            )
-        except AttributeError:
+        assert c is not None
+        if c.ActivityEnableDriverApi is None or c.ActivityEnableRuntimeApi is None:
             return False
-        try:
-            for enable, kind in by_kind:
-                for cbid in sorted(self._work_cbids.get(kind, ())):
-                    enable(cbid, int(on))
-        except Exception:
-            if on:
-                self._enable_apis(False)
-            return False
+        for enable, ids in (
+            (c.ActivityEnableDriverApi, abi.WORK_DRIVER),
+            (c.ActivityEnableRuntimeApi, abi.WORK_RUNTIME),
+        ):
+            for cbid in sorted(ids):
+                if enable(cbid, int(on)) != 0 and on:
+                    self._enable_apis(False)
+                    return False
         self._apis_enabled = on
         return True
 
     def _release(self) -> None:
         global _current
-        with _current_lock:
+        with _reader_lock:
             if _current is self:
                 _current = None
 
     def _disable(self) -> None:
         c = self.cupti
+        if c is None:
+            return
         if self._apis_enabled:
             self._enable_apis(False)
         while self._enabled:
-            kind = self._enabled.pop()
-            try:
-                c.activity_disable(kind)
-            except Exception:
-                pass
+            c.ActivityDisable(self._enabled.pop())
 
     def stop(self) -> None:
-        """The last profile ended: hand over what is buffered (it is late by now), disable."""
+        """The last profile ended: a forced flush (no record stays in CUPTI's hands for the
+        next profile), what it brings is late; disable; forget."""
         if not self.active:
             return
+        self._drain_stop.set()
+        if _reader is not None:
+            _reader.wake()
+        if self._drainer is not None:
+            self._drainer.join()
+            self._drainer = None
+        c = self.cupti
+        assert c is not None
         try:
-            self.cupti.activity_flush_all(0)
-        except Exception:
-            pass
-        self._disable()
-        try:  # what completed meanwhile (disabling ends the kinds' records): late, said so
-            self.cupti.activity_flush_all(0)
-        except Exception:
-            pass
-        self._release()
-        self.active = False
-        with self._lock:
-            self._corr.clear()
-            self._waiting.clear()
+            c.ActivityFlushAll(abi.FLAG_FLUSH_FORCED)
+            self._drain()
+            self._disable()
+            c.ActivityFlushAll(abi.FLAG_FLUSH_FORCED)
+            self._drain(final=True)
+        finally:
+            self._disable()
+            self._release()
+            self.active = False
+            if _reader is not None:
+                _reader.reset()
 
     # -- scopes -------------------------------------------------------------------------------
 
     def scope_enter(self, scope: int) -> bool:
         if not self.active:
             return False
-        self.cupti.activity_push_external_correlation_id(self._ext_kind, scope)
-        return True
+        c = self.cupti
+        assert c is not None
+        return c.ActivityPushExternalCorrelationId(abi.EXT_KIND_CUSTOM2, scope) == 0
 
     def scope_exit(self, scope: int) -> None:
         if self.active:
-            self.cupti.activity_pop_external_correlation_id(self._ext_kind)
+            c = self.cupti
+            assert c is not None
+            c.ActivityPopExternalCorrelationId(abi.EXT_KIND_CUSTOM2, None)
 
     def flush(self, scopes: tuple[int, ...], timeout: float) -> int:
-        """Flush until every launch of ``scopes`` has its device record, or ``timeout``."""
-        if not self.active:
+        """Flush until every launch of ``scopes`` has its device record, or ``timeout``. Stops
+        early when CUPTI (or kprof's buffer bound) dropped at least as many records as launches
+        are missing: those records cannot come, and the report says why."""
+        if not self.active or _reader is None:
             return 0
+        c = self.cupti
+        assert c is not None
         deadline = time.monotonic() + timeout
         pause = 1e-4
         while True:
-            self.cupti.activity_flush_all(0)
-            with self._lock:
-                left = sum(len(self._waiting.get(s, ())) for s in scopes)
-                if not left or time.monotonic() >= deadline:
-                    # Entries of launches still waiting stay (bounded by MAX_CORRELATIONS), so
-                    # that their records, if they come, are known as this scope's: late.
-                    waiting = set()
-                    for s in scopes:
-                        waiting |= self._waiting.pop(s, set())
-                    for corr in [
-                        c for c, e in self._corr.items() if e[0] in scopes and c not in waiting
-                    ]:
-                        del self._corr[corr]
-                    break
-            time.sleep(pause)  # releases the GIL: CUPTI's thread can deliver meanwhile
+            c.ActivityFlushAll(0)
+            self._drain(account=True)
+            left = _reader.waiting(scopes)
+            if not left or left <= self._dropped_since_start or time.monotonic() >= deadline:
+                break
+            time.sleep(pause)  # CUPTI's thread can deliver meanwhile
             pause = min(pause * 2, 0.005)
-        self._say_dropped()
+        self._drain(release=scopes)
+        _reader.forget(scopes)
         return left
 
-    def _say_dropped(self) -> None:
-        """Records CUPTI dropped for want of a buffer since the last look: counted, said."""
-        n = ctypes.c_size_t(0)
-        try:
-            self.cupti.activity_get_num_dropped_records(0, 0, ctypes.addressof(n))
-        except Exception:
+    def _account_drops(self) -> None:
+        """Records lost since the last look (CUPTI's count, reset when read; kprof's discarded
+        buffers and rows): counted, and reported to the profiles that were running."""
+        c, r = self.cupti, _reader
+        if c is None or r is None:
             return
-        if n.value:
-            self.dropped_by_cupti += n.value
-            warnings.warn(
-                f"kprof: CUPTI dropped {n.value} activity record(s) while the profile "
-                f"ran, for want of a buffer ({MAX_BUFFERS} buffers of {BUFFER_SIZE} "
-                f"bytes were all in use): those kernels and copies are missing",
-                RuntimeWarning,
-                stacklevel=5,
+        n_cupti = c.dropped()
+        counts = r.stats()
+        n_kprof = counts["discarded_records"] + counts.get("dropped_rows", 0)
+        new_kprof = n_kprof - getattr(self, "_kprof_seen", 0)
+        self._kprof_seen = n_kprof
+        n = n_cupti + new_kprof
+        if not n:
+            return
+        self.dropped_by_cupti += n_cupti
+        self._dropped_since_start += n
+        why = []
+        if n_cupti:
+            why.append(
+                f"CUPTI dropped {n_cupti} for want of a buffer: {MAX_BUFFERS} buffers of "
+                f"{BUFFER_SIZE} bytes were all in use"
             )
+        if new_kprof:
+            why.append(
+                f"kprof discarded {new_kprof} past its memory bound ({MAX_BUFFERS} buffers "
+                f"of {BUFFER_SIZE} bytes waiting to be read)"
+            )
+        if self.backend is not None:
+            capture.dropped(self.backend, n, "; ".join(why))
+        warnings.warn(
+            f"kprof: {n} CUPTI activity record(s) were lost while the profile ran ("
+            + "; ".join(why)
+            + "): those kernels and copies are missing",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+
+    # -- taking rows ----------------------------------------------------------------------------
+
+    def _drain_loop(self) -> None:
+        r = _reader
+        while not self._drain_stop.is_set() and r is not None:
+            r.wait(DRAIN_PERIOD_S)
+            if self._drain_stop.is_set():
+                break
+            try:
+                self._drain()
+            except Exception as exc:  # a bug of kprof's: say it, stop using CUPTI's rows
+                if self.backend is not None:
+                    self.backend.disable(
+                        f"reading CUPTI records failed: {type(exc).__name__}: {exc}"
+                    )
+                return
+
+    def _drain(
+        self, final: bool = False, release: tuple[int, ...] | None = None, account: bool = False
+    ) -> None:
+        """Take every ready row from the reader and hand them to the core as one batch."""
+        r = _reader
+        if r is None:
+            return
+        with self._take_lock:
+            cols = r.take(final=final, release=release)
+            self.foreign = r.join_foreign()
+            if release is not None or final or account:
+                self._account_drops()
+            if cols is None or self.backend is None:
+                return
+            names = r.names.values
+            queues = r.queues
+            for dev, ctx, stream in queues[self._reader_queues :]:
+                self._queues.append(self._queue_for(dev, ctx, stream))
+            self._reader_queues = len(queues)
+            batch = capture.ActivityColumns(
+                scope=cols["scope"],
+                kind=cols["kind"],
+                name=cols["name"],
+                names=names,
+                queue=cols["queue"],
+                queues=self._queues,
+                begin=cols["begin"],
+                end=cols["end"],
+                nbytes=cols["nbytes"],
+                launch_begin=cols["launch_begin"],
+                launch_end=cols["launch_end"],
+                correlation=cols["correlation"],
+                detail=(_DETAIL, [cols[c] for c in _DETAIL_COLUMNS]),
+                clock=self.clock_name(),
+            )
+            # Delivered holding the lock: a flush that finds nothing left to take has then
+            # seen every row taken before it reach its profile (not arrive late).
+            capture.deliver_columns(self.backend, batch)
 
     # -- clocks -------------------------------------------------------------------------------
 
+    def clock_name(self) -> str:
+        r = _reader
+        if r is not None and r.compiled and r.timestamp_callback:
+            return "CLOCK_MONOTONIC (kprof's timestamp callback)"
+        return "CUPTI's default (CLOCK_REALTIME on Linux)"
+
     def _calibrate(self) -> tuple[int, int]:
         """CUPTI's clock against perf_counter_ns: the narrowest of a few brackets."""
-        get = self.cupti.get_timestamp
+        c = self.cupti
+        assert c is not None
         best: tuple[int, int, int] | None = None
         for _ in range(CLOCK_SAMPLES):
             t0 = time.perf_counter_ns()
-            c = get()
+            ts = c.timestamp()
             t1 = time.perf_counter_ns()
             if best is None or t1 - t0 < best[0]:
-                best = (t1 - t0, (t0 + t1) // 2 - c, c)
+                best = (t1 - t0, (t0 + t1) // 2 - ts, ts)
         assert best is not None
         self._offset = (best[1], (best[0] + 1) // 2)
         return self._offset
 
     def align(self, device_ns: int) -> kprof.Alignment:
+        r = _reader
+        if r is not None and r.compiled and r.timestamp_callback:
+            return kprof.Alignment(
+                device_ns,
+                0,
+                "CUPTI timestamps from kprof's timestamp callback "
+                "(cuptiActivityRegisterTimestampCallback): CLOCK_MONOTONIC, perf_counter_ns's "
+                "clock, no drift and no wall-clock steps",
+            )
         offset, error = self._calibrate() if self.active else (self._offset or (0, 0))
+        why = (
+            "the pure-Python reader registers no timestamp callback (it would run Python "
+            "for every timestamp)"
+            if r is None or not r.compiled
+            else "this CUPTI has no cuptiActivityRegisterTimestampCallback"
+        )
         return kprof.Alignment(
             device_ns + offset,
             error,
             f"cuptiGetTimestamp sampled against perf_counter_ns "
-            f"(narrowest of {CLOCK_SAMPLES} brackets)",
+            f"(narrowest of {CLOCK_SAMPLES} brackets; {why})",
         )
-
-    # -- buffers --------------------------------------------------------------------------------
-
-    def _buffer_completed(self, activities: list[Any]) -> None:
-        """Runs on CUPTI's thread (or a flushing one): never raise into CUPTI."""
-        try:
-            records = self._decode(activities)
-            if records and self.backend is not None:
-                capture.deliver(self.backend, records)
-        except Exception as exc:  # a bug of kprof's must not reach CUPTI's thread
-            if self.backend is not None:
-                self.backend.disable(f"decoding CUPTI records failed: {type(exc).__name__}: {exc}")
-
-    def _decode(self, activities: list[Any]) -> list[capture.DeviceRecord]:
-        k = self._kinds
-        kernel, memcpy, memset = k["kernel"], k["memcpy"], k["memset"]
-        runtime, driver, ext = k["runtime"], k["driver"], k["ext"]
-        ours = int(self._ext_kind)
-        work, graph = self._work_cbids, self._graph_cbids
-        out: list[capture.DeviceRecord] = []
-        with self._lock:
-            corr_map, waiting = self._corr, self._waiting
-            for a in activities:
-                get = fields(a)
-                kind = int(get("kind"))
-                if kind == ext:
-                    if int(get("external_kind")) == ours:
-                        corr_map[get("correlation_id")] = [int(get("external_id")), 0, 0, False]
-                        if len(corr_map) > MAX_CORRELATIONS:
-                            del corr_map[next(iter(corr_map))]
-                    continue
-                if kind == runtime or kind == driver:
-                    corr = get("correlation_id")
-                    e = corr_map.get(corr)
-                    if e is None:
-                        continue
-                    cbid = int(get("cbid"))
-                    if cbid not in work.get(kind, ()):
-                        del corr_map[corr]  # a call that enqueues no device work
-                        continue
-                    e[1], e[2] = get("start"), get("end")
-                    e[3] = (kind, cbid) in graph  # several records share its correlation id
-                    waiting.setdefault(e[0], set()).add(corr)
-                    continue
-                if kind != kernel and kind != memcpy and kind != memset:
-                    continue
-                corr = get("correlation_id")
-                e = corr_map.get(corr)
-                if e is None:
-                    self.foreign += 1
-                    continue
-                scope = e[0]
-                if not e[3]:
-                    del corr_map[corr]
-                w = waiting.get(scope)
-                if w is not None:
-                    w.discard(corr)
-                q = self._queue_for(int(get("device_id")), int(get("stream_id")))
-                start, end = get("start"), get("end")
-                if kind == kernel:
-                    detail = (
-                        f"grid ({get('grid_x')}, {get('grid_y')}, {get('grid_z')}) block "
-                        f"({get('block_x')}, {get('block_y')}, {get('block_z')}), device "
-                        f"{get('device_id')}, CUPTI stream {get('stream_id')}"
-                    )
-                    rec = capture.DeviceRecord(
-                        scope,
-                        capture.KERNEL,
-                        demangle(kernel_name(a, get)),
-                        q,
-                        start,
-                        end,
-                        -1,
-                        e[1],
-                        e[2],
-                        detail,
-                    )
-                elif kind == memcpy:
-                    name = self._copy_names.get(int(get("copy_kind")), "[copy]")
-                    rec = capture.DeviceRecord(
-                        scope, capture.COPY, name, q, start, end, int(get("bytes")), e[1], e[2]
-                    )
-                else:
-                    rec = capture.DeviceRecord(
-                        scope, capture.COPY, MEMSET, q, start, end, int(get("bytes")), e[1], e[2]
-                    )
-                out.append(rec)
-        return out
 
     def stream_id(self, context: int, stream_ptr: int, per_thread: bool) -> int | None:
         """CUPTI's id of a stream handle (to put records on the queue events use)."""
-        if not self.active:
+        c = self.cupti
+        if not self.active or c is None or c.GetStreamIdEx is None:
             return None
-        try:
-            return int(self.cupti.get_stream_id_ex(context, stream_ptr, int(per_thread)))
-        except Exception:
+        import ctypes
+
+        sid = ctypes.c_uint32(0)
+        if c.GetStreamIdEx(context or None, stream_ptr or None, int(per_thread), ctypes.byref(sid)):
             return None
+        return sid.value
+
+    def context_id(self, context: int) -> int | None:
+        """CUPTI's id of a context handle (records carry it; streams of two contexts may share
+        a stream id)."""
+        c = self.cupti
+        if not self.active or c is None or c.GetContextId is None:
+            return None
+        import ctypes
+
+        cid = ctypes.c_uint32(0)
+        if c.GetContextId(context or None, ctypes.byref(cid)):
+            return None
+        return cid.value
+
+    def stats(self) -> dict[str, int]:
+        """The reader's counts (buffers, records, drops, unknown kinds skipped)."""
+        return {} if _reader is None else dict(_reader.stats())
 
 
-def _import_cupti() -> Any:
-    # cupti-python 12.8 imports cuda-bindings' deprecated ``cuda.cuda`` alias: not the user's
-    # concern, so its DeprecationWarning is kept out of their output.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from cupti import cupti
-    return cupti
+_DETAIL_COLUMNS = (
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "device",
+    "stream",
+)
+
+
+def _compiled() -> Any:
+    return native.load_plugin_part("kprof_cuda", "_cupti")
+
+
+def _get_reader(c: Cupti) -> Any:
+    """The process's reader, registered with CUPTI once: compiled where built (and not
+    ``KPROF_PURE_PYTHON=1``), else pure Python."""
+    global _reader
+    if _reader is None:
+        mod = _compiled()
+        if mod is not None:
+            from .cupti_native import NativeReader
+
+            reader: Any = NativeReader(mod, c)
+        else:
+            from .cupti_pure import PureReader
+
+            reader = PureReader(c)
+        reader.register()
+        _reader = reader
+    return _reader
 
 
 def _explain(exc: Exception) -> str:
     text = f"{type(exc).__name__}: {exc}"
-    if "MULTIPLE_SUBSCRIBERS" in text.upper() or "SUBSCRIBER" in text.upper():
+    if isinstance(exc, CuptiError) and "SUBSCRIBER" in exc.name.upper():
+        return f"CUPTI is in use by another tool (Nsight Systems, torch.profiler, ...): {text}"
+    if "SUBSCRIBER" in text.upper():
         return f"CUPTI is in use by another tool (Nsight Systems, torch.profiler, ...): {text}"
     return f"enabling CUPTI activity records failed: {text}"

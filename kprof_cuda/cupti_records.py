@@ -1,29 +1,40 @@
-"""Reading CUPTI's records as cupti-python hands them over: fields, kernel names, copy
-names, and which API calls enqueue work. Pure functions over the binding's objects; the
-CUPTI client that uses them is :mod:`kprof_cuda.activity`."""
+"""Names of CUPTI's records: kernel names demangled, interned once per distinct name, copy and
+memset names; shared by both readers (``cupti_pure``, ``_cupti.c``), which hand over name
+indices into :class:`Interner`'s list."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from collections.abc import Callable
 from typing import Any
 
-__all__ = ["COPY_NAMES", "MEMSET", "demangle", "fields", "kernel_name", "work_cbids"]
+from .cupti_abi import COPY_NAMES, MEMSET_NAME
 
-COPY_NAMES = {
-    "HTOD": "[copy host to device]",
-    "DTOH": "[copy device to host]",
-    "DTOD": "[copy device to device]",
-    "HTOH": "[copy host to host]",
-    "PTOP": "[copy peer to peer]",
-    "HTOA": "[copy host to array]",
-    "ATOH": "[copy array to host]",
-    "ATOA": "[copy array to array]",
-    "ATOD": "[copy array to device]",
-    "DTOA": "[copy device to array]",
-}
-MEMSET = "[memset]"
+__all__ = ["FIXED_NAMES", "Interner", "demangle"]
+
+#: The first names of every reader's list, by index: 0 memset, 1-10 CUpti_ActivityMemcpyKind
+#: values, 11 any other copy; kernel names follow, in the order first seen.
+FIXED_NAMES = (MEMSET_NAME, *(COPY_NAMES[k] for k in range(1, 11)), "[copy]")
+
+
+class Interner:
+    """Raw kernel names (bytes, as CUPTI wrote them) -> index into ``values`` (demangled)."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = list(FIXED_NAMES)
+        self._index: dict[bytes, int] = {}
+
+    def __call__(self, raw: bytes) -> int:
+        i = self._index.get(raw)
+        if i is None:
+            i = self._index[raw] = len(self.values)
+            self.values.append(demangle(raw.decode(errors="replace")))
+        return i
+
+    def extend(self, raws: list[bytes]) -> None:
+        """Names the compiled reader interned, in its order (it numbers them the same way)."""
+        for raw in raws:
+            self(raw)
 
 
 class _Demangler:
@@ -78,58 +89,3 @@ class _Demangler:
 
 
 demangle = _Demangler()
-
-
-# Per record class of cupti-python: field name -> position in the record's one-row numpy
-# array (``_data``), or None when the class has none (then the public properties are read).
-# Measured with the CUPTI double: a property costs 2-4 µs (numpy recarray attribute access),
-# one ``_data.item()`` 0.5-0.7 µs for all fields; a kernel record needs ten fields.
-_layouts: dict[type, dict[str, int] | None] = {}
-
-
-def fields(a: Any) -> Callable[[str], Any]:
-    """A getter of ``a``'s fields, all read in one call where the binding allows."""
-    cls = type(a)
-    if cls in _layouts:
-        layout = _layouts[cls]
-    else:
-        layout = None
-        data = getattr(a, "_data", None)
-        names = getattr(getattr(data, "dtype", None), "names", None)
-        if names and getattr(data, "size", 0) == 1:
-            layout = {n: i for i, n in enumerate(names)}
-        _layouts[cls] = layout
-    if layout is None:
-        return lambda name: getattr(a, name)
-    row = a._data.item()
-    return lambda name: row[layout[name]]
-
-
-def kernel_name(a: Any, get: Callable[[str], Any]) -> str:
-    """A kernel record's name: a C string CUPTI owns, valid while its buffer is being read
-    (now). Read from the pointer (0.3 µs) where the row has it, else by the property (4 µs)."""
-    if _layouts.get(type(a)) is not None:
-        ptr = get("name")
-        if isinstance(ptr, int):
-            return ctypes.string_at(ptr).decode(errors="replace") if ptr else "?"
-    return str(a.name)
-
-
-def work_cbids(c: Any) -> tuple[dict[int, frozenset[int]], frozenset[tuple[int, int]]]:
-    """API calls that enqueue device work (launches, copies, memsets, graph launches), by
-    activity kind, from the names of CUPTI's callback ids; and the graph launches among them."""
-    out: dict[int, frozenset[int]] = {}
-    graph: set[tuple[int, int]] = set()
-    for kind, enum in (
-        (int(c.ActivityKind.DRIVER), c.driver_api_trace_cbid),
-        (int(c.ActivityKind.RUNTIME), c.runtime_api_trace_cbid),
-    ):
-        ids = set()
-        for m in enum:
-            n = m.name
-            if ("Launch" in n and "HostFunc" not in n) or "Memcpy" in n or "Memset" in n:
-                ids.add(int(m.value))
-                if "GraphLaunch" in n:
-                    graph.add((kind, int(m.value)))
-        out[kind] = frozenset(ids)
-    return out, frozenset(graph)

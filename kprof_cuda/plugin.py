@@ -105,8 +105,9 @@ class CudaPlugin:
         self.activity: CuptiActivity | None = (
             activity(self) if activity is not None else CuptiActivity(self._cupti_queue)
         )
-        # (device, CUPTI stream id) -> queue, for records; shared with the events' queues.
-        self._cupti_queues: dict[tuple[int, int], Queue] = {}
+        # (device, CUPTI context id, CUPTI stream id) -> queue, for records; shared with the
+        # events' queues. The context is part of the key: stream ids of two contexts collide.
+        self._cupti_queues: dict[tuple[int, int, int], Queue] = {}
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -138,20 +139,17 @@ class CudaPlugin:
         act = self.activity
         if act is None:
             return "CUDA events", "this plugin was built without the CUPTI path"
-        version = act.version()
         if act.active:
-            why = f"cupti-python {version}: every kernel, copy and memset; events time kprof.range"
-            if not act.runtime_records:
-                why += (
-                    f"; cupti-python {version} cannot enable runtime-API records, so work "
-                    f"enqueued through the CUDA runtime (cuBLAS, cudaMemcpy) is attributed "
-                    f"only through the driver calls CUPTI records (kprof[cuda13] has both)"
-                )
+            why = (
+                f"{act.version()}, read by {act.reader_name()}: every kernel, copy and memset; "
+                f"events time kprof.range"
+            )
             return "CUPTI activity records", why
         reason = act.reason or act.probe()
         if reason is None:
             return "CUPTI activity records", (
-                f"cupti-python {version}, enabled while a profile runs; events time kprof.range"
+                f"{act.version()}, read by {act.reader_name()}, enabled while a profile runs; "
+                f"events time kprof.range"
             )
         return "CUDA events", f"{reason}; copies, kprof.range and kprof.kernel only"
 
@@ -211,25 +209,28 @@ class CudaPlugin:
         act = self.activity
         assert act is not None
         sid = act.stream_id(ctx, q.stream.ptr, q.stream.ptr == PER_THREAD_STREAM)
-        if sid is None:
+        cid = act.context_id(ctx)
+        if sid is None or cid is None:
             return q
-        seen = self._cupti_queues.get((q.device, sid))
+        key = (q.device, cid, sid)
+        seen = self._cupti_queues.get(key)
         if seen is not None and seen.stream is None:  # records came first: give it the stream
             seen.stream, seen.label = q.stream, q.label
             return seen
         if seen is None:
-            self._cupti_queues[(q.device, sid)] = q
+            self._cupti_queues[key] = q
         return seen or q
 
-    def _cupti_queue(self, dev: int, stream_id: int) -> Queue:
-        """The queue of a CUPTI record (called while records are decoded)."""
-        q = self._cupti_queues.get((dev, stream_id))
+    def _cupti_queue(self, dev: int, context_id: int, stream_id: int) -> Queue:
+        """The queue of CUPTI records (called once per queue when rows are taken)."""
+        key = (dev, context_id, stream_id)
+        q = self._cupti_queues.get(key)
         if q is None:
             with self._lock:
-                q = self._cupti_queues.get((dev, stream_id))
+                q = self._cupti_queues.get(key)
                 if q is None:
                     n = self._stream_numbers[dev] = self._stream_numbers.get(dev, 0) + 1
-                    q = self._cupti_queues[(dev, stream_id)] = Queue(dev, None, f"stream {n}")
+                    q = self._cupti_queues[key] = Queue(dev, None, f"stream {n}")
         return q
 
     @kprof.hookimpl

@@ -3,10 +3,11 @@
 #
 #   OUT=/some/dir scripts/gpu_check.sh
 #
-# Needs python3 with CuPy, numpy and pytest (pluggy comes with pytest); no network. With
-# cupti-python (and its nvidia-cuda-cupti wheel) installed, the CUPTI path is checked too
-# (CuPy's own kernels, CUPTI against events, cost per launch with CUPTI on and off);
-# backends.txt says which capture path was active and why. kprof is
+# Needs python3 with CuPy, numpy and pytest (pluggy comes with pytest); no network. Where
+# libcupti can be loaded (NVIDIA's nvidia-cuda-cupti wheel, or the system CUDA's), kprof's own
+# CUPTI reader is checked too (CuPy's own kernels, CUPTI against events, cost per launch with
+# CUPTI on and off), on the compiled reader and again with KPROF_PURE_PYTHON=1; backends.txt
+# says which capture path and which reader were active, and why. kprof is
 # imported from this source tree (PYTHONPATH); when its entry points are not installed and
 # setuptools is present, it is installed editable (no dependencies, no index) so that
 # `kprof backends` lists it; if that fails, the suite registers the cuda plugin itself.
@@ -31,7 +32,16 @@ t_start=$(date +%s)
   uname -srm
   "$PY" --version
   "$PY" -c "import cupy, numpy, pytest; print('cupy', cupy.__version__, '| numpy', numpy.__version__, '| pytest', pytest.__version__)"
-  "$PY" -c "from importlib.metadata import version; print('cupti-python', version('cupti-python'))" 2>&1 || echo "cupti-python: not installed (events path only)"
+  "$PY" -c "
+from kprof_cuda import cupti_lib
+try:
+    c = cupti_lib.load()
+    print('libcupti', c.api_version, c.how, c.path)
+except Exception as exc:
+    print('libcupti: not usable here (events path only):', exc)
+import kprof_core.native as n
+m = n.load_plugin_part('kprof_cuda', '_cupti')
+print('CUPTI reader:', 'compiled (kprof_cuda._cupti)' if m else 'pure Python (' + n.describe() + ')')" 2>&1
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 || true
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"
@@ -64,9 +74,15 @@ main(["backends"])
 EOF
 cat "$OUT/backends.txt"
 
-timeout 240 "$PY" -m pytest tests/gpu/test_cuda_gpu.py -m gpu -v -rs -p no:cacheprovider \
+timeout 180 "$PY" -m pytest tests/gpu/test_cuda_gpu.py -m gpu -v -rs -p no:cacheprovider \
   --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.log"
 rc=${PIPESTATUS[0]}
+# The pure-Python CUPTI reader on the same device (its figures in a file of their own).
+KPROF_PURE_PYTHON=1 KPROF_GPU_FIGURES="$OUT/cuda_figures_pure.json" timeout 90 "$PY" -m pytest \
+  tests/gpu/test_cuda_gpu.py -m gpu -v -rs -p no:cacheprovider -k "cupti or cost_per_launch" \
+  2>&1 | tee "$OUT/pytest_pure.log"
+rc_pure=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] && rc=$rc_pure
 
 "$PY" - "$OUT" "$rc" "$(( $(date +%s) - t_start ))" <<'EOF'
 import json, os, sys

@@ -28,8 +28,10 @@ def tracer(fresh_registry: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any
     t.batch = 64
     t.delivered_batches = 0
     t.delivery_threads.clear()
+    t.columns = False
     yield t
     t.release()
+    t.columns = False
 
 
 def _rows(p: kprof.Profile) -> list[tuple[str, str, str]]:
@@ -337,3 +339,108 @@ def test_details_are_kept_saved_and_traced(tracer: Any, tmp_path: Any) -> None:
         ("k", "grid (2, 1, 1) block (64, 1, 1)"),
         ("plain", None),
     ]
+
+
+def test_column_wise_delivery_gives_the_same_rows(tracer: Any) -> None:
+    """The same work delivered column-wise (``deliver_columns``): same rows, placed the same
+    way, details formatted from their columns only when read; two profiles' rows split."""
+    from kprof_testbackend.tracer import Stream
+
+    def run(columns: bool) -> tuple[kprof.Profile, kprof.Profile]:
+        tracer.columns = columns
+        s1, s2 = Stream("stream A"), Stream("stream B")
+        out: dict[str, Any] = {}
+        barrier = threading.Barrier(2)
+
+        def other() -> None:
+            with kprof.profile() as q:
+                barrier.wait()
+                tracer.launch("theirs", s2, 300)
+                barrier.wait()
+            out["q"] = q
+
+        th = threading.Thread(target=other, name="other")
+        th.start()
+        with kprof.profile() as p:
+            barrier.wait()
+            tracer.launch("k1", s1, 1000)
+            tracer.launch("copy", s1, 500, nbytes=4096, kind=COPY)
+            tracer.launch("k2", s1, 2000)
+            barrier.wait()
+        th.join()
+        return p, out["q"]
+
+    rows_p, rows_q = run(False)
+    assert _rows(rows_q) == [("theirs", "other", "stream B")]
+    cols_p, cols_q = run(True)
+    assert (
+        _rows(cols_p)
+        == _rows(rows_p)
+        == [
+            ("k1", "MainThread", "stream A"),
+            ("copy", "MainThread", "stream A"),
+            ("k2", "MainThread", "stream A"),
+        ]
+    )
+    assert _rows(cols_q) == [("theirs", "other", "stream B")]
+    t = cols_p.table
+    assert [t.duration[i] for i in range(3)] == [1000, 500, 2000]
+    assert [t.nbytes[i] for i in range(3)] == [-1, 4096, -1]
+    assert all(t.start[i] >= t.launch_start[i] for i in range(3))
+    assert {c.method for c in cols_p.clocks.values()} == {"simulated tracer clock"}
+    # Details: a block of columns, formatted on reading, in row order.
+    assert len(cols_p.details) == 3 and 1 in cols_p.details
+    assert [cols_p.details[i] for i in range(3)] == [
+        f"grid {g} work-items, workgroup 64" for g in (1000, 500, 2000)
+    ]
+    assert dict(cols_p.details.items())[2] == "grid 2000 work-items, workgroup 64"
+
+
+def test_column_batches_of_an_ended_profile_are_late(tracer: Any) -> None:
+    """A batch for a profile that has ended is dropped, counted as late (per row), and said."""
+    from kprof_testbackend.tracer import Stream
+
+    s = Stream("held")
+    tracer.hold(s)
+    before = activity.stats()["late"]
+    with pytest.warns(RuntimeWarning, match="had no device record after"):
+        with kprof.profile(timeout=0.05) as p:
+            tracer.launch("hung", s, 10)
+            scopes = tuple(_active_scopes())
+    assert p.kernels == []
+    batch = capture.ActivityColumns(
+        scope=[scopes[0]] * 2,
+        kind=[KERNEL] * 2,
+        name=[0, 0],
+        names=["hung"],
+        queue=[0, 0],
+        queues=[s],
+        begin=[1, 3],
+        end=[2, 4],
+    )
+    with pytest.warns(RuntimeWarning, match="arrived after their profile had ended"):
+        assert capture.deliver_columns(tracer.backend, batch) == 2
+    assert activity.stats()["late"] == before + 2
+
+
+def test_dropped_records_are_kept_per_profile_and_said() -> None:
+    """``capture.dropped``: counted on each profile its backend delivers to, with the reason,
+    and the end's warning blames the drops, not the device."""
+    from kprof_core.recording.recorder import Recorder
+
+    class B:
+        name = "t"
+
+    b = B()
+    rec = Recorder.__new__(Recorder)
+    rec.activity_backends = {b}
+    rec.activity_dropped = {}
+    with activity._lock:
+        activity._scopes[10**12] = (rec, None)
+    try:
+        capture.dropped(b, 5, "the tool's buffer was full")  # type: ignore[arg-type]
+        capture.dropped(b, 2, "the tool's buffer was full")  # type: ignore[arg-type]
+    finally:
+        with activity._lock:
+            del activity._scopes[10**12]
+    assert rec.activity_dropped == {"t": (7, "the tool's buffer was full")}

@@ -181,7 +181,7 @@ def test_kprof_backends_says_cupy_is_installed_and_why_there_is_no_device() -> N
     # Which capture path, and why: no driver here, so CUPTI cannot load and events are used.
     assert row["capture"] == "CUDA events"
     assert row["capture_detail"].startswith(
-        "CUPTI cannot be used: NotSupportedError: CUDA driver is not found"
+        "no CUDA driver (libcuda.so.1 cannot be loaded): CUPTI needs one"
     )
 
 
@@ -195,25 +195,39 @@ def test_kprof_backends_table_says_which_capture_path_and_why() -> None:
         {"KPROF_PLUGINS": "cuda"},
     )
     assert (
-        "cuda captures with CUDA events: CUPTI cannot be used: NotSupportedError: CUDA "
-        "driver is not found" in out
+        "cuda captures with CUDA events: no CUDA driver (libcuda.so.1 cannot be loaded): "
+        "CUPTI needs one" in out
     )
 
 
-def test_capture_path_without_cupti_python(monkeypatch: pytest.MonkeyPatch) -> None:
-    """cupti-python missing: events, and the install command to get CUPTI."""
+def test_capture_path_without_libcupti(monkeypatch: pytest.MonkeyPatch) -> None:
+    """libcupti not found: events, and the install command that brings it."""
+    from kprof_cuda import cupti_lib
     from kprof_cuda.activity import CuptiActivity
     from kprof_cuda.plugin import CudaPlugin
 
-    def missing() -> None:
-        raise ImportError("No module named 'cupti'")
-
-    plugin = CudaPlugin(activity=lambda p: CuptiActivity(p._cupti_queue, load=missing))
+    monkeypatch.setattr(cupti_lib, "_driver_missing", lambda: None)
+    monkeypatch.setattr(cupti_lib, "_loaded", lambda: None)
+    monkeypatch.setattr(cupti_lib, "_wheel_paths", lambda: [])
+    monkeypatch.setattr(cupti_lib, "_system_paths", lambda: [])
+    monkeypatch.setattr(cupti_lib, "SONAMES", ("libcupti.so.no-such-version",))
+    plugin = CudaPlugin(activity=lambda p: CuptiActivity(p._cupti_queue))
     path, why = plugin.capture_path()
     assert path == "CUDA events"
     assert why.startswith(
-        "cupti-python is not installed (No module named 'cupti'); pip install 'kprof[cuda]'"
-    )
+        "libcupti was not found (pip install 'kprof[cuda]' for CUDA 12 or 'kprof[cuda13]'"
+    ), why
+
+
+def test_libcupti_older_than_cuda_12_6_is_refused() -> None:
+    """cuptiGetVersion is checked at load: kprof reads CUDA 12.6+ record layouts only."""
+    from kprof_cuda import cupti_lib
+
+    class Old:
+        path, api_version = "/x/libcupti.so.11", 18
+
+    with pytest.raises(cupti_lib.CuptiUnavailable, match="CUPTI API version 18, older than"):
+        cupti_lib._checked(Old())  # type: ignore[arg-type]
 
 
 @no_gpu_only

@@ -24,7 +24,7 @@ LONG_MODULES: dict[str, str] = {
     "kprof_core.io.storage": "the file format's writer and reader with its documentation",
     "kprof_core.ranks.combine": "placement of ranks' clocks and the cross-rank summary",
     "kprof_cuda.plugin": "the hook aliases, written once by issue 20's next step",
-    "kprof_cuda.activity": "CUPTI's buffer loop and the record decoding",
+    "kprof_cuda.activity": "the CUPTI client: kinds, scopes, drain thread, flush and drops, clocks",
     "kprof_hip.capture": "the HIP launch and copy wrappers",
     "kprof_opencl.capture": "the PyOpenCL launch and copy wrappers",
 }

@@ -10,6 +10,7 @@ import operator
 import os
 import socket
 from array import array
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import add, and_, eq, ge, mul
@@ -125,6 +126,8 @@ class ProfileData:
     - ``errors``: device row index -> why that row has no device time.
     - ``details``: device row index -> what the backend said about that row (a kernel's grid and
       block, its stream; rows from activity records such as CUPTI's).
+    - ``dropped``: backend name -> (activity records its tracer lost while the profile ran,
+      why): those kernels and copies are missing from the tables.
     - ``backends``: the names of the backends the profile used; ``trace``: whether printing it
       shows the trace; ``meta``: provenance (host, pid, rank, world size, clock anchors) and
       ``notes``, what a backend said the profile may lack (printed under the summary).
@@ -142,8 +145,10 @@ class ProfileData:
         self.threads: list[ThreadRecord] = []
         self.errors: dict[int, str] = {}
         #: Row -> what the backend said about that device row (a kernel's grid and block).
-        self.details: dict[int, str] = {}
+        self.details: MutableMapping[int, str] = {}
         self.clocks: dict[str, DeviceClock] = {}
+        #: backend name -> (activity records its tracer dropped while the profile ran, why).
+        self.dropped: dict[str, tuple[int, str]] = {}
         self.meta: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
         self._finished = False
 
@@ -152,6 +157,7 @@ class ProfileData:
         self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
         self.errors, self.clocks = rec.errors, rec.clocks
         self.details = rec.details
+        self.dropped = dict(getattr(rec, "activity_dropped", {}))
         self._finished = True
         from kprof_core.data.provenance import fill_meta
 

@@ -8,7 +8,8 @@ are built only when asked for.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from bisect import bisect_right
+from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -233,6 +234,62 @@ class DeviceTable:
 
     def row(self, i: int) -> tuple[int, ...]:
         return tuple(getattr(self, c)[i] for c in self.COLUMNS)
+
+
+class Details(MutableMapping[int, str]):
+    """Row -> what a backend said about a device row, formatted only when read.
+
+    Texts set one by one (``details[row] = text``) are kept as they are; rows that arrived
+    column-wise (``kprof.capture.ActivityColumns``) keep their columns and a format string
+    (``"grid ({0}, {1}, {2}) block ({3}, {4}, {5})"``) until a view asks for a row."""
+
+    def __init__(self) -> None:
+        self._texts: dict[int, str] = {}
+        # (first row, row count, format, columns): sorted by first row, never overlapping.
+        self._blocks: list[tuple[int, int, str, tuple[Sequence[int], ...]]] = []
+        self._firsts: list[int] = []
+
+    def add_block(self, first: int, n: int, fmt: str, columns: tuple[Sequence[int], ...]) -> None:
+        """Rows ``first .. first + n - 1`` are described by ``fmt`` over ``columns[k][i]``."""
+        if n:
+            self._blocks.append((first, n, fmt, columns))
+            self._firsts.append(first)
+
+    def _block(self, row: int) -> tuple[int, int, str, tuple[Sequence[int], ...]] | None:
+        j = bisect_right(self._firsts, row) - 1
+        if j >= 0:
+            b = self._blocks[j]
+            if row < b[0] + b[1]:
+                return b
+        return None
+
+    def __getitem__(self, row: int) -> str:
+        text = self._texts.get(row)
+        if text is not None:
+            return text
+        b = self._block(row) if type(row) is int else None
+        if b is None:
+            raise KeyError(row)
+        i = row - b[0]
+        return b[2].format(*(c[i] for c in b[3]))
+
+    def __contains__(self, row: object) -> bool:
+        return row in self._texts or (type(row) is int and self._block(row) is not None)
+
+    def __setitem__(self, row: int, text: str) -> None:
+        self._texts[row] = text
+
+    def __delitem__(self, row: int) -> None:
+        del self._texts[row]  # rows of blocks are not deleted one by one
+
+    def __iter__(self) -> Iterator[int]:
+        rows = set(self._texts)
+        for first, n, _f, _c in self._blocks:
+            rows.update(range(first, first + n))
+        return iter(sorted(rows))
+
+    def __len__(self) -> int:
+        return len(self._texts) + sum(b[1] for b in self._blocks if b[0] not in self._texts)
 
 
 class HostTable:

@@ -457,8 +457,12 @@ def demo_workload(backend: Backend, size: int) -> Any | None:
 # (and when a ``kprof.propagate``-wrapped function starts in another thread) and closes when it
 # ends. The backend ties the work launched on a thread to the innermost open scope there (CUPTI:
 # an external correlation id pushed on the thread), and hands the completed records over with
-# ``kprof.capture.deliver(backend, records)`` (a list of ``kprof.capture.DeviceRecord``), from
-# any thread, while the profile runs and at ``activity_flush``. Records of a scope whose
+# ``kprof.capture.deliver(backend, records)`` (a list of ``kprof.capture.DeviceRecord``), or
+# many at once, column-wise, with ``kprof.capture.deliver_columns(backend,
+# kprof.capture.ActivityColumns(...))`` (no Python object per row: what a tracer reading
+# CUPTI, rocprofiler-sdk or PTI buffers uses), from any thread, while the profile runs and at
+# ``activity_flush``. Records the tracer lost are reported with
+# ``kprof.capture.dropped(backend, n, reason)``. Records of a scope whose
 # profile has ended are dropped, counted and reported; records of no kprof scope are not
 # kprof's (the backend drops them itself). The vendor tool is switched on in
 # ``install_capture`` and off in ``remove_capture``, so it runs only while a profile does.
@@ -490,7 +494,9 @@ def activity_flush(backend: Backend, scopes: tuple[int, ...], timeout: float) ->
     """Deliver every record of work launched in ``scopes`` (a profile that is ending) now.
 
     Wait cooperatively (sleep between polls) until the device has completed that work and its
-    records were handed to ``kprof.capture.deliver``, at most ``timeout`` seconds. Return how
+    records were handed to ``kprof.capture.deliver`` (or ``deliver_columns``), at most
+    ``timeout`` seconds; launches whose records the tracer dropped (reported with
+    ``kprof.capture.dropped``) are not waited for. Return how
     many launches of these scopes still had no record by then (kprof reports them), or None
     if the backend cannot tell. Called on the thread that ends the profile, before kprof
     resolves it. The default returns None.

@@ -54,6 +54,10 @@ ENTRY_HOST_RANGE, ENTRY_MARK, ENTRY_HOST_LAUNCH = 10, 11, 12
 FIRST_HOST_KIND = ENTRY_HOST_RANGE
 #: A delivered activity record (``recording/activity.py``): an activity entry, below.
 ENTRY_ACTIVITY = 20
+#: A batch of activity rows delivered column-wise (``ActivityColumns``): an activity entry
+#: whose record is the batch and whose ``who`` maps each of its scopes to its thread key.
+#: Python only (the compiled recorder stops at every kind from ``FIRST_HOST_KIND`` on).
+ENTRY_ACTIVITY_COLUMNS = 21
 
 
 def host_entry(kind: int, name: str, who: object, h0: int, h1: int) -> tuple[object, ...]:

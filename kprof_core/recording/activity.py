@@ -18,6 +18,7 @@ import warnings
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kprof_core.recording.activity_columns import ActivityColumns
 from kprof_core.recording.threads import who as _who
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from kprof_core.host.backend import Backend
     from kprof_core.recording.recorder import Recorder
 
-__all__ = ["DeviceRecord", "deliver", "stats"]
+__all__ = ["ActivityColumns", "DeviceRecord", "deliver", "deliver_columns", "dropped", "stats"]
 
 
 class DeviceRecord(NamedTuple):
@@ -118,7 +119,18 @@ def flush(rec: Recorder) -> None:
         except Exception as exc:
             rec._hook_failed(b, "activity_flush", exc, disable=False)
             continue
-        if missing:
+        if missing and rec.activity_dropped.get(b.name):
+            # The tracer lost records: launches whose record was lost are not waited for and
+            # never blamed on the device.
+            rec.activity_missing += int(missing)
+            n, why = rec.activity_dropped[b.name]
+            warnings.warn(
+                f"kprof: backend {b.name!r}: {missing} launch(es) of the profile have no "
+                f"device record: {n} activity record(s) were dropped while it ran ({why})",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        elif missing:
             rec.activity_missing += int(missing)
             warnings.warn(
                 f"kprof: backend {b.name!r}: {missing} launch(es) of the profile had no "
@@ -137,6 +149,79 @@ def forget(rec: Recorder) -> None:
                 _ended[scope] = rec.activity_serial
         while len(_ended) > _ENDED_KEPT:
             _ended.popitem(last=False)
+
+
+def dropped(backend: Backend, n: int, reason: str) -> None:
+    """Say that ``backend``'s tracer lost ``n`` records (``reason``: why, in words), while the
+    profiles it delivers to ran: each keeps the count (``Profile.dropped``), their end does not
+    wait for launches whose records were lost, and the warning says so, not that the device
+    hung. Tracers report drops differently (CUPTI: a count reset when read; rocprofiler-sdk: a
+    cumulative count on each batch; PTI: none): pass what was lost since the last call."""
+    if n <= 0:
+        return
+    with _lock:
+        recs = {id(r): r for r, _who in _scopes.values()}
+    for rec in recs.values():
+        if backend in rec.activity_backends:
+            old, _why = rec.activity_dropped.get(backend.name, (0, ""))
+            rec.activity_dropped[backend.name] = (old + n, reason)
+
+
+def deliver_columns(backend: Backend, cols: ActivityColumns) -> int:
+    """Hand a batch of completed device work, column-wise, to the profiles whose scopes
+    launched it: the batched twin of :func:`deliver` (same rules: thread-safe, late and
+    foreign rows dropped and counted, never raises for a row it cannot use). The batch is
+    queued whole (split only when its rows belong to several profiles) and made into rows
+    column by column at the next harvest. Returns how many rows were dropped."""
+    n = len(cols)
+    if not n:
+        return 0
+    first = cols.scope[0]
+    scopes = {first} if cols.scope.count(first) == n else set(cols.scope)
+    owners: dict[int, tuple[Recorder, dict[int, Any]]] = {}
+    unknown: set[int] = set()
+    late_profiles: set[int] = set()
+    with _lock:
+        for s in scopes:
+            entry = _scopes.get(s)
+            if entry is None:
+                unknown.add(s)
+                serial = _ended.get(s)
+                if serial is not None:
+                    late_profiles.add(serial)
+                continue
+            rec, who = entry
+            owners.setdefault(id(rec), (rec, {}))[1][s] = who
+    accepted = late = foreign = 0
+    for rec, whos in owners.values():
+        part = cols
+        if len(whos) != len(scopes):
+            mine = whos.keys()
+            part = cols.take([i for i, s in enumerate(cols.scope) if s in mine])
+        if rec.take_activity_columns(backend, part, whos):
+            accepted += len(part)
+            # A batch is one entry however many rows it holds: made into rows now, never
+            # waiting (this runs on the backend's own thread).
+            rec.harvest(wait=False)
+        else:
+            late += len(part)
+            late_profiles.add(rec.activity_serial)
+    if unknown:
+        with _lock:
+            ended = {s for s in unknown if s in _ended}
+        for s in cols.scope:
+            if s in unknown:
+                if s in ended:
+                    late += 1
+                else:
+                    foreign += 1
+    with _lock:
+        _stats["delivered"] += accepted
+        _stats["late"] += late
+        _stats["foreign"] += foreign
+    if late:
+        _say_late(backend, late, late_profiles)
+    return late + foreign
 
 
 def deliver(backend: Backend, records: Iterable[DeviceRecord]) -> int:

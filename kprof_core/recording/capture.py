@@ -28,18 +28,27 @@ work that it must wait for the oldest (which bounds the live device events).
 from __future__ import annotations
 
 from kprof_core.host.patching import Patcher
-from kprof_core.recording.activity import DeviceRecord, deliver
+from kprof_core.recording.activity import (
+    ActivityColumns,
+    DeviceRecord,
+    deliver,
+    deliver_columns,
+    dropped,
+)
 from kprof_core.recording.activity import stats as activity_stats
 from kprof_core.recording.recorder import COPY, KERNEL, Recorder, active, now
 
 __all__ = [
     "COPY",
     "KERNEL",
+    "ActivityColumns",
     "DeviceRecord",
     "Patcher",
     "Recorder",
     "active",
     "activity_stats",
     "deliver",
+    "deliver_columns",
+    "dropped",
     "now",
 ]

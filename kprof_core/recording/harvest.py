@@ -17,6 +17,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from kprof_core.data.records import (
+    Details,
     DeviceTable,
     HostTable,
     Interner,
@@ -29,6 +30,7 @@ from kprof_core.low_level.layout import (
     A_RECORD,
     A_SLOT,
     ENTRY_ACTIVITY,
+    ENTRY_ACTIVITY_COLUMNS,
     FIRST_HOST_KIND,
     FLAGS,
     H0,
@@ -46,6 +48,7 @@ from kprof_core.recording.threads import thread_names
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+from kprof_core.recording import harvest_activity as activity_route
 from kprof_core.recording import harvest_columns as columns_route
 from kprof_core.recording import harvest_one as one_route
 from kprof_core.recording import harvest_take as take_route
@@ -106,7 +109,7 @@ class Harvest:
         # and how it was found (merged into ``clocks`` at the end).
         self.offsets: dict[str, int] = {}
         #: Row -> what an activity backend said about it (launch configuration, ...).
-        self.details: dict[int, str] = {}
+        self.details = Details()
         self.activity_clocks: dict[str, DeviceClock] = {}
         #: When the profile started (set by ``profile``): where activity records of a device
         #: without clock correlation are anchored.
@@ -197,7 +200,7 @@ class Harvest:
                         taken += 1
                         continue
                 try:
-                    done = take_route.take(self, entry, deadline)
+                    done = self.take(entry, deadline)
                 except (
                     Exception
                 ) as exc:  # a malformed entry (a plugin's bug): never the user's problem
@@ -220,7 +223,7 @@ class Harvest:
 
     def bad_entry(self, entry: tuple[Any, ...], exc: Exception) -> None:
         """Drop an entry kprof cannot make a row of; warn once per profile."""
-        if entry[KIND] == ENTRY_ACTIVITY:  # a record, no tokens to give back
+        if entry[KIND] in (ENTRY_ACTIVITY, ENTRY_ACTIVITY_COLUMNS):  # no tokens to give back
             slot, name, start, stop = (
                 entry[A_SLOT],
                 getattr(entry[A_RECORD], "name", "?"),
@@ -324,6 +327,9 @@ class Harvest:
     def take(self, entry: tuple[Any, ...], deadline: float | None) -> bool:
         """Make a row of one entry by the route for anything unusual (``harvest_take``);
         False (and no change) when its work is not done and ``deadline`` is None."""
+        if entry[KIND] == ENTRY_ACTIVITY_COLUMNS:  # a batch: complete rows, never waits
+            activity_route.take_activity_columns(self, entry)
+            return True
         return take_route.take(self, entry, deadline)
 
     def drop_late(self) -> None:
@@ -332,6 +338,9 @@ class Harvest:
         late = incoming[:]
         del incoming[: len(late)]  # threads may still append: those come back here
         for entry in late:
+            if entry[KIND] == ENTRY_ACTIVITY_COLUMNS:  # a batch: its rows, no tokens
+                self.late_dropped += len(entry[A_RECORD])
+                continue
             self.late_dropped += 1
             slot = entry[SLOT]
             if entry[KIND] != ENTRY_ACTIVITY and slot is not None and entry[START] is not None:

@@ -88,6 +88,7 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
     if entry[KIND] == ENTRY_ACTIVITY:
         take_activity(h, entry)
         return True
+
     backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags = h.decode(entry)
     if kind in HOST_KINDS:
         h.host.append(h.names(name), HOST_KINDS[kind], h.thread_id(who), h0, h1)

@@ -17,6 +17,7 @@ from kprof_core.host.backend import Backend
 from kprof_core.low_level import native
 from kprof_core.low_level.layout import (
     ENTRY_ACTIVITY,
+    ENTRY_ACTIVITY_COLUMNS,
     ENTRY_HOST_LAUNCH,
     ENTRY_HOST_RANGE,
     ENTRY_MARK,
@@ -97,6 +98,8 @@ class Recorder:
         self.activity_backends: set[Backend] = set()
         self.activity_serial = 0
         self.activity_missing = 0
+        #: backend name -> (records its tracer dropped while this profile ran, why).
+        self.activity_dropped: dict[str, tuple[int, str]] = {}
         #: ``kprof.range``s entered and not yet exited: id(frame) -> frame, a tuple (name, t0,
         #: begun, thread, recorder), t0 being the host range's start, taken before the
         #: timestamps. A range's exit takes its frame out; the profile's end takes what is left
@@ -466,6 +469,21 @@ class Recorder:
         # An activity entry (layout.ACTIVITY_FIELDS): the record travels whole.
         self._incoming.append((backend.slot, ENTRY_ACTIVITY, r, qk, who))
         if self._closed:  # closed meanwhile: finish() may have harvested already
+            self._late()
+        return True
+
+    def take_activity_columns(self, backend: Backend, cols: Any, whos: dict[int, Any]) -> bool:
+        """Queue a batch of delivered rows of this profile (``ActivityColumns``; ``whos``: its
+        scopes' launching threads) as one entry; False when it comes too late."""
+        if self._closed:
+            return False
+        if backend not in self._selected:
+            return True
+        for q in cols.queues:
+            self._live_queues.setdefault(id(q), q)
+        # An activity entry whose record is the whole batch and whose "who" maps its scopes.
+        self._incoming.append((backend.slot, ENTRY_ACTIVITY_COLUMNS, cols, None, whos))
+        if self._closed:
             self._late()
         return True
 

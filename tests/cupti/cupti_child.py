@@ -1,9 +1,9 @@
 """Scenarios of kprof's CUPTI path, run in a child process whose CUPTI is the test double.
 
 Usage: ``python cupti_child.py LIBDIR SCENARIO...``. The child loads the double's
-``libcuda.so.1`` and ``libcupti.so.<N>`` first (by full path, RTLD_GLOBAL), so that the real
-cupti-python bindings, which open those sonames at run time, call the double. It runs the
-real ``CudaPlugin`` (its CUPTI path, ``kprof_cuda.activity``) on the fake CuPy of
+``libcuda.so.1`` and ``libcupti.so.<N>`` first (by full path, RTLD_GLOBAL). It runs the
+real ``CudaPlugin`` (its CUPTI path, ``kprof_cuda.activity``, which finds the double as the
+libcupti already loaded in the process) on the fake CuPy of
 ``test_cuda_fake.py`` for what is not CUPTI (events, device names), registered as ``cuda``.
 Each scenario asserts; the child prints one JSON line ``{scenario: "ok" | traceback}``.
 
@@ -41,12 +41,10 @@ from kprof_core.data.records import COPY, KERNEL, RANGE  # noqa: E402
 from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD, registry  # noqa: E402
 from kprof_core.recording import activity as core_activity  # noqa: E402
 from kprof_cuda import activity as cuda_activity  # noqa: E402
+from kprof_cuda import cupti_abi as abi  # noqa: E402
 from kprof_cuda.plugin import CudaPlugin  # noqa: E402
 
 os.environ[ENV_DISABLE_AUTOLOAD] = "1"
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from cupti import cupti
 
 import test_cuda_fake as tcf  # noqa: E402
 
@@ -68,18 +66,31 @@ lib.cuptidouble_ext_depth.argtypes = [ctypes.c_int]
 lib.cuptidouble_stream_id.restype = u32
 lib.cuptidouble_stream_id.argtypes = [u64]
 
-K = cupti.ActivityKind
+lib.cuptidouble_api_as.restype = u32
+lib.cuptidouble_api_as.argtypes = [u32, ctypes.c_int, u32, u64, u64]
+lib.cuptidouble_new_correlation.restype = u32
+lib.cuptidouble_set_version.argtypes = [u32]
+lib.cuptidouble_refused.restype = ctypes.c_long
+lib.cuptidouble_other.argtypes = [ctypes.c_int, u32]
+lib.cuptidouble_has_timestamp_callback.restype = ctypes.c_int
+lib.cuptidouble_forced_flushes.restype = ctypes.c_long
+lib.cuptidouble_flushes.restype = ctypes.c_long
+lib.cuptiActivityFlushAll.argtypes = [u32]
+
+# Values from CUPTI's public headers (cupti_activity.h, cupti_driver_cbid.h,
+# cupti_runtime_cbid.h, cupti_result.h); test_cupti_abi checks kprof's against them.
 DRIVER, RUNTIME = 0, 1
-LAUNCH = int(cupti.driver_api_trace_cbid.cuLaunchKernel)
-GRAPH = int(cupti.driver_api_trace_cbid.cuGraphLaunch)
-RT_LAUNCH = int(cupti.runtime_api_trace_cbid.cudaLaunchKernel_v7000)
-MEMCPY = int(cupti.driver_api_trace_cbid.cuMemcpyDtoHAsync_v2)
-MEMSET = int(cupti.driver_api_trace_cbid.cuMemsetD8Async)
-GET_DEVICE = int(cupti.driver_api_trace_cbid.cuCtxGetDevice)
-EXT = int(cupti.ExternalCorrelationKind.CUSTOM2)
-DTOH = int(cupti.ActivityMemcpyKind.DTOH)
+KERNEL_KIND = abi.KIND["CONCURRENT_KERNEL"]
+LAUNCH = 307  # CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel
+GRAPH = 514  # CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch
+RT_LAUNCH = 211  # CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000
+MEMCPY = 279  # CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2
+MEMSET = 216  # CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async
+GET_DEVICE = 16  # CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice
+EXT = abi.EXT_KIND_CUSTOM2
+DTOH = 2  # CUPTI_ACTIVITY_MEMCPY_KIND_DTOH
 MANGLED = b"_Z5scaleIfEvPT_S0_i"  # void scale<float>(float*, float, int)
-MULTIPLE_SUBSCRIBERS = int(cupti.Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+MULTIPLE_SUBSCRIBERS = 39  # CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
 
 
 def launch(
@@ -174,26 +185,35 @@ def records_become_rows(env: Env) -> None:
     }
     assert r[0]["detail"] == "grid (4, 2, 1) block (256, 1, 1), device 0, CUPTI stream 13"
     (clock,) = p.clocks.values()
-    assert "cuptiGetTimestamp" in clock.method and clock.error_ns is not None
+    if lib.cuptidouble_has_timestamp_callback():
+        # The compiled reader gives CUPTI its timestamps (CLOCK_MONOTONIC, perf_counter_ns's
+        # clock): the double takes them from it, its test offset no longer applies, and
+        # placement is exact.
+        assert cuda_activity._reader.compiled
+        assert "timestamp callback" in clock.method and clock.error_ns == 0, clock
+        offset = 0
+    else:
+        # The pure reader registers no callback (Python per timestamp) and says why.
+        assert not cuda_activity._reader.compiled
+        assert "cuptiGetTimestamp" in clock.method and clock.error_ns is not None
+        assert "registers no timestamp callback" in clock.method, clock.method
     # Placement: the double's clock minus its offset is CLOCK_MONOTONIC, which is what
     # perf_counter_ns reads: exact within the calibration's error bound.
     assert abs(r[0]["start"] - (begin - offset)) <= clock.error_ns, (r[0]["start"], begin - offset)
     assert abs(r[0]["launch_start"] - (begin - 5000 - offset)) <= clock.error_ns
     assert r[0]["launch_end"] - r[0]["launch_start"] == 2000
     assert p.start_ns - clock.error_ns <= r[0]["launch_start"] <= p.end_ns + clock.error_ns
-    assert env.plugin.activity is not None and not env.plugin.activity._corr
+    assert cuda_activity._reader.stats()["launches"] == 0  # every launch got its record
     # The trace says how CUPTI's clock was placed, and each kernel's launch configuration.
     from kprof_core.renderers.chrome import write_chrome_trace
 
     buf = io.StringIO()
     write_chrome_trace(buf, [p])
     trace = json.loads(buf.getvalue())
+    said = "timestamp callback" if offset == 0 else "cuptiGetTimestamp sampled"
+    assert any(said in c for c in trace["otherData"]["profiles"][0]["clocks"]), trace["otherData"]
     assert any(
-        "cuptiGetTimestamp sampled against perf_counter_ns" in c
-        for c in trace["otherData"]["profiles"][0]["clocks"]
-    ), trace["otherData"]
-    assert any(
-        e.get("name") == "process_labels" and "cuptiGetTimestamp" in e["args"]["labels"]
+        e.get("name") == "process_labels" and said in e["args"]["labels"]
         for e in trace["traceEvents"]
     )
     [ev] = [
@@ -226,20 +246,26 @@ def two_profiles_on_two_threads(env: Env) -> None:
         th.join()
     for i in range(2):
         r = rows(out[i])
-        assert [x["name"] for x in r] == [f"k{i}_{j}" for j in range(200)], i
+        got = [x["name"] for x in r]
+        assert got == [f"k{i}_{j}" for j in range(200)], (
+            i,
+            len(got),
+            got[:5],
+            sorted(got) == sorted(f"k{i}_{j}" for j in range(200)),
+        )
         assert {x["thread"] for x in r} == {f"worker{i}"}
 
 
 def outside_the_profile_is_not_recorded(env: Env) -> None:
     """A thread outside every profile, and launches after the end, are not kprof's; the
     activity kinds are on only while a profile runs."""
-    kernel_kind = int(K.CONCURRENT_KERNEL)
+    kernel_kind = KERNEL_KIND
     assert lib.cuptidouble_enabled(kernel_kind) == 0
     with kprof.profile() as p:
         assert lib.cuptidouble_enabled(kernel_kind) == 1
         # API records only of the calls that enqueue work, enabled one by one.
-        assert lib.cuptidouble_enabled(int(K.DRIVER)) == 0
-        assert lib.cuptidouble_enabled(int(K.RUNTIME)) == 0
+        assert lib.cuptidouble_enabled(abi.KIND["DRIVER"]) == 0
+        assert lib.cuptidouble_enabled(abi.KIND["RUNTIME"]) == 0
         assert lib.cuptidouble_api_enabled(DRIVER, LAUNCH) == 1
         assert lib.cuptidouble_api_enabled(RUNTIME, RT_LAUNCH) == 1
         assert lib.cuptidouble_api_enabled(DRIVER, GET_DEVICE) == 0
@@ -273,7 +299,7 @@ def nested_profiles(env: Env) -> None:
         launch(b"after")
     assert [x["name"] for x in rows(inner)] == ["inside"]
     assert sorted(x["name"] for x in rows(outer)) == ["after", "before", "inside"]
-    assert lib.cuptidouble_enable_calls(int(K.CONCURRENT_KERNEL)) == 1  # enabled once
+    assert lib.cuptidouble_enable_calls(KERNEL_KIND) == 1  # enabled once
 
 
 def buffers_drained_while_running(env: Env) -> None:
@@ -319,28 +345,23 @@ def records_dropped_without_buffers_are_said(env: Env) -> None:
     act = env.plugin.activity
     assert act is not None and act.dropped_by_cupti == 9  # 3 x (external correlation, API, kernel)
     msgs = [str(w.message) for w in caught if "CUPTI dropped" in str(w.message)]
-    assert len(msgs) == 1 and msgs[0].startswith("kprof: CUPTI dropped 9 activity record(s)"), msgs
+    assert len(msgs) == 1 and msgs[0].startswith("kprof: 9 CUPTI activity record(s) were lost"), (
+        msgs
+    )
+    assert p.dropped["cuda"][0] == 9 and "CUPTI dropped 9" in p.dropped["cuda"][1], p.dropped
 
 
 def runtime_api_records(env: Env) -> None:
-    """Work enqueued through a runtime-API call is attributed by its RUNTIME record where the
-    bindings can enable that kind (cupti-python 13); where they cannot (12.8), it is not, and
-    kprof backends says so."""
+    """Work enqueued through a runtime-API call is attributed by its RUNTIME record (kprof
+    enables the runtime's launch, copy and memset APIs one by one)."""
     with kprof.profile() as p:
         t = lib.cuptidouble_now()
         corr = lib.cuptidouble_api(RUNTIME, RT_LAUNCH, t, t + 1000)
         lib.cuptidouble_kernel(
             corr, b"from_runtime", 0, 1, 13, 1, 1, 1, 32, 1, 1, t + 2000, t + 3000
         )
-        detail = env.backend.info(refresh=True).capture_detail or ""
-    act = env.plugin.activity
-    assert act is not None
-    if act.runtime_records:
-        assert [x["name"] for x in rows(p)] == ["from_runtime"]
-        assert "cannot enable runtime-API records" not in detail
-    else:
-        assert rows(p) == [] and act.foreign == 1
-        assert "cannot enable runtime-API records" in detail, detail
+        assert lib.cuptidouble_api_enabled(RUNTIME, RT_LAUNCH) == 1
+    assert [x["name"] for x in rows(p)] == ["from_runtime"]
 
 
 def graph_launch_records(env: Env) -> None:
@@ -365,7 +386,7 @@ def graph_launch_records(env: Env) -> None:
                 t + 2500 + j * 1000,
             )
     assert [x["name"] for x in rows(p)] == ["node0", "node1", "node2"]
-    assert env.plugin.activity is not None and not env.plugin.activity._corr
+    assert cuda_activity._reader.stats()["launches"] == 0
 
 
 def late_records_dropped_counted_said(env: Env) -> None:
@@ -391,7 +412,10 @@ def late_records_dropped_counted_said(env: Env) -> None:
             assert rows(p) == []
             assert any("had no device record after 0.2 s" in str(w.message) for w in caught), caught
             lib.cuptidouble_kernel(corr, b"slow", 0, 1, 13, 1, 1, 1, 1, 1, 1, begin, begin + 10)
-            cupti.activity_flush_all(0)
+            lib.cuptiActivityFlushAll(0)
+            # kprof takes rows on its own schedule (its drain thread); take them now.
+            assert env.plugin.activity is not None
+            env.plugin.activity._drain()
         assert core_activity.stats()["late"] == late_before + 1
         assert any("arrived after their profile had ended" in str(w.message) for w in caught), (
             caught
@@ -444,11 +468,10 @@ def no_double_counting_with_cupti(env: Env) -> None:
             if "--json" in argv:
                 [row] = json.loads(out.getvalue())
                 assert row["capture"] == "CUPTI activity records", row
-                assert row["capture_detail"].startswith("cupti-python 12.") or row[
-                    "capture_detail"
-                ].startswith("cupti-python 13."), row
+                assert row["capture_detail"].startswith("libcupti API "), row
+                assert "already loaded in the process" in row["capture_detail"], row
             else:
-                assert "cuda captures with CUPTI activity records: cupti-python" in out.getvalue()
+                assert "cuda captures with CUPTI activity records: libcupti" in out.getvalue()
     r = rows(p)
     assert sorted((x["name"], x["kind"]) for x in r) == [
         ("axpy call", RANGE),
@@ -468,6 +491,131 @@ def streams_share_rows_with_events(env: Env) -> None:
     assert {x["queue"] for x in r} == {"stream 1"} and len(r) == 2, r
 
 
+def order_independent_join(env: Env) -> None:
+    """A work record decoded before its launch's correlation and API records (they came in a
+    later buffer) is still attributed to its profile, with its launch times."""
+    with kprof.profile() as p:
+        t = lib.cuptidouble_now()
+        corr = lib.cuptidouble_new_correlation()
+        lib.cuptidouble_kernel(corr, b"early", 0, 1, 13, 1, 1, 1, 32, 1, 1, t + 5000, t + 6000)
+        lib.cuptidouble_complete_buffer()
+        lib.cuptiActivityFlushAll(0)  # the kernel's buffer is decoded: its launch is unknown
+        assert env.plugin.activity is not None
+        env.plugin.activity._drain()
+        assert cuda_activity._reader.stats()["pending"] == 1
+        lib.cuptidouble_api_as(corr, DRIVER, LAUNCH, t, t + 2000)
+        launch(b"in_order")
+    r = rows(p)
+    assert sorted(x["name"] for x in r) == ["early", "in_order"], r
+    [early] = [x for x in r if x["name"] == "early"]
+    assert early["launch_end"] - early["launch_start"] == 2000
+    assert early["thread"] == threading.current_thread().name
+    stats = cuda_activity._reader.stats()
+    assert stats["pending"] == 0 and stats["launches"] == 0, stats
+
+
+def dropped_records_never_make_the_end_wait(env: Env) -> None:
+    """Kernel records CUPTI dropped (no buffer) can never come: the end does not wait for
+    them (flushes counted, not time), the report says how many were dropped and why, and no
+    warning blames the device."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with kprof.profile(timeout=60) as p:
+            for _ in range(3):
+                launch(emit=False)  # the launches' API records are in the current buffer
+            lib.cuptidouble_complete_buffer()
+            lib.cuptiActivityFlushAll(0)
+            cuda_activity._reader.max_buffers = 0  # from now on every buffer is refused
+            cuda_activity._reader.apply_limits()
+            cuda_activity.MAX_BUFFERS = 0
+            flushes = lib.cuptidouble_flushes()
+            corrs = [lib.cuptidouble_new_correlation() - 3 + i for i in range(3)]
+            for c in corrs:  # their kernel records: dropped for want of a buffer
+                lib.cuptidouble_kernel(c, b"lost", 0, 1, 13, 1, 1, 1, 1, 1, 1, 10, 20)
+    cuda_activity.MAX_BUFFERS = 64
+    assert rows(p) == []
+    assert lib.cuptidouble_flushes() - flushes <= 3, lib.cuptidouble_flushes() - flushes
+    msgs = [str(w.message) for w in caught]
+    assert not any("device may be hung" in m for m in msgs), msgs
+    said = [m for m in msgs if "have no device record" in m]
+    assert len(said) == 1 and "3 activity record(s) were dropped" in said[0], msgs
+    assert "CUPTI dropped 3 for want of a buffer" in said[0], said
+    assert p.dropped["cuda"][0] == 3, p.dropped
+
+
+def buffer_policy_by_api_version(env: Env) -> None:
+    """Kineto's policy: CUPTI before API 27 is never refused a buffer (refusing crashed it);
+    past the bound, completed buffers are discarded and counted instead. From 27 on, a buffer
+    past the bound is refused and CUPTI's drops are counted."""
+    cuda_activity.MAX_BUFFERS = 0
+    try:
+        lib.cuptidouble_set_version(26)
+        before = cuda_activity._reader.stats() if cuda_activity._reader else {}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with kprof.profile() as p:
+                for _ in range(3):
+                    launch()
+        assert lib.cuptidouble_refused() == 0  # never refused
+        after = cuda_activity._reader.stats()
+        if cuda_activity._reader.compiled:
+            # Decoded on CUPTI's thread as they complete: no buffer waits, none discarded.
+            assert len(rows(p)) == 3
+        else:
+            # Every completed buffer past the bound (0 waiting) discarded and counted.
+            discarded = after["discarded_records"] - before.get("discarded_records", 0)
+            assert rows(p) == [] and discarded == 9, (rows(p), discarded)
+            assert p.dropped["cuda"][0] == 9 and "discarded 9" in p.dropped["cuda"][1]
+            assert any("kprof discarded 9" in str(w.message) for w in caught)
+        lib.cuptidouble_set_version(28)
+        with kprof.profile() as p:
+            launch()
+        assert lib.cuptidouble_refused() > 0 and rows(p) == []
+        assert p.dropped["cuda"][0] == 3, p.dropped
+    finally:
+        cuda_activity.MAX_BUFFERS = 64
+
+
+def forced_flush_at_the_last_end(env: Env) -> None:
+    """The end of the last profile flushes with CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, so CUPTI
+    holds none of kprof's buffers (nor records) for the next profile; an inner profile's end
+    does not force."""
+    with kprof.profile():
+        with kprof.profile():
+            launch()
+        assert lib.cuptidouble_forced_flushes() == 0
+        launch()
+        assert lib.cuptidouble_holds_buffer() == 1
+    assert lib.cuptidouble_forced_flushes() >= 1
+    assert lib.cuptidouble_holds_buffer() == 0
+
+
+def unknown_kinds_skipped_and_counted(env: Env) -> None:
+    """Records of kinds kprof does not read (a newer CUPTI's, of a size kprof never
+    compiled) are stepped over with CUPTI's own record size, skipped and counted."""
+    before = cuda_activity._reader.stats()["unknown_kinds"] if cuda_activity._reader else 0
+    with kprof.profile() as p:
+        launch(b"a")
+        lib.cuptidouble_other(60, 200)
+        lib.cuptidouble_other(61, 24)
+        launch(b"b")
+    assert [x["name"] for x in rows(p)] == ["a", "b"]
+    assert cuda_activity._reader.stats()["unknown_kinds"] - before == 2
+
+
+def contexts_do_not_collide(env: Env) -> None:
+    """Streams of two contexts with the same CUPTI stream id are two queues."""
+    with kprof.profile() as p:
+        t = lib.cuptidouble_now()
+        for ctx in (1, 2):
+            corr = lib.cuptidouble_api(DRIVER, LAUNCH, t, t + 100)
+            lib.cuptidouble_kernel(
+                corr, f"ctx{ctx}".encode(), 0, ctx, 13, 1, 1, 1, 1, 1, 1, t + 200, t + 300
+            )
+    r = rows(p)
+    assert len({x["queue"] for x in r}) == 2, r
+
+
 SCENARIOS: dict[str, Callable[[Env], None]] = {
     f.__name__: f
     for f in (
@@ -484,6 +632,12 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         subscriber_taken_falls_back_to_events,
         no_double_counting_with_cupti,
         streams_share_rows_with_events,
+        order_independent_join,
+        dropped_records_never_make_the_end_wait,
+        buffer_policy_by_api_version,
+        forced_flush_at_the_last_end,
+        unknown_kinds_skipped_and_counted,
+        contexts_do_not_collide,
     )
 }
 
@@ -499,6 +653,9 @@ def main(names: list[str]) -> None:
             results[name] = traceback.format_exc()
         finally:
             env.close()
+    # Which reader ran the scenarios (the parent checks it ran the one it asked for).
+    reader = cuda_activity._reader
+    results["_reader"] = "none" if reader is None else "compiled" if reader.compiled else "pure"
     print(json.dumps(results))
 
 

@@ -34,13 +34,15 @@ def _site_dirs() -> list[Path]:
     return [Path(d) for d in sorted(dirs) if Path(d).is_dir()]
 
 
-def find_header(name: str) -> Path:
-    """The include directory under ``site-packages/nvidia`` that holds ``name``."""
+def find_header(name: str, prefer: str = "cuda_cupti") -> Path:
+    """The include directory under ``site-packages/nvidia`` that holds ``name`` (``prefer``'s
+    first: CUDA 12's CUPTI headers go with the CUDA 12 ``cuda.h`` the test extra brings)."""
     for site in _site_dirs():
         root = site / "nvidia"
         if not root.is_dir():
             continue
-        for hit in sorted(root.glob(f"*/include/{name}")):
+        hits = sorted(root.glob(f"*/include/{name}"), key=lambda p: p.parts[-3] != prefer)
+        for hit in hits:
             return hit.parents[len(Path(name).parts) - 1]
     raise BuildError(
         f"{name} not found under site-packages/nvidia: install the test extra "
@@ -49,17 +51,24 @@ def find_header(name: str) -> Path:
     )
 
 
-def cupti_major() -> int:
-    """The CUPTI major version cupti-python loads (the soname the double must carry)."""
-    from importlib import metadata
+def cupti_major(cupti_include: Path) -> int:
+    """The CUDA major of the CUPTI headers (the double's soname): CUPTI_API_VERSION is 24-28
+    in CUDA 12 and major * 10000 + minor * 100 from CUDA 13 on."""
+    import re
 
-    return int(metadata.version("cupti-python").split(".")[0])
+    text = (cupti_include / "cupti_version.h").read_text(errors="replace")
+    m = re.search(r"#define\s+CUPTI_API_VERSION\s+(\d+)", text)
+    if m is None:
+        raise BuildError(f"no CUPTI_API_VERSION in {cupti_include / 'cupti_version.h'}")
+    v = int(m.group(1))
+    return v // 10000 if v >= 10000 else 12
 
 
 def record_types(cupti_include: Path) -> list[str]:
     """``-D`` flags naming the newest kernel, memcpy and memset record structs the headers
     define: what a libcupti built from these headers writes, and what the matching
-    cupti-python reads (Kernel9/Memcpy6/Memset4 in CUDA 12.9's, Kernel13/Memcpy7/Memset5 in
+    kprof must read at its common offsets (Kernel9/Memcpy6/Memset4 in CUDA 12.9's,
+    Kernel13/Memcpy7/Memset5 in
     CUDA 13.5's)."""
     import re
 
@@ -126,7 +135,7 @@ def build(out_dir: Path) -> tuple[Path, Path]:
     ]
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    soname = f"libcupti.so.{cupti_major()}"
+    soname = f"libcupti.so.{cupti_major(includes[0])}"
     cupti = out / soname
     driver = out / "libcuda.so.1"
     _compile(cc, CUPTI_SOURCE, cupti, soname, includes, record_types(includes[0]))

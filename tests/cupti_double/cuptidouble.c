@@ -81,6 +81,7 @@ static size_t dropped;
 static long suppressed;
 static long delivered_buffers;
 static long flushes;
+static long forced_flushes;
 
 /* The buffer being filled. */
 static uint8_t *cur;
@@ -101,7 +102,18 @@ static int n_names;
 static __thread uint64_t ext_stack[N_EXT_KINDS][MAX_DEPTH];
 static __thread int ext_depth[N_EXT_KINDS];
 
+static CUpti_TimestampCallbackFunc timestamp_fn; /* cuptiActivityRegisterTimestampCallback */
+static uint32_t api_version = CUPTI_API_VERSION;   /* cuptidouble_set_version */
+static long refused;                                /* requests answered with no buffer */
+/* Sizes of records of other kinds (cuptidouble_other), as a newer CUPTI would write them. */
+static size_t other_size[CUPTI_ACTIVITY_KIND_COUNT + 64];
+static uint32_t context_handles_n;
+static uint64_t context_handles[64];
+
 static uint64_t now_ns(void) {
+    /* With a timestamp callback registered, CUPTI takes every timestamp from it (docs of
+     * cuptiActivityRegisterTimestampCallback); the test offset then does not apply. */
+    if (timestamp_fn) return timestamp_fn();
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)((int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + clock_offset);
@@ -116,7 +128,8 @@ static size_t record_size(CUpti_ActivityKind kind) {
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
-    default: return 0;
+    default:
+        return ((unsigned)kind < sizeof other_size / sizeof other_size[0]) ? other_size[kind] : 0;
     }
 }
 
@@ -208,7 +221,7 @@ static uint8_t *reserve_locked(size_t size) {
             }
             if (cur_used + need > cur_size) complete_current_locked();
         } else {
-            if (buf == NULL || bsize < need) { dropped++; return NULL; }
+            if (buf == NULL || bsize < need) { refused++; dropped++; return NULL; }
             cur = buf; cur_size = bsize; cur_used = 0;
         }
         if (cur == NULL) { dropped++; return NULL; }
@@ -240,7 +253,7 @@ static const char *intern(const char *name) {
 
 CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version) {
     if (!version) return CUPTI_ERROR_INVALID_PARAMETER;
-    *version = CUPTI_API_VERSION;
+    *version = api_version;
     return CUPTI_SUCCESS;
 }
 
@@ -340,6 +353,7 @@ CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, C
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     pthread_mutex_lock(&lock);
     flushes++;
+    if (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) forced_flushes++;
     if (cur != NULL && (cur_used > 0 || (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)))
         complete_current_locked();
     pthread_mutex_unlock(&lock);
@@ -397,6 +411,27 @@ CUptiResult CUPTIAPI cuptiGetStreamIdEx(CUcontext context, CUstream stream, uint
     return *streamId ? CUPTI_SUCCESS : CUPTI_ERROR_MAX_LIMIT_REACHED;
 }
 
+CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn) {
+    pthread_mutex_lock(&lock);
+    timestamp_fn = fn;
+    pthread_mutex_unlock(&lock);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetContextId(CUcontext context, uint32_t *contextId) {
+    /* 1 for the NULL (current) context, as the tests' records use; others numbered from 2. */
+    if (!contextId) return CUPTI_ERROR_INVALID_PARAMETER;
+    uint64_t h = (uint64_t)(uintptr_t)context;
+    if (h == 0) { *contextId = 1; return CUPTI_SUCCESS; }
+    pthread_mutex_lock(&lock);
+    uint32_t i = 0;
+    while (i < context_handles_n && context_handles[i] != h) i++;
+    if (i == context_handles_n && i < 64) context_handles[context_handles_n++] = h;
+    pthread_mutex_unlock(&lock);
+    *contextId = 2 + i;
+    return CUPTI_SUCCESS;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Control API for tests
  * ------------------------------------------------------------------------------------- */
@@ -411,10 +446,14 @@ void cuptidouble_reset(void) {
     api_enable_calls = 0;
     busy = CUPTI_SUCCESS;
     clock_offset = 0;
+    timestamp_fn = NULL;
+    api_version = CUPTI_API_VERSION;
+    refused = 0;
     dropped = 0;
     suppressed = 0;
     delivered_buffers = 0;
     flushes = 0;
+    forced_flushes = 0;
     pthread_mutex_unlock(&lock);
 }
 
@@ -431,6 +470,35 @@ void cuptidouble_set_clock_offset(int64_t ns) {
 }
 
 uint64_t cuptidouble_now(void) { return now_ns(); }
+
+/* The CUPTI API version cuptiGetVersion reports (CUPTI before 27 must never be refused a
+ * buffer: Kineto's policy). */
+void cuptidouble_set_version(uint32_t v) { api_version = v; }
+long cuptidouble_refused(void) { return refused; }
+int cuptidouble_has_timestamp_callback(void) { return timestamp_fn != NULL; }
+
+/* A record of another kind (`kind`, `size` bytes, its kind field only), as a CUPTI newer than
+ * the reader writes: a reader must step over it with CUPTI's record sizes and skip it. */
+int cuptidouble_other(int kind, uint32_t size) {
+    if (kind <= 0 || (unsigned)kind >= sizeof other_size / sizeof other_size[0] || size < 8)
+        return 0;
+    pthread_mutex_lock(&lock);
+    other_size[kind] = size;
+    uint32_t *r = (uint32_t *)reserve_locked(size);
+    if (r) r[0] = (uint32_t)kind;
+    pthread_mutex_unlock(&lock);
+    return r != NULL;
+}
+
+/* Take the next correlation id without writing anything: with cuptidouble_api_as, a test
+ * writes a launch's work record before its API record (records of one launch arrive in
+ * different buffers, in any order). */
+uint32_t cuptidouble_new_correlation(void) {
+    pthread_mutex_lock(&lock);
+    uint32_t corr = next_correlation++;
+    pthread_mutex_unlock(&lock);
+    return corr;
+}
 
 int cuptidouble_enabled(int kind) {
     if (kind <= 0 || kind >= CUPTI_ACTIVITY_KIND_COUNT) return -1;
@@ -459,6 +527,14 @@ int cuptidouble_enable_calls(int kind) {
 long cuptidouble_suppressed(void) { return suppressed; }
 long cuptidouble_delivered_buffers(void) { return delivered_buffers; }
 long cuptidouble_flushes(void) { return flushes; }
+long cuptidouble_forced_flushes(void) { return forced_flushes; }
+/* Whether the double holds a buffer of the tool's (records in CUPTI's hands). */
+int cuptidouble_holds_buffer(void) {
+    pthread_mutex_lock(&lock);
+    int held = cur != NULL;
+    pthread_mutex_unlock(&lock);
+    return held;
+}
 int cuptidouble_ext_depth(int kind) { return (kind > 0 && kind < N_EXT_KINDS) ? ext_depth[kind] : -1; }
 uint32_t cuptidouble_stream_id(uint64_t handle) { return stream_id_of(handle); }
 
@@ -473,9 +549,20 @@ void cuptidouble_complete_buffer(void) {
 /* An API call made on the calling thread: its EXTERNAL_CORRELATION records (one per
  * non-empty stack of this thread) and its API record, each written when its kind is
  * enabled. Returns the call's correlation id. `runtime` selects RUNTIME (1) or DRIVER (0). */
+static uint32_t api_record(uint32_t corr, int runtime, uint32_t cbid, uint64_t start, uint64_t end);
+
 uint32_t cuptidouble_api(int runtime, uint32_t cbid, uint64_t start, uint64_t end) {
+    return api_record(0, runtime, cbid, start, end);
+}
+
+/* The API call of correlation id `corr` (from cuptidouble_new_correlation). */
+uint32_t cuptidouble_api_as(uint32_t corr, int runtime, uint32_t cbid, uint64_t start, uint64_t end) {
+    return api_record(corr, runtime, cbid, start, end);
+}
+
+static uint32_t api_record(uint32_t corr, int runtime, uint32_t cbid, uint64_t start, uint64_t end) {
     pthread_mutex_lock(&lock);
-    uint32_t corr = next_correlation++;
+    if (corr == 0) corr = next_correlation++;
     CUpti_ActivityKind kind = runtime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
     /* An API record is written when its kind is enabled, or this API by itself. */
     const unsigned char *one = runtime ? runtime_api_on : driver_api_on;
@@ -581,4 +668,20 @@ int cuptidouble_memset(uint32_t corr, uint32_t value, uint64_t bytes, uint32_t d
     }
     pthread_mutex_unlock(&lock);
     return ok;
+}
+
+/* A whole simulated launch, for benchmarks: a cuLaunchKernel's records (external correlation,
+ * driver API) and its kernel record, the kernel running `kernel_ns` from 3 us after the call
+ * began. Writes the double's clock at its return to *exit_ns (when not NULL): the caller's
+ * clock read after ctypes returns, minus this, is the time it waited to get the GIL back. */
+uint32_t cuptidouble_launch(const char *name, uint32_t stream, uint64_t kernel_ns, uint64_t *exit_ns) {
+    uint64_t t = now_ns();
+    uint32_t corr = api_record(0, 0, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, t, t + 2000);
+    cuptidouble_kernel(corr, name, 0, 1, stream, 1, 1, 1, 32, 1, 1, t + 3000, t + 3000 + kernel_ns);
+    if (exit_ns) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        *exit_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    }
+    return corr;
 }

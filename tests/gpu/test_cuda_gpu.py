@@ -3,7 +3,7 @@
 Checks device times against ``cupyx.profiler.benchmark``, that launches do not synchronize,
 that threads on their own streams are placed side by side, that the event pool creates no
 event per launch once warm, ranges, copies and the clock alignment; and measures the host
-cost per launch. Where CUPTI can be used (cupti-python installed, no other tool holding it),
+cost per launch. Where CUPTI can be used (libcupti found, no other tool holding it),
 the CUPTI path too: CuPy's own kernels (``a * 2 + b``, ``cupy.sum``, ``x @ y``) one by one,
 their device times against events, three threads on three streams, and the cost per launch
 with CUPTI on and off. Every test passes on either path; each says which it checked. Figures go to the JSON file named by ``KPROF_GPU_FIGURES`` (if set).
@@ -121,7 +121,7 @@ def cupti_path() -> bool:
 
 needs_cupti = pytest.mark.skipif(
     "not cupti_path()",
-    reason="CUPTI cannot be used here (cupti-python missing or CUPTI taken): events path only",
+    reason="CUPTI cannot be used here (libcupti not found, or CUPTI taken): events path only",
 )
 
 
@@ -490,6 +490,16 @@ def test_cupti_device_times_agree_with_events(cuda: kprof.Backend, spin: Any) ->
         "relative_difference": round(rel, 5),
     }
     assert abs(rel) < 0.02
+    # Which reader ran, and how CUPTI's clock was placed: the compiled reader's timestamp
+    # callback puts records on perf_counter_ns's clock (error 0); the pure one calibrates.
+    from kprof_cuda import activity
+
+    compiled = activity._reader is not None and activity._reader.compiled
+    methods = [c.method for c in p.clocks.values()]
+    FIGURES["cupti_vs_events"]["reader"] = "compiled" if compiled else "pure Python"
+    FIGURES["cupti_vs_events"]["clocks"] = methods
+    if compiled and activity._reader.timestamp_callback:
+        assert any("timestamp callback" in m for m in methods), methods
 
 
 @needs_cupti

@@ -110,11 +110,44 @@ class Tracer:
             self._pending = rest
         return [capture.DeviceRecord(*item) for item in done]
 
+    #: Hand records over column-wise (``capture.deliver_columns``), as a rocprofiler-sdk
+    #: reader would: queues keyed by 64-bit handles, 64-bit correlation ids, launch
+    #: configuration in work-items, described by a format string.
+    columns = False
+
     def _deliver(self, records: list[Any]) -> None:
         if records:
             self.delivered_batches += 1
             self.delivery_threads.add(threading.current_thread().name)
-            capture.deliver(self.backend, records)
+            if self.columns:
+                capture.deliver_columns(self.backend, self._as_columns(records))
+            else:
+                capture.deliver(self.backend, records)
+
+    def _as_columns(self, records: list[Any]) -> capture.ActivityColumns:
+        names = sorted({r.name for r in records})
+        queues = list({id(r.queue): r.queue for r in records}.values())
+        qi = {id(q): i for i, q in enumerate(queues)}
+        return capture.ActivityColumns(
+            scope=[r.scope for r in records],
+            kind=[r.kind for r in records],
+            name=[names.index(r.name) for r in records],
+            names=names,
+            queue=[qi[id(r.queue)] for r in records],
+            queues=queues,
+            begin=[r.begin for r in records],
+            end=[r.end for r in records],
+            nbytes=[r.nbytes for r in records],
+            launch_begin=[r.launch_begin for r in records],
+            launch_end=[r.launch_end for r in records],
+            correlation=[(1 << 63) + i for i in range(len(records))],  # 64-bit ids
+            # (The simulated work's size in work-items is its duration: something per row.)
+            detail=(
+                "grid {0} work-items, workgroup {1}",
+                ([r.end - r.begin for r in records], [64] * len(records)),
+            ),
+            clock="simulated tracer clock",
+        )
 
     def _run(self) -> None:
         while self.enabled:

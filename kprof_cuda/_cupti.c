@@ -1,0 +1,712 @@
+/* The CUDA plugin's compiled CUPTI reader (see kprof_cuda/cupti_native.py, which drives it).
+ *
+ * CUPTI hands completed activity buffers to C callbacks registered here; each buffer is walked
+ * with cuptiActivityGetNextRecord on the thread CUPTI calls from (its own, or a flushing one),
+ * its external-correlation, API, kernel, memcpy and memset records joined by correlation id in
+ * C (in any order: work records whose launch is not complete wait), kernel names interned, and
+ * the rows kept in C. No Python runs on CUPTI's thread and no Python object is made per
+ * record: Python takes every ready row at once as int64 columns (take()), holding the GIL once
+ * per batch, on its own schedule.
+ *
+ * Limited API (abi3, CPython >= 3.10). No NVIDIA header is needed: CUPTI's functions are
+ * reached through addresses Python found with ctypes (cupti_lib.py), and record fields are
+ * read at the offsets Python passes in (cupti_abi.layout(), the one definition), which are
+ * those common to every supported header version. Records are stepped by CUPTI itself.
+ */
+#define PY_SSIZE_T_CLEAN
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030A0000
+#endif
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int cupti_result;
+typedef void (*request_fn)(uint8_t **, size_t *, size_t *);
+typedef void (*complete_fn)(void *, uint32_t, uint8_t *, size_t, size_t);
+typedef cupti_result (*next_record_t)(uint8_t *, size_t, void **);
+typedef cupti_result (*cupti_register_t)(request_fn, complete_fn);
+typedef cupti_result (*register_ts_t)(uint64_t (*)(void));
+
+static next_record_t next_record;
+static cupti_register_t register_callbacks;
+static register_ts_t register_timestamp;
+
+/* CUpti_ActivityKind values and kprof's external correlation kind (set by configure). */
+enum { K_MEMCPY = 1, K_MEMSET = 2, K_DRIVER = 4, K_RUNTIME = 5, K_KERNEL = 10, K_EXT = 39 };
+static uint32_t ext_kind = 5;
+
+/* Offsets, in cupti_abi.layout()'s order. */
+enum {
+    KS, KE, KDEV, KCTX, KSTR, KGX, KGY, KGZ, KBX, KBY, KBZ, KCORR, KNAME, KGRAPH,
+    CKIND, CBYTES, CS, CE, CDEV, CCTX, CSTR, CCORR,
+    SBYTES, SS, SE, SDEV, SCTX, SSTR, SCORR,
+    ACBID, AS, AE, ACORR,
+    EKIND, EID, ECORR,
+    N_OFFSETS
+};
+static size_t off[N_OFFSETS];
+
+#define MAX_CBID 8192
+static unsigned char work_api[2][MAX_CBID], graph_api[2][MAX_CBID]; /* [0] driver, [1] runtime */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rows_cond = PTHREAD_COND_INITIALIZER;
+
+/* ---- buffers ------------------------------------------------------------------------------ */
+static size_t buffer_size = 1 << 20;
+static long max_buffers = 64, outstanding;
+static int refuse_ok; /* CUPTI API >= 27: refusing a buffer is safe */
+#define FREE_KEPT 8
+static uint8_t *free_bufs[FREE_KEPT];
+static int n_free;
+
+/* ---- counts ------------------------------------------------------------------------------- */
+static long long c_buffers, c_decoded, c_refused, c_records, c_unknown, c_foreign, c_dropped_rows,
+    c_discarded_buffers;
+
+/* ---- rows --------------------------------------------------------------------------------- */
+enum {
+    R_SCOPE, R_KIND, R_NAME, R_QUEUE, R_DEVICE, R_STREAM, R_BEGIN, R_END, R_NBYTES, R_LB, R_LE,
+    R_CORR, R_GX, R_GY, R_GZ, R_BX, R_BY, R_BZ, N_COLS
+};
+typedef struct { int64_t v[N_COLS]; } row_t;
+/* A work record before the join: its row, and its context id (the queue's key). */
+typedef struct { row_t r; uint32_t ctx; } raw_t;
+
+static row_t *rows;
+static size_t n_rows, cap_rows, max_rows = (size_t)1 << 20;
+static raw_t *pending;
+static size_t n_pending, cap_pending;
+#define MAX_PENDING ((size_t)1 << 20)
+
+/* ---- launches: correlation id -> scope, launch times (open addressing) -------------------- */
+enum { L_SCOPE = 1, L_API = 2, L_GRAPH = 4 };
+typedef struct {
+    uint32_t corr; /* 0: empty slot */
+    uint32_t flags;
+    uint32_t nrows;
+    uint32_t tomb;
+    uint64_t scope;
+    int64_t lb, le;
+} launch_t;
+static launch_t *launches;
+static size_t cap_launches, n_launches, n_used; /* n_used counts tombstones too */
+#define MAX_LAUNCHES ((size_t)1 << 20)
+
+static size_t hash32(uint32_t x) { return (size_t)(x * 2654435761u); }
+
+static launch_t *find_launch(uint32_t corr) {
+    if (!cap_launches) return NULL;
+    size_t mask = cap_launches - 1, i = hash32(corr) & mask;
+    for (;;) {
+        launch_t *l = &launches[i];
+        if (l->corr == corr && !l->tomb) return l;
+        if (l->corr == 0 && !l->tomb) return NULL;
+        i = (i + 1) & mask;
+    }
+}
+
+/* Rehash into a table sized for the live launches (at most a quarter full): tombstones of
+ * launches that got their records go, so probes stay short however many launches passed. */
+static int grow_launches(void) {
+    size_t ncap = 1024;
+    while (ncap < 4 * (n_launches + 1)) ncap *= 2;
+    launch_t *nl = calloc(ncap, sizeof *nl);
+    if (!nl) return -1;
+    for (size_t j = 0; j < cap_launches; j++) {
+        launch_t *l = &launches[j];
+        if (l->corr == 0 || l->tomb) continue;
+        size_t i = hash32(l->corr) & (ncap - 1);
+        while (nl[i].corr) i = (i + 1) & (ncap - 1);
+        nl[i] = *l;
+    }
+    free(launches);
+    launches = nl;
+    cap_launches = ncap;
+    n_used = n_launches;
+    return 0;
+}
+
+static launch_t *get_launch(uint32_t corr) {
+    launch_t *l = find_launch(corr);
+    if (l) return l;
+    if (n_launches >= MAX_LAUNCHES) return NULL; /* launches whose records never came */
+    if ((n_used + 1) * 2 > cap_launches && grow_launches() < 0) return NULL;
+    size_t mask = cap_launches - 1, i = hash32(corr) & mask;
+    while (launches[i].corr && !launches[i].tomb) i = (i + 1) & mask;
+    if (!launches[i].tomb) n_used++;
+    memset(&launches[i], 0, sizeof launches[i]);
+    launches[i].corr = corr;
+    n_launches++;
+    return &launches[i];
+}
+
+static void drop_launch(launch_t *l) {
+    l->tomb = 1;
+    n_launches--;
+}
+
+/* ---- names: kernel names by text (12 on: 0-11 are memset and copy names) ----------------- */
+#define FIRST_KERNEL_NAME 12
+static char **texts;                 /* id - 12 -> the name's text (a copy) */
+static size_t n_texts, cap_texts, texts_taken;
+static int64_t *text_slots;          /* open addressing by FNV-1a hash: id or -1 */
+static size_t cap_text_slots;
+typedef struct { const char *ptr; int64_t id; } ptr_cache_t;
+#define PTR_CACHE 1024
+static ptr_cache_t ptr_cache[PTR_CACHE]; /* CUPTI shares one pointer per kernel name */
+
+static size_t fnv(const char *p) {
+    size_t h = 1469598103934665603ull;
+    for (; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
+}
+
+static int grow_text_slots(void) {
+    size_t ncap = cap_text_slots ? cap_text_slots * 2 : 256;
+    int64_t *ns = malloc(ncap * sizeof *ns);
+    if (!ns) return -1;
+    for (size_t i = 0; i < ncap; i++) ns[i] = -1;
+    for (size_t t = 0; t < n_texts; t++) {
+        size_t i = fnv(texts[t]) & (ncap - 1);
+        while (ns[i] >= 0) i = (i + 1) & (ncap - 1);
+        ns[i] = (int64_t)t;
+    }
+    free(text_slots);
+    text_slots = ns;
+    cap_text_slots = ncap;
+    return 0;
+}
+
+static int64_t intern_name(const char *p) {
+    if (!p) p = "?";
+    ptr_cache_t *pc = &ptr_cache[((uintptr_t)p >> 3) & (PTR_CACHE - 1)];
+    /* The same pointer with the same text (a pointer reused for another name is caught). */
+    if (pc->ptr == p && strcmp(texts[pc->id - FIRST_KERNEL_NAME], p) == 0) return pc->id;
+    if ((n_texts + 1) * 2 > cap_text_slots && grow_text_slots() < 0) return FIRST_KERNEL_NAME - 1;
+    size_t mask = cap_text_slots - 1, i = fnv(p) & mask;
+    int64_t id = -1;
+    while (text_slots[i] >= 0) {
+        if (strcmp(texts[text_slots[i]], p) == 0) { id = FIRST_KERNEL_NAME + text_slots[i]; break; }
+        i = (i + 1) & mask;
+    }
+    if (id < 0) {
+        if (n_texts == cap_texts) {
+            size_t nc = cap_texts ? cap_texts * 2 : 64;
+            char **nt = realloc(texts, nc * sizeof *nt);
+            if (!nt) return FIRST_KERNEL_NAME - 1;
+            texts = nt;
+            cap_texts = nc;
+        }
+        char *copy = strdup(p);
+        if (!copy) return FIRST_KERNEL_NAME - 1;
+        texts[n_texts] = copy;
+        text_slots[i] = (int64_t)n_texts;
+        id = FIRST_KERNEL_NAME + (int64_t)n_texts++;
+    }
+    pc->ptr = p;
+    pc->id = id;
+    return id;
+}
+
+/* ---- queues: (device, context, stream) -> index ------------------------------------------- */
+typedef struct { uint32_t dev, ctx, stream; } qkey_t;
+static qkey_t *queues;
+static size_t n_queues, cap_queues, queues_taken;
+static qkey_t last_q;
+static int64_t last_qi = -1;
+
+static int64_t intern_queue(uint32_t dev, uint32_t ctx, uint32_t stream) {
+    if (last_qi >= 0 && last_q.dev == dev && last_q.ctx == ctx && last_q.stream == stream)
+        return last_qi;
+    size_t i;
+    for (i = 0; i < n_queues; i++) /* few queues: a scan, once per change of queue */
+        if (queues[i].dev == dev && queues[i].ctx == ctx && queues[i].stream == stream) break;
+    if (i == n_queues) {
+        if (n_queues == cap_queues) {
+            size_t nc = cap_queues ? cap_queues * 2 : 16;
+            qkey_t *nq = realloc(queues, nc * sizeof *nq);
+            if (!nq) return 0;
+            queues = nq;
+            cap_queues = nc;
+        }
+        queues[n_queues++] = (qkey_t){dev, ctx, stream};
+    }
+    last_q = (qkey_t){dev, ctx, stream};
+    last_qi = (int64_t)i;
+    return last_qi;
+}
+
+/* ---- the join ------------------------------------------------------------------------------ */
+static int push_row(const row_t *r) {
+    if (n_rows >= max_rows) { c_dropped_rows++; return -1; }
+    if (n_rows == cap_rows) {
+        size_t nc = cap_rows ? cap_rows * 2 : 4096;
+        row_t *nr = realloc(rows, nc * sizeof *nr);
+        if (!nr) { c_dropped_rows++; return -1; }
+        rows = nr;
+        cap_rows = nc;
+    }
+    rows[n_rows++] = *r;
+    return 0;
+}
+
+static void emit(raw_t *w, launch_t *l, int with_api) {
+    w->r.v[R_SCOPE] = (int64_t)l->scope;
+    w->r.v[R_LB] = with_api ? l->lb : 0;
+    w->r.v[R_LE] = with_api ? l->le : 0;
+    w->r.v[R_QUEUE] = intern_queue((uint32_t)w->r.v[R_DEVICE], w->ctx, (uint32_t)w->r.v[R_STREAM]);
+    push_row(&w->r);
+}
+
+/* 1: the row was emitted or is foreign (done with); 0: its launch is not complete yet. */
+static int resolve(raw_t *w, int final, const uint64_t *release, size_t n_release) {
+    launch_t *l = find_launch((uint32_t)w->r.v[R_CORR]);
+    int done = 0;
+    if (l && (l->flags & L_API) && (l->flags & L_SCOPE)) {
+        emit(w, l, 1);
+        done = 1;
+    } else if (l && (l->flags & L_API)) {
+        c_foreign++; /* launched outside every profile */
+        done = 1;
+    } else if (l && (l->flags & L_SCOPE)) {
+        int rel = final;
+        for (size_t k = 0; k < n_release && !rel; k++) rel = l->scope == release[k];
+        if (rel) { emit(w, l, 0); done = 1; } /* its API record was lost */
+    }
+    if (done && l) {
+        l->nrows++;
+        if (!(l->flags & L_GRAPH)) drop_launch(l);
+        return 1;
+    }
+    if (final) { c_foreign++; return 1; }
+    return 0;
+}
+
+static void retry_pending(int final, const uint64_t *release, size_t n_release) {
+    size_t keep = 0;
+    for (size_t i = 0; i < n_pending; i++)
+        if (!resolve(&pending[i], final, release, n_release)) pending[keep++] = pending[i];
+    n_pending = keep;
+}
+
+static void add_pending(const raw_t *w) {
+    if (n_pending >= MAX_PENDING) { c_foreign++; return; }
+    if (n_pending == cap_pending) {
+        size_t nc = cap_pending ? cap_pending * 2 : 256;
+        raw_t *np = realloc(pending, nc * sizeof *np);
+        if (!np) { c_foreign++; return; }
+        pending = np;
+        cap_pending = nc;
+    }
+    pending[n_pending++] = *w;
+}
+
+#define U32(rec, o) (*(const uint32_t *)((const uint8_t *)(rec) + (o)))
+#define I32(rec, o) (*(const int32_t *)((const uint8_t *)(rec) + (o)))
+#define U64(rec, o) (*(const uint64_t *)((const uint8_t *)(rec) + (o)))
+#define PTR(rec, o) (*(const char *const *)((const uint8_t *)(rec) + (o)))
+
+/* Walk a completed buffer (lock held). */
+static void decode(uint8_t *buf, size_t valid) {
+    void *rec = NULL;
+    int waiting = 0;
+    int full = n_rows >= max_rows;
+    while (next_record(buf, valid, &rec) == 0) {
+        c_records++;
+        uint32_t kind = U32(rec, 0);
+        raw_t w;
+        switch (kind) {
+        case K_EXT: {
+            if (U32(rec, off[EKIND]) != ext_kind) break;
+            launch_t *l = get_launch(U32(rec, off[ECORR]));
+            if (l) { l->scope = U64(rec, off[EID]); l->flags |= L_SCOPE; }
+            break;
+        }
+        case K_DRIVER:
+        case K_RUNTIME: {
+            int rt = kind == K_RUNTIME;
+            uint32_t cbid = U32(rec, off[ACBID]), corr = U32(rec, off[ACORR]);
+            if (cbid >= MAX_CBID || !work_api[rt][cbid]) {
+                /* A call that enqueues no device work: nothing will come for it. */
+                launch_t *l = find_launch(corr);
+                if (l) drop_launch(l);
+                break;
+            }
+            launch_t *l = get_launch(corr);
+            if (!l) break;
+            l->flags |= L_API | (graph_api[rt][cbid] ? L_GRAPH : 0);
+            l->lb = (int64_t)U64(rec, off[AS]);
+            l->le = (int64_t)U64(rec, off[AE]);
+            break;
+        }
+        case K_KERNEL:
+        case K_MEMCPY:
+        case K_MEMSET: {
+            if (full) { c_dropped_rows++; break; }
+            memset(&w, 0, sizeof w);
+            int64_t *v = w.r.v;
+            if (kind == K_KERNEL) {
+                v[R_KIND] = 0;
+                v[R_NAME] = intern_name(PTR(rec, off[KNAME]));
+                v[R_DEVICE] = U32(rec, off[KDEV]);
+                w.ctx = U32(rec, off[KCTX]);
+                v[R_STREAM] = U32(rec, off[KSTR]);
+                v[R_BEGIN] = (int64_t)U64(rec, off[KS]);
+                v[R_END] = (int64_t)U64(rec, off[KE]);
+                v[R_NBYTES] = -1;
+                v[R_CORR] = U32(rec, off[KCORR]);
+                v[R_GX] = I32(rec, off[KGX]); v[R_GY] = I32(rec, off[KGY]); v[R_GZ] = I32(rec, off[KGZ]);
+                v[R_BX] = I32(rec, off[KBX]); v[R_BY] = I32(rec, off[KBY]); v[R_BZ] = I32(rec, off[KBZ]);
+            } else if (kind == K_MEMCPY) {
+                uint8_t ck = *((const uint8_t *)rec + off[CKIND]);
+                v[R_KIND] = 1;
+                v[R_NAME] = (ck >= 1 && ck <= 10) ? ck : 11;
+                v[R_DEVICE] = U32(rec, off[CDEV]);
+                w.ctx = U32(rec, off[CCTX]);
+                v[R_STREAM] = U32(rec, off[CSTR]);
+                v[R_BEGIN] = (int64_t)U64(rec, off[CS]);
+                v[R_END] = (int64_t)U64(rec, off[CE]);
+                v[R_NBYTES] = (int64_t)U64(rec, off[CBYTES]);
+                v[R_CORR] = U32(rec, off[CCORR]);
+            } else {
+                v[R_KIND] = 1;
+                v[R_NAME] = 0;
+                v[R_DEVICE] = U32(rec, off[SDEV]);
+                w.ctx = U32(rec, off[SCTX]);
+                v[R_STREAM] = U32(rec, off[SSTR]);
+                v[R_BEGIN] = (int64_t)U64(rec, off[SS]);
+                v[R_END] = (int64_t)U64(rec, off[SE]);
+                v[R_NBYTES] = (int64_t)U64(rec, off[SBYTES]);
+                v[R_CORR] = U32(rec, off[SCORR]);
+            }
+            if (!resolve(&w, 0, NULL, 0)) { add_pending(&w); waiting = 1; }
+            break;
+        }
+        default:
+            c_unknown++; /* a kind kprof does not read: skipped, counted */
+        }
+    }
+    (void)waiting;
+    if (n_pending) retry_pending(0, NULL, 0); /* launches completed by this buffer */
+}
+
+/* ---- CUPTI's callbacks (C only: no GIL, no Python) ----------------------------------------- */
+static void on_request(uint8_t **buf, size_t *size, size_t *max_records) {
+    *max_records = 0;
+    pthread_mutex_lock(&lock);
+    if (outstanding >= max_buffers && refuse_ok) {
+        c_refused++; /* CUPTI drops records and counts them */
+        pthread_mutex_unlock(&lock);
+        *buf = NULL;
+        *size = 0;
+        return;
+    }
+    outstanding++;
+    uint8_t *b = n_free ? free_bufs[--n_free] : NULL;
+    size_t bs = buffer_size;
+    pthread_mutex_unlock(&lock);
+    if (!b) {
+        void *p = NULL;
+        if (posix_memalign(&p, 8, bs) != 0) p = NULL;
+        b = p;
+    }
+    *buf = b;
+    *size = b ? bs : 0;
+}
+
+static void on_complete(void *ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid) {
+    (void)ctx; (void)stream;
+    pthread_mutex_lock(&lock);
+    if (outstanding > 0) outstanding--;
+    if (buf) {
+        c_buffers++;
+        if (valid) {
+            if (n_rows >= max_rows) c_discarded_buffers++;
+            decode(buf, valid);
+            c_decoded++;
+        }
+        if (n_free < FREE_KEPT && size == buffer_size) { free_bufs[n_free++] = buf; buf = NULL; }
+    }
+    if (n_rows) pthread_cond_broadcast(&rows_cond);
+    pthread_mutex_unlock(&lock);
+    free(buf);
+}
+
+/* CUPTI's timestamps from the host's monotonic clock (perf_counter_ns's): no drift, no steps. */
+static uint64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- Python interface ---------------------------------------------------------------------- */
+static void *as_ptr(PyObject *o) { return o == Py_None ? NULL : PyLong_AsVoidPtr(o); }
+
+static int fill_table(PyObject *seq, unsigned char *table) {
+    memset(table, 0, MAX_CBID);
+    PyObject *it = PyObject_GetIter(seq);
+    if (!it) return -1;
+    PyObject *x;
+    while ((x = PyIter_Next(it))) {
+        long v = PyLong_AsLong(x);
+        Py_DECREF(x);
+        if (v >= 0 && v < MAX_CBID) table[v] = 1;
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *configure(PyObject *m, PyObject *args) {
+    PyObject *fns, *layout, *wd, *wr, *gd, *gr;
+    unsigned int ek;
+    if (!PyArg_ParseTuple(args, "OOOOOOI:configure", &fns, &layout, &wd, &wr, &gd, &gr, &ek))
+        return NULL;
+    PyObject *a = PyTuple_GetItem(fns, 0), *b = PyTuple_GetItem(fns, 1), *c = PyTuple_GetItem(fns, 2);
+    if (!a || !b || !c) return NULL;
+    next_record = (next_record_t)as_ptr(a);
+    register_callbacks = (cupti_register_t)as_ptr(b);
+    register_timestamp = (register_ts_t)as_ptr(c);
+    if (PyErr_Occurred()) return NULL;
+    if (!next_record || !register_callbacks) {
+        PyErr_SetString(PyExc_ValueError, "configure() needs cuptiActivityGetNextRecord and "
+                                          "cuptiActivityRegisterCallbacks");
+        return NULL;
+    }
+    if (PyTuple_Size(layout) != N_OFFSETS) {
+        PyErr_Format(PyExc_ValueError, "configure() needs %d offsets", (int)N_OFFSETS);
+        return NULL;
+    }
+    for (int i = 0; i < N_OFFSETS; i++) {
+        off[i] = PyLong_AsSize_t(PyTuple_GetItem(layout, i));
+        if (PyErr_Occurred()) return NULL;
+    }
+    if (fill_table(wd, work_api[0]) || fill_table(wr, work_api[1]) || fill_table(gd, graph_api[0]) ||
+        fill_table(gr, graph_api[1]))
+        return NULL;
+    ext_kind = ek;
+    Py_RETURN_NONE;
+}
+
+static PyObject *register_(PyObject *m, PyObject *noargs) {
+    cupti_result r = register_callbacks(on_request, on_complete);
+    return PyLong_FromLong(r);
+}
+
+static PyObject *register_ts(PyObject *m, PyObject *noargs) {
+    if (!register_timestamp) return PyLong_FromLong(-1);
+    return PyLong_FromLong(register_timestamp(monotonic_ns));
+}
+
+static PyObject *set_limits(PyObject *m, PyObject *args) {
+    Py_ssize_t bs, mb, mr;
+    int ro;
+    if (!PyArg_ParseTuple(args, "nnnp:set_limits", &bs, &mb, &mr, &ro)) return NULL;
+    pthread_mutex_lock(&lock);
+    if ((size_t)bs != buffer_size) { /* kept buffers are of the old size */
+        while (n_free) free(free_bufs[--n_free]);
+    }
+    buffer_size = (size_t)bs;
+    max_buffers = (long)mb;
+    max_rows = (size_t)mr;
+    refuse_ok = ro;
+    pthread_mutex_unlock(&lock);
+    Py_RETURN_NONE;
+}
+
+static int woken;
+
+static PyObject *wake(PyObject *m, PyObject *noargs) {
+    (void)m; (void)noargs;
+    pthread_mutex_lock(&lock);
+    woken = 1;
+    pthread_cond_broadcast(&rows_cond);
+    pthread_mutex_unlock(&lock);
+    Py_RETURN_NONE;
+}
+
+static PyObject *wait_rows(PyObject *m, PyObject *args) {
+    double timeout;
+    if (!PyArg_ParseTuple(args, "d:wait", &timeout)) return NULL;
+    PyThreadState *ts = PyEval_SaveThread();
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    long long ns = until.tv_nsec + (long long)(timeout * 1e9);
+    until.tv_sec += (time_t)(ns / 1000000000);
+    until.tv_nsec = (long)(ns % 1000000000);
+    pthread_mutex_lock(&lock);
+    if (!n_rows && !woken) pthread_cond_timedwait(&rows_cond, &lock, &until);
+    woken = 0;
+    size_t n = n_rows;
+    pthread_mutex_unlock(&lock);
+    PyEval_RestoreThread(ts);
+    return PyLong_FromSize_t(n);
+}
+
+static int scopes_of(PyObject *seq, uint64_t **out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    if (seq == Py_None) return 0;
+    Py_ssize_t k = PySequence_Size(seq);
+    if (k < 0) return -1;
+    *out = malloc((k ? k : 1) * sizeof **out);
+    if (!*out) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *x = PySequence_GetItem(seq, i);
+        if (!x) return -1;
+        (*out)[i] = PyLong_AsUnsignedLongLongMask(x);
+        Py_DECREF(x);
+    }
+    *n = (size_t)k;
+    return 0;
+}
+
+static int in_scopes(uint64_t s, const uint64_t *sc, size_t n) {
+    for (size_t k = 0; k < n; k++)
+        if (sc[k] == s) return 1;
+    return 0;
+}
+
+/* take(final, release) -> None, or (columns: tuple of N_COLS bytes of int64, new names: list of
+ * bytes, new queues: list of (device, context, stream)). */
+static PyObject *take(PyObject *m, PyObject *args) {
+    int final;
+    PyObject *release;
+    if (!PyArg_ParseTuple(args, "pO:take", &final, &release)) return NULL;
+    uint64_t *rel;
+    size_t n_rel;
+    if (scopes_of(release, &rel, &n_rel) < 0) return NULL;
+    pthread_mutex_lock(&lock);
+    if (n_pending && (final || n_rel)) retry_pending(final, rel, n_rel);
+    free(rel);
+    row_t *got = rows;
+    size_t n = n_rows;
+    rows = NULL;
+    n_rows = cap_rows = 0;
+    size_t t0 = texts_taken, t1 = n_texts, q0 = queues_taken, q1 = n_queues;
+    texts_taken = n_texts;
+    queues_taken = n_queues;
+    pthread_mutex_unlock(&lock);
+    /* Texts and queues are only appended, and never freed while the module lives: read them
+     * without the lock. */
+    PyObject *names_l = PyList_New(0), *queues_l = PyList_New(0), *cols = PyTuple_New(N_COLS);
+    if (!names_l || !queues_l || !cols) goto fail;
+    for (size_t i = t0; i < t1; i++) {
+        PyObject *b = PyBytes_FromString(texts[i]);
+        if (!b || PyList_Append(names_l, b) < 0) { Py_XDECREF(b); goto fail; }
+        Py_DECREF(b);
+    }
+    for (size_t i = q0; i < q1; i++) {
+        PyObject *q = Py_BuildValue("(kkk)", (unsigned long)queues[i].dev,
+                                    (unsigned long)queues[i].ctx, (unsigned long)queues[i].stream);
+        if (!q || PyList_Append(queues_l, q) < 0) { Py_XDECREF(q); goto fail; }
+        Py_DECREF(q);
+    }
+    for (int c = 0; c < N_COLS; c++) {
+        PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int64_t)));
+        if (!b) goto fail;
+        int64_t *dst = (int64_t *)PyBytes_AsString(b);
+        for (size_t i = 0; i < n; i++) dst[i] = got[i].v[c];
+        PyTuple_SetItem(cols, c, b);
+    }
+    free(got);
+    PyObject *out = Py_BuildValue("(NNN)", cols, names_l, queues_l);
+    return out;
+fail:
+    free(got);
+    Py_XDECREF(names_l);
+    Py_XDECREF(queues_l);
+    Py_XDECREF(cols);
+    return NULL;
+}
+
+static PyObject *waiting(PyObject *m, PyObject *args) {
+    PyObject *seq;
+    if (!PyArg_ParseTuple(args, "O:waiting", &seq)) return NULL;
+    uint64_t *sc;
+    size_t n;
+    if (scopes_of(seq, &sc, &n) < 0) return NULL;
+    long long w = 0;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < cap_launches; i++) {
+        launch_t *l = &launches[i];
+        if (l->corr && !l->tomb && (l->flags & L_SCOPE) && (l->flags & L_API) && !l->nrows &&
+            in_scopes(l->scope, sc, n))
+            w++;
+    }
+    pthread_mutex_unlock(&lock);
+    free(sc);
+    return PyLong_FromLongLong(w);
+}
+
+static PyObject *forget(PyObject *m, PyObject *args) {
+    PyObject *seq;
+    if (!PyArg_ParseTuple(args, "O:forget", &seq)) return NULL;
+    uint64_t *sc;
+    size_t n;
+    if (scopes_of(seq, &sc, &n) < 0) return NULL;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < cap_launches; i++) {
+        launch_t *l = &launches[i];
+        if (!l->corr || l->tomb || !(l->flags & L_SCOPE) || !in_scopes(l->scope, sc, n)) continue;
+        /* Launches still waiting stay: their records, if they come, are known as late. */
+        if ((l->flags & L_API) && !l->nrows) continue;
+        drop_launch(l);
+    }
+    pthread_mutex_unlock(&lock);
+    free(sc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *reset(PyObject *m, PyObject *noargs) {
+    pthread_mutex_lock(&lock);
+    free(launches);
+    launches = NULL;
+    cap_launches = n_launches = n_used = 0;
+    n_pending = 0;
+    n_queues = queues_taken = 0;
+    last_qi = -1;
+    pthread_mutex_unlock(&lock);
+    Py_RETURN_NONE;
+}
+
+static PyObject *stats(PyObject *m, PyObject *noargs) {
+    pthread_mutex_lock(&lock);
+    PyObject *d = Py_BuildValue(
+        "{sLsLsLsLsLsLsLsLsnsnsn}", "buffers", c_buffers, "decoded", c_decoded, "refused",
+        c_refused, "records", c_records, "unknown_kinds", c_unknown, "foreign", c_foreign,
+        "dropped_rows", c_dropped_rows, "discarded_buffers", c_discarded_buffers, "launches",
+        (Py_ssize_t)n_launches, "pending", (Py_ssize_t)n_pending, "rows", (Py_ssize_t)n_rows);
+    pthread_mutex_unlock(&lock);
+    return d;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure((GetNextRecord, RegisterCallbacks, RegisterTimestampCallback addresses), "
+     "offsets, work driver cbids, work runtime cbids, graph driver cbids, graph runtime cbids, "
+     "external correlation kind)"},
+    {"register", register_, METH_NOARGS, "register() -> CUptiResult of registering the callbacks"},
+    {"register_timestamp", register_ts, METH_NOARGS,
+     "register_timestamp() -> CUptiResult (-1: this CUPTI has no timestamp callback)"},
+    {"set_limits", set_limits, METH_VARARGS, "set_limits(buffer_size, max_buffers, max_rows, refuse_ok)"},
+    {"wait", wait_rows, METH_VARARGS, "wait(timeout) -> rows ready (releases the GIL)"},
+    {"wake", wake, METH_NOARGS, "wake(): end a wait() now"},
+    {"take", take, METH_VARARGS, "take(final, release_scopes) -> (columns, new names, new queues)"},
+    {"waiting", waiting, METH_VARARGS, "waiting(scopes) -> launches of scopes without a record"},
+    {"forget", forget, METH_VARARGS, "forget(scopes): drop their launches but those waiting"},
+    {"reset", reset, METH_NOARGS, "reset(): forget every launch, pending record and queue"},
+    {"stats", stats, METH_NOARGS, "stats() -> counts"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_cupti", "kprof's optional compiled CUPTI reader.", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__cupti(void) { return PyModule_Create(&moduledef); }

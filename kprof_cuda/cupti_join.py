@@ -1,0 +1,179 @@
+"""The join of CUPTI's records by correlation id on numpy arrays, for the pure-Python reader
+(``cupti_pure``; the compiled reader does the same in C, ``_cupti.c``), and the row columns
+both readers hand over."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["RAW_COLUMNS", "ROW_COLUMNS", "Join"]
+
+#: Launches kept while their records may still come (failed launches never get one).
+MAX_LAUNCHES = 1 << 20
+#: Work records kept while their correlation records have not come.
+MAX_PENDING_ROWS = 1 << 20
+
+#: The row columns both readers hand over, in this order (int64 each).
+ROW_COLUMNS = (
+    "scope",
+    "kind",
+    "name",
+    "queue",
+    "device",
+    "stream",
+    "begin",
+    "end",
+    "nbytes",
+    "launch_begin",
+    "launch_end",
+    "correlation",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+)
+#: Columns of work records before the join: the row columns minus scope and launch times,
+# plus device, context, stream (the queue is interned after the join).
+RAW_COLUMNS = (
+    "correlation",
+    "kind",
+    "name",
+    "device",
+    "context",
+    "stream",
+    "begin",
+    "end",
+    "nbytes",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+)
+
+
+class Join:
+    """External-correlation, API and work records joined by correlation id, in any order.
+
+    Launches (a correlation id with its scope, launch times, whether it is a graph launch and
+    how many rows it got) are numpy columns sorted by id; work records whose launch is not
+    known yet wait in ``pending``. A row is ready when its launch has both its scope (an
+    EXTERNAL_CORRELATION record of kprof's kind) and its API record; it is foreign when its
+    API record came without a scope (launched outside every profile)."""
+
+    def __init__(self) -> None:
+        self.corr = np.zeros(0, np.uint64)
+        self.scope = np.zeros(0, np.int64)
+        self.api = np.zeros(0, bool)
+        self.lb = np.zeros(0, np.int64)
+        self.le = np.zeros(0, np.int64)
+        self.graph = np.zeros(0, bool)
+        self.rows = np.zeros(0, np.int64)
+        self.pending: dict[str, np.ndarray] = {c: np.zeros(0, np.int64) for c in RAW_COLUMNS}
+        self.foreign = 0
+
+    def add_launches(
+        self,
+        ext_corr: np.ndarray,
+        ext_scope: np.ndarray,
+        api_corr: np.ndarray,
+        api_lb: np.ndarray,
+        api_le: np.ndarray,
+        api_graph: np.ndarray,
+        no_work: np.ndarray,
+    ) -> None:
+        n0, n1 = len(self.corr), len(ext_corr)
+        keys = np.concatenate([self.corr, ext_corr, api_corr])
+        if not len(keys):
+            return
+        u, inv = np.unique(keys, return_inverse=True)
+        a, b, c = inv[:n0], inv[n0 : n0 + n1], inv[n0 + n1 :]
+        scope = np.zeros(len(u), np.int64)
+        api = np.zeros(len(u), bool)
+        lb = np.zeros(len(u), np.int64)
+        le = np.zeros(len(u), np.int64)
+        graph = np.zeros(len(u), bool)
+        rows = np.zeros(len(u), np.int64)
+        scope[a], api[a], lb[a], le[a] = self.scope, self.api, self.lb, self.le
+        graph[a], rows[a] = self.graph, self.rows
+        scope[b] = ext_scope
+        api[c], lb[c], le[c], graph[c] = True, api_lb, api_le, api_graph
+        keep = ~np.isin(u, no_work) if len(no_work) else np.ones(len(u), bool)
+        if keep.sum() > MAX_LAUNCHES:  # oldest first: launches whose records never came
+            keep &= np.cumsum(keep) > keep.sum() - MAX_LAUNCHES
+        self.corr, self.scope, self.api = u[keep], scope[keep], api[keep]
+        self.lb, self.le, self.graph, self.rows = lb[keep], le[keep], graph[keep], rows[keep]
+
+    def match(
+        self,
+        new: dict[str, np.ndarray],
+        final: bool = False,
+        release: tuple[int, ...] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Join ``new`` work records (and those pending) with the launches; return the ready
+        rows (``RAW_COLUMNS`` columns plus scope and launch times). Rows of a launch with a scope
+        whose API record never came (lost) are ready without launch times when their scope is
+        in ``release`` (its profile is ending) or ``final``; with ``final`` the rest are
+        foreign."""
+        r = {c: np.concatenate([self.pending[c], new[c]]) for c in RAW_COLUMNS}
+        corr = r["correlation"].astype(np.uint64)
+        n, m = len(corr), len(self.corr)
+        if m:
+            idx = np.minimum(np.searchsorted(self.corr, corr), m - 1)
+            found = self.corr[idx] == corr
+            has_api = found & self.api[idx]
+            scoped = found & (self.scope[idx] != 0)
+        else:
+            idx = np.zeros(n, np.int64)
+            found = has_api = scoped = np.zeros(n, bool)
+        ready = has_api & scoped
+        foreign = has_api & ~scoped
+        if final:
+            ready |= scoped
+            foreign |= ~ready
+        elif release and m:
+            ready |= scoped & np.isin(self.scope[idx], np.array(release, np.int64))
+        out = {c: r[c][ready] for c in RAW_COLUMNS}
+        j = idx[ready]
+        empty = np.zeros(0, np.int64)
+        out["scope"] = self.scope[j] if m else empty
+        out["launch_begin"] = self.lb[j] if m else empty
+        out["launch_end"] = self.le[j] if m else empty
+        self.foreign += int(foreign.sum())
+        used = idx[(ready | foreign) & found]
+        if len(used):
+            np.add.at(self.rows, used, 1)
+            self._drop((self.rows > 0) & ~self.graph)
+        wait = ~(ready | foreign)
+        if wait.sum() > MAX_PENDING_ROWS:
+            extra = int(wait.sum()) - MAX_PENDING_ROWS
+            self.foreign += extra
+            wait &= np.cumsum(wait) > extra
+        self.pending = {c: r[c][wait] for c in RAW_COLUMNS}
+        return out
+
+    def _drop(self, done: np.ndarray) -> None:
+        keep = ~done
+        self.corr, self.scope, self.api = self.corr[keep], self.scope[keep], self.api[keep]
+        self.lb, self.le = self.lb[keep], self.le[keep]
+        self.graph, self.rows = self.graph[keep], self.rows[keep]
+
+    def waiting(self, scopes: tuple[int, ...]) -> int:
+        """Launches of ``scopes`` whose API record came and no work record yet."""
+        if not len(self.corr):
+            return 0
+        mine = np.isin(self.scope, np.array(scopes, np.int64))
+        return int((mine & self.api & (self.rows == 0)).sum())
+
+    def forget(self, scopes: tuple[int, ...], keep_waiting: bool = True) -> None:
+        """The profile of ``scopes`` ended: drop its launches, but those still waiting (their
+        records, if they come, are then known as late rather than foreign)."""
+        if not len(self.corr):
+            return
+        mine = np.isin(self.scope, np.array(scopes, np.int64))
+        if keep_waiting:
+            mine &= ~(self.api & (self.rows == 0))
+        self._drop(mine)

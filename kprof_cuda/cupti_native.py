@@ -1,0 +1,115 @@
+"""The compiled CUPTI reader (``kprof_cuda._cupti``), behind the same interface as
+:class:`kprof_cuda.cupti_pure.PureReader`: C callbacks, decoding and the join in C, rows
+taken by Python as whole columns (see ``_cupti.c``)."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from . import cupti_abi as abi
+from .cupti_join import ROW_COLUMNS
+from .cupti_lib import Cupti
+from .cupti_records import Interner
+
+__all__ = ["NativeReader"]
+
+# The C reader's column order (its R_* enum): ROW_COLUMNS' names.
+_C_COLUMNS = (
+    "scope",
+    "kind",
+    "name",
+    "queue",
+    "device",
+    "stream",
+    "begin",
+    "end",
+    "nbytes",
+    "launch_begin",
+    "launch_end",
+    "correlation",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+)
+assert sorted(_C_COLUMNS) == sorted(ROW_COLUMNS)
+
+
+class NativeReader:
+    compiled = True
+
+    def __init__(self, mod: ModuleType, cupti: Cupti) -> None:
+        self.mod = mod
+        self.cupti = cupti
+        self.buffer_size = 1 << 20
+        self.max_buffers = 64
+        self.max_rows = 1 << 20
+        self.refuse_ok = cupti.api_version >= abi.REFUSE_BUFFERS_FROM_API
+        self.names = Interner()
+        self.queues: list[tuple[int, int, int]] = []
+        self.timestamp_callback = False
+        mod.configure(
+            (
+                cupti.address("cuptiActivityGetNextRecord"),
+                cupti.address("cuptiActivityRegisterCallbacks"),
+                cupti.address("cuptiActivityRegisterTimestampCallback"),
+            ),
+            abi.layout(),
+            sorted(abi.WORK_DRIVER),
+            sorted(abi.WORK_RUNTIME),
+            sorted(abi.GRAPH_DRIVER),
+            sorted(abi.GRAPH_RUNTIME),
+            abi.EXT_KIND_CUSTOM2,
+        )
+
+    def register(self) -> None:
+        self.cupti.check(self.mod.register(), "cuptiActivityRegisterCallbacks")
+        # CUPTI's records on the host's monotonic clock; a CUPTI without the callback keeps
+        # its own clock, calibrated (Profile.clocks says which).
+        self.timestamp_callback = self.mod.register_timestamp() == 0
+
+    def apply_limits(self) -> None:
+        """Hand the limits set on this object to the C reader now (else at the next take)."""
+        self._limits()
+
+    def _limits(self) -> None:
+        self.mod.set_limits(self.buffer_size, self.max_buffers, self.max_rows, self.refuse_ok)
+
+    def wait(self, timeout: float) -> None:
+        self._limits()
+        self.mod.wait(timeout)
+
+    def wake(self) -> None:
+        self.mod.wake()
+
+    def take(
+        self, final: bool = False, release: tuple[int, ...] | None = None
+    ) -> dict[str, Any] | None:
+        self._limits()
+        cols, names, queues = self.mod.take(final, release)
+        self.names.extend(names)
+        self.queues.extend(queues)
+        if not cols[0]:
+            return None
+        return dict(zip(_C_COLUMNS, cols))
+
+    def waiting(self, scopes: tuple[int, ...]) -> int:
+        return int(self.mod.waiting(scopes))
+
+    def forget(self, scopes: tuple[int, ...]) -> None:
+        self.mod.forget(scopes)
+
+    def join_foreign(self) -> int:
+        return int(self.mod.stats()["foreign"])
+
+    def stats(self) -> dict[str, int]:
+        s = dict(self.mod.stats())
+        s["discarded_records"] = 0
+        return s
+
+    def reset(self) -> None:
+        self.mod.reset()
+        self.queues.clear()
