@@ -19,6 +19,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
+from kprof_core.cli.run import INTERRUPTED
 from kprof_core.host.backend import KprofError
 from kprof_core.profiler import profile
 
@@ -72,11 +73,17 @@ class KprofMagics(Magics):
             p = prof.__enter__()
         except (KprofError, TypeError, ValueError) as exc:
             raise UsageError(f"%kprof: {exc}") from None
+        interrupted = None
         try:
             exec(compiled, shell.user_ns)
         finally:
-            prof.__exit__(*sys.exc_info())
-            shell.user_ns[var] = p  # kept also when the code raised: what ran is recorded
+            try:
+                prof.__exit__(*sys.exc_info())
+            except KeyboardInterrupt as exc:  # while waiting for the device: p keeps the rest
+                p.meta["interrupted"] = INTERRUPTED
+                interrupted = exc
+            finally:
+                shell.user_ns[var] = p  # kept also when the code raised: what ran is recorded
         for path, write in (
             (opt("o", "output"), p.save),
             (opt(None, "html"), p.export_html),
@@ -84,6 +91,8 @@ class KprofMagics(Magics):
         ):
             if path:
                 write(path)
+        if interrupted is not None:
+            raise interrupted  # the files hold what was resolved; the cell was interrupted
         if "q" not in opts and "quiet" not in opts:
             from IPython.display import display
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import functools
-import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from kprof_core.host.backend import Backend, KprofError
-from kprof_core.host.discovery import registry
+from kprof_core.host.backend import Backend
+from kprof_core.host.discovery import MAX_SECONDS, env_seconds, registry
 from kprof_core.recording import activity
 from kprof_core.recording.recorder import _ACTIVE, Recorder, now
 from kprof_core.result import Profile
@@ -29,29 +28,16 @@ _installed: set[Backend] = set()  # remove_capture only what install_capture did
 
 def resolve_timeout(value: float | None) -> float:
     if value is None:
-        raw = os.environ.get(ENV_TIMEOUT)
-        if raw is None or not raw.strip():
-            return DEFAULT_TIMEOUT
-        try:
-            value = float(raw)
-        except ValueError:
-            raise KprofError(
-                f"{ENV_TIMEOUT}={raw!r} is not a number of seconds; set it to a positive number "
-                f"such as 30, or unset it for the default ({DEFAULT_TIMEOUT:g} s)"
-            ) from None
-        if not value > 0:
-            raise KprofError(
-                f"{ENV_TIMEOUT}={raw!r}: the resolve timeout must be a positive number of "
-                f"seconds; set it to e.g. 30, or unset it for the default ({DEFAULT_TIMEOUT:g} s)"
-            )
-        return value
+        # Warned at the line that made the profile: env_seconds, here, profile(), its caller.
+        return env_seconds(ENV_TIMEOUT, DEFAULT_TIMEOUT, stacklevel=4)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(
             f"profile(timeout=...) must be a number of seconds, not {type(value).__name__}"
         )
-    if not value > 0:
+    if not 0 < value <= MAX_SECONDS:
         raise ValueError(
-            f"profile(timeout=...) must be a positive number of seconds, not {value!r}"
+            f"profile(timeout=...) must be a positive number of seconds, at most "
+            f"{MAX_SECONDS:g}, not {value!r}"
         )
     return float(value)
 

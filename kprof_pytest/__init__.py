@@ -7,6 +7,9 @@
 ``@pytest.mark.kprof`` profiles chosen tests only (``@pytest.mark.kprof(backends=["opencl"])``),
 and the ``kprof_profile`` fixture is the test's own profile, to assert on.
 
+Under pytest-xdist (``-n N``) each worker profiles its tests and sends what the summary needs
+to the controller, which prints the same summary and comparison as a serial run.
+
 It costs nothing unless asked for: this module imports only pytest, and ``kprof_core`` (with
 the backends) is imported the first time a test is profiled. That is why the plugin is a
 package of its own rather than a module of ``kprof_core``: importing ``kprof_core`` takes
@@ -126,6 +129,29 @@ def kprof_profile(request: pytest.FixtureRequest) -> Any:
     from .runs import TestRun
 
     return TestRun.of(request.node).view
+
+
+# -- pytest-xdist: each worker's results travel to the controller, which prints the summary --
+_WORKER_KEY = "kprof_results"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # On an xdist worker: xdist sends ``workeroutput`` once every sessionfinish ran.
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        from . import runs
+
+        output[_WORKER_KEY] = runs.worker_output(session.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    # On the xdist controller (the hook exists only where pytest-xdist is installed).
+    results = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
+    if results:
+        from . import runs
+
+        runs.from_worker(node.config, results)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

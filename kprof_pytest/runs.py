@@ -6,6 +6,7 @@ test is profiled never imports it (see the package docstring).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -24,18 +25,27 @@ _RESULTS = pytest.StashKey["list[TestResult]"]()
 
 
 def test_key(item: pytest.Item) -> str:
-    """What names a test's baseline: its module's import name and the node id's part after
-    the file (``test_ops::TestMul::test_mul2[4]``).
+    """What names a test's baseline: its module's name and the node id's part after the
+    file (``test_ops::TestMul::test_mul2[4]``).
 
     Not the node id itself: that starts with the file's path relative to the rootdir, which
     pytest also derives from option values that are existing paths, so the same test gets
     another node id once ``--kprof-compare DIR`` exists (measured on PyOpenCL's test suite:
-    every baseline missed).
+    every baseline missed). Nor the imported module's ``__name__``: that depends on
+    ``--import-mode`` (``importlib`` names modules after their path from the rootdir), and a
+    gate that finds no baseline passes every slowdown. The module name is derived from the
+    file, as the default import mode names it: the packages (directories with an
+    ``__init__.py``) above it, dotted, and the file's stem.
     """
-    module = getattr(getattr(item, "module", None), "__name__", None)
-    if not module or "::" not in item.nodeid:
+    path = getattr(item, "path", None)
+    if "::" not in item.nodeid or path is None or path.suffix != ".py":
         return item.nodeid
-    return f"{module}::{item.nodeid.split('::', 1)[1]}"
+    parts = [path.stem]
+    for parent in path.parents:
+        if not (parent.name.isidentifier() and (parent / "__init__.py").is_file()):
+            break
+        parts.append(parent.name)
+    return f"{'.'.join(reversed(parts))}::{item.nodeid.split('::', 1)[1]}"
 
 
 def baseline_name(key: str) -> str:
@@ -47,7 +57,8 @@ def baseline_name(key: str) -> str:
 
 @dataclass
 class TestResult:
-    """What the terminal summary needs of one test (the profile itself is not kept)."""
+    """What the terminal summary needs of one test (the profile itself is not kept): plain
+    data, so that pytest-xdist's workers can send it to the controller (``to_wire``)."""
 
     __test__ = False  # not a test class, whatever its name
 
@@ -56,8 +67,35 @@ class TestResult:
     kernels: list[tuple[str, int, int]]  # (label, total ns, calls), largest first
     compared: bool = False
     baseline: str | None = None
-    changes: list[DiffRow] = field(default_factory=list)  # significant device-side changes
-    failed: list[DiffRow] = field(default_factory=list)
+    # Significant device-side changes: (status, description, failed the gate).
+    changes: list[tuple[str, str, bool]] = field(default_factory=list)
+    problem: str | None = None  # why the baseline could not be read
+
+    def to_wire(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> TestResult:
+        return cls(
+            **{
+                **data,
+                "kernels": [tuple(k) for k in data["kernels"]],
+                "changes": [tuple(c) for c in data["changes"]],
+            }
+        )
+
+
+def add_results(config: pytest.Config, results: list[TestResult]) -> None:
+    config.stash.setdefault(_RESULTS, []).extend(results)
+
+
+def worker_output(config: pytest.Config) -> list[dict[str, Any]]:
+    """This process's results, as pytest-xdist sends them from a worker to the controller."""
+    return [r.to_wire() for r in config.stash.get(_RESULTS, [])]
+
+
+def from_worker(config: pytest.Config, output: list[dict[str, Any]]) -> None:
+    add_results(config, [TestResult.from_wire(d) for d in output])
 
 
 class ProfileView:
@@ -128,7 +166,7 @@ class TestRun:
             prof = profile(backends=self._backends())
             prof.__enter__()
         except (KprofError, TypeError) as exc:  # an unknown backend name, a bad marker
-            pytest.fail(f"kprof: {exc}", pytrace=False)
+            pytest.fail(escape(f"kprof: {exc}"), pytrace=False)
         self.profiler = prof
 
     def stop(self) -> None:
@@ -161,7 +199,7 @@ class TestRun:
             key=lambda k: (-k[1], k[0]),
         )
         self.summary = TestResult(self.item.nodeid, sum(k[1] for k in kernels), kernels)
-        self.item.config.stash.setdefault(_RESULTS, []).append(self.summary)
+        add_results(self.item.config, [self.summary])
 
     def baseline(self) -> None:
         """Save, compare with the baseline, and fail on a significant slowdown, as asked."""
@@ -178,30 +216,49 @@ class TestRun:
         if not compare_dir:
             return
         path = os.path.join(compare_dir, name)
-        if not os.path.exists(path):
+        if not os.path.lexists(path):
             return
-        d = compare_with(path, p, config.getoption("kprof_alpha"))
-        res.compared, res.baseline = True, path
-        res.changes = [r for r in d.rows if r.section != "host" and r.significant]
         fail_above = config.getoption("kprof_fail_above")
-        if fail_above is not None:
-            res.failed = d.slowdowns(fail_above)
-            if res.failed:
+        try:
+            d = compare_with(path, p, config.getoption("kprof_alpha"))
+        except CommandError as exc:
+            # The test's own outcome stands: the summary says it once, in one line. Only a
+            # gate (--kprof-fail-above) fails the test, as it cannot vouch for it.
+            res.problem = str(exc)
+            if fail_above is not None:
                 pytest.fail(
+                    escape(f"kprof: cannot compare with the baseline: {exc}"), pytrace=False
+                )
+            return
+        res.compared, res.baseline = True, path
+        failed = d.slowdowns(fail_above) if fail_above is not None else []
+        res.changes = [
+            (r.status, describe(r), r in failed)
+            for r in d.rows
+            if r.section != "host" and r.significant
+        ]
+        if failed:
+            pytest.fail(
+                escape(
                     f"kprof: significantly slower than the baseline {path} "
                     f"(more than {fail_above:g}x, median per call): "
-                    + "; ".join(describe(r) for r in res.failed),
-                    pytrace=False,
-                )
+                    + "; ".join(describe(r) for r in failed)
+                ),
+                pytrace=False,
+            )
+
+
+class CommandError(Exception):
+    """A baseline that cannot be read (the loader's one-line reason)."""
 
 
 def compare_with(path: str, p: Profile, alpha: float) -> ProfileDiff:
-    from kprof_core.cli.common import CommandError, load_profile
+    from kprof_core.cli import common
 
     try:
-        base = load_profile(path)
-    except CommandError as exc:
-        raise pytest.UsageError(f"--kprof-compare: {exc}") from None
+        base = common.load_profile(path)
+    except common.CommandError as exc:
+        raise CommandError(str(exc)) from None
     return base.diff(p, alpha=alpha)
 
 
@@ -216,11 +273,22 @@ def describe(r: DiffRow) -> str:
     )
 
 
+def escape(text: str) -> str:
+    from kprof_core.renderers.terminal import escape
+
+    return escape(text)
+
+
 def terminal_summary(tr: Any, config: pytest.Config) -> None:
     results = config.stash.get(_RESULTS, None)
     if not results:
         return
     from kprof_core.data.timefmt import format_time
+
+    def line(text: str) -> None:
+        # Test ids and kernel names come from the tests and from files: escaped, like every
+        # line kprof writes to a terminal.
+        tr.write_line(escape(text))
 
     top = max(0, config.getoption("kprof_top"))
     ranked = sorted(results, key=lambda r: (-r.device_ns, r.nodeid))[:top]
@@ -232,25 +300,28 @@ def terminal_summary(tr: Any, config: pytest.Config) -> None:
             for label, total, calls in r.kernels[:3]
         )
         more = f", {len(r.kernels) - 3} more" if len(r.kernels) > 3 else ""
-        tr.write_line(
+        line(
             f"{format_time(r.device_ns):>{width}}  {r.nodeid}  {kernels or 'no device work'}{more}"
         )
     if len(results) > len(ranked):
-        tr.write_line(
-            f"({len(results) - len(ranked)} more profiled tests; --kprof-top N lists more)"
-        )
+        line(f"({len(results) - len(ranked)} more profiled tests; --kprof-top N lists more)")
     compare_dir = config.getoption("kprof_compare")
     if not compare_dir:
         return
-    tr.write_sep("=", f"kprof: compared with {compare_dir}")
-    compared = [r for r in results if r.compared]
+    tr.write_sep("=", escape(f"kprof: compared with {compare_dir}"))
+    # In test id order: the same lines whether the tests ran in one process or on xdist's.
+    in_order = sorted(results, key=lambda r: r.nodeid)
+    compared = [r for r in in_order if r.compared]
     for r in compared:
-        for row in r.changes:
-            mark = "FAILED " if row in r.failed else ""
-            tr.write_line(f"{mark}{r.nodeid}: {row.status} {describe(row)}")
+        for status, description, failed in r.changes:
+            line(f"{'FAILED ' * failed}{r.nodeid}: {status} {description}")
+    unreadable = [r for r in in_order if r.problem is not None]
+    for r in unreadable:
+        line(f"{r.nodeid}: not compared: {r.problem}")
     steady = sum(1 for r in compared if not r.changes)
-    missing = len(results) - len(compared)
-    tr.write_line(
+    missing = len(results) - len(compared) - len(unreadable)
+    line(
         f"{len(compared)} test{'s' * (len(compared) != 1)} compared, {steady} within "
         f"the run-to-run spread; {missing} without a baseline"
+        + (f"; {len(unreadable)} with an unreadable baseline" if unreadable else "")
     )

@@ -13,6 +13,10 @@ from typing import Any
 from kprof_core.data.records import DeviceTable, HostTable
 from kprof_core.io import storage
 
+#: A kernel name that, written raw, retitles the terminal (OSC 0), clears it, forges a pytest
+#: result line after a CR LF, and reverses what follows (a bidirectional override).
+EVIL_NAME = "k\x1b]0;pwned\x07\x1b[2J\r\n1 failed, 0 passed\u202e"
+
 
 def split(blob: bytes) -> tuple[dict[str, Any], list[bytes]]:
     """A file's header and its columns' stored bytes, in header order."""
@@ -35,6 +39,17 @@ def deep(depth: int) -> str:
     return key
 
 
+def literal(text: str) -> str:
+    """A value that ``assemble`` writes as the JSON text ``text`` as it is (``1e400``, which
+    json.dumps cannot write)."""
+    key = f"\x00literal{len(_LITERAL)}\x00"
+    _LITERAL[key] = text
+    return key
+
+
+_LITERAL: dict[str, str] = {}
+
+
 def assemble(header: dict[str, Any], stored: Iterable[bytes]) -> bytes:
     """A file from a header and stored column bytes; sizes and checksums made consistent."""
     stored = list(stored)
@@ -43,6 +58,8 @@ def assemble(header: dict[str, Any], stored: Iterable[bytes]) -> bytes:
     text = json.dumps(header)
     for key, depth in _DEEP.items():
         text = text.replace(json.dumps(key), "[" * depth + "1" + "]" * depth)
+    for key, raw in _LITERAL.items():
+        text = text.replace(json.dumps(key), raw)
     h = text.encode("ascii")
     return storage.MAGIC + struct.pack("<III", 1, len(h), zlib.crc32(h)) + h + b"".join(stored)
 
@@ -67,6 +84,23 @@ def with_column(
         if (c["table"], c["name"]) == (table, name):
             c["encoding"], stored[k] = encode(values, compress)
     return assemble(header, stored)
+
+
+def not_files(path: Any) -> dict[str, tuple[Any, str]]:
+    """Paths under ``path`` named like profiles that are not regular files, as a baseline
+    directory in a pull request could hold them (git stores symlinks), with what kprof must
+    call each: a FIFO (reading blocks), a symlink to /dev/zero (endless), a directory."""
+    import os
+
+    fifo, zero, folder = path / "fifo.kprof", path / "zero.kprof", path / "dir.kprof"
+    os.mkfifo(fifo)
+    os.symlink("/dev/zero", zero)
+    folder.mkdir()
+    return {
+        "fifo": (fifo, "is a FIFO (named pipe)"),
+        "zero": (zero, "is a character device"),
+        "dir": (folder, "is a directory"),
+    }
 
 
 @functools.cache

@@ -206,9 +206,11 @@ def test_usage_errors(pytester: pytest.Pytester, testdev_env: None) -> None:
     assert "--kprof-fail-above needs --kprof-compare DIR" in r.stderr.str()
     (pytester.path / "bad").mkdir()
     (pytester.path / "bad" / baseline_name("test_x::test_x")).write_text("not a profile")
+    # An unreadable baseline is said once, in one line; the test's outcome stands
+    # (tests/test_reliability_pytest.py has the gate's case).
     r = pytester.runpytest_subprocess("--kprof", "--kprof-compare", "bad")
-    assert "not a kprof profile" in r.stdout.str() + r.stderr.str()
-    assert r.ret != 0
+    assert (r.stdout.str() + r.stderr.str()).count("not a kprof profile") == 1
+    r.assert_outcomes(passed=1)
 
 
 OPENCL = """

@@ -176,12 +176,15 @@ def test_the_discovery_timeout_variable(
     assert discovery_timeout() == value
 
 
-@pytest.mark.parametrize("raw", ["-1", "soon", "inf", "nan"])
-def test_a_bad_discovery_timeout_is_a_clear_error(
+@pytest.mark.parametrize("raw", ["-1", "soon", "inf", "nan", "1e10"])
+def test_a_bad_discovery_timeout_is_warned_about_and_the_default_used(
     monkeypatch: pytest.MonkeyPatch, raw: str
 ) -> None:
+    """The same rules as KPROF_RESOLVE_TIMEOUT (1e10 was accepted and overflowed the wait)."""
     monkeypatch.setenv("KPROF_DISCOVERY_TIMEOUT", raw)
-    with pytest.raises(
-        kprof.KprofError, match=r"KPROF_DISCOVERY_TIMEOUT=.* is not a number of seconds"
-    ):
-        discovery_timeout()
+    with pytest.warns(RuntimeWarning) as caught:
+        assert discovery_timeout() == 20.0
+    assert [str(w.message) for w in caught] == [
+        f"kprof: KPROF_DISCOVERY_TIMEOUT={raw!r} is not a number of seconds above 0 and at "
+        "most 604800, or 0 to wait for plugins without a bound; using the default (20 s)"
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile import bomb, deep, with_column, with_header
+from hostile import bomb, deep, literal, not_files, with_column, with_header
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_storage import fixture_profile
@@ -182,6 +183,9 @@ def test_a_column_that_holds_more_than_its_rows_is_refused() -> None:
         (lambda h: h.update(end_ns=h["start_ns"] - 1), "ends before it starts"),
         (lambda h: h["meta"].update(clock_drift=float("inf")), "Infinity is not a JSON value"),
         (lambda h: h["meta"].update(x=[float("nan")]), "NaN is not a JSON value"),
+        # Valid JSON that Python reads as infinity: loaded, it could never be saved again.
+        (lambda h: h["meta"].update(clock_drift=literal("1e400")), "1e400 is beyond the range"),
+        (lambda h: h["meta"].update(x={"y": literal("-1e400")}), "-1e400 is beyond the range"),
         (lambda h: h.update(start_ns=-(2**62)), "start_ns is not a time"),
         (lambda h: h["clocks"][0].__setitem__(5, 2**62), "a clock's shift is not a time"),
         (lambda h: h["clocks"][0].__setitem__(4, -5), "error bound is negative"),
@@ -220,6 +224,17 @@ def test_lone_surrogates_in_names_load_and_print(tmp_path: Path) -> None:
     assert "k\\ud800" in p.report()
     p.export_html(tmp_path / "t.html")
     assert "k\\ud800" in (tmp_path / "t.html").read_text(encoding="utf-8")
+
+
+def test_a_name_from_a_non_utf8_path_shows_in_a_notebook() -> None:
+    """os.fsdecode(b"kern_\\xff") holds the lone surrogate \\udcff: the notebook's display
+    (which the front end encodes as UTF-8) shows it escaped, like every other view."""
+    name = os.fsdecode(b"kern_\xff")
+    p = loads(with_header(GOOD, lambda h: h["names"].__setitem__(0, name)))
+    out = p._repr_html_()
+    assert out is not None
+    out.encode("utf-8")  # what a notebook front end does with it
+    assert "kern_\\udcff" in out
 
 
 # -- fuzzing ----------------------------------------------------------------------------------------
@@ -395,3 +410,97 @@ def test_every_flag_kprof_writes_loads() -> None:
     bits = [1 << k for k in range(ALL_FLAGS.bit_length()) if ALL_FLAGS & 1 << k]
     p = loads(with_column(GOOD, "device", "flags", [*bits, ALL_FLAGS][:4]))
     use_everything(p)
+
+
+# -- files that are not files, names that are not plain ---------------------------------------------
+
+LOAD_CHILD = textwrap.dedent("""
+    import resource, sys
+    import kprof
+    # A cap: a loader that reads /dev/zero to the end fails here, not the machine.
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    try:
+        kprof.load(sys.argv[1])
+    except kprof.KprofError as exc:
+        print(type(exc).__name__, exc)
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs and /dev/zero are POSIX")
+def test_only_regular_files_are_read(tmp_path: Path) -> None:
+    """A FIFO would block the loader forever and /dev/zero would fill memory: refused before
+    a byte is read, in a fresh process with a memory cap (and a timeout, for the FIFO)."""
+    for path, what in not_files(tmp_path).values():
+        out = subprocess.run(
+            [sys.executable, "-c", LOAD_CHILD, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == (
+            f"NotAProfileError {path}: {what}, not a kprof profile (kprof reads regular files)\n"
+        )
+    # A symlink to a regular profile is a regular file.
+    (tmp_path / "good.kprof").write_bytes(GOOD)
+    os.symlink(tmp_path / "good.kprof", tmp_path / "link.kprof")
+    assert kprof.load(tmp_path / "link.kprof").counts == loads(GOOD).counts
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs and /dev/zero are POSIX")
+@pytest.mark.parametrize("kind", ["fifo", "zero", "dir"])
+@pytest.mark.parametrize("command", ["merge", "show", "diff"])
+def test_commands_refuse_what_is_not_a_file_in_one_line(
+    tmp_path: Path, kind: str, command: str
+) -> None:
+    path, what = not_files(tmp_path)[kind]
+    (tmp_path / "a.kprof").write_bytes(GOOD)
+    files = [str(path)] if command == "show" else [str(tmp_path / "a.kprof"), str(path)]
+    out = subprocess.run([KPROF, command, *files], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert (
+        out.stderr
+        == f"kprof {command}: {path}: {what}, not a kprof profile (kprof reads regular files)\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["merge", "show", "diff"])
+def test_file_names_in_one_line_errors_are_escaped(tmp_path: Path, command: str) -> None:
+    from hostile import EVIL_NAME
+
+    (tmp_path / "a.kprof").write_bytes(GOOD)
+    evil = str(tmp_path / f"{EVIL_NAME}.kprof")  # not there: "no such file"
+    files = [evil] if command == "show" else [str(tmp_path / "a.kprof"), evil]
+    out = subprocess.run([KPROF, command, *files], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr == (
+        f"kprof {command}: {tmp_path}/k\\x1b]0;pwned\\x07\\x1b[2J\\x0d\\x0a1 failed, 0 passed"
+        "\\u202e.kprof: no such file (cannot read it)\n"
+    )
+
+
+def test_a_long_valid_file_name_saves(tmp_path: Path) -> None:
+    """The temporary file of the atomic save must not push a valid name past NAME_MAX."""
+    name = "p" * 245 + ".kprof"  # 251 bytes: within the usual limit of 255
+    fixture_profile().save(tmp_path / name)
+    assert [f.name for f in tmp_path.iterdir()] == [name]
+    assert storage.dumps(kprof.load(tmp_path / name)) == GOOD
+
+
+def test_merge_warns_of_two_files_of_one_rank(tmp_path: Path) -> None:
+    a, b = fixture_profile(), fixture_profile()
+    b.meta = {**b.meta, "pid": 4243}  # another run's rank 1
+    a.save(tmp_path / "a.kprof")
+    b.save(tmp_path / "b.kprof")
+    out = subprocess.run(
+        [KPROF, "merge", str(tmp_path / "a.kprof"), str(tmp_path / "b.kprof")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == (
+        f"kprof merge: warning: {tmp_path / 'b.kprof'} and {tmp_path / 'a.kprof'} are both "
+        "rank 1; each is merged as a process of its own (give each rank's file once)\n"
+    )
+    assert "Merged 2 processes" in out.stdout

@@ -30,7 +30,8 @@ pytestmark = pytest.mark.usefixtures("testbackends")
         ),
         (lambda: kprof.profile(trace=1), TypeError, r"profile\(trace=...\) must be True or False"),
         (lambda: kprof.profile(synchronize=None), TypeError, "must be True or False"),
-        (lambda: kprof.profile(timeout=-1), ValueError, "positive number of seconds, not -1"),
+        (lambda: kprof.profile(timeout=-1), ValueError, "at most 604800, not -1"),
+        (lambda: kprof.profile(timeout=float("inf")), ValueError, "at most 604800, not inf"),
         (lambda: kprof.profile(timeout=0), ValueError, "positive number of seconds"),
         (lambda: kprof.profile(timeout="5"), TypeError, "number of seconds, not str"),
         (lambda: kprof.profile(backends=[1]), TypeError, r"backend names \(str\), not int 1"),
@@ -71,8 +72,6 @@ def test_an_unknown_backend_lists_the_known_ones() -> None:
     ("var", "value", "says"),
     [
         ("KPROF_DISABLE_PLUGIN_AUTOLOAD", "maybe", "use 1, true, yes or on"),
-        ("KPROF_RESOLVE_TIMEOUT", "soon", "not a number of seconds"),
-        ("KPROF_RESOLVE_TIMEOUT", "-3", "must be a positive number of seconds"),
         ("KPROF_PLUGINS", "testdev;testnots", "installed backends"),
     ],
 )
@@ -92,6 +91,63 @@ def test_a_bad_environment_variable_is_a_clear_error(
     )
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.startswith(f"kprof: {var}={value!r}")
+
+
+@pytest.mark.parametrize("value", ["soon", "-3", "0", "inf", "-inf", "nan", "1e10", "604801"])
+def test_a_malformed_resolve_timeout_is_warned_about_and_the_default_used(
+    monkeypatch: pytest.MonkeyPatch, tdq: Any, value: str
+) -> None:
+    """KPROF_RESOLVE_TIMEOUT=inf (or 1e10) was accepted and overflowed the waits: every
+    record ended unresolved, blamed on the plugin. Now: one warning, the default (60 s)."""
+    monkeypatch.setenv("KPROF_PLUGINS", "testdev")
+    monkeypatch.setenv("KPROF_RESOLVE_TIMEOUT", value)
+    q = tdq()
+    with pytest.warns(RuntimeWarning) as caught:
+        with kprof.profile() as p, q:
+            q.launch("k", 10)
+    [w] = caught
+    assert str(w.message) == (
+        f"kprof: KPROF_RESOLVE_TIMEOUT={value!r} is not a number of seconds above 0 and at "
+        "most 604800; using the default (60 s)"
+    )
+    assert w.filename == __file__  # said at the line that made the profile
+    assert [k.name for k in p.kernels] == ["k"] and p.unresolved == []
+    with pytest.raises(ValueError, match="at most 604800"):
+        kprof.profile(timeout=float(value) if value in ("inf", "1e10") else 1e10)
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"RANK": "worker-3"}, "RANK='worker-3' is not an integer ≥ 0"),
+        ({"SLURM_PROCID": "4", "SLURM_NTASKS": "4"}, "SLURM_PROCID=4 and SLURM_NTASKS=4 disagree"),
+    ],
+)
+@pytest.mark.parametrize("output", ["out.kprof", "prof-{rank}.kprof"])
+def test_malformed_launcher_variables_lose_no_file(
+    tmp_path: Path, env: dict[str, str], says: str, output: str
+) -> None:
+    """kprof run -o wrote nothing when a launcher variable was malformed, even with no
+    {rank} in the path. Now: one warning, the rank unknown (0 in a path), the file written."""
+    (tmp_path / "script.py").write_text(SCRIPT.format(tail=""))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("KPROF_", "SLURM_"))}
+    clean = {k: v for k, v in clean.items() if k not in ("RANK", "WORLD_SIZE", "PMI_RANK")}
+    out = subprocess.run(
+        [KPROF, "run", "-o", output, "script.py"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**clean, **env, "KPROF_PLUGINS": "testdev"},
+    )
+    assert out.returncode == 0, out.stderr
+    written = output.format(rank=0)
+    assert [k.name for k in kprof.load(tmp_path / written).kernels] == ["from_script"]
+    assert "rank" not in kprof.load(tmp_path / written).meta
+    warnings = [line for line in out.stderr.splitlines() if "RuntimeWarning" in line]
+    assert len(warnings) == 1 and "RuntimeWarning: kprof: rank unknown: " in warnings[0]
+    assert says in warnings[0]
+    assert f"kprof: wrote {written}" in out.stderr
 
 
 # -- kprof run -----------------------------------------------------------------------------------
@@ -141,3 +197,49 @@ def test_kprof_run_a_missing_script(tmp_path: Path) -> None:
     )
     assert out.returncode == 2
     assert "can't open file" in out.stderr and "nope.py" in out.stderr
+
+
+OS_EXIT = """
+import multiprocessing, os
+
+def child():
+    print("child", flush=True)  # multiprocessing ends a forked child with os._exit
+
+if __name__ == "__main__":
+    multiprocessing.set_start_method("fork")
+    q = device.Queue()
+    with q:
+        q.launch("from_script", 10)
+    proc = multiprocessing.Process(target=child)
+    proc.start()
+    proc.join()
+    print("before exit", proc.exitcode)
+    os._exit(3)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="a forked child is POSIX")
+def test_kprof_run_writes_and_reports_at_os_exit(tmp_path: Path) -> None:
+    """A script ending in os._exit wrote nothing (every cleanup skipped): kprof run ends the
+    profile, writes and prints first, and exits with the script's status. The forked child's
+    own os._exit writes nothing (it is not the process kprof run profiles)."""
+    (tmp_path / "script.py").write_text("from kprof_testbackend import device\n" + OS_EXIT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    out = subprocess.run(
+        [KPROF, "run", "-o", "out-{pid}.kprof", "--html", "out.html", "script.py"],
+        capture_output=True,
+        text=True,
+        env={**env, "KPROF_PLUGINS": "testdev"},
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 3, out.stderr
+    assert out.stdout.startswith("child\nbefore exit 0\n")
+    assert "recording 0 ranges, 1 kernel and 0 copies." in out.stdout
+    [saved] = tmp_path.glob("out-*.kprof")
+    assert [k.name for k in kprof.load(saved).kernels] == ["from_script"]
+    assert out.stderr.splitlines() == [
+        "kprof: wrote out.html",
+        f"kprof: wrote {saved.name}",
+        "kprof run: script.py exited with code 3",
+    ]

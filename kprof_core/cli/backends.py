@@ -79,7 +79,7 @@ def command(args: argparse.Namespace) -> int:
         print()
         for r in captures:
             why = f": {r['capture_detail']}" if r["capture_detail"] else ""
-            print(f"{r['name']} captures with {r['capture']}{why}")
+            print(escape(f"{r['name']} captures with {r['capture']}{why}"))  # plugins' text
     return 0
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 from kprof_core.host.backend import KprofError
 from kprof_core.io.storage import ProfileFileError
+from kprof_core.renderers.terminal import say
 
 if TYPE_CHECKING:
     from kprof_core.result import Profile
@@ -41,7 +41,7 @@ def load_profile(path: str) -> Profile:
 
 
 def wrote(path: str) -> None:
-    print(f"kprof: wrote {path}", file=sys.stderr)
+    say(f"kprof: wrote {path}")
 
 
 def add_output_options(p: argparse.ArgumentParser) -> None:
@@ -76,27 +76,27 @@ def write_outputs(p: Any, args: argparse.Namespace) -> None:
             continue
         try:
             if kind == "save":
-                path = expand_output(path)
+                path = expand_output(path, p.meta)
                 p.save(path)
             elif kind == "chrome_trace":
                 p.export_chrome_trace(path)
             else:
                 p.export_html(path)
-            print(f"kprof: wrote {path}", file=sys.stderr)
+            say(f"kprof: wrote {path}")
         except Exception as exc:
-            print(f"kprof: could not write {path}: {exc}", file=sys.stderr)
+            say(f"kprof: could not write {path}: {exc}")
 
 
-def expand_output(path: str) -> str:
-    """Fill ``{rank}``, ``{pid}`` and ``{host}`` in an output path (for MPI launchers)."""
-    from kprof_core.data.provenance import process_identity
-
-    ident = process_identity()
+def expand_output(path: str, meta: dict[str, Any]) -> str:
+    """Fill ``{rank}``, ``{pid}`` and ``{host}`` in an output path (for MPI launchers), from
+    what the profile recorded of its process (a malformed launcher variable was warned about
+    then, and left the rank unknown: 0 here, as without a launcher)."""
+    rank = meta.get("rank")
     try:
         return path.format(
-            rank=ident.get("rank") if ident.get("rank") is not None else 0,
+            rank=rank if isinstance(rank, int) else 0,
             pid=os.getpid(),
-            host=ident.get("host", "host"),
+            host=meta.get("host", "host"),
         )
     except (KeyError, IndexError, ValueError) as exc:
         raise KprofError(

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kprof_core.cli.common import EXIT_BAD_INPUT, EXIT_SLOWER, CommandError, load_profile, wrote
 from kprof_core.renderers.common import first_time
+from kprof_core.renderers.terminal import say
 
 if TYPE_CHECKING:
     from kprof_core.result import Profile
@@ -31,21 +31,15 @@ def command(args: argparse.Namespace) -> int:
     """Compare two saved profiles; with ``--fail-above R``, exit 1 when a kernel, copy or
     device range got significantly slower by more than ``R`` (median per call)."""
     if args.fail_above is not None and not args.fail_above > 0:
-        print(
-            f"kprof diff: --fail-above takes a ratio such as 1.10, not {args.fail_above}",
-            file=sys.stderr,
-        )
+        say(f"kprof diff: --fail-above takes a ratio such as 1.10, not {args.fail_above}")
         return EXIT_BAD_INPUT
     if not 0 < args.alpha < 1:
-        print(
-            f"kprof diff: --alpha takes a probability such as 0.01, not {args.alpha}",
-            file=sys.stderr,
-        )
+        say(f"kprof diff: --alpha takes a probability such as 0.01, not {args.alpha}")
         return EXIT_BAD_INPUT
     try:
         before, after = load_profile(args.base), load_profile(args.new)
     except CommandError as exc:
-        print(f"kprof diff: {exc}", file=sys.stderr)
+        say(f"kprof diff: {exc}")
         return EXIT_BAD_INPUT
     d = before.diff(after, alpha=args.alpha)
     labels = (args.base, args.new)
@@ -63,9 +57,7 @@ def command(args: argparse.Namespace) -> int:
             )
             wrote(args.html)
         except OSError as exc:
-            print(
-                f"kprof diff: could not write {args.html}: {exc.strerror or exc}", file=sys.stderr
-            )
+            say(f"kprof diff: could not write {args.html}: {exc.strerror or exc}")
             code = EXIT_BAD_INPUT
     if args.json:
         print(json.dumps({"before": args.base, "after": args.new, **d.to_json()}, indent=1))
@@ -74,11 +66,10 @@ def command(args: argparse.Namespace) -> int:
     if args.fail_above is not None:
         slow = d.slowdowns(args.fail_above)
         if slow:
-            print(
+            say(
                 f"kprof diff: {len(slow)} significant slowdown{'s' * (len(slow) != 1)} above "
                 f"{args.fail_above:g}x: "
-                + ", ".join(f"{r.label} {r.ratio:.2f}x (p={r.p_value:.2g})" for r in slow),
-                file=sys.stderr,
+                + ", ".join(f"{r.label} {r.ratio:.2f}x (p={r.p_value:.2g})" for r in slow)
             )
             code = code or EXIT_SLOWER
     return code

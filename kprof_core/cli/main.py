@@ -4,13 +4,12 @@ module each beside this one (each with ``add_parser`` and ``command``)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
 from kprof_core._version import __version__
 from kprof_core.cli import backends, demo, diff, merge, run, show
 from kprof_core.host.backend import KprofError
-from kprof_core.renderers.terminal import silence_stdout
+from kprof_core.renderers.terminal import say, silence_stdout
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,8 +33,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except KprofError as exc:
-        print(f"kprof: {exc}", file=sys.stderr)
+        say(f"kprof: {exc}")
         return 2
+    except KeyboardInterrupt:
+        # A second Ctrl-C, while the files are written: as the first, no traceback.
+        return 130
     except BrokenPipeError:
         # The reader of the output went away (`kprof backends | head -1`): it read what it
         # wanted, and every file was written before the printing started.

@@ -6,7 +6,6 @@ kprof merge prof-*.kprof -o all.json --html all.html --save all.kprof
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,13 +14,14 @@ from kprof_core.host.backend import KprofError
 from kprof_core.ranks.combine import combine
 from kprof_core.ranks.combine import source_labels as _source_labels
 from kprof_core.ranks.merge import _rank_key, aligned_views, merge_report
-from kprof_core.renderers.terminal import print_text
+from kprof_core.renderers.terminal import print_text, say
 from kprof_core.result import Profile
 
 
 def _load_all(files: Sequence[str]) -> list[Profile]:
     profiles: list[Profile] = []
     seen: dict[tuple[object, ...], str] = {}
+    ranks: dict[int, str] = {}
     for f in files:
         p = load_profile(f)
         key = (p.meta.get("host"), p.meta.get("pid"), p.meta.get("rank"), p.start_ns, p.end_ns)
@@ -30,6 +30,17 @@ def _load_all(files: Sequence[str]) -> list[Profile]:
                 f"{f} holds the same profile as {seen[key]}; give each rank's file once"
             )
         seen[key] = f
+        rank = p.meta.get("rank")
+        if isinstance(rank, int) and not isinstance(rank, bool):
+            if rank in ranks:
+                # Two runs' files mixed up, or a launcher that gave every process rank 0: the
+                # cross-rank summary would count one rank twice. Merged as given, said once.
+                say(
+                    f"kprof merge: warning: {f} and {ranks[rank]} are both rank {rank}; "
+                    f"each is merged as a process of its own (give each rank's file once)"
+                )
+            else:
+                ranks[rank] = f
         profiles.append(p)
     return profiles
 
@@ -39,7 +50,7 @@ def command(args: argparse.Namespace) -> int:
     try:
         profiles = _load_all(args.files)
     except CommandError as exc:
-        print(f"kprof merge: {exc}", file=sys.stderr)
+        say(f"kprof merge: {exc}")
         return 2
     profiles.sort(key=_rank_key)  # stable: files without a rank keep their order, last
     report = merge_report(profiles)
@@ -65,14 +76,14 @@ def command(args: argparse.Namespace) -> int:
             else:
                 combine(profiles).save(path)
         except OSError as exc:
-            print(f"kprof merge: could not write {path}: {exc.strerror or exc}", file=sys.stderr)
+            say(f"kprof merge: could not write {path}: {exc.strerror or exc}")
             code = 2
             continue
         except KprofError as exc:  # clocks that cannot share one timeline
-            print(f"kprof merge: could not write {path}: {exc}", file=sys.stderr)
+            say(f"kprof merge: could not write {path}: {exc}")
             code = 2
             continue
-        print(f"kprof: wrote {path}", file=sys.stderr)
+        say(f"kprof: wrote {path}")
     # Printed after the files are written: a reader that goes away (`| head`) costs nothing.
     print_text(report)
     return code

@@ -7,11 +7,12 @@ import argparse
 import os
 import runpy
 import sys
+import threading
 import traceback
 from typing import Any
 
 from kprof_core.cli.common import add_output_options, write_outputs
-from kprof_core.renderers.terminal import print_text
+from kprof_core.renderers.terminal import print_text, say
 
 
 def _exit_code(code: object) -> int:
@@ -20,8 +21,27 @@ def _exit_code(code: object) -> int:
         return 0
     if isinstance(code, int):
         return code
-    print(code, file=sys.stderr)
+    print(code, file=sys.stderr)  # the script's own message, as Python prints it
     return 1
+
+
+#: What an interrupted end says, and ``meta["interrupted"]`` of the profile it leaves.
+INTERRUPTED = (
+    "interrupted while waiting for the device at the profile's end: what was resolved "
+    "before is kept, work still pending is left out"
+)
+
+
+def end_profile(prof: Any, p: Any) -> bool:
+    """End ``prof``; a Ctrl-C while it waits for the device ends it with what was resolved
+    (the profile keeps that, see ``profile.__exit__``), marks ``p`` interrupted and returns
+    True, so that the caller still writes its files."""
+    try:
+        prof.__exit__(None, None, None)
+    except KeyboardInterrupt:
+        p.meta["interrupted"] = INTERRUPTED
+        return True
+    return False
 
 
 REEXEC = "KPROF_RUN_RESTARTED"  # set in the restarted process: never restarted twice
@@ -59,7 +79,7 @@ def command(args: argparse.Namespace) -> int:
         target_desc = f"module {script}"
     else:
         if not os.path.isfile(script):
-            print(f"kprof run: can't open file {script!r}: no such file", file=sys.stderr)
+            say(f"kprof run: can't open file {script!r}: no such file")
             return 2
         target_desc = script
     backends = [b for b in args.backends.split(",") if b] if args.backends else None
@@ -78,7 +98,23 @@ def command(args: argparse.Namespace) -> int:
     sys.path.insert(0, os.getcwd() if args.module else os.path.dirname(os.path.abspath(script)))
     code = 0
     p = prof.__enter__()
+
+    def finish(code: int) -> int:
+        interrupted = end_profile(prof, p)
+        # Files first: a reader that went away (`| head`) or a script that closed sys.stdout
+        # must not cost them.
+        write_outputs(p, args)
+        print_text(p.report())
+        if code:
+            say(f"kprof run: {target_desc} exited with code {code}")
+        if interrupted:
+            say(f"kprof run: {INTERRUPTED}")
+            return 130
+        return code
+
+    real_exit = os._exit
     try:
+        os._exit = _exit_after(finish, real_exit)
         try:
             if args.module:
                 runpy.run_module(script, run_name="__main__", alter_sys=True)
@@ -94,16 +130,36 @@ def command(args: argparse.Namespace) -> int:
             traceback.print_exc()
             code = 1
     finally:
-        prof.__exit__(None, None, None)
+        os._exit = real_exit
         sys.argv = saved_argv
         sys.path[:] = saved_path
-    # Files first: a reader that went away (`| head`) or a script that closed sys.stdout must
-    # not cost them.
-    write_outputs(p, args)
-    print_text(p.report())
-    if code:
-        print(f"kprof run: {target_desc} exited with code {code}", file=sys.stderr)
-    return code
+    return finish(code)
+
+
+def _exit_after(finish: Any, real_exit: Any) -> Any:
+    """``os._exit`` for the script: in the process and thread kprof run started, the profile
+    is ended, written and printed first (``os._exit`` skips every cleanup, so nothing after
+    the script's last line would run); anywhere else (a forked child, which
+    ``multiprocessing`` ends with ``os._exit``; another thread) it exits at once, as it did."""
+    pid, main = os.getpid(), threading.main_thread()
+
+    def _exit(status: int) -> None:
+        mine = os.getpid() == pid and threading.current_thread() is main
+        if mine and isinstance(status, int) and os._exit is _exit:
+            os._exit = real_exit
+            try:
+                status = finish(status)
+            except BaseException:  # kprof's own trouble must not keep the process alive
+                pass
+            # The script's and kprof's lines before the exit, which flushes nothing.
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+        real_exit(status)
+
+    return _exit
 
 
 def add_parser(sub: Any) -> None:

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from kprof_core.cli.common import EXIT_BAD_INPUT, CommandError, load_profile, wrote
+from kprof_core.renderers.terminal import say
 
 
 def command(args: argparse.Namespace) -> int:
@@ -15,7 +16,7 @@ def command(args: argparse.Namespace) -> int:
     try:
         p = load_profile(args.file)
     except CommandError as exc:
-        print(f"kprof show: {exc}", file=sys.stderr)
+        say(f"kprof show: {exc}")
         return EXIT_BAD_INPUT
     # Files first: a reader that went away (`| head`) must not cost them (as in kprof run).
     code = 0
@@ -25,7 +26,7 @@ def command(args: argparse.Namespace) -> int:
         try:
             export(path)
         except OSError as exc:
-            print(f"kprof show: could not write {path}: {exc.strerror or exc}", file=sys.stderr)
+            say(f"kprof show: could not write {path}: {exc.strerror or exc}")
             code = EXIT_BAD_INPUT
             continue
         wrote(path)

@@ -60,21 +60,42 @@ def env_plugin_names() -> list[str] | None:
     return names
 
 
-def discovery_timeout() -> float | None:
-    """KPROF_DISCOVERY_TIMEOUT in seconds (default 20); 0 runs discovery inline, unbounded."""
-    raw = os.environ.get(ENV_DISCOVERY_TIMEOUT)
+#: The longest wait a timeout may ask for (a week). Far past any device's answer, and far
+#: below what the waits accept: KPROF_RESOLVE_TIMEOUT=1e10 overflowed them, and every record
+#: ended unresolved.
+MAX_SECONDS = 7 * 86_400.0
+
+
+def env_seconds(name: str, default: float, zero: str | None = None, stacklevel: int = 3) -> float:
+    """A number of seconds from the environment variable ``name``: positive and at most
+    ``MAX_SECONDS`` (``0`` too where ``zero`` says what it means). Unset or empty: ``default``.
+    Anything else (``soon``, ``-1``, ``inf``, ``nan``, ``1e10``) is warned about in one line
+    and ``default`` is used: a typo in a variable must not stop a run or lose its files."""
+    raw = os.environ.get(name)
     if raw is None or not raw.strip():
-        return DEFAULT_DISCOVERY_TIMEOUT
+        return default
     try:
         value = float(raw)
     except ValueError:
-        value = -1.0
-    if not value >= 0 or value == float("inf"):
-        raise KprofError(
-            f"{ENV_DISCOVERY_TIMEOUT}={raw!r} is not a number of seconds; set it to a positive "
-            f"number such as 60, to 0 to wait for plugins without a bound, or unset it for the "
-            f"default ({DEFAULT_DISCOVERY_TIMEOUT:g} s)"
-        )
+        value = float("nan")
+    if (0 < value <= MAX_SECONDS) or (value == 0 and zero is not None):
+        return value
+    allowed = f"a number of seconds above 0 and at most {MAX_SECONDS:g}" + (
+        f", or 0 {zero}" if zero else ""
+    )
+    warnings.warn(
+        f"kprof: {name}={raw!r} is not {allowed}; using the default ({default:g} s)",
+        RuntimeWarning,
+        stacklevel=stacklevel,
+    )
+    return default
+
+
+def discovery_timeout() -> float | None:
+    """KPROF_DISCOVERY_TIMEOUT in seconds (default 20); 0 runs discovery inline, unbounded."""
+    value = env_seconds(
+        ENV_DISCOVERY_TIMEOUT, DEFAULT_DISCOVERY_TIMEOUT, zero="to wait for plugins without a bound"
+    )
     return value or None
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 import sys
 import zlib
@@ -194,7 +195,9 @@ def save(profile: ProfileData, target: PathOrFile, compress: bool = True) -> Non
         target.write(data)
         return
     path = os.fspath(target)
-    tmp = f"{path}.tmp{os.getpid()}"
+    # A short temporary name beside the target (same file system, so the rename is atomic):
+    # a suffix on the target's own name would push a valid 250-byte name over NAME_MAX.
+    tmp = os.path.join(os.path.dirname(path), f".kprof-{os.getpid()}-{os.urandom(4).hex()}.tmp")
     try:
         with open(tmp, "wb") as f:
             f.write(data)
@@ -225,9 +228,54 @@ def load(source: PathOrFile, cls: type[P]) -> P:
         name = getattr(source, "name", "<file>")
     else:
         name = os.fspath(source)
-        with open(name, "rb") as f:
-            data = f.read()
-    return loads(data, str(name), cls)
+        data = _read_regular_file(name)
+    try:
+        return loads(data, str(name), cls)
+    except MemoryError:
+        raise ProfileFileError(
+            f"{name}: too large to load ({len(data)} bytes; not enough memory)"
+        ) from None
+
+
+_FILE_TYPES = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_regular(name: str, mode: int) -> ProfileFileError:
+    what = next((w for test, w in _FILE_TYPES if test(mode)), "not a regular file")
+    return NotAProfileError(f"{name}: is {what}, not a kprof profile (kprof reads regular files)")
+
+
+def _read_regular_file(name: str) -> bytes:
+    """The bytes of a regular file, read up to the size it had when opened.
+
+    Anything else is refused before a byte is read: a symlink to ``/dev/zero`` would be read
+    until memory ran out, a FIFO would block forever (it is opened non-blocking, so that even
+    a FIFO swapped in after the first check cannot), and a device may act on being read. A
+    file that is not a kprof profile is refused after its first 12 bytes, whatever its size.
+    """
+    if not stat.S_ISREG(mode := os.stat(name).st_mode):
+        raise _not_regular(name, mode)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(name, flags | getattr(os, "O_BINARY", 0))
+    with open(fd, "rb", closefd=True) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # replaced between the two looks
+            raise _not_regular(name, st.st_mode)
+        head = f.read(_PREFIX.size)
+        if len(head) == _PREFIX.size and head[: len(MAGIC)] != MAGIC:
+            return head  # loads says it is not a profile, without reading the rest
+        try:
+            return head + f.read(max(0, st.st_size - len(head)))
+        except MemoryError:
+            raise ProfileFileError(
+                f"{name}: too large to load ({st.st_size} bytes; not enough memory)"
+            ) from None
 
 
 def loads(data: bytes, name: str, cls: type[P]) -> P:
@@ -297,6 +345,14 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+def _finite_float(text: str) -> float:
+    # 1e400 is valid JSON that Python reads as infinity, which could not be saved again.
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is beyond the range of a float")
+    return value
+
+
 def _read_v1(data: bytes, pos: int, name: str, cls: type[P]) -> P:
     r = Checker(name, CorruptProfileError)
     if len(data) < pos + _V1_FRAME.size:
@@ -315,7 +371,9 @@ def _read_v1(data: bytes, pos: int, name: str, cls: type[P]) -> P:
     try:
         # NaN and Infinity are not JSON (kprof never writes them): refused, as they could not
         # be saved again.
-        header = json.loads(hbytes.decode("ascii"), parse_constant=_no_constant)
+        header = json.loads(
+            hbytes.decode("ascii"), parse_constant=_no_constant, parse_float=_finite_float
+        )
     except (UnicodeDecodeError, ValueError) as exc:
         raise r.fail(f"header is not JSON: {exc}") from None
     except RecursionError:

@@ -98,4 +98,6 @@ def notebook_html(p: ProfileData) -> str | None:
             f"<pre>{html.escape(text)}</pre></details>"
         )
     out.append("</div>")
-    return "\n".join(out)
+    # A name may hold a lone surrogate (os.fsdecode of a non-UTF-8 path): the front end could
+    # not encode it (UnicodeEncodeError in the cell). Written as \udcff, as every output does.
+    return "\n".join(out).encode("utf-8", "backslashreplace").decode("utf-8")

@@ -3,7 +3,8 @@
 Names in a profile come from the profiled program, from plugins and from files, and a file may
 be crafted. Written raw, an escape sequence in a kernel name retitles or clears the terminal,
 and a CR or LF forges report lines. So every line of text output (the summary, the trace,
-``kprof merge``, ``kprof backends``) is passed through :func:`escape` once it is laid out:
+``kprof merge``, ``kprof backends``, the pytest plugin's summary and the one-line errors
+that name files) is passed through :func:`escape` once it is laid out:
 control characters (C0, DEL, C1), Unicode line separators, bidirectional overrides (which
 reorder what is displayed) and lone surrogates (which cannot be encoded) are written as Python
 escapes (``\\x1b``, ``\\u202e``, ``\\ud800``). Everything else, ``µ``, ``≤``, box drawing and
@@ -33,6 +34,12 @@ def escape(text: str) -> str:
 def lines(rows: Iterable[str]) -> str:
     """Lines of output joined by newlines, each escaped (so none can hold another newline)."""
     return "\n".join(escape(r) for r in rows)
+
+
+def say(text: str) -> None:
+    """One line for the user on stderr (an error, a warning, ``wrote FILE``), escaped: it may
+    hold a file name, a test id or a kernel name."""
+    print(escape(text), file=sys.stderr)
 
 
 def silence_stdout() -> None:
