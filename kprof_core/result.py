@@ -13,15 +13,18 @@ from typing import IO, Any, overload
 
 from kprof_core.analysis.compare import DEFAULT_ALPHA, Comparison, DiffRow
 from kprof_core.analysis.compare import diff as _diff
+from kprof_core.analysis.idle import Analysis, analyse
 from kprof_core.data.profile_data import Durations, ProfileData, Summary
 from kprof_core.io import exports, storage
+from kprof_core.renderers.analysis import analysis_html, analysis_lines
 from kprof_core.renderers.chrome import write_chrome_trace
 from kprof_core.renderers.console import render
 from kprof_core.renderers.diff import diff_html, render_diff
 from kprof_core.renderers.html import write_html
 from kprof_core.renderers.notebook import notebook_html
+from kprof_core.renderers.terminal import lines
 
-__all__ = ["DiffRow", "Durations", "Profile", "ProfileDiff", "Summary", "load", "loads"]
+__all__ = ["Analysis", "DiffRow", "Durations", "Profile", "ProfileDiff", "Summary", "load", "loads"]
 
 
 class ProfileDiff(Comparison):
@@ -42,8 +45,36 @@ class ProfileDiff(Comparison):
         return diff_html(self)
 
 
+class ProfileAnalysis(Analysis):
+    """Where the devices' time went (``Profile.analysis()``); print it for the section."""
+
+    def report(self) -> str:
+        """The printed section, as ``print(p)`` shows it."""
+        return lines(analysis_lines(self))
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the report
+        p.text(self.report())
+
+    def _repr_html_(self) -> str:
+        return analysis_html(self)
+
+
 class Profile(ProfileData):
     __doc__ = ProfileData.__doc__
+
+    def analysis(self, range: str | None = None) -> ProfileAnalysis:
+        """Why the device waits: busy and idle time per device and per queue over the
+        profile's span (or the instances of the host range named ``range``), idle split into
+        waiting for the host, waiting on another queue and unexplained; launch-to-start delays
+        (aligned clocks only), short kernels, queue depth, overlap between queues, and a
+        one-line verdict. Host-timed (``*``) and approximate (``~``) rows are left out and
+        counted. Every definition is in :mod:`kprof_core.analysis.idle`.
+        """
+        a = analyse(self, range)
+        return ProfileAnalysis(**{f: getattr(a, f) for f in a.__dataclass_fields__})
 
     def diff(self, other: ProfileData, alpha: float | None = None) -> ProfileDiff:
         """How ``other`` (after) differs from this profile (before), name by name.

@@ -586,6 +586,9 @@ or_const(PyObject *module, PyObject *args)
     return out;
 }
 
+/* The idle analysis's helpers, exported below (idle_*). */
+#include "_idle.h"
+
 static PyMethodDef module_methods[] = {
     {"launch_path", new_launch_path, METH_VARARGS,
      "launch_path(incoming, live_queues, timed_slots, slow, pressure, tls, running_loop, who, "
@@ -597,6 +600,14 @@ static PyMethodDef module_methods[] = {
     {"max_diff", max_diff, METH_VARARGS, "Placement: see kprof_core.recording.placement."},
     {"add_codes", add_codes, METH_VARARGS, "Placement: see kprof_core.recording.placement."},
     {"or_const", or_const, METH_VARARGS, "Placement: see kprof_core.recording.placement."},
+    {"idle_window", idle_window, METH_VARARGS,
+     "The idle analysis's scan: see kprof_core.analysis.idle_columns."},
+    {"idle_stats", idle_stats, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
+    {"idle_order", idle_order, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
+    {"idle_take", idle_take, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
+    {"idle_ends", idle_ends, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
+    {"idle_pick", idle_pick, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
+    {"idle_cover", idle_cover, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,6 +14,7 @@ from kprof_core.ranks.combine import (
     format_cross_rank,
 )
 from kprof_core.ranks.combine import source_labels as _source_labels
+from kprof_core.ranks.waits import rank_wait_lines
 from kprof_core.renderers.terminal import lines
 from kprof_core.result import Profile
 
@@ -64,11 +65,13 @@ def merge_report(profiles: Sequence[Profile]) -> str:
         isinstance(p.meta.get("rank"), int) or isinstance(p.meta.get("sources"), list)
         for p in profiles
     )
+    waits = rank_wait_lines(profiles, _source_labels(profiles))
     # Each part escaped line by line: names in files must not act on the terminal.
     return (
         lines([*out, ""])
         + "\n"
         + format_cross_rank(rows, nsources, "ranks" if ranked else "processes")
+        + ("\n\n" + lines(waits) if waits else "")
     )
 
 

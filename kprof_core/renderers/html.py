@@ -21,6 +21,7 @@ from kprof_core.data.records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, UNRES
 from kprof_core.data.summary import SummaryRow
 from kprof_core.data.timefmt import format_rate, format_time
 from kprof_core.io.exports import Target, open_text
+from kprof_core.renderers.analysis import analysis_html, report_analysis, skipped_note
 from kprof_core.renderers.common import (
     COLUMNS,
     check_profiles,
@@ -254,6 +255,9 @@ def summary_html(p: ProfileData, label: str | None) -> str:
             )
             + "</tbody></table>"
         )
+    if s.device:
+        a = report_analysis(p)
+        out.append(analysis_html(a) if a else f'<p class="note">{html.escape(skipped_note())}</p>')
     for note in footnotes(s):
         out.append(f'<p class="note">{html.escape(note.strip())}</p>')
     reasons: dict[str, int] = {}

@@ -1,0 +1,246 @@
+"""Why the device waits: busy and idle time per device and per queue, idle split by cause,
+launch-to-start delays, short kernels, queue depth and overlap, and a one-line verdict.
+
+Definitions (each figure is exact integer arithmetic over the recorded rows):
+
+- Rows analysed: device kernels and copies with a device time. Host-timed rows (``*``: the
+  backend gave no timestamps, so kprof synchronized and timed the call) and approximate rows
+  (``~``: completions observed on the host) cannot tell when the device was idle; they are
+  skipped and counted (``Analysis.skipped``), as are unresolved rows. Device ranges are left
+  out (they would count their kernels twice).
+- Window: the profile's span, or the instances of a host range (``range="step"``), summed.
+- Busy: the union of the rows' device intervals within the window; idle: the window less busy.
+- Idle is split gap by gap. A gap ends where the next work starts; that work's launch call
+  ended at ``launch_end``. The part of the gap before ``launch_end`` is **waiting for the
+  host** (nothing was enqueued yet); so is the tail after the last work ends. Of the part after
+  the launch, the device was **waiting on another queue** up to the latest end of work on any
+  other queue (or device) within the gap (a dependency it started after); the rest is
+  **unexplained** (the device's own start latency, a wait on a host event, work kprof does not
+  see).
+- Launch-to-start delay: device start minus the launch call's end, only on devices whose clock
+  was aligned to the host's (``Profile.clocks``: ``error_ns`` not None; the largest bound is
+  named). It may be negative: work can start before the call returns.
+- Short kernels: rows whose device duration is shorter than their launch call took.
+- Queue depth: work launched (its call ended) and not yet finished. Its mean over the window is
+  exact by Little's law (the sum of each row's time from launch end to device end, clipped to
+  the window, over the window's length); its maximum comes from a sweep.
+- Overlap: per device, the time two or more of its queues were busy at once, and per pair.
+
+Column-wise: ``map``/``accumulate``/``compress`` over ``array('q')`` columns and ``sorted`` on
+runs (each queue's rows are already in start order, so Timsort only checks or merges runs):
+the loops run in C on both recorder paths (``bench/analysis.py``: a million launches).
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import replace
+from itertools import compress, repeat
+from operator import add, and_, contains, eq, ne, not_
+from typing import TYPE_CHECKING
+
+from kprof_core.analysis.idle_columns import (
+    Rows,
+    Sums,
+    busy_count,
+    compiled_helpers,
+    group,
+    of_bytes,
+)
+from kprof_core.analysis.idle_results import Analysis, DelayStats, GroupAnalysis, notes, verdict
+from kprof_core.data.records import APPROXIMATE, HOST_TIMED, PLACED, RANGE, UNRESOLVED, HostTable
+
+if TYPE_CHECKING:
+    from kprof_core.data.profile_data import ProfileData
+
+__all__ = ["Analysis", "DelayStats", "GroupAnalysis", "analyse"]
+
+_indexes = range  # `analyse` takes a parameter named `range`, as the user writes it
+
+#: Pairwise overlaps are listed for devices with at most this many queues (n² pairs).
+MAX_PAIRED_QUEUES = 8
+
+
+def analyse(p: ProfileData, range: str | None = None) -> Analysis:
+    """Analyse ``p``'s device rows over its span, or over the instances of the host range
+    named ``range``; see the module's docstring for every definition."""
+    t = p.table
+    n = len(t)
+    mod = compiled_helpers()
+    bad = UNRESOLVED | HOST_TIMED | APPROXIMATE
+    skipped: dict[str, int] = {}
+    if t.kind.count(RANGE) == 0 and (
+        t.flags.count(PLACED) == n  # the usual flags, counted in C
+        or not any(map(and_, t.flags, repeat(bad)))
+    ):
+        mask = None
+    else:
+        flagged = array("q", map(and_, t.flags, repeat(bad)))
+        for bit, why in (
+            (UNRESOLVED, "unresolved"),
+            (HOST_TIMED, "host-timed"),
+            (APPROXIMATE, "approximate"),
+        ):
+            k = sum(
+                compress(
+                    map(ne, map(and_, flagged, repeat(bit)), repeat(0)),
+                    map(ne, t.kind, repeat(RANGE)),
+                )
+            )
+            if k:
+                skipped[why] = k
+        mask = bytes(map(and_, map(eq, flagged, repeat(0)), map(ne, t.kind, repeat(RANGE))))
+    cols: tuple[array[int], ...] = (t.queue, t.start, t.duration, t.launch_start, t.launch_end)
+    if mask is not None:
+        cols = tuple(array("q", compress(c, mask)) for c in cols)
+    qcol, start, dur, lstart, lend = cols
+    if mod is not None:
+        end_b, last = mod.idle_ends(start.tobytes(), dur.tobytes())
+        end = of_bytes(end_b)
+        if mask is not None:  # the span, as ProfileData.span_ns has it, from every row
+            last = mod.idle_ends(t.start.tobytes(), t.duration.tobytes())[1]
+        last_end = max(p.end_ns, p.end_ns if last is None else last)
+        span_end = p.start_ns + max(0, last_end - p.start_ns)
+    else:
+        end = array("q", map(add, start, dur))
+        span_end = p.start_ns + p.span_ns
+
+    # Windows.
+    if range is None:
+        windows = [(p.start_ns, span_end)]
+        whole = True
+    else:
+        h = p.host
+        try:
+            nid = p.names.index(range)
+        except ValueError:
+            nid = -1
+        windows = sorted(
+            (h.start[i], h.end[i])
+            for i in compress(
+                _indexes(len(h)),
+                map(and_, map(eq, h.name, repeat(nid)), map(eq, h.kind, repeat(HostTable.RANGE))),
+            )
+        )
+        if not windows:
+            ranges = sorted(
+                {p.names[h.name[i]] for i in _indexes(len(h)) if h.kind[i] == HostTable.RANGE}
+            )
+            raise KeyError(f"no host range named {range!r}; ranges: {ranges}")
+        whole = False
+
+    # Groups: queues, then devices.
+    qids = [qcol[0]] if qcol and qcol.count(qcol[0]) == len(qcol) else list(dict.fromkeys(qcol))
+    queues = p.queues
+    by_queue: dict[int, Rows] = {}
+    qbytes = qcol.tobytes() if mod is not None and len(qids) > 1 else b""
+    for q in qids:
+        sel: tuple[array[int], ...]
+        if len(qids) == 1:
+            sel = (start, end, lstart, lend)
+        elif mod is not None:
+            sel = tuple(
+                of_bytes(mod.idle_pick(qbytes, (q,), c.tobytes(), True, False))
+                for c in (start, end, lstart, lend)
+            )
+        else:
+            m = bytes(map(eq, qcol, repeat(q)))
+            sel = tuple(array("q", compress(c, m)) for c in (start, end, lstart, lend))
+        by_queue[q] = Rows(sel[0], sel[1], sel[2], sel[3], mod)
+    devices: dict[str, list[int]] = {}
+    for q in qids:
+        devices.setdefault(queues[q].device_key, []).append(q)
+    sentinel = array("q", [-(1 << 62)])
+
+    def others_of(qs: list[int]) -> array[int] | None:
+        """Sorted ends of every other queue's rows, after a sentinel below every time."""
+        if len(qs) == len(qids):
+            return None
+        if mod is not None:
+            return sentinel + of_bytes(mod.idle_pick(qbytes, tuple(qs), end.tobytes(), False, True))
+        return sentinel + array(
+            "q", sorted(compress(end, map(not_, map(contains, repeat(set(qs)), qcol))))
+        )
+
+    q_out: list[GroupAnalysis] = []
+    d_out: list[GroupAnalysis] = []
+    overlaps: list[tuple[str, str, int]] = []
+    for dkey, qs in devices.items():
+        clock = p.clocks.get(dkey)
+        q0 = queues[qs[0]]
+        dtitle = f"{q0.backend_title} {q0.device}"
+        q_sums: dict[int, Sums] = {}
+        for q in qs:
+            qr = queues[q]
+            g, sums = group(
+                f"{dkey}/{qr.label}",
+                f"{dtitle}, {qr.label}",
+                qr.backend,
+                by_queue[q],
+                windows,
+                whole,
+                others_of([q]),
+                clock,
+                keep=len(qs) > 1,
+            )
+            q_out.append(g)
+            q_sums[q] = sums
+        if len(qs) == 1:
+            g = q_out[-1]
+            d_out.append(_retitle(g, dkey, dtitle))
+            continue
+        cat = [array("q"), array("q"), array("q"), array("q")]
+        for q in qs:
+            r = by_queue[q]
+            for c, col in zip(cat, (r.s, r.e, r.ls, r.le)):
+                c += col
+        rows = Rows(cat[0], cat[1], cat[2], cat[3], mod)
+        g, _ = group(
+            dkey,
+            dtitle,
+            q0.backend,
+            rows,
+            windows,
+            whole,
+            others_of(qs),
+            clock,
+            keep=False,
+        )
+        spans = [sp for q in qs for sp in q_sums[q].spans]
+        d_out.append(_with_overlap(g, busy_count(spans, 2)))
+        if len(qs) <= MAX_PAIRED_QUEUES:
+            for i, a in enumerate(qs):
+                for b in qs[i + 1 :]:
+                    both = busy_count([*q_sums[a].spans, *q_sums[b].spans], 2)
+                    if both:
+                        ka = f"{dkey}/{queues[a].label}"
+                        kb = f"{dkey}/{queues[b].label}"
+                        overlaps.append((ka, kb, both))
+
+    errors = [g.error_ns for g in d_out if g.aligned and g.error_ns is not None]
+    window_ns = sum(w1 - w0 for w0, w1 in windows)
+    kind, said = verdict(d_out)
+    notes_ = notes(d_out, skipped, errors)
+    return Analysis(
+        range=range,
+        windows=len(windows),
+        window_ns=window_ns,
+        devices=d_out,
+        queues=q_out,
+        overlaps=overlaps,
+        skipped=skipped,
+        error_ns=max(errors) if errors else None,
+        kind=kind,
+        verdict=said,
+        notes=notes_,
+    )
+
+
+def _retitle(g: GroupAnalysis, key: str, title: str) -> GroupAnalysis:
+
+    return replace(g, key=key, title=title)
+
+
+def _with_overlap(g: GroupAnalysis, ns: int) -> GroupAnalysis:
+
+    return replace(g, overlap_ns=ns)
