@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+import kprof_core
+
+# Where the packages are imported from: the checkout, or site-packages when .ci/run tests the
+# installed wheel (a path beside the tests found no modules there, and the test failed).
+ROOT = Path(kprof_core.__file__).resolve().parent.parent
 PACKAGES = ("kprof", "kprof_core", "kprof_cuda", "kprof_opencl", "kprof_hip", "kprof_pytest")
 MAX_LINES = 400
 #: Modules allowed over MAX_LINES, each with why it is not split (yet). Shrink this list.
