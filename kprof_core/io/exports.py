@@ -197,23 +197,8 @@ def _strip(row: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: row[k] for k in keys}
 
 
-_DEVICE_KEYS = (
-    "kind",
-    "name",
-    "backend",
-    "device",
-    "queue",
-    "thread",
-    "start_ns",
-    "duration_ns",
-    "launch_start_ns",
-    "launch_end_ns",
-    "nbytes",
-    "host_timed",
-    "approximate",
-    "error",
-    "detail",
-)
+# A device record's keys are the CSV columns after "record" (which table the row came from).
+_DEVICE_KEYS = COLUMNS[1:]
 _HOST_KEYS = ("kind", "name", "thread", "start_ns", "duration_ns")
 
 
