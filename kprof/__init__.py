@@ -4,15 +4,51 @@
         run_my_kernels()
     print(p)
 
-The implementation lives in ``kprof_core``; this package is its public face.
+Backend plugin authors import ``kprof.plugin``. The implementation lives in ``kprof_core``,
+which is private.
 """
+
+from __future__ import annotations
+
+from typing import Any
 
 from kprof_core import *  # noqa: F403
 from kprof_core import (  # noqa: F401
     __all__,
     __version__,
 )
-from kprof_core.recording import capture  # noqa: F401
+
+from . import plugin
+
+#: Plugin-author names that ``kprof`` exported before ``kprof.plugin`` existed: still found
+#: (with a DeprecationWarning) so that third-party plugins written then keep loading.
+_MOVED = frozenset(
+    {
+        "Alignment",
+        "Backend",
+        "BackendInfo",
+        "NeverSubmitted",
+        "QueueInfo",
+        "TimestampsUnsupported",
+        "capture",
+        "hookimpl",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        import warnings
+
+        warnings.warn(
+            f"kprof.{name} moved to kprof.plugin"
+            + ("" if name == "capture" else f".{name}")
+            + ": import it from there",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return plugin if name == "capture" else getattr(plugin, name)
+    raise AttributeError(f"module 'kprof' has no attribute {name!r}")
 
 
 def load_ipython_extension(ipython: object) -> None:

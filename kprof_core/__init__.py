@@ -1,4 +1,8 @@
-"""kprof's core: the profiler, the plugin host and the reports. ``import kprof`` is its API."""
+"""kprof's core: the profiler, the plugin host and the reports. Private: no stable API.
+
+Import ``kprof`` (what users call) and ``kprof.plugin`` (what backend plugins use) instead;
+the modules here move between releases. ``__all__`` is what ``kprof`` re-exports.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,10 @@ from kprof_core._version import __version__
 from kprof_core.data.records import KernelRecord, MarkerRecord, RangeRecord
 from kprof_core.data.summary import SummaryRow
 from kprof_core.data.timefmt import format_time
-from kprof_core.host.backend import (
-    Alignment,
-    Backend,
-    BackendInfo,
-    KprofError,
-    NeverSubmitted,
-    QueueInfo,
-    TimestampsUnsupported,
-)
+from kprof_core.host.backend import Backend, KprofError
 from kprof_core.host.discovery import registry
-from kprof_core.host.hookspecs import hookimpl, hookspec
+from kprof_core.io.exports import ExportError
+from kprof_core.io.storage import ProfileFileError
 from kprof_core.profiler import profile
 from kprof_core.ranks import mpi
 from kprof_core.ranks.combine import combine
@@ -50,26 +47,20 @@ def unregister_backend(name: str) -> None:
 
 
 __all__ = [
-    "Alignment",
-    "Backend",
-    "BackendInfo",
+    "ExportError",
     "KernelRecord",
     "KprofError",
     "MarkerRecord",
-    "NeverSubmitted",
     "Profile",
-    "QueueInfo",
+    "ProfileFileError",
     "RangeRecord",
     "Summary",
     "SummaryRow",
-    "TimestampsUnsupported",
     "__version__",
     "backends",
     "combine",
     "format_time",
     "get_backend",
-    "hookimpl",
-    "hookspec",
     "kernel",
     "load",
     "mark",

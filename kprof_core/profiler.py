@@ -32,6 +32,8 @@ _installed: set[Backend] = set()  # remove_capture only what install_capture did
 
 
 def resolve_timeout(value: float | None) -> float:
+    """The resolve timeout in seconds: ``value``, or for None ``KPROF_RESOLVE_TIMEOUT``, or
+    the default (60 s); a value that is not a positive number raises ``KprofError``."""
     if value is None:
         # Warned at the line that made the profile: env_seconds, here, profile(), its caller.
         return env_seconds(ENV_TIMEOUT, DEFAULT_TIMEOUT, stacklevel=4)

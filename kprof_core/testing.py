@@ -94,7 +94,7 @@ class BackendConformance:
     def make_workload(self, backend: Backend) -> Callable[[], Any]:
         """One workload step, set up (buffers, compilation) before it is returned. The
         default is the plugin's ``demo_workload``."""
-        step = backend.demo_workload(backend, 1 << 12)
+        step: Callable[[], Any] | None = backend.demo_workload(backend, 1 << 12)
         if step is None:
             raise TypeError(
                 f"backend {backend.name!r} has no demo_workload: override "
@@ -147,12 +147,12 @@ class BackendConformance:
     # -- the checks ---------------------------------------------------------------------------
 
     def test_describe_backend(self, conformance: Conformance) -> None:
-        """describe_backend never raises and returns a kprof.BackendInfo (or None)."""
+        """describe_backend never raises and returns a kprof.plugin.BackendInfo (or None)."""
         _run(conformance.check_describe_backend)
         _run(conformance.require_available)
 
     def test_queue_info_is_stable(self, conformance: Conformance) -> None:
-        """queue_info returns a kprof.QueueInfo, the same for one queue every time."""
+        """queue_info returns a kprof.plugin.QueueInfo, the same for one queue every time."""
         _run(conformance.check_queue_info)
 
     def test_timestamps_read_as_ordered_ints(self, conformance: Conformance) -> None:

@@ -1,6 +1,6 @@
 """Every kernel, copy and memset of a profile, from CUPTI's Activity API, read by kprof itself.
 
-How work is tied to kprof's profiles (scopes; see ``kprof_core/activity.py``): when a profile
+How work is tied to kprof's profiles (scopes; see ``kprof_core/recording/activity.py``): when a profile
 opens a scope on a thread, this module pushes the scope as an *external correlation id* on
 that thread (``cuptiActivityPushExternalCorrelationId``, kind ``CUSTOM2``); CUPTI then writes,
 before the record of every CUDA runtime or driver call the thread makes, an
@@ -20,7 +20,7 @@ Reading: libcupti is loaded at run time (``cupti_lib``). The compiled reader
 thread, joins the records in C and keeps rows in C; the pure-Python one (``cupti_pure``) gets
 one ctypes call per buffer and decodes with numpy. Either way no Python object is made per
 record, and kprof's *drain thread* takes whole batches of rows as columns (holding the GIL
-once per batch) and hands them to the core (``kprof.capture.deliver_columns``); the profile's
+once per batch) and hands them to the core (``kprof.plugin.deliver_columns``); the profile's
 end does the same after flushing. The activity kinds are enabled by the first profile and
 disabled after the last one, after a forced flush.
 """
@@ -33,9 +33,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import kprof
-from kprof import capture
-from kprof_core.low_level import native
+from kprof import plugin as kp
 
 from . import cupti_abi as abi
 from .cupti_lib import Cupti, CuptiError, CuptiUnavailable
@@ -88,7 +86,7 @@ class CuptiActivity:
         self.reason: str | None = None  # why CUPTI is not used, when it is not
         self._enabled: list[int] = []
         self._apis_enabled = False
-        self.backend: kprof.Backend | None = None
+        self.backend: kp.Backend | None = None
         self._offset: tuple[int, int] | None = None
         self.runtime_records = True
         self.dropped_by_cupti = 0
@@ -132,7 +130,7 @@ class CuptiActivity:
 
     # -- on and off -------------------------------------------------------------------------------
 
-    def start(self, backend: kprof.Backend) -> bool:
+    def start(self, backend: kp.Backend) -> bool:
         """Enable the activity kinds (the first profile started). False, with ``reason`` set
         and one warning, when CUPTI is unavailable or held by another tool."""
         self.backend = backend
@@ -261,7 +259,7 @@ class CuptiActivity:
             return False
         c = self.cupti
         assert c is not None
-        return c.ActivityPushExternalCorrelationId(abi.EXT_KIND_CUSTOM2, scope) == 0
+        return bool(c.ActivityPushExternalCorrelationId(abi.EXT_KIND_CUSTOM2, scope) == 0)
 
     def scope_exit(self, scope: int) -> None:
         if self.active:
@@ -282,7 +280,7 @@ class CuptiActivity:
         while True:
             c.ActivityFlushAll(0)
             self._drain(account=True)
-            left = _reader.waiting(scopes)
+            left: int = _reader.waiting(scopes)
             if not left or left <= self._dropped_since_start or time.monotonic() >= deadline:
                 break
             time.sleep(pause)  # CUPTI's thread can deliver meanwhile
@@ -319,7 +317,7 @@ class CuptiActivity:
                 f"of {BUFFER_SIZE} bytes waiting to be read)"
             )
         if self.backend is not None:
-            capture.dropped(self.backend, n, "; ".join(why))
+            kp.dropped(self.backend, n, "; ".join(why))
         warnings.warn(
             f"kprof: {n} CUPTI activity record(s) were lost while the profile ran ("
             + "; ".join(why)
@@ -364,7 +362,7 @@ class CuptiActivity:
             for dev, ctx, stream in queues[self._reader_queues :]:
                 self._queues.append(self._queue_for(dev, ctx, stream))
             self._reader_queues = len(queues)
-            batch = capture.ActivityColumns(
+            batch = kp.ActivityColumns(
                 scope=cols["scope"],
                 kind=cols["kind"],
                 name=cols["name"],
@@ -382,7 +380,7 @@ class CuptiActivity:
             )
             # Delivered holding the lock: a flush that finds nothing left to take has then
             # seen every row taken before it reach its profile (not arrive late).
-            capture.deliver_columns(self.backend, batch)
+            kp.deliver_columns(self.backend, batch)
 
     # -- clocks -------------------------------------------------------------------------------
 
@@ -407,10 +405,10 @@ class CuptiActivity:
         self._offset = (best[1], (best[0] + 1) // 2)
         return self._offset
 
-    def align(self, device_ns: int) -> kprof.Alignment:
+    def align(self, device_ns: int) -> kp.Alignment:
         r = _reader
         if r is not None and r.compiled and r.timestamp_callback:
-            return kprof.Alignment(
+            return kp.Alignment(
                 device_ns,
                 0,
                 "CUPTI timestamps from kprof's timestamp callback "
@@ -424,7 +422,7 @@ class CuptiActivity:
             if r is None or not r.compiled
             else "this CUPTI has no cuptiActivityRegisterTimestampCallback"
         )
-        return kprof.Alignment(
+        return kp.Alignment(
             device_ns + offset,
             error,
             f"cuptiGetTimestamp sampled against perf_counter_ns "
@@ -474,7 +472,7 @@ _DETAIL_COLUMNS = (
 
 
 def _compiled() -> Any:
-    return native.load_plugin_part("kprof_cuda", "_cupti")
+    return kp.load_plugin_part("kprof_cuda", "_cupti")
 
 
 def _get_reader(c: Cupti) -> Any:

@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from importlib import metadata
 from typing import Any
 
-import kprof
+from kprof import plugin as kp
 
 __all__ = ["LEGACY_STREAMS", "PER_THREAD_STREAM", "CupyApi", "cupy_version", "describe"]
 
@@ -70,7 +70,8 @@ class CupyApi:
             return self.cupy.cuda.Stream(non_blocking=True)
 
     def using_device(self, device: int) -> AbstractContextManager[Any]:
-        return self.cupy.cuda.Device(device)
+        ctx: AbstractContextManager[Any] = self.cupy.cuda.Device(device)
+        return ctx
 
     def device_name(self, device: int) -> str:
         name = self.runtime.getDeviceProperties(device)["name"]
@@ -104,14 +105,14 @@ def _cuda_version(v: int) -> str:
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
-def describe() -> kprof.BackendInfo:
+def describe() -> kp.BackendInfo:
     """What ``describe_backend`` reports: never raises, never imports ``cupy`` itself."""
     try:
         spec = importlib.util.find_spec("cupy")
     except (ImportError, ValueError):  # a broken or blocked ``cupy`` in sys.modules
         spec = None
     if spec is None:
-        return kprof.BackendInfo(
+        return kp.BackendInfo(
             status="not installed",
             library="cupy",
             timestamps=True,
@@ -122,7 +123,7 @@ def describe() -> kprof.BackendInfo:
     try:
         from cupy_backends.cuda.api import runtime
     except Exception as exc:
-        return kprof.BackendInfo(
+        return kp.BackendInfo(
             status=f"error: CuPy {version or ''} is installed but its CUDA bindings fail to "
             f"import: {type(exc).__name__}: {exc}".replace("  ", " "),
             library="cupy",
@@ -133,7 +134,7 @@ def describe() -> kprof.BackendInfo:
         count = runtime.getDeviceCount()
     except runtime.CUDARuntimeError as exc:
         # cudaErrorInsufficientDriver (no driver, or one too old), cudaErrorNoDevice, ...
-        return kprof.BackendInfo(
+        return kp.BackendInfo(
             status="no device",
             library="cupy",
             library_version=version,
@@ -141,14 +142,14 @@ def describe() -> kprof.BackendInfo:
             detail=str(exc),
         )
     except Exception as exc:
-        return kprof.BackendInfo(
+        return kp.BackendInfo(
             status=f"error: {type(exc).__name__}: {exc}",
             library="cupy",
             library_version=version,
             timestamps=True,
         )
     if count == 0:
-        return kprof.BackendInfo(
+        return kp.BackendInfo(
             status="no device",
             library="cupy",
             library_version=version,
@@ -171,7 +172,7 @@ def describe() -> kprof.BackendInfo:
         )
     except Exception:
         pass
-    return kprof.BackendInfo(
+    return kp.BackendInfo(
         status="available",
         library="cupy",
         library_version=version,

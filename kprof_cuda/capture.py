@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kprof import capture
-from kprof_core.host.patching import Patcher
+from kprof import plugin as kp
+from kprof.plugin import Patcher
 
 if TYPE_CHECKING:
     from .plugin import CudaPlugin
@@ -41,7 +41,7 @@ def _stream_arg(args: tuple[Any, ...], kwargs: dict[str, Any], i: int) -> Any:
 def install(plugin: CudaPlugin, backend: Any, cupy_mod: Any, host_array: type) -> Patcher:
     """Patch ``cupy_mod``'s copy entry points; return the patcher that undoes it."""
     patcher = Patcher()
-    active = capture.active
+    active = kp.active
     timed = plugin.timed_copy
     nd = getattr(cupy_mod, "ndarray", None)
     if (

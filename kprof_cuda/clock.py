@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kprof import Alignment
+from kprof.plugin import Alignment
 
 from .events import Stamp
 

@@ -253,13 +253,16 @@ class PureReader:
         w64 = b[: valid // 8 * 8].view(np.uint64)
 
         def u32(o: np.ndarray, field: int) -> np.ndarray:
-            return w32[(o + field) >> 2].astype(np.int64)
+            out: np.ndarray = w32[(o + field) >> 2].astype(np.int64)
+            return out
 
         def i32(o: np.ndarray, field: int) -> np.ndarray:
-            return w32[(o + field) >> 2].view(np.int32).astype(np.int64)
+            out: np.ndarray = w32[(o + field) >> 2].view(np.int32).astype(np.int64)
+            return out
 
         def u64(o: np.ndarray, field: int) -> np.ndarray:
-            return w64[(o + field) >> 3].view(np.int64)
+            out: np.ndarray = w64[(o + field) >> 3].view(np.int64)
+            return out
 
         self.counts["unknown_kinds"] += int((~np.isin(kinds, list(_KNOWN))).sum())
         parts: list[dict[str, np.ndarray]] = []

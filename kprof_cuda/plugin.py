@@ -2,8 +2,8 @@
 (``kprof_cuda.activity``) when CUPTI can be used; device timestamps from pooled CuPy events for
 ``kprof.range``, ``kprof.kernel`` and, without CUPTI, for copies.
 
-The entry point (``cuda = "kprof_cuda.plugin"``) is this module; its hook functions are the
-bound methods of one :class:`CudaPlugin`. Tests build their own ``CudaPlugin`` around a fake
+The entry point (``cuda = "kprof_cuda.plugin:plugin"``) is one :class:`CudaPlugin`, whose
+decorated methods are the hooks. Tests build their own ``CudaPlugin`` around a fake
 CuPy and register it under another name.
 
 Importing this module does not import CuPy (nor ``cupy_backends``): ``describe_backend`` does
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import kprof
-from kprof import capture
+from kprof import plugin as kp
 
 from . import nvtx as _nvtx
 from .activity import CuptiActivity
@@ -29,15 +29,14 @@ from .clock import Calibration, align, calibrate
 from .events import EventPool, PoolStats, Stamp
 
 if TYPE_CHECKING:
-    from kprof_core.host.patching import Patcher
-    from kprof_core.recording.recorder import Recorder
+    from kprof.plugin import Patcher, Recorder
 
 __all__ = ["CudaPlugin", "plugin"]
 
 _modules = sys.modules
 _tls = threading.local()
 _now = time.perf_counter_ns
-_COPY = capture.COPY
+_COPY = kp.COPY
 
 #: Free events kept per device when capture is removed (the rest are destroyed).
 KEEP_FREE_EVENTS = 4096
@@ -82,7 +81,7 @@ class CudaPlugin:
         self,
         api: Callable[[], Any] = CupyApi,
         module: str = "cupy",
-        describe: Callable[[], kprof.BackendInfo] = describe,
+        describe: Callable[[], kp.BackendInfo] = describe,
         nvtx: Callable[[], Any] = _nvtx.load,
         activity: Callable[[CudaPlugin], Any] | None = None,
     ) -> None:
@@ -126,8 +125,8 @@ class CudaPlugin:
 
     # -- describing ---------------------------------------------------------------------------
 
-    @kprof.hookimpl
-    def describe_backend(self, backend: kprof.Backend) -> kprof.BackendInfo:
+    @kp.hookimpl
+    def describe_backend(self, backend: kp.Backend) -> kp.BackendInfo:
         info = self._describe()
         if info.status == "not installed":
             return info
@@ -155,8 +154,8 @@ class CudaPlugin:
 
     # -- queues -------------------------------------------------------------------------------
 
-    @kprof.hookimpl
-    def current_queue(self, backend: kprof.Backend) -> Queue | None:
+    @kp.hookimpl
+    def current_queue(self, backend: kp.Backend) -> Queue | None:
         # A program that never imported CuPy does not use CUDA here: recording an event would
         # create a CUDA context (hundreds of ms, device memory) for nothing.
         if self._module not in _modules:
@@ -233,9 +232,9 @@ class CudaPlugin:
                     q = self._cupti_queues[key] = Queue(dev, None, f"stream {n}")
         return q
 
-    @kprof.hookimpl
-    def queue_info(self, backend: kprof.Backend, queue: Queue) -> kprof.QueueInfo:
-        return kprof.QueueInfo(
+    @kp.hookimpl
+    def queue_info(self, backend: kp.Backend, queue: Queue) -> kp.QueueInfo:
+        return kp.QueueInfo(
             device=self._device_label(queue.device), label=queue.label, device_key=queue.device
         )
 
@@ -249,8 +248,8 @@ class CudaPlugin:
             self._device_labels[dev] = label
         return label
 
-    @kprof.hookimpl
-    def synchronize(self, backend: kprof.Backend, queue: Queue | None) -> None:
+    @kp.hookimpl
+    def synchronize(self, backend: kp.Backend, queue: Queue | None) -> None:
         if queue is not None:
             queue.stream.synchronize()
             return
@@ -260,8 +259,8 @@ class CudaPlugin:
 
     # -- timestamps ---------------------------------------------------------------------------
 
-    @kprof.hookimpl
-    def record_timestamp(self, backend: kprof.Backend) -> Stamp | None:
+    @kp.hookimpl
+    def record_timestamp(self, backend: kp.Backend) -> Stamp | None:
         api = self.api
         if api is None:  # CuPy not in use (current_queue said so first)
             return None
@@ -275,8 +274,8 @@ class CudaPlugin:
             raise
         return stamp
 
-    @kprof.hookimpl
-    def timestamp_done(self, backend: kprof.Backend, token: Stamp) -> bool:
+    @kp.hookimpl
+    def timestamp_done(self, backend: kp.Backend, token: Stamp) -> bool:
         status = self.api.event_query(token.ptr)
         if status == 0:
             return True
@@ -285,14 +284,14 @@ class CudaPlugin:
         # An event whose work failed never completes: say why instead of waiting for it.
         raise self.api.error(status)
 
-    @kprof.hookimpl
-    def elapsed_time(self, backend: kprof.Backend, start: Stamp, stop: Stamp) -> int:
+    @kp.hookimpl
+    def elapsed_time(self, backend: kp.Backend, start: Stamp, stop: Stamp) -> int:
         query = self.api.event_query
         for token in (stop, start):
             if query(token.ptr) != 0:
                 self._wait(token)
         # cudaEventElapsedTime: float milliseconds (single precision, ~0.5 µs resolution).
-        return round(self.api.get_elapsed_time(start, stop) * 1e6)
+        return round(float(self.api.get_elapsed_time(start, stop)) * 1e6)
 
     def _wait(self, token: Stamp) -> None:
         """Poll until the event is done, sleeping between polls: other threads keep running
@@ -314,8 +313,8 @@ class CudaPlugin:
             time.sleep(pause)
             pause = min(pause * 2, 0.005)
 
-    @kprof.hookimpl
-    def release_timestamp(self, backend: kprof.Backend, token: Stamp) -> None:
+    @kp.hookimpl
+    def release_timestamp(self, backend: kp.Backend, token: Stamp) -> None:
         self.pool.give(token)
 
     # -- clocks -------------------------------------------------------------------------------
@@ -338,10 +337,10 @@ class CudaPlugin:
         except Exception:  # placement then relies on the end-of-profile calibration alone
             pass
 
-    @kprof.hookimpl
+    @kp.hookimpl
     def align_clock(
-        self, backend: kprof.Backend, token: Stamp, launch_window: tuple[int, int]
-    ) -> kprof.Alignment:
+        self, backend: kp.Backend, token: Stamp, launch_window: tuple[int, int]
+    ) -> kp.Alignment:
         last = self._calibrate(token.device)
         try:
             return align(
@@ -354,22 +353,22 @@ class CudaPlugin:
 
     # -- NVTX ---------------------------------------------------------------------------------
 
-    @kprof.hookimpl
-    def range_push(self, backend: kprof.Backend, name: str) -> None:
+    @kp.hookimpl
+    def range_push(self, backend: kp.Backend, name: str) -> None:
         n = self._nvtx
         if n is not None:
             n.push(name)
 
-    @kprof.hookimpl
-    def range_pop(self, backend: kprof.Backend) -> None:
+    @kp.hookimpl
+    def range_pop(self, backend: kp.Backend) -> None:
         n = self._nvtx
         if n is not None:
             n.pop()
 
     # -- capture ------------------------------------------------------------------------------
 
-    @kprof.hookimpl
-    def install_capture(self, backend: kprof.Backend) -> None:
+    @kp.hookimpl
+    def install_capture(self, backend: kp.Backend) -> None:
         if not self._nvtx_loaded:  # loaded once, kept: a range may end after its profile
             self._nvtx = self._nvtx_loader()
             self._nvtx_loaded = True
@@ -386,8 +385,8 @@ class CudaPlugin:
 
         self._patcher = install(self, backend, mod, numpy.ndarray)
 
-    @kprof.hookimpl
-    def remove_capture(self, backend: kprof.Backend) -> None:
+    @kp.hookimpl
+    def remove_capture(self, backend: kp.Backend) -> None:
         if self.activity is not None:
             self.activity.stop()
         patcher, self._patcher = self._patcher, None
@@ -404,7 +403,7 @@ class CudaPlugin:
 
     def timed_copy(
         self,
-        backend: kprof.Backend,
+        backend: kp.Backend,
         rec: Recorder,
         name: str,
         stream: Any,
@@ -460,31 +459,31 @@ class CudaPlugin:
 
     # -- CUPTI activity records (kprof_cuda.activity) ----------------------------------------------
 
-    @kprof.hookimpl
-    def activity_scope_enter(self, backend: kprof.Backend, scope: int) -> bool:
+    @kp.hookimpl
+    def activity_scope_enter(self, backend: kp.Backend, scope: int) -> bool:
         return self.activity is not None and self.activity.scope_enter(scope)
 
-    @kprof.hookimpl
-    def activity_scope_exit(self, backend: kprof.Backend, scope: int) -> None:
+    @kp.hookimpl
+    def activity_scope_exit(self, backend: kp.Backend, scope: int) -> None:
         if self.activity is not None:
             self.activity.scope_exit(scope)
 
-    @kprof.hookimpl
+    @kp.hookimpl
     def activity_flush(
-        self, backend: kprof.Backend, scopes: tuple[int, ...], timeout: float
+        self, backend: kp.Backend, scopes: tuple[int, ...], timeout: float
     ) -> int | None:
         return None if self.activity is None else self.activity.flush(scopes, timeout)
 
-    @kprof.hookimpl
+    @kp.hookimpl
     def activity_align(
-        self, backend: kprof.Backend, queue: Queue, device_ns: int
-    ) -> kprof.Alignment | None:
+        self, backend: kp.Backend, queue: Queue, device_ns: int
+    ) -> kp.Alignment | None:
         return None if self.activity is None else self.activity.align(device_ns)
 
     # -- the demo -----------------------------------------------------------------------------
 
-    @kprof.hookimpl
-    def demo_workload(self, backend: kprof.Backend, size: int) -> Callable[[], None] | None:
+    @kp.hookimpl
+    def demo_workload(self, backend: kp.Backend, size: int) -> Callable[[], None] | None:
         import cupy
 
         x = cupy.ones(size, dtype=cupy.float32)
@@ -507,24 +506,6 @@ class CudaPlugin:
         return step
 
 
-#: The instance behind the ``cuda`` entry point.
+#: The plugin behind the ``cuda`` entry point (``kprof_cuda.plugin:plugin``): pluggy registers
+#: an instance's decorated methods as it does a module's functions.
 plugin = CudaPlugin()
-
-describe_backend = plugin.describe_backend
-current_queue = plugin.current_queue
-queue_info = plugin.queue_info
-synchronize = plugin.synchronize
-record_timestamp = plugin.record_timestamp
-timestamp_done = plugin.timestamp_done
-elapsed_time = plugin.elapsed_time
-release_timestamp = plugin.release_timestamp
-align_clock = plugin.align_clock
-range_push = plugin.range_push
-range_pop = plugin.range_pop
-install_capture = plugin.install_capture
-remove_capture = plugin.remove_capture
-demo_workload = plugin.demo_workload
-activity_scope_enter = plugin.activity_scope_enter
-activity_scope_exit = plugin.activity_scope_exit
-activity_flush = plugin.activity_flush
-activity_align = plugin.activity_align

@@ -16,7 +16,7 @@ import os
 import warnings
 from typing import Any
 
-import kprof
+from kprof import plugin as kp
 
 from . import runtime
 from .runtime import HipError, Stream, check
@@ -48,13 +48,13 @@ def _version_text(v: int) -> str:
     return f"{v // 10_000_000}.{v // 100_000 % 100}.{v % 100_000}"
 
 
-@kprof.hookimpl
-def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
+@kp.hookimpl
+def describe_backend(backend: kp.Backend) -> kp.BackendInfo:
     version = _library_version()
     try:
         hip = runtime.lib()
     except ImportError as exc:
-        return kprof.BackendInfo(
+        return kp.BackendInfo(
             status="not installed",
             library=LIBRARY,
             library_version=None,
@@ -64,19 +64,19 @@ def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
         err, count = hip.hipGetDeviceCount()
     except RuntimeError as exc:  # hip-python raises when it cannot dlopen/dlsym the runtime
         if "dlopen" in str(exc):
-            return kprof.BackendInfo(
+            return kp.BackendInfo(
                 status="no device",
                 library=LIBRARY,
                 library_version=version,
                 detail=_runtime_not_found(exc),
             )
-        return kprof.BackendInfo(
+        return kp.BackendInfo(
             status=f"error: {exc}", library=LIBRARY, library_version=version, timestamps=False
         )
     if err or count <= 0:
         reason = str(HipError("hipGetDeviceCount", err)) if err else "hipGetDeviceCount: 0"
         status = "no device" if err in (0, 100) else f"error: {reason}"  # 100: hipErrorNoDevice
-        return kprof.BackendInfo(
+        return kp.BackendInfo(
             status=status, library=LIBRARY, library_version=version, detail=reason
         )
     runtime.device_count = count
@@ -96,73 +96,73 @@ def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
             devices.append(f"HIP {i} ({runtime.device_name(i)})")
         except Exception as exc:
             devices.append(f"HIP {i} (name unknown: {exc})")
-    return kprof.BackendInfo(
+    return kp.BackendInfo(
         library=LIBRARY, library_version=version, devices=tuple(devices), detail=", ".join(details)
     )
 
 
-@kprof.hookimpl
-def record_timestamp(backend: kprof.Backend) -> Any:
+@kp.hookimpl
+def record_timestamp(backend: kp.Backend) -> Any:
     stream = runtime.current_stream()
     if stream is None:
         return None
     return runtime.record_event(stream.handle)
 
 
-@kprof.hookimpl
-def timestamp_done(backend: kprof.Backend, token: Any) -> bool:
+@kp.hookimpl
+def timestamp_done(backend: kp.Backend, token: Any) -> bool:
     return runtime.event_done(token)
 
 
-@kprof.hookimpl
-def elapsed_time(backend: kprof.Backend, start: Any, stop: Any) -> int:
+@kp.hookimpl
+def elapsed_time(backend: kp.Backend, start: Any, stop: Any) -> int:
     return runtime.elapsed_ns(start, stop)
 
 
-@kprof.hookimpl
-def release_timestamp(backend: kprof.Backend, token: Any) -> None:
+@kp.hookimpl
+def release_timestamp(backend: kp.Backend, token: Any) -> None:
     runtime.give_event(token)
 
 
-@kprof.hookimpl
-def current_queue(backend: kprof.Backend) -> Any:
+@kp.hookimpl
+def current_queue(backend: kp.Backend) -> Any:
     return runtime.current_stream()
 
 
-@kprof.hookimpl
-def queue_info(backend: kprof.Backend, queue: Stream) -> kprof.QueueInfo:
+@kp.hookimpl
+def queue_info(backend: kp.Backend, queue: Stream) -> kp.QueueInfo:
     try:
         name = runtime.device_name(queue.device)
     except Exception:
         name = "name unknown"
-    return kprof.QueueInfo(
+    return kp.QueueInfo(
         device=f"HIP {queue.device} ({name})", label=queue.label, device_key=queue.device
     )
 
 
-@kprof.hookimpl
-def synchronize(backend: kprof.Backend, queue: Stream | None) -> None:
+@kp.hookimpl
+def synchronize(backend: kp.Backend, queue: Stream | None) -> None:
     stream = queue if queue is not None else runtime.current_stream()
     handle = stream.handle if stream is not None else None
     check("hipStreamSynchronize", runtime.lib().hipStreamSynchronize(handle))
 
 
-@kprof.hookimpl
-def align_clock(backend: kprof.Backend, token: Any, launch_window: tuple[int, int]) -> None:
+@kp.hookimpl
+def align_clock(backend: kp.Backend, token: Any, launch_window: tuple[int, int]) -> None:
     # No real correlation exists in HIP's API (see the module docstring). The test double's
     # device clock happens to be CLOCK_MONOTONIC, a real GPU's is not: no special case.
     return None
 
 
-@kprof.hookimpl
-def install_capture(backend: kprof.Backend) -> None:
+@kp.hookimpl
+def install_capture(backend: kp.Backend) -> None:
     from . import capture
 
     capture.install(backend)
 
 
-@kprof.hookimpl
-def remove_capture(backend: kprof.Backend) -> None:
+@kp.hookimpl
+def remove_capture(backend: kp.Backend) -> None:
     from . import capture
 
     conflicts = capture.remove(backend)

@@ -272,7 +272,7 @@ def wait_events(*events: Any) -> None:
     """Wait until every event is complete, cooperatively: poll hipEventQuery and sleep
     (never hipEventSynchronize, which older hip-python calls without releasing the GIL).
     Bounded by KPROF_RESOLVE_TIMEOUT (default 60 s)."""
-    from kprof_core.profiler import resolve_timeout
+    from kprof.plugin import resolve_timeout
 
     timeout = resolve_timeout(None)
     deadline = time.monotonic() + timeout
@@ -295,7 +295,7 @@ def elapsed_ns(start: Any, stop: Any) -> int:
         err, ms = _hip.hipEventElapsedTime(start, stop)
     if err:
         raise HipError("hipEventElapsedTime", err)
-    return round(ms * 1e6)
+    return round(float(ms) * 1e6)
 
 
 def loaded_library() -> str | None:

@@ -26,9 +26,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from kprof import capture
-from kprof_core.host.patching import Patcher
-from kprof_core.low_level import native
+from kprof import plugin as kp
+from kprof.plugin import Patcher
 
 from . import observed
 from .queues import _current, queue_profiles
@@ -76,8 +75,8 @@ def _copy_buffer(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     # As PyOpenCL does for byte_count=-1: the smaller of what is left in source and destination.
     src, dst = args[0] if args else kwargs["src"], _arg(args, kwargs, 1, "dst")
     return min(
-        src.size - int(_arg(args, kwargs, 3, "src_offset", 0)),
-        dst.size - int(_arg(args, kwargs, 4, "dst_offset", 0)),
+        int(src.size) - int(_arg(args, kwargs, 3, "src_offset", 0)),
+        int(dst.size) - int(_arg(args, kwargs, 4, "dst_offset", 0)),
     )
 
 
@@ -211,7 +210,7 @@ def quiet(original: Callable[..., Any]) -> Callable[..., Any]:
     """``original``, called so that the dispatch-table hook leaves its enqueues to this capture
     (a thread-local mark in C, ``_clhook.quiet``): a launch is recorded once, with the name and
     size PyOpenCL's arguments give. ``original`` itself where the hook is not built."""
-    mod = native.load_plugin_part("kprof_opencl", "_clhook")
+    mod = kp.load_plugin_part("kprof_opencl", "_clhook")
     return original if mod is None else mod.quiet(original)
 
 
@@ -223,9 +222,9 @@ def kernel_wrapper(original: Callable[..., Any], backend: Any) -> Callable[..., 
     """
     signature_known = _has_native_signature(original)
     native_fn, original = original, quiet(original)
-    active = capture.active
-    now = capture.now
-    KERNEL = capture.KERNEL
+    active = kp.active
+    now = kp.now
+    KERNEL = kp.KERNEL
     current = _current
     kernel_name = _kernel_name
     profiles = queue_profiles
@@ -321,12 +320,13 @@ def _compiled(
     """The compiled wrapper (``_clnative.Launcher``), where built: it does the wrapper's common
     case in C (a launch in a profile, by position, of a named kernel on a profiling queue) and
     calls ``wrapper`` for everything else; ``wrapper`` itself where it is not built."""
-    mod = native.load_plugin_part("kprof_opencl", "_clnative")
+    mod = kp.load_plugin_part("kprof_opencl", "_clnative")
     if mod is None:
         return wrapper
-    return mod.launcher(
-        original, wrapper, capture.active, capture.now, _current, backend, capture.KERNEL
+    launcher: Callable[..., Any] = mod.launcher(
+        original, wrapper, kp.active, kp.now, _current, backend, kp.KERNEL
     )
+    return launcher
 
 
 def copy_wrapper(
@@ -335,9 +335,9 @@ def copy_wrapper(
     """A replacement for a native copy or fill that records it (with its byte count)."""
     import pyopencl._cl as _cl
 
-    active = capture.active
-    now = capture.now
-    COPY = capture.COPY
+    active = kp.active
+    now = kp.now
+    COPY = kp.COPY
     current = _current
     profiles = queue_profiles
     nanny = _cl.NannyEvent

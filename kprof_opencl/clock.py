@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kprof import Alignment
+from kprof.plugin import Alignment
 
 from .queues import is_pocl_cpu
 

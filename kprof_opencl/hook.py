@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from kprof_core.low_level import native
+from kprof import plugin as kp
 
 # Slots the hook may write, up to clEnqueueSVMMemFill's (131 pointers): the table must be that
 # long in writable memory, or the platform is refused.
@@ -54,7 +54,7 @@ class Platform:
 
 def module() -> Any:
     """The compiled hook, or None (pure Python, not built, or not supported here)."""
-    mod = native.load_plugin_part("kprof_opencl", "_clhook")
+    mod = kp.load_plugin_part("kprof_opencl", "_clhook")
     if mod is None or not getattr(mod, "supported", False):
         return None
     return mod
@@ -93,7 +93,7 @@ def survey() -> list[Platform]:
         title = platform_title(p.name)
         version = _version(p.version)
         if mod is None:
-            why = "not built" if native.compiled() is not None else native.describe()
+            why = "not built" if kp.compiled_enabled() else kp.recorder_description()
             out.append(Platform(title, None, version, f"PyOpenCL capture only (hook: {why})"))
             continue
         if os.environ.get(ENV_HOOK) == "preload":
@@ -209,8 +209,6 @@ def install(backend: Any) -> tuple[list[int], dict[str, str]]:
     mechanisms = {p.title: p.why for p in platforms}
     if mod is None:
         return [], mechanisms
-    from kprof import capture
-
     from . import capture as pycapture
     from .queues import _current
 
@@ -219,13 +217,13 @@ def install(backend: Any) -> tuple[list[int], dict[str, str]]:
         pycapture._unprofiled(rec, backend, kind, name, q, t0, t1, tok, n)
 
     mod.bind(
-        capture.active,
+        kp.active,
         backend,
         _adopt,
         other,
         _info,
         _current,
-        (capture.KERNEL, capture.COPY),
+        (kp.KERNEL, kp.COPY),
         (pycapture.H2D, pycapture.D2H, pycapture.D2D, pycapture.FILL, pycapture.SVM_COPY),
     )
     hooked = []

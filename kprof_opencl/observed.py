@@ -36,8 +36,8 @@ import time
 from collections import deque
 from typing import Any
 
-from kprof_core.low_level import native
-from kprof_core.recording.capture import now
+from kprof import plugin as kp
+from kprof.plugin import now
 
 from .clock import END, START
 
@@ -260,7 +260,7 @@ def _stamp(event: Any) -> Any:
     """The driver's callbacks on ``event`` (``_clhook.Stamp``), or None: not compiled, or the
     driver refused them."""
     global _stamper
-    if native.compiled() is None:  # KPROF_PURE_PYTHON=1: the polling watcher
+    if not kp.compiled_enabled():  # KPROF_PURE_PYTHON=1: the polling watcher
         return None
     if _stamper is None:
         mod = _compiled_hook()
@@ -278,7 +278,7 @@ _stamper: Any = None  # _clhook.stamp, or False where it is not in use
 
 def method() -> str:
     """How commands on queues without profiling are timed here, in words."""
-    if native.compiled() is not None and _compiled_hook() is not None:
+    if kp.compiled_enabled() and _compiled_hook() is not None:
         return "the driver's completion callbacks (clSetEventCallback)"
     return "a watcher thread polling completions"
 
@@ -286,7 +286,7 @@ def method() -> str:
 def _compiled_hook() -> Any:
     """``_clhook`` where built and usable here (as ``hook.module()``, which imports capture,
     which imports this module: asked directly)."""
-    mod = native.load_plugin_part("kprof_opencl", "_clhook")
+    mod = kp.load_plugin_part("kprof_opencl", "_clhook")
     return mod if mod is not None and getattr(mod, "supported", False) else None
 
 

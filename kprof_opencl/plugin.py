@@ -10,10 +10,11 @@ from __future__ import annotations
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
-import kprof
-from kprof_core.host.hookspecs import hookimpl
+from kprof import plugin as kp
+from kprof.plugin import hookimpl
 
 from . import clock, hook, observed
 from .queues import (
@@ -34,18 +35,18 @@ _marker: Any = None
 
 
 @hookimpl
-def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
+def describe_backend(backend: kp.Backend) -> kp.BackendInfo:
     try:
         import pyopencl as cl
     except ImportError as exc:
-        return kprof.BackendInfo(
+        return kp.BackendInfo(
             status="not installed",
             library="pyopencl",
             timestamps=True,
             detail=f"{exc}; install it with: pip install 'kprof[opencl]' (PyOpenCL and PoCL's CPU device)",
         )
     except Exception as exc:  # a broken install: say so, never raise
-        return kprof.BackendInfo(
+        return kp.BackendInfo(
             status=f"error: importing pyopencl failed: {type(exc).__name__}: {exc}",
             library="pyopencl",
             timestamps=True,
@@ -54,7 +55,7 @@ def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
     try:
         platforms = cl.get_platforms()
     except Exception as exc:
-        return kprof.BackendInfo(
+        return kp.BackendInfo(
             status="no device",
             library="pyopencl",
             library_version=version,
@@ -69,14 +70,14 @@ def describe_backend(backend: kprof.Backend) -> kprof.BackendInfo:
         devices += [f"{platform_title(p.name)} {device_name(d)}" for d in found]
     if not devices:
         names = ", ".join(p.name for p in platforms)
-        return kprof.BackendInfo(
+        return kp.BackendInfo(
             status="no device",
             library="pyopencl",
             library_version=version,
             detail=f"OpenCL platforms ({names}) have no devices",
         )
     capture, detail = _mechanisms()
-    return kprof.BackendInfo(
+    return kp.BackendInfo(
         library="pyopencl",
         library_version=version,
         devices=tuple(devices),
@@ -101,7 +102,7 @@ def _mechanisms() -> tuple[str, str]:
 
 
 @hookimpl
-def record_timestamp(backend: kprof.Backend) -> Any:
+def record_timestamp(backend: kp.Backend) -> Any:
     global _marker
     q = _current.queue
     if q is None:
@@ -117,23 +118,23 @@ def record_timestamp(backend: kprof.Backend) -> Any:
     if not profiles:
         # No device timestamps: a marker observed as it completes, unless the profile would
         # rather synchronize (then kprof times the range on the host).
-        rec = kprof.capture.active()
+        rec = kp.active()
         if rec is None or rec.synchronize:
             return None
-        t = kprof.capture.now()
+        t = kp.now()
         return observed.watcher.track(_marker(q, None), q, t)
     # With no wait list a marker waits for everything enqueued before it on the queue.
     return _marker(q, None)
 
 
 @hookimpl
-def timestamp_done(backend: kprof.Backend, token: Any) -> bool:
+def timestamp_done(backend: kp.Backend, token: Any) -> bool:
     # Errors (< 0) count as done: elapsed_time then says what failed rather than waiting.
     return bool(token.get_info(_EXECUTION_STATUS) <= 0)
 
 
 @hookimpl
-def elapsed_time(backend: kprof.Backend, start: Any, stop: Any) -> int:
+def elapsed_time(backend: kp.Backend, start: Any, stop: Any) -> int:
     # get_profiling_info is ~15x cheaper than Event.profile.*; kprof asks only once stop is done.
     try:
         return int(stop.get_profiling_info(_END) - start.get_profiling_info(_START))
@@ -146,7 +147,7 @@ def elapsed_time(backend: kprof.Backend, start: Any, stop: Any) -> int:
 
 
 @hookimpl
-def device_times(backend: kprof.Backend, start: Any, stop: Any) -> tuple[int, int]:
+def device_times(backend: kp.Backend, start: Any, stop: Any) -> tuple[int, int]:
     # OpenCL's profiling counters are absolute device-clock times: one call gives both the
     # duration and the placement (two elapsed_time calls would read stop's END twice).
     try:
@@ -161,15 +162,18 @@ def device_times(backend: kprof.Backend, start: Any, stop: Any) -> tuple[int, in
 
 @hookimpl
 def device_times_batch(
-    backend: kprof.Backend, starts: tuple[Any, ...], stops: tuple[Any, ...]
+    backend: kp.Backend, starts: tuple[Any, ...], stops: tuple[Any, ...]
 ) -> tuple[Any, Any]:
     global _batch
     if _batch is None:
-        from .reader import device_times_batch as _batch
+        from .reader import device_times_batch
+
+        _batch = device_times_batch
     return _batch(starts, stops)
 
 
-_batch: Any = None  # reader.device_times_batch, imported on first use (it imports ctypes)
+#: reader.device_times_batch, imported on first use (it imports ctypes).
+_batch: Callable[[tuple[Any, ...], tuple[Any, ...]], tuple[Any, Any]] | None = None
 
 
 # No release_timestamp: events are not pooled (a capture's event is the user's own), so
@@ -180,28 +184,28 @@ _batch: Any = None  # reader.device_times_batch, imported on first use (it impor
 
 
 @hookimpl
-def current_queue(backend: kprof.Backend) -> Any:
+def current_queue(backend: kp.Backend) -> Any:
     if "pyopencl" not in sys.modules:
         return None
     return _current.queue
 
 
 @hookimpl
-def queue_info(backend: kprof.Backend, queue: Any) -> kprof.QueueInfo:
+def queue_info(backend: kp.Backend, queue: Any) -> kp.QueueInfo:
     device = queue.device
-    return kprof.QueueInfo(
+    return kp.QueueInfo(
         device=device_name(device), label=queue_label(queue), device_key=device_key(device)
     )
 
 
 @hookimpl
-def synchronize(backend: kprof.Backend, queue: Any) -> None:
+def synchronize(backend: kp.Backend, queue: Any) -> None:
     """Wait for the queue's work, at most the profile's ``timeout``: a launch that waits on a
     ``UserEvent`` the program sets later must not hang it (``queue.finish()`` would)."""
     q = queue if queue is not None else _current.queue
     if q is None:
         return
-    rec = kprof.capture.active()
+    rec = kp.active()
     if rec is None:
         q.finish()
         return
@@ -233,7 +237,7 @@ def synchronize(backend: kprof.Backend, queue: Any) -> None:
 
 
 @hookimpl
-def install_capture(backend: kprof.Backend) -> None:
+def install_capture(backend: kp.Backend) -> None:
     from . import capture, profiled_queues
 
     backend.state["patcher"] = capture.install(backend)
@@ -247,7 +251,7 @@ def install_capture(backend: kprof.Backend) -> None:
 
 
 @hookimpl
-def remove_capture(backend: kprof.Backend) -> None:
+def remove_capture(backend: kp.Backend) -> None:
     from . import capture, profiled_queues
 
     conflicts = profiled_queues.release() if backend.state.pop("queues", False) else []
@@ -259,8 +263,8 @@ def remove_capture(backend: kprof.Backend) -> None:
 
 @hookimpl
 def align_clock(
-    backend: kprof.Backend, token: Any, launch_window: tuple[int, int]
-) -> kprof.Alignment | None:
+    backend: kp.Backend, token: Any, launch_window: tuple[int, int]
+) -> kp.Alignment | None:
     try:
         return clock.align(token, launch_window, backend.state.get("raw_offset"))
     except Exception:  # no correlation is an answer kprof handles (and reports)
@@ -268,14 +272,14 @@ def align_clock(
 
 
 @hookimpl
-def demo_workload(backend: kprof.Backend, size: int) -> Any:
+def demo_workload(backend: kp.Backend, size: int) -> Any:
     from .demo import workload
 
     return workload(size)
 
 
 @hookimpl
-def report_notes(backend: kprof.Backend) -> list[str] | None:
+def report_notes(backend: kp.Backend) -> list[str] | None:
     # While capture is installed the hook's state is known; a C-launching library imported
     # where no platform is hooked means its kernels ran unseen.
     mechanisms = backend.state.get("mechanisms")
@@ -284,6 +288,6 @@ def report_notes(backend: kprof.Backend) -> list[str] | None:
 
 
 @hookimpl
-def exec_environment(backend: kprof.Backend) -> dict[str, str] | None:
+def exec_environment(backend: kp.Backend) -> dict[str, str] | None:
     # Where a platform's table cannot be hooked: kprof's interposer, preloaded at exec.
     return hook.exec_environment()

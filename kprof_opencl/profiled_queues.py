@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from kprof_core.host.patching import Patcher
+from kprof.plugin import Patcher
 
 from .queues import PROFILING_ENABLE
 

@@ -16,7 +16,7 @@ from itertools import takewhile
 from operator import methodcaller
 from typing import Any
 
-from kprof_core.low_level import native
+from kprof import plugin as kp
 
 from . import clock
 
@@ -51,7 +51,7 @@ def opencl_library() -> str | None:
 def compiled_reader() -> Any:
     """The compiled reader, bound to the OpenCL library; None where unavailable (see why())."""
     global _compiled
-    if native.compiled() is None:
+    if not kp.compiled_enabled():
         return None
     if _compiled is None:
         _compiled = _bind()
@@ -66,7 +66,7 @@ def why() -> str:
 
 
 def _bind() -> tuple[Any, str]:
-    mod = native.load_plugin_part("kprof_opencl", "_clnative")
+    mod = kp.load_plugin_part("kprof_opencl", "_clnative")
     if mod is None:
         return None, "kprof_opencl._clnative is not built"
     import pyopencl  # noqa: F401  (loads the OpenCL library first, so that it is the one found)
@@ -88,7 +88,8 @@ def device_times_batch(starts: tuple[Any, ...], stops: tuple[Any, ...]) -> tuple
     """``(begins, ends)`` of the longest prefix of complete events (the hook's contract)."""
     reader = compiled_reader()
     if reader is not None:
-        return reader.read(starts, stops)
+        begins, ends = reader.read(starts, stops)
+        return begins, ends
     k = len(list(takewhile(_COMPLETE, map(_STATUS, stops))))
     if k < len(stops):
         starts, stops = starts[:k], stops[:k]

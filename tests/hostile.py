@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kprof_core.data.records import DeviceTable, HostTable
-from kprof_core.io import storage
+from kprof_core.io import fileformat, storage
 
 #: A kernel name that, written raw, retitles the terminal (OSC 0), clears it, forges a pytest
 #: result line after a CR LF, and reverses what follows (a bidirectional override).
@@ -72,7 +72,7 @@ def with_header(blob: bytes, edit: Callable[[dict[str, Any]], Any]) -> bytes:
 
 def encode(values: Iterable[int], compress: bool) -> tuple[str, bytes]:
     raw = struct.pack(f"<{len(list(values))}q", *values)
-    return ("shuffle8+zlib", zlib.compress(storage._shuffle(raw))) if compress else ("raw", raw)
+    return ("shuffle8+zlib", zlib.compress(fileformat.shuffle(raw))) if compress else ("raw", raw)
 
 
 def with_column(

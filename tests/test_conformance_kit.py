@@ -17,7 +17,7 @@ import pytest
 from kprof_testbackend import device
 
 import kprof
-from kprof import capture
+from kprof import plugin as kp
 from kprof_core.conformance import RULES, Conformance, ConformanceError, Ledger, Skipped, Subject
 
 pytestmark = pytest.mark.usefixtures("fresh_registry")
@@ -45,74 +45,74 @@ class Ref:
         with self.lock:
             return self.pool.pop() if self.pool else device.Marker()
 
-    @kprof.hookimpl
-    def describe_backend(self, backend: kprof.Backend) -> Any:
-        return kprof.BackendInfo(library="ref", library_version="1", devices=("ref 0",))
+    @kprof.plugin.hookimpl
+    def describe_backend(self, backend: kprof.plugin.Backend) -> Any:
+        return kprof.plugin.BackendInfo(library="ref", library_version="1", devices=("ref 0",))
 
-    @kprof.hookimpl
-    def current_queue(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def current_queue(self, backend: kprof.plugin.Backend) -> Any:
         q = device.current()
         return q if isinstance(q, RefQueue) else None
 
-    @kprof.hookimpl
-    def record_timestamp(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def record_timestamp(self, backend: kprof.plugin.Backend) -> Any:
         q = device.current()
         return q.record(self.take()) if isinstance(q, RefQueue) else None
 
-    @kprof.hookimpl
-    def timestamp_done(self, backend: kprof.Backend, token: device.Marker) -> Any:
+    @kprof.plugin.hookimpl
+    def timestamp_done(self, backend: kprof.plugin.Backend, token: device.Marker) -> Any:
         return token.done
 
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def elapsed_time(
-        self, backend: kprof.Backend, start: device.Marker, stop: device.Marker
+        self, backend: kprof.plugin.Backend, start: device.Marker, stop: device.Marker
     ) -> Any:
         stop.wait()
         return stop.time_ns - start.time_ns
 
-    @kprof.hookimpl
-    def release_timestamp(self, backend: kprof.Backend, token: device.Marker) -> None:
+    @kprof.plugin.hookimpl
+    def release_timestamp(self, backend: kprof.plugin.Backend, token: device.Marker) -> None:
         if token.done:
             token.reset()
             with self.lock:
                 self.pool.append(token)
 
-    @kprof.hookimpl
-    def queue_info(self, backend: kprof.Backend, queue: RefQueue) -> Any:
-        return kprof.QueueInfo(device="ref 0", label=f"queue {queue.index}")
+    @kprof.plugin.hookimpl
+    def queue_info(self, backend: kprof.plugin.Backend, queue: RefQueue) -> Any:
+        return kprof.plugin.QueueInfo(device="ref 0", label=f"queue {queue.index}")
 
-    @kprof.hookimpl
-    def synchronize(self, backend: kprof.Backend, queue: Any) -> None:
+    @kprof.plugin.hookimpl
+    def synchronize(self, backend: kprof.plugin.Backend, queue: Any) -> None:
         (queue or device.current()).finish()
 
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def align_clock(
-        self, backend: kprof.Backend, token: device.Marker, launch_window: tuple[int, int]
+        self, backend: kprof.plugin.Backend, token: device.Marker, launch_window: tuple[int, int]
     ) -> Any:
-        return kprof.Alignment(host_ns=token.time_ns, error_ns=0, method="host clock")
+        return kprof.plugin.Alignment(host_ns=token.time_ns, error_ns=0, method="host clock")
 
     def report(
         self,
         rec: Any,
-        backend: kprof.Backend,
+        backend: kprof.plugin.Backend,
         q: RefQueue,
         name: str,
         t0: int,
         start: Any,
         stop: Any,
     ) -> None:
-        rec.launch(backend, capture.KERNEL, name, q, t0, capture.now(), start, stop)
+        rec.launch(backend, kp.KERNEL, name, q, t0, kp.now(), start, stop)
 
-    @kprof.hookimpl
-    def install_capture(self, backend: kprof.Backend) -> None:
-        patcher = backend.state["patcher"] = capture.Patcher()
+    @kprof.plugin.hookimpl
+    def install_capture(self, backend: kprof.plugin.Backend) -> None:
+        patcher = backend.state["patcher"] = kp.Patcher()
         plugin = self
 
         def launch(q: RefQueue, name: str, duration_us: float = 0.0) -> None:
             rec = plugin.active()
             if rec is None:
                 return _ORIGINAL_LAUNCH(q, name, duration_us)
-            t0 = capture.now()
+            t0 = kp.now()
             start = q.record(plugin.take()) if rec.device else None
             _ORIGINAL_LAUNCH(q, name, duration_us)
             stop = q.record(plugin.take()) if rec.device else None
@@ -121,10 +121,10 @@ class Ref:
         patcher.patch(RefQueue, "launch", launch)
 
     def active(self) -> Any:
-        return capture.active()
+        return kp.active()
 
-    @kprof.hookimpl
-    def remove_capture(self, backend: kprof.Backend) -> None:
+    @kprof.plugin.hookimpl
+    def remove_capture(self, backend: kprof.plugin.Backend) -> None:
         patcher = backend.state.pop("patcher", None)
         if patcher is not None:
             patcher.restore()
@@ -134,14 +134,14 @@ class Ref:
 
 
 class DescribeRaises(Ref):
-    @kprof.hookimpl
-    def describe_backend(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def describe_backend(self, backend: kprof.plugin.Backend) -> Any:
         raise OSError("libref.so not found")
 
 
 class DescribeDict(Ref):
-    @kprof.hookimpl
-    def describe_backend(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def describe_backend(self, backend: kprof.plugin.Backend) -> Any:
         return {"status": "available"}
 
 
@@ -150,99 +150,99 @@ class ClaimsTimestamps(Ref):
 
 
 class Unavailable(Ref):
-    @kprof.hookimpl
-    def describe_backend(self, backend: kprof.Backend) -> Any:
-        return kprof.BackendInfo(status="no device", detail="no ref device here")
+    @kprof.plugin.hookimpl
+    def describe_backend(self, backend: kprof.plugin.Backend) -> Any:
+        return kprof.plugin.BackendInfo(status="no device", detail="no ref device here")
 
 
 class NoCurrentQueue(Ref):
-    @kprof.hookimpl
-    def current_queue(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def current_queue(self, backend: kprof.plugin.Backend) -> Any:
         return None
 
 
 class QueueInfoUnstable(Ref):
     n = 0
 
-    @kprof.hookimpl
-    def queue_info(self, backend: kprof.Backend, queue: RefQueue) -> Any:
+    @kprof.plugin.hookimpl
+    def queue_info(self, backend: kprof.plugin.Backend, queue: RefQueue) -> Any:
         self.n += 1
-        return kprof.QueueInfo(device="ref 0", label=f"queue {self.n}")
+        return kprof.plugin.QueueInfo(device="ref 0", label=f"queue {self.n}")
 
 
 class QueueInfoStr(Ref):
-    @kprof.hookimpl
-    def queue_info(self, backend: kprof.Backend, queue: RefQueue) -> Any:
+    @kprof.plugin.hookimpl
+    def queue_info(self, backend: kprof.plugin.Backend, queue: RefQueue) -> Any:
         return "queue 1"
 
 
 class RecordNone(Ref):
-    @kprof.hookimpl
-    def record_timestamp(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def record_timestamp(self, backend: kprof.plugin.Backend) -> Any:
         return None
 
 
 class RecordBlocks(Ref):
-    @kprof.hookimpl
-    def record_timestamp(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def record_timestamp(self, backend: kprof.plugin.Backend) -> Any:
         tok = super().record_timestamp(backend)
         tok.wait()  # waits for the device: what the rule forbids
         return tok
 
 
 class DoneTooEarly(Ref):
-    @kprof.hookimpl
-    def timestamp_done(self, backend: kprof.Backend, token: device.Marker) -> Any:
+    @kprof.plugin.hookimpl
+    def timestamp_done(self, backend: kprof.plugin.Backend, token: device.Marker) -> Any:
         return True
 
 
 class DoneInt(Ref):
-    @kprof.hookimpl
-    def timestamp_done(self, backend: kprof.Backend, token: device.Marker) -> Any:
+    @kprof.plugin.hookimpl
+    def timestamp_done(self, backend: kprof.plugin.Backend, token: device.Marker) -> Any:
         return int(token.done)
 
 
 class NeverDone(Ref):
-    @kprof.hookimpl
-    def timestamp_done(self, backend: kprof.Backend, token: device.Marker) -> Any:
+    @kprof.plugin.hookimpl
+    def timestamp_done(self, backend: kprof.plugin.Backend, token: device.Marker) -> Any:
         return False
 
 
 class ElapsedFloat(Ref):
-    @kprof.hookimpl
-    def elapsed_time(self, backend: kprof.Backend, start: Any, stop: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def elapsed_time(self, backend: kprof.plugin.Backend, start: Any, stop: Any) -> Any:
         return (stop.time_ns - start.time_ns) / 1e6  # milliseconds, as CUDA gives them
 
 
 class ElapsedNegative(Ref):
-    @kprof.hookimpl
-    def elapsed_time(self, backend: kprof.Backend, start: Any, stop: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def elapsed_time(self, backend: kprof.plugin.Backend, start: Any, stop: Any) -> Any:
         return start.time_ns - stop.time_ns
 
 
 class ElapsedConstant(Ref):
-    @kprof.hookimpl
-    def elapsed_time(self, backend: kprof.Backend, start: Any, stop: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def elapsed_time(self, backend: kprof.plugin.Backend, start: Any, stop: Any) -> Any:
         return 1_000_000
 
 
 class DeviceTimesOff(Ref):
-    @kprof.hookimpl
-    def device_times(self, backend: kprof.Backend, start: Any, stop: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def device_times(self, backend: kprof.plugin.Backend, start: Any, stop: Any) -> Any:
         return start.time_ns, stop.time_ns + 1_000_000
 
 
 class DeviceTimesBackwards(Ref):
     elapsed_time = None  # type: ignore[assignment]
 
-    @kprof.hookimpl
-    def device_times(self, backend: kprof.Backend, start: Any, stop: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def device_times(self, backend: kprof.plugin.Backend, start: Any, stop: Any) -> Any:
         return stop.time_ns, start.time_ns
 
 
 class DeviceTimesList(Ref):
-    @kprof.hookimpl
-    def device_times(self, backend: kprof.Backend, start: Any, stop: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def device_times(self, backend: kprof.plugin.Backend, start: Any, stop: Any) -> Any:
         return [start.time_ns, stop.time_ns]
 
 
@@ -258,8 +258,8 @@ class PoolOfOne(Ref):
 
 
 class PoolTakesBackUndone(Ref):
-    @kprof.hookimpl
-    def release_timestamp(self, backend: kprof.Backend, token: device.Marker) -> None:
+    @kprof.plugin.hookimpl
+    def release_timestamp(self, backend: kprof.plugin.Backend, token: device.Marker) -> None:
         with self.lock:  # also tokens the device has not reached: it will stamp them later
             self.pool.append(token)
 
@@ -268,7 +268,7 @@ class CaptureReleasesItself(Ref):
     def report(
         self,
         rec: Any,
-        backend: kprof.Backend,
+        backend: kprof.plugin.Backend,
         q: RefQueue,
         name: str,
         t0: int,
@@ -283,7 +283,7 @@ class CaptureTwice(Ref):
     def report(
         self,
         rec: Any,
-        backend: kprof.Backend,
+        backend: kprof.plugin.Backend,
         q: RefQueue,
         name: str,
         t0: int,
@@ -300,7 +300,7 @@ class CaptureDropsEveryThird(Ref):
     def report(
         self,
         rec: Any,
-        backend: kprof.Backend,
+        backend: kprof.plugin.Backend,
         q: RefQueue,
         name: str,
         t0: int,
@@ -321,7 +321,7 @@ class CaptureKeepsTheRecorder(Ref):
     kept: Any = None
 
     def active(self) -> Any:
-        rec = capture.active()
+        rec = kp.active()
         if rec is not None:
             self.kept = rec
         return rec or self.kept
@@ -331,7 +331,7 @@ class CaptureNoTokens(Ref):
     def report(
         self,
         rec: Any,
-        backend: kprof.Backend,
+        backend: kprof.plugin.Backend,
         q: RefQueue,
         name: str,
         t0: int,
@@ -344,14 +344,14 @@ class CaptureNoTokens(Ref):
 
 
 class RemoveLeavesPatch(Ref):
-    @kprof.hookimpl
-    def remove_capture(self, backend: kprof.Backend) -> None:
+    @kprof.plugin.hookimpl
+    def remove_capture(self, backend: kprof.plugin.Backend) -> None:
         backend.state.pop("patcher", None)
 
 
 class RemoveRestoresACopy(Ref):
-    @kprof.hookimpl
-    def remove_capture(self, backend: kprof.Backend) -> None:
+    @kprof.plugin.hookimpl
+    def remove_capture(self, backend: kprof.plugin.Backend) -> None:
         backend.state.pop("patcher", None)
         RefQueue.launch = functools.wraps(_ORIGINAL_LAUNCH)(  # type: ignore[method-assign]
             lambda *a, **k: _ORIGINAL_LAUNCH(*a, **k)
@@ -359,21 +359,21 @@ class RemoveRestoresACopy(Ref):
 
 
 class AlignRaises(Ref):
-    @kprof.hookimpl
-    def align_clock(self, backend: kprof.Backend, token: Any, launch_window: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def align_clock(self, backend: kprof.plugin.Backend, token: Any, launch_window: Any) -> Any:
         raise RuntimeError("no timer")
 
 
 class AlignTuple(Ref):
-    @kprof.hookimpl
-    def align_clock(self, backend: kprof.Backend, token: Any, launch_window: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def align_clock(self, backend: kprof.plugin.Backend, token: Any, launch_window: Any) -> Any:
         return (token.time_ns, 0, "host clock")
 
 
 class AlignEarly(Ref):
-    @kprof.hookimpl
-    def align_clock(self, backend: kprof.Backend, token: Any, launch_window: Any) -> Any:
-        return kprof.Alignment(token.time_ns - 10_000_000, 0, "10 ms early")
+    @kprof.plugin.hookimpl
+    def align_clock(self, backend: kprof.plugin.Backend, token: Any, launch_window: Any) -> Any:
+        return kprof.plugin.Alignment(token.time_ns - 10_000_000, 0, "10 ms early")
 
 
 class AlignDrifts(Ref):
@@ -381,11 +381,11 @@ class AlignDrifts(Ref):
 
     calls = 0
 
-    @kprof.hookimpl
-    def align_clock(self, backend: kprof.Backend, token: Any, launch_window: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def align_clock(self, backend: kprof.plugin.Backend, token: Any, launch_window: Any) -> Any:
         self.calls += 1
         off = 0 if self.calls == 1 else 10_000_000
-        return kprof.Alignment(token.time_ns - off, 0, "stale offset")
+        return kprof.plugin.Alignment(token.time_ns - off, 0, "stale offset")
 
 
 # -- running the checks ---------------------------------------------------------------------------
@@ -464,7 +464,7 @@ BROKEN = [
         DescribeDict,
         "check_describe_backend",
         "describe_backend",
-        "returns a kprof.BackendInfo or None",
+        "returns a kprof.plugin.BackendInfo or None",
         {},
     ),
     (
@@ -483,7 +483,7 @@ BROKEN = [
         {},
     ),
     (QueueInfoUnstable, "check_queue_info", "queue_info", "is stable for one queue", {}),
-    (QueueInfoStr, "check_queue_info", "queue_info", "returns a kprof.QueueInfo", {}),
+    (QueueInfoStr, "check_queue_info", "queue_info", "returns a kprof.plugin.QueueInfo", {}),
     (
         RecordNone,
         "check_tokens_read",
@@ -589,8 +589,20 @@ BROKEN = [
         "restores the very same objects",
         {},
     ),
-    (AlignRaises, "check_clock_alignment", "align_clock", "returns a kprof.Alignment or None", {}),
-    (AlignTuple, "check_clock_alignment", "align_clock", "returns a kprof.Alignment or None", {}),
+    (
+        AlignRaises,
+        "check_clock_alignment",
+        "align_clock",
+        "returns a kprof.plugin.Alignment or None",
+        {},
+    ),
+    (
+        AlignTuple,
+        "check_clock_alignment",
+        "align_clock",
+        "returns a kprof.plugin.Alignment or None",
+        {},
+    ),
     (
         AlignEarly,
         "check_clock_alignment",
@@ -693,9 +705,9 @@ def test_a_backend_without_timestamps_is_checked_for_what_it_has(
         record_timestamp = None  # type: ignore[assignment]
         elapsed_time = None  # type: ignore[assignment]
 
-        @kprof.hookimpl
-        def describe_backend(self, backend: kprof.Backend) -> Any:
-            return kprof.BackendInfo(timestamps=False)
+        @kprof.plugin.hookimpl
+        def describe_backend(self, backend: kprof.plugin.Backend) -> Any:
+            return kprof.plugin.BackendInfo(timestamps=False)
 
     c = check(HostOnly)
     c.check_describe_backend()

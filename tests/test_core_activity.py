@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import kprof
-from kprof import capture
+from kprof import plugin as kp
 from kprof_core.data.records import COPY, KERNEL, RANGE
 from kprof_core.host.discovery import ENV_PLUGINS
 from kprof_core.recording import activity
@@ -140,7 +140,7 @@ def test_a_thread_pool_holds_one_scope_per_worker(tracer: Any) -> None:
 
     s = Stream("s")
     with kprof.profile() as p:
-        rec = kprof.capture.active()
+        rec = kprof.plugin.active()
         assert rec is not None
         with ThreadPoolExecutor(2, thread_name_prefix="pool") as ex:
             list(ex.map(kprof.propagate(lambda i: tracer.launch(f"k{i}", s, 10)), range(200)))
@@ -200,19 +200,16 @@ def test_late_records_are_dropped_counted_and_said(tracer: Any) -> None:
     # The tool hands the record over after the profile ended: dropped, counted, said once.
     with pytest.warns(RuntimeWarning, match="arrived after their profile had ended"):
         assert (
-            capture.deliver(
-                tracer.backend, [capture.DeviceRecord(scopes[0], KERNEL, "hung", s, 1, 2)]
-            )
-            == 1
+            kp.deliver(tracer.backend, [kp.DeviceRecord(scopes[0], KERNEL, "hung", s, 1, 2)]) == 1
         )
     assert activity.stats()["late"] == before + 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once per profile, not per record
-        capture.deliver(tracer.backend, [capture.DeviceRecord(scopes[0], KERNEL, "x", s, 1, 2)])
+        kp.deliver(tracer.backend, [kp.DeviceRecord(scopes[0], KERNEL, "x", s, 1, 2)])
 
 
 def _active_scopes() -> list[int]:
-    rec = kprof.capture.active()
+    rec = kprof.plugin.active()
     assert rec is not None
     return list(rec.scopes)
 
@@ -223,9 +220,7 @@ def test_foreign_records_are_dropped(tracer: Any) -> None:
     before = activity.stats()["foreign"]
     with kprof.profile():
         b = kprof.get_backend("testtrace")
-        assert (
-            capture.deliver(b, [capture.DeviceRecord(10**9, KERNEL, "?", Stream("s"), 1, 2)]) == 1
-        )
+        assert kp.deliver(b, [kp.DeviceRecord(10**9, KERNEL, "?", Stream("s"), 1, 2)]) == 1
     assert activity.stats()["foreign"] == before + 1
 
 
@@ -263,8 +258,8 @@ def test_a_failing_align_places_records_at_the_profile_start_and_says_so(
     from kprof_testbackend.tracer import Stream, Tracer
 
     class NoClock(Tracer):
-        @kprof.hookimpl
-        def activity_align(self, backend: kprof.Backend, queue: Any, device_ns: int) -> Any:
+        @kprof.plugin.hookimpl
+        def activity_align(self, backend: kprof.plugin.Backend, queue: Any, device_ns: int) -> Any:
             raise RuntimeError("clock broke")
 
     monkeypatch.setenv(ENV_PLUGINS, "none")
@@ -288,8 +283,8 @@ def test_a_failing_scope_enter_is_said_and_the_profile_goes_on(
     from kprof_testbackend.tracer import Stream, Tracer
 
     class NoScope(Tracer):
-        @kprof.hookimpl
-        def activity_scope_enter(self, backend: kprof.Backend, scope: int) -> bool:
+        @kprof.plugin.hookimpl
+        def activity_scope_enter(self, backend: kprof.plugin.Backend, scope: int) -> bool:
             raise RuntimeError("no scopes today")
 
     monkeypatch.setenv("KPROF_DISABLE_PLUGIN_AUTOLOAD", "1")
@@ -408,7 +403,7 @@ def test_column_batches_of_an_ended_profile_are_late(tracer: Any) -> None:
             tracer.launch("hung", s, 10)
             scopes = tuple(_active_scopes())
     assert p.kernels == []
-    batch = capture.ActivityColumns(
+    batch = kp.ActivityColumns(
         scope=[scopes[0]] * 2,
         kind=[KERNEL] * 2,
         name=[0, 0],
@@ -419,12 +414,12 @@ def test_column_batches_of_an_ended_profile_are_late(tracer: Any) -> None:
         end=[2, 4],
     )
     with pytest.warns(RuntimeWarning, match="arrived after their profile had ended"):
-        assert capture.deliver_columns(tracer.backend, batch) == 2
+        assert kp.deliver_columns(tracer.backend, batch) == 2
     assert activity.stats()["late"] == before + 2
 
 
 def test_dropped_records_are_kept_per_profile_and_said() -> None:
-    """``capture.dropped``: counted on each profile its backend delivers to, with the reason,
+    """``kp.dropped``: counted on each profile its backend delivers to, with the reason,
     and the end's warning blames the drops, not the device."""
     from kprof_core.recording.recorder import Recorder
 
@@ -438,8 +433,8 @@ def test_dropped_records_are_kept_per_profile_and_said() -> None:
     with activity._lock:
         activity._scopes[10**12] = (rec, None)
     try:
-        capture.dropped(b, 5, "the tool's buffer was full")  # type: ignore[arg-type]
-        capture.dropped(b, 2, "the tool's buffer was full")  # type: ignore[arg-type]
+        kp.dropped(b, 5, "the tool's buffer was full")  # type: ignore[arg-type]
+        kp.dropped(b, 2, "the tool's buffer was full")  # type: ignore[arg-type]
     finally:
         with activity._lock:
             del activity._scopes[10**12]

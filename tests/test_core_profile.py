@@ -330,7 +330,7 @@ def test_harvesting_bounds_live_tokens(tdq: Any, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(plugin, "_take", counting_take)
     q = tdq()
     with kprof.profile() as p, q:
-        rec = kprof.capture.active()
+        rec = kprof.plugin.active()
         for _ in range(1500):
             q.launch("k", 20)  # the device is slower than the host: work piles up
     assert len(p.kernels) == 1500 and not plugin.live

@@ -224,8 +224,8 @@ def _make_fake(devices: int = 1) -> FakeCuda:
     return FakeCuda(devices)
 
 
-def _available() -> kprof.BackendInfo:
-    return kprof.BackendInfo(
+def _available() -> kprof.plugin.BackendInfo:
+    return kprof.plugin.BackendInfo(
         library="fakecupy", library_version="0", devices=("CUDA 0 (Fake GPU)",)
     )
 
@@ -397,7 +397,7 @@ def test_range_times_the_current_stream_without_synchronizing(env: Any) -> None:
             fake.launch(0.02)
             fake.launch(0.02)
         # The range returned before its work was done: its stop event is still pending.
-        rec = kprof.capture.active()
+        rec = kprof.plugin.active()
         assert rec is not None
         stop = next(
             e[STOP] for e in reversed(rec._incoming) if e[SLOT] is not None
@@ -591,7 +591,7 @@ def test_a_failed_event_is_an_error_not_a_wait(env: Any) -> None:
         k = kern(fake, "bad", 0.01)
         k()
         # The stop event of the last launch will report a failure.
-        pending = list(kprof.capture.active()._incoming)  # type: ignore[union-attr]
+        pending = list(kprof.plugin.active()._incoming)  # type: ignore[union-attr]
         fake.events[pending[-1][8].ptr].status = LAUNCH_FAILED
     [x] = p.kernels
     assert x.error is not None and "fakeError719" in x.error

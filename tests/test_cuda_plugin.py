@@ -39,7 +39,7 @@ def run_py(code: str, env_extra: dict[str, str] | None = None) -> str:
 
 
 @pytest.fixture
-def only_cuda(monkeypatch: pytest.MonkeyPatch) -> Iterator[kprof.Backend]:
+def only_cuda(monkeypatch: pytest.MonkeyPatch) -> Iterator[kprof.plugin.Backend]:
     monkeypatch.delenv(ENV_DISABLE_AUTOLOAD, raising=False)
     monkeypatch.setenv(ENV_PLUGINS, "cuda")
     registry.reset()
@@ -70,7 +70,7 @@ def test_describing_imports_cupy_backends_but_not_cupy() -> None:
     assert out.split() == ["cupy", "False"]
 
 
-def test_the_plugin_implements_every_hook_it_needs(only_cuda: kprof.Backend) -> None:
+def test_the_plugin_implements_every_hook_it_needs(only_cuda: kprof.plugin.Backend) -> None:
     b = only_cuda
     assert b.has_timestamps and b.mirrors_ranges
     assert {
@@ -97,7 +97,7 @@ def test_the_plugin_implements_every_hook_it_needs(only_cuda: kprof.Backend) -> 
 
 
 @no_gpu_only
-def test_no_device_is_reported_with_the_cuda_error(only_cuda: kprof.Backend) -> None:
+def test_no_device_is_reported_with_the_cuda_error(only_cuda: kprof.plugin.Backend) -> None:
     from cupy_backends.cuda.api import runtime
 
     info = only_cuda.info()
@@ -232,7 +232,7 @@ def test_libcupti_older_than_cuda_12_6_is_refused() -> None:
 
 @no_gpu_only
 def test_profiling_with_cupy_but_no_device_records_nothing_from_cuda(
-    only_cuda: kprof.Backend,
+    only_cuda: kprof.plugin.Backend,
 ) -> None:
     import cupy  # noqa: F401 - the program uses CuPy
 
@@ -297,7 +297,7 @@ def test_copy_capture_patches_real_cupy_and_restores_it_exactly() -> None:
 
     native_error = call_get(object())
     plugin = CudaPlugin(api=lambda: object(), nvtx=lambda: None)
-    backend = kprof.Backend("cudatest", plugin)
+    backend = kprof.plugin.Backend("cudatest", plugin)
     plugin.install_capture(backend)
     try:
         assert "get" in vars(nd) and "set" in vars(nd)  # overridden on the Python subclass
@@ -316,7 +316,7 @@ def test_capture_is_skipped_when_the_program_has_not_imported_cupy() -> None:
     from kprof_cuda.plugin import CudaPlugin
 
     plugin = CudaPlugin(module="kprof_not_imported_module", nvtx=lambda: None)
-    backend = kprof.Backend("cudatest", plugin)
+    backend = kprof.plugin.Backend("cudatest", plugin)
     plugin.install_capture(backend)
     assert plugin._patcher is None and plugin.api is None
     assert plugin.current_queue(backend) is None and plugin.record_timestamp(backend) is None
@@ -333,22 +333,22 @@ class Mirror:
         self.calls: list[tuple[str, ...]] = []
         self.fail = fail
 
-    @kprof.hookimpl
-    def current_queue(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def current_queue(self, backend: kprof.plugin.Backend) -> Any:
         return "q"
 
-    @kprof.hookimpl
-    def range_push(self, backend: kprof.Backend, name: str) -> None:
+    @kprof.plugin.hookimpl
+    def range_push(self, backend: kprof.plugin.Backend, name: str) -> None:
         if self.fail:
             raise RuntimeError("nvtx broke")
         self.calls.append(("push", name, threading.current_thread().name))
 
-    @kprof.hookimpl
-    def range_pop(self, backend: kprof.Backend) -> None:
+    @kprof.plugin.hookimpl
+    def range_pop(self, backend: kprof.plugin.Backend) -> None:
         self.calls.append(("pop", threading.current_thread().name))
 
-    @kprof.hookimpl
-    def synchronize(self, backend: kprof.Backend, queue: Any) -> None:
+    @kprof.plugin.hookimpl
+    def synchronize(self, backend: kprof.plugin.Backend, queue: Any) -> None:
         self.calls.append(("sync",))
 
 
@@ -388,8 +388,8 @@ def test_range_hooks_bracket_ranges_and_kernel_calls(bare: None) -> None:
 
 def test_backends_without_range_hooks_are_not_asked(bare: None) -> None:
     class Plain:
-        @kprof.hookimpl
-        def current_queue(self, backend: kprof.Backend) -> Any:
+        @kprof.plugin.hookimpl
+        def current_queue(self, backend: kprof.plugin.Backend) -> Any:
             return "q"
 
     b = kprof.register_backend(Plain(), "plain")

@@ -1,5 +1,5 @@
-"""The reference is complete: every hook has a docstring, and README.md documents each one under
-a heading ``### hook_name(arg1, arg2)`` naming all its arguments; every public name of ``kprof``
+"""The reference is complete: every hook has a docstring with a ``:param:`` field per argument,
+README.md names each one and points to that reference; every public name of ``kprof``
 and every public attribute of ``Profile``, the records and what plugins return is documented,
 and docstrings' references to attributes (``Profile.clocks``) resolve."""
 
@@ -17,13 +17,14 @@ import kprof_core
 from kprof_core.data.records import QueueRecord, ThreadRecord
 from kprof_core.host import hookspecs
 from kprof_core.host.backend import Backend
+from kprof_core.host.markers import PROJECT
 from kprof_core.recording.placement import DeviceClock
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 HOOKS = [
     fn
     for name, fn in vars(hookspecs).items()
-    if inspect.isfunction(fn) and hasattr(fn, f"{hookspecs.PROJECT}_spec")
+    if inspect.isfunction(fn) and hasattr(fn, f"{PROJECT}_spec")
 ]
 
 
@@ -38,16 +39,55 @@ def test_every_hookspec_has_a_docstring(hook: object) -> None:
 
 
 @pytest.mark.parametrize("hook", HOOKS, ids=lambda h: h.__name__)
-def test_readme_documents_every_hook(hook: object) -> None:
-    assert README.exists(), "README.md is missing: it must document every hook"
-    name = hook.__name__  # type: ignore[attr-defined]
-    args = ", ".join(inspect.signature(hook).parameters)  # type: ignore[arg-type]
-    headings = re.findall(rf"^###\s+`?{name}\((.*?)\)`?\s*$", README.read_text(), re.MULTILINE)
-    assert headings, f"README.md has no heading '### {name}({args})'"
-    assert any(h.replace(" ", "") == args.replace(" ", "") for h in headings), (
-        f"README.md's heading for {name} must name every argument: '### {name}({args})', "
-        f"found {headings}"
-    )
+def test_every_hookspec_documents_each_parameter(hook: object) -> None:
+    """The hookspecs are the reference: each argument has its ``:param name:`` field."""
+    doc = inspect.getdoc(hook) or ""
+    missing = [
+        p
+        for p in inspect.signature(hook).parameters  # type: ignore[arg-type]
+        if not re.search(rf"^:param {p}:", doc, re.MULTILINE)
+    ]
+    assert not missing, f"hookspec {hook.__name__} has no ':param {missing[0]}:'"  # type: ignore[attr-defined]
+
+
+def test_readme_lists_every_hook_and_points_to_the_reference() -> None:
+    """README teaches (which hook for what, the example plugin) and links to the reference
+    rather than restating it: each hook is named there, none has a section of its own."""
+    text = README.read_text()
+    assert "kprof_core/host/hookspecs.py" in text
+    for hook in HOOKS:
+        name = hook.__name__  # type: ignore[attr-defined]
+        assert f"`{name}`" in text, f"README.md's table of hooks does not name {name}"
+        assert not re.search(rf"^#+\s+`?{name}\(", text, re.MULTILINE), (
+            f"README.md restates {name}: its docstring in hookspecs.py is the reference"
+        )
+
+
+# -- the hook list is written once, in the hookspecs --------------------------------------------
+
+
+def test_resolved_hooks_are_the_hookspecs_with_their_arguments() -> None:
+    from kprof_core.host.backend import RESOLVED_HOOKS
+
+    specs = {h.__name__: tuple(inspect.signature(h).parameters) for h in HOOKS}
+    assert RESOLVED_HOOKS == specs
+
+
+def test_backend_declares_one_attribute_per_hook() -> None:
+    """``Backend``'s annotations (which mypy reads) name exactly the hooks, in their order."""
+    hooks = [n for n, t in Backend.__annotations__.items() if "Callable" in str(t)]
+    assert hooks == [h.__name__ for h in HOOKS]
+
+
+def test_the_defaults_implement_every_hook_with_its_arguments() -> None:
+    from kprof_core.host import defaults
+
+    impls = {
+        name: tuple(inspect.signature(fn).parameters)
+        for name, fn in vars(defaults).items()
+        if inspect.isfunction(fn) and hasattr(fn, f"{PROJECT}_impl")
+    }
+    assert impls == {h.__name__: tuple(inspect.signature(h).parameters) for h in HOOKS}
 
 
 # -- every public name of the API is documented (as datasette does for its hooks) --------------
@@ -77,9 +117,9 @@ DOCUMENTED_CLASSES = [
     QueueRecord,
     ThreadRecord,
     DeviceClock,
-    kprof.BackendInfo,
-    kprof.QueueInfo,
-    kprof.Alignment,
+    kprof.plugin.BackendInfo,
+    kprof.plugin.QueueInfo,
+    kprof.plugin.Alignment,
     Backend,
 ]
 
@@ -102,14 +142,14 @@ def test_every_public_name_of_kprof_has_a_docstring(name: str) -> None:
     assert doc and len(doc.split()) >= 5, f"kprof.{name} needs a docstring"
 
 
-@pytest.mark.parametrize("name", [n for n in kprof.capture.__all__])
-def test_every_name_of_kprof_capture_is_documented(name: str) -> None:
-    obj = getattr(kprof.capture, name)
+@pytest.mark.parametrize("name", [n for n in kprof.plugin.__all__])
+def test_every_name_of_kprof_plugin_is_documented(name: str) -> None:
+    obj = getattr(kprof.plugin, name)
     if isinstance(obj, int):  # KERNEL, COPY: the module docstring says what they are
-        assert f"``{name}``" in (kprof.capture.__doc__ or ""), f"kprof.capture.{name}"
+        assert f"``{name}``" in (kprof.plugin.__doc__ or ""), f"kprof.plugin.{name}"
         return
     doc = inspect.getdoc(obj)
-    assert doc and len(doc.split()) >= 5, f"kprof.capture.{name} needs a docstring"
+    assert doc and len(doc.split()) >= 5, f"kprof.plugin.{name} needs a docstring"
 
 
 @pytest.mark.parametrize("cls", DOCUMENTED_CLASSES, ids=lambda c: c.__name__)
@@ -165,3 +205,25 @@ def test_references_to_attributes_resolve(where: str, text: str) -> None:
         }
     )
     assert not broken, f"{where} refers to attributes that do not exist: {broken}"
+
+
+# -- the two public namespaces ------------------------------------------------------------------
+
+
+def test_kprof_exports_the_exceptions_users_catch() -> None:
+    from kprof_core.io.exports import ExportError
+    from kprof_core.io.storage import ProfileFileError
+
+    assert kprof.ExportError is ExportError and kprof.ProfileFileError is ProfileFileError
+    assert issubclass(kprof.ProfileFileError, kprof.KprofError)
+
+
+def test_plugin_names_left_kprof_for_kprof_plugin_with_a_warning() -> None:
+    for name in ("hookimpl", "Backend", "BackendInfo", "QueueInfo", "Alignment"):
+        assert name not in kprof.__all__ and name in kprof.plugin.__all__
+        with pytest.warns(DeprecationWarning, match=rf"kprof\.{name} moved to kprof\.plugin"):
+            assert getattr(kprof, name) is getattr(kprof.plugin, name)
+    with pytest.warns(DeprecationWarning, match="kprof.capture moved to kprof.plugin"):
+        assert kprof.capture.active is kprof.plugin.active  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match="no attribute 'hookspec'"):
+        kprof.hookspec  # type: ignore[attr-defined]  # noqa: B018

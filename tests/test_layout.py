@@ -23,13 +23,8 @@ MAX_LINES = 400
 #: Modules allowed over MAX_LINES, each with why it is not split (yet). Shrink this list.
 LONG_MODULES: dict[str, str] = {
     "kprof_core.recording.recorder": "the launch path and device ranges; ranges could go to ranges.py",
-    "kprof_core.host.hookspecs": "the plugin contract's docstring; its one home is issue 20's next step",
-    "kprof_core.conformance.checks": "one check per hook, in one class",
-    "kprof_core.io.storage": "the file format's writer and reader with its documentation",
-    "kprof_core.ranks.combine": "placement of ranks' clocks and the cross-rank summary",
-    "kprof_cuda.plugin": "the hook aliases, written once by issue 20's next step",
+    "kprof_cuda.plugin": "one class: the CUDA hooks over one set of event pools and caches",
     "kprof_cuda.activity": "the CUPTI client: kinds, scopes, drain thread, flush and drops, clocks",
-    "kprof_hip.capture": "the HIP launch and copy wrappers",
     "kprof_opencl.capture": "the PyOpenCL launch and copy wrappers",
 }
 
@@ -178,6 +173,43 @@ def test_the_data_sits_below_its_readers() -> None:
         m for m, deps in graph.items() if m.startswith(lower) and "kprof_core.result" in deps
     )
     assert not offenders
+
+
+#: The backend plugins kprof bundles, and those its tests and docs ship: each uses kprof as a
+#: third party would, through ``kprof`` and ``kprof.plugin`` only.
+BACKEND_PLUGINS = (
+    "kprof_cuda",
+    "kprof_opencl",
+    "kprof_hip",
+    "examples/plugin",
+    "tests/plugins/kprof_testbackend/src/kprof_testbackend",
+)
+
+
+def _every_import(tree: ast.AST) -> set[str]:
+    """Every module named by an import anywhere in ``tree``, type-only ones included."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    return found
+
+
+@pytest.mark.parametrize("where", BACKEND_PLUGINS)
+def test_backend_plugins_use_only_the_public_api(where: str) -> None:
+    files = sorted((ROOT / where).rglob("*.py"))
+    assert files
+    offenders = {
+        f"{p.relative_to(ROOT)}: {m}"
+        for p in files
+        for m in _every_import(ast.parse(p.read_text(encoding="utf-8")))
+        if m == "kprof_core" or m.startswith("kprof_core.")
+    }
+    assert not offenders, "plugins import kprof.plugin, never kprof_core:\n" + "\n".join(
+        sorted(offenders)
+    )
 
 
 @pytest.mark.parametrize("name", sorted(_modules()))

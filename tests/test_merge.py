@@ -29,10 +29,10 @@ from kprof_core.ranks.combine import (
     UNKNOWN,
     WALL,
     clock_placements,
-    cross_rank_summary,
     shift_profile,
 )
 from kprof_core.ranks.merge import merge_report
+from kprof_core.ranks.summary import cross_rank_summary
 
 DATA = Path(__file__).parent / "data"
 Q = QueueRecord("testdev", "testdev 0", "queue 1", "testdev:testdev 0")

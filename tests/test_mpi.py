@@ -23,8 +23,8 @@ import kprof
 from kprof_core.cli.main import main
 from kprof_core.data.provenance import LAUNCHER_VARIABLES
 from kprof_core.data.records import RANGE, UNRESOLVED, HostTable
-from kprof_core.ranks.combine import cross_rank_summary
 from kprof_core.ranks.mpi import ClockSync, clock_meta, measure_clock_offset, test_clock_skew_ns
+from kprof_core.ranks.summary import cross_rank_summary
 
 SCRIPTS = Path(__file__).parent / "scripts"
 SKEW = 5_000_000_000  # rank 1's clock reads 5 s ahead

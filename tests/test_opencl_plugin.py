@@ -24,7 +24,7 @@ START, END, QUEUED = cl.profiling_info.START, cl.profiling_info.END, cl.profilin
 
 
 @pytest.fixture(scope="module")
-def backend() -> kprof.Backend:
+def backend() -> kprof.plugin.Backend:
     return kprof.get_backend("opencl")
 
 
@@ -75,7 +75,7 @@ def test_importing_the_plugin_does_not_import_pyopencl() -> None:
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
-def test_describe_lists_pyopencl_and_its_devices(backend: kprof.Backend, queue: Any) -> None:
+def test_describe_lists_pyopencl_and_its_devices(backend: kprof.plugin.Backend, queue: Any) -> None:
     info = plugin.describe_backend(backend)
     assert info.status == "available"
     assert info.library == "pyopencl" and info.library_version == cl.VERSION_TEXT
@@ -85,7 +85,7 @@ def test_describe_lists_pyopencl_and_its_devices(backend: kprof.Backend, queue: 
 
 
 def test_describe_without_pyopencl_says_not_installed(
-    backend: kprof.Backend, monkeypatch: pytest.MonkeyPatch
+    backend: kprof.plugin.Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "pyopencl", None)  # makes `import pyopencl` fail
     info = plugin.describe_backend(backend)
@@ -94,7 +94,7 @@ def test_describe_without_pyopencl_says_not_installed(
 
 
 def test_describe_without_platforms_says_no_device(
-    backend: kprof.Backend, monkeypatch: pytest.MonkeyPatch
+    backend: kprof.plugin.Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def no_platforms() -> list[Any]:
         raise cl.LogicError("clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR")
@@ -106,7 +106,7 @@ def test_describe_without_platforms_says_no_device(
 
 
 def test_record_timestamp_needs_a_current_profiling_queue(
-    backend: kprof.Backend, queue: Any
+    backend: kprof.plugin.Backend, queue: Any
 ) -> None:
     with kprof_opencl.use_queue(None):  # this thread has no current queue
         assert plugin.record_timestamp(backend) is None
@@ -125,7 +125,7 @@ def test_record_timestamp_needs_a_current_profiling_queue(
 
 
 def test_markers_bracket_the_work_between_them(
-    backend: kprof.Backend, queue: Any, spin: Any
+    backend: kprof.plugin.Backend, queue: Any, spin: Any
 ) -> None:
     with kprof_opencl.use_queue(queue):
         a = plugin.record_timestamp(backend)
@@ -139,7 +139,7 @@ def test_markers_bracket_the_work_between_them(
 
 
 def test_a_launch_event_as_both_tokens_is_its_duration(
-    backend: kprof.Backend, queue: Any, spin: Any
+    backend: kprof.plugin.Backend, queue: Any, spin: Any
 ) -> None:
     slow = spin(n=20000)
     assert plugin.timestamp_done(backend, slow) is False  # still running: no profiling info yet
@@ -151,7 +151,7 @@ def test_a_launch_event_as_both_tokens_is_its_duration(
 
 
 def test_elapsed_time_of_an_unfinished_event_says_why(
-    backend: kprof.Backend, queue: Any, spin: Any
+    backend: kprof.plugin.Backend, queue: Any, spin: Any
 ) -> None:
     slow = spin(n=20000)
     with pytest.raises(RuntimeError, match="status"):
@@ -159,7 +159,9 @@ def test_elapsed_time_of_an_unfinished_event_says_why(
     queue.finish()
 
 
-def test_queues_are_numbered_in_order_of_first_sight(backend: kprof.Backend, queue: Any) -> None:
+def test_queues_are_numbered_in_order_of_first_sight(
+    backend: kprof.plugin.Backend, queue: Any
+) -> None:
     q1 = kprof_opencl.profiling_queue(queue)
     q2 = kprof_opencl.profiling_queue(queue)
     i2 = plugin.queue_info(backend, q2)
@@ -171,14 +173,16 @@ def test_queues_are_numbered_in_order_of_first_sight(backend: kprof.Backend, que
     assert i1.device_key == i2.device_key == plugin.queue_info(backend, queue).device_key
 
 
-def test_synchronize_finishes_the_queue(backend: kprof.Backend, queue: Any, spin: Any) -> None:
+def test_synchronize_finishes_the_queue(
+    backend: kprof.plugin.Backend, queue: Any, spin: Any
+) -> None:
     ev = spin(n=20000)
     plugin.synchronize(backend, queue)
     assert ev.command_execution_status == cl.command_execution_status.COMPLETE
 
 
 def test_align_clock_checks_the_launch_window(
-    backend: kprof.Backend, queue: Any, spin: Any
+    backend: kprof.plugin.Backend, queue: Any, spin: Any
 ) -> None:
     if not is_pocl_cpu(queue.device):
         pytest.skip("CLOCK_MONOTONIC_RAW alignment is PoCL's")
@@ -212,7 +216,7 @@ def _wait_stamped(*tokens: Any) -> None:
 
 
 def test_the_watcher_stamps_in_queue_order_after_each_launch_and_the_previous_end(
-    backend: kprof.Backend,
+    backend: kprof.plugin.Backend,
 ) -> None:
     from kprof_opencl.observed import Watcher
 
@@ -237,7 +241,7 @@ def test_the_watcher_stamps_in_queue_order_after_each_launch_and_the_previous_en
     assert t1.event is None and t2.event is None  # events are let go once stamped
 
 
-def test_an_observed_command_that_failed_says_so(backend: kprof.Backend) -> None:
+def test_an_observed_command_that_failed_says_so(backend: kprof.plugin.Backend) -> None:
     from kprof_opencl.observed import Watcher
 
     class InOrder:
@@ -251,7 +255,7 @@ def test_an_observed_command_that_failed_says_so(backend: kprof.Backend) -> None
 
 
 def test_on_an_out_of_order_queue_work_is_bounded_by_its_launch_alone(
-    backend: kprof.Backend,
+    backend: kprof.plugin.Backend,
 ) -> None:
     from kprof_opencl.observed import Watcher
 

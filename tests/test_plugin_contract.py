@@ -29,8 +29,8 @@ class SlowEnqueue(InstantClock):
         super().__init__()
         self.calls: list[tuple[int, int]] = []
 
-    @kprof.hookimpl
-    def record_timestamp(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def record_timestamp(self, backend: kprof.plugin.Backend) -> Any:
         entered = now()
         time.sleep(SLOW_S / 2)
         tok = Token(now())
@@ -110,35 +110,37 @@ class AbsoluteClock:
         self._local = threading.local()
         self.released: list[Token] = []
 
-    @kprof.hookimpl
-    def current_queue(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def current_queue(self, backend: kprof.plugin.Backend) -> Any:
         return getattr(self._local, "queue", None)
 
-    @kprof.hookimpl
-    def record_timestamp(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def record_timestamp(self, backend: kprof.plugin.Backend) -> Any:
         return Token(now() + self.OFFSET)
 
-    @kprof.hookimpl
-    def timestamp_done(self, backend: kprof.Backend, token: Token) -> bool:
+    @kprof.plugin.hookimpl
+    def timestamp_done(self, backend: kprof.plugin.Backend, token: Token) -> bool:
         return True
 
-    @kprof.hookimpl
-    def device_times(self, backend: kprof.Backend, start: Token, stop: Token) -> tuple[int, int]:
+    @kprof.plugin.hookimpl
+    def device_times(
+        self, backend: kprof.plugin.Backend, start: Token, stop: Token
+    ) -> tuple[int, int]:
         return start.t, stop.t
 
-    @kprof.hookimpl
-    def release_timestamp(self, backend: kprof.Backend, token: Token) -> None:
+    @kprof.plugin.hookimpl
+    def release_timestamp(self, backend: kprof.plugin.Backend, token: Token) -> None:
         self.released.append(token)
 
-    @kprof.hookimpl
-    def queue_info(self, backend: kprof.Backend, queue: Any) -> kprof.QueueInfo:
-        return kprof.QueueInfo(device="abs 0", label="queue 0")
+    @kprof.plugin.hookimpl
+    def queue_info(self, backend: kprof.plugin.Backend, queue: Any) -> kprof.plugin.QueueInfo:
+        return kprof.plugin.QueueInfo(device="abs 0", label="queue 0")
 
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def align_clock(
-        self, backend: kprof.Backend, token: Token, launch_window: tuple[int, int]
-    ) -> kprof.Alignment:
-        return kprof.Alignment(host_ns=token.t - self.OFFSET, error_ns=0, method="offset")
+        self, backend: kprof.plugin.Backend, token: Token, launch_window: tuple[int, int]
+    ) -> kprof.plugin.Alignment:
+        return kprof.plugin.Alignment(host_ns=token.t - self.OFFSET, error_ns=0, method="offset")
 
 
 def test_device_times_alone_makes_a_backend_device_timed() -> None:
@@ -174,8 +176,8 @@ def test_device_times_alone_makes_a_backend_device_timed() -> None:
 
 def test_timestamps_that_cannot_be_read_are_reported_at_registration() -> None:
     class Unreadable:
-        @kprof.hookimpl
-        def record_timestamp(self, backend: kprof.Backend) -> Any:
+        @kprof.plugin.hookimpl
+        def record_timestamp(self, backend: kprof.plugin.Backend) -> Any:
             return object()
 
     with pytest.warns(
@@ -200,7 +202,7 @@ def test_a_complete_plugin_registers_without_a_warning() -> None:
 
 class Deferred(InstantClock):
     """Timestamps are written into a command buffer: done once it is submitted; a buffer
-    dropped without submission makes its tokens raise ``kprof.NeverSubmitted``."""
+    dropped without submission makes its tokens raise ``kprof.plugin.NeverSubmitted``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -209,8 +211,8 @@ class Deferred(InstantClock):
         self.dropped: set[int] = set()
         self.asked: dict[int, int] = {}
 
-    @kprof.hookimpl
-    def record_timestamp(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def record_timestamp(self, backend: kprof.plugin.Backend) -> Any:
         tok = super().record_timestamp(backend)
         self.buffer.append(tok)
         return tok
@@ -223,11 +225,11 @@ class Deferred(InstantClock):
         self.dropped.update(id(t) for t in self.buffer)
         self.buffer.clear()
 
-    @kprof.hookimpl
-    def timestamp_done(self, backend: kprof.Backend, token: Token) -> Any:
+    @kprof.plugin.hookimpl
+    def timestamp_done(self, backend: kprof.plugin.Backend, token: Token) -> Any:
         self.asked[id(token)] = self.asked.get(id(token), 0) + 1
         if id(token) in self.dropped:
-            raise kprof.NeverSubmitted("command buffer dropped without submit")
+            raise kprof.plugin.NeverSubmitted("command buffer dropped without submit")
         return id(token) in self.submitted
 
 

@@ -60,11 +60,11 @@ class Dev:
 class AbsolutePlugin:
     """Absolute device clock (``device_times``), optionally with the batch reader."""
 
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def timestamp_done(self, token: Tok) -> bool:
         return token.done()
 
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def device_times(self, start: Tok, stop: Tok) -> Any:
         if stop.fail:
             raise RuntimeError("the command failed")
@@ -72,25 +72,25 @@ class AbsolutePlugin:
             return [start.begin, stop.end]  # not a tuple: a plugin bug
         return start.begin, stop.end
 
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def elapsed_time(self, start: Tok, stop: Tok) -> int:
         return stop.end - start.begin
 
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def record_timestamp(self) -> Any:
         return None
 
-    @kprof.hookimpl
-    def queue_info(self, queue: Dev) -> kprof.QueueInfo:
-        return kprof.QueueInfo(device=queue.key, label=queue.label, device_key=queue.key)
+    @kprof.plugin.hookimpl
+    def queue_info(self, queue: Dev) -> kprof.plugin.QueueInfo:
+        return kprof.plugin.QueueInfo(device=queue.key, label=queue.label, device_key=queue.key)
 
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def align_clock(self, token: Tok, launch_window: tuple[int, int]) -> Any:
         if token.begin % 2:
             return None  # this device cannot be aligned: placed at its first launch
-        return kprof.Alignment(host_ns=launch_window[0] + 7, error_ns=3, method="test")
+        return kprof.plugin.Alignment(host_ns=launch_window[0] + 7, error_ns=3, method="test")
 
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def synchronize(self, queue: Any) -> None:
         return None
 
@@ -98,7 +98,7 @@ class AbsolutePlugin:
 class BatchPlugin(AbsolutePlugin):
     """Absolute device clock with the batch reader (as OpenCL)."""
 
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def device_times_batch(self, starts: tuple[Tok, ...], stops: tuple[Tok, ...]) -> Any:
         begins, ends = [], []
         for a, b in zip(starts, stops):
@@ -115,7 +115,7 @@ class ElapsedPlugin(AbsolutePlugin):
     def __init__(self) -> None:
         self.released: list[int] = []
 
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def elapsed_time(self, start: Tok, stop: Tok) -> Any:
         if stop.fail:
             raise RuntimeError("the command failed")
@@ -123,7 +123,7 @@ class ElapsedPlugin(AbsolutePlugin):
             return float(stop.end - start.begin)
         return stop.end - start.begin
 
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def release_timestamp(self, token: Tok) -> None:
         self.released.append(id(token))
 
@@ -412,7 +412,7 @@ class AlignPlugin:
         self.base = base
 
     def align_clock(self, backend: Any, token: Any, window: tuple[int, int]) -> Any:
-        return None if self.base is None else kprof.Alignment(self.base, 1, "test")
+        return None if self.base is None else kprof.plugin.Alignment(self.base, 1, "test")
 
 
 ROWS = st.lists(
@@ -438,7 +438,8 @@ def test_column_wise_placement_matches_row_by_row(
     # Queues 0 and 1 share a device; 2 and 3 are two more devices.
     queues = [QueueRecord("b", dev, f"q{i}", dev) for i, dev in enumerate(["d0", "d0", "d1", "d2"])]
     backends = {
-        dev: kprof.Backend("b", AlignPlugin(base)) for dev, base in zip(["d0", "d1", "d2"], bases)
+        dev: kprof.plugin.Backend("b", AlignPlugin(base))
+        for dev, base in zip(["d0", "d1", "d2"], bases)
     }
     for b in backends.values():
         b.align_clock = b.plugin.align_clock  # type: ignore[attr-defined]

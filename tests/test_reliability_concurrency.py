@@ -115,7 +115,7 @@ def test_a_thread_that_outlives_its_profile(tdq: Any) -> None:
 
     with kprof.profile() as outer:  # keeps capture installed after the inner profile ends
         with kprof.profile() as inner:
-            rec = kprof.capture.active()
+            rec = kprof.plugin.active()
             t = threading.Thread(target=kprof.propagate(work))
             t.start()
             inside.wait(10)

@@ -59,8 +59,8 @@ def test_a_timestamp_that_never_completes(
 
 
 class ElapsedRaises(InstantClock):
-    @kprof.hookimpl
-    def elapsed_time(self, backend: kprof.Backend, start: Any, stop: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def elapsed_time(self, backend: kprof.plugin.Backend, start: Any, stop: Any) -> Any:
         raise RuntimeError("CL_OUT_OF_RESOURCES")
 
 

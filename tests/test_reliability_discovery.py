@@ -21,7 +21,7 @@ HANGS_ON_IMPORT = "import threading\nthreading.Event().wait()\n"
 DESCRIBE_HANGS = """
 import threading, kprof
 
-@kprof.hookimpl
+@kprof.plugin.hookimpl
 def describe_backend(backend):
     threading.Event().wait()
 """
@@ -31,7 +31,7 @@ EXITS_ON_IMPORT = "raise SystemExit(3)\n"
 DESCRIBE_EXITS = """
 import kprof
 
-@kprof.hookimpl
+@kprof.plugin.hookimpl
 def describe_backend(backend):
     raise SystemExit(4)
 """
@@ -39,18 +39,18 @@ def describe_backend(backend):
 WRONG_INFO = """
 import kprof
 
-@kprof.hookimpl
+@kprof.plugin.hookimpl
 def describe_backend(backend):
-    return kprof.BackendInfo(devices=[0, 1], library=3)
+    return kprof.plugin.BackendInfo(devices=[0, 1], library=3)
 """
 
 IMPOSTOR = """
 import kprof
 IMPORTED = True
 
-@kprof.hookimpl
+@kprof.plugin.hookimpl
 def describe_backend(backend):
-    return kprof.BackendInfo(detail="the impostor")
+    return kprof.plugin.BackendInfo(detail="the impostor")
 """
 
 PROFILE_ONE_KERNEL = """

@@ -65,7 +65,7 @@ def test_an_unknown_backend_lists_the_known_ones() -> None:
     with pytest.raises(kprof.KprofError, match="known backends: testdev, testnots"):
         with kprof.profile(backends=["testdev", "nosuch"]):
             pass
-    assert kprof.capture.active() is None
+    assert kprof.plugin.active() is None
 
 
 @pytest.mark.parametrize(

@@ -34,16 +34,16 @@ class Patching(InstantClock):
         self.fail_install, self.fail_remove = fail_install, fail_remove
         self.installs = self.removes = 0
 
-    @kprof.hookimpl
-    def install_capture(self, backend: kprof.Backend) -> None:
+    @kprof.plugin.hookimpl
+    def install_capture(self, backend: kprof.plugin.Backend) -> None:
         self.installs += 1
         target.fn = lambda: "patched"
         if self.fail_install is not None:
             exc, self.fail_install = self.fail_install, None
             raise exc
 
-    @kprof.hookimpl
-    def remove_capture(self, backend: kprof.Backend) -> None:
+    @kprof.plugin.hookimpl
+    def remove_capture(self, backend: kprof.plugin.Backend) -> None:
         self.removes += 1
         target.fn = original
         if self.fail_remove is not None:
@@ -68,7 +68,7 @@ def test_an_interrupt_during_install_undoes_it(tdq: Any) -> None:
             pytest.fail("the block must not run")
     assert target.fn is original and odd.removes == 1
     assert device.Queue.launch is testdev_launch  # testdev, installed first, is removed too
-    assert not profiler.capture_installed() and kprof.capture.active() is None
+    assert not profiler.capture_installed() and kprof.plugin.active() is None
     # The next profile installs again and works.
     q = tdq()
     with kprof.profile(backends=["testdev", "odd"]) as p, q, odd.using(InstantQueue("oq")):
@@ -91,7 +91,7 @@ def test_an_interrupt_during_removal_keeps_the_records(tdq: Any, exc: BaseExcept
     assert [k.name for k in p.kernels] == ["k"] and [r.name for r in p.ranges] == ["r"]
     assert target.fn is original
     assert device.Queue.launch is not None and not plugin.live
-    assert not profiler.capture_installed() and kprof.capture.active() is None
+    assert not profiler.capture_installed() and kprof.plugin.active() is None
     with kprof.profile(backends=["odd"]):
         assert target.fn() == "patched"  # installed again: the count went back to zero
     assert target.fn is original

@@ -38,7 +38,7 @@ def test_keyboard_interrupt_in_the_block(tdq: Any) -> None:
     assert (device.Queue.launch, device.PlainQueue.launch) == originals
     assert device.Queue.launch is originals[0] and device.PlainQueue.launch is originals[1]
     assert not plugin.live
-    assert kprof.capture.active() is None
+    assert kprof.plugin.active() is None
 
 
 def test_keyboard_interrupt_while_resolving(tdq: Any) -> None:

@@ -56,8 +56,8 @@ class FreshQueues:
 
     queue: Any = None
 
-    @kprof.hookimpl
-    def current_queue(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def current_queue(self, backend: kprof.plugin.Backend) -> Any:
         return self.queue
 
 

@@ -17,8 +17,8 @@ from tracecheck import synthetic
 
 import kprof
 from kprof_core.data.records import HostTable, ThreadRecord
-from kprof_core.ranks.combine import cross_rank_summary, format_cross_rank
 from kprof_core.ranks.merge import merge_report
+from kprof_core.ranks.summary import cross_rank_summary, format_cross_rank
 from kprof_core.renderers.console import MAX_INDENT
 from kprof_core.renderers.terminal import escape
 

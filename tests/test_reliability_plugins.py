@@ -26,7 +26,7 @@ RAISES_ON_IMPORT = "raise ImportError('libfoo.so.1: cannot open shared object fi
 DESCRIBE_RAISES = """
 import kprof
 
-@kprof.hookimpl
+@kprof.plugin.hookimpl
 def describe_backend(backend):
     raise OSError("driver version mismatch")
 """
@@ -36,15 +36,15 @@ import kprof
 
 QUEUE = object()
 
-@kprof.hookimpl
+@kprof.plugin.hookimpl
 def current_queue(backend):
     return QUEUE
 
-@kprof.hookimpl
+@kprof.plugin.hookimpl
 def record_timestamp(backend):
     raise RuntimeError("device lost")
 
-@kprof.hookimpl
+@kprof.plugin.hookimpl
 def elapsed_time(backend, start, stop):
     return 0
 """
@@ -155,32 +155,32 @@ def test_backends_command_shows_the_errors(broken_dist: Path) -> None:
 
 
 class ElapsedStr(InstantClock):
-    @kprof.hookimpl
-    def elapsed_time(self, backend: kprof.Backend, start: Any, stop: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def elapsed_time(self, backend: kprof.plugin.Backend, start: Any, stop: Any) -> Any:
         return "12"
 
 
 class DescribeDict(InstantClock):
-    @kprof.hookimpl
-    def describe_backend(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def describe_backend(self, backend: kprof.plugin.Backend) -> Any:
         return {"status": "available"}
 
 
 class QueueInfoStr(InstantClock):
-    @kprof.hookimpl
-    def queue_info(self, backend: kprof.Backend, queue: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def queue_info(self, backend: kprof.plugin.Backend, queue: Any) -> Any:
         return "queue 1"
 
 
 class AlignTuple(InstantClock):
-    @kprof.hookimpl
-    def align_clock(self, backend: kprof.Backend, token: Any, launch_window: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def align_clock(self, backend: kprof.plugin.Backend, token: Any, launch_window: Any) -> Any:
         return (token.t, 0)
 
 
 class DoneRaises(InstantClock):
-    @kprof.hookimpl
-    def timestamp_done(self, backend: kprof.Backend, token: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def timestamp_done(self, backend: kprof.plugin.Backend, token: Any) -> Any:
         raise RuntimeError("ECC error")
 
 
@@ -213,7 +213,7 @@ def test_describe_of_the_wrong_type(testbackends: Any) -> None:
         with kprof.profile() as p:
             pass
     [msg] = naming(caught, "odd")
-    assert "describe_backend returned dict, expected kprof.BackendInfo" in msg
+    assert "describe_backend returned dict, expected kprof.plugin.BackendInfo" in msg
     assert info.status.startswith("error: TypeError: describe_backend returned dict")
     assert "odd" not in p.backends and "testdev" in p.backends
 
@@ -221,7 +221,7 @@ def test_describe_of_the_wrong_type(testbackends: Any) -> None:
 def test_queue_info_of_the_wrong_type(testbackends: Any, tdq: Any) -> None:
     plugin = QueueInfoStr()
     p, [msg] = profile_with(plugin, testbackends, tdq)
-    assert "queue_info returned str, expected kprof.QueueInfo" in msg
+    assert "queue_info returned str, expected kprof.plugin.QueueInfo" in msg
     odd = [k for k in p.kernels if k.backend == "odd"]
     assert len(odd) == 3 and all(k.error is None for k in odd)  # still timed
     assert not plugin.live
@@ -230,7 +230,7 @@ def test_queue_info_of_the_wrong_type(testbackends: Any, tdq: Any) -> None:
 def test_align_clock_of_the_wrong_type(testbackends: Any, tdq: Any) -> None:
     plugin = AlignTuple()
     p, [msg] = profile_with(plugin, testbackends, tdq)
-    assert "align_clock returned tuple, expected kprof.Alignment" in msg
+    assert "align_clock returned tuple, expected kprof.plugin.Alignment" in msg
     clock = next(c for c in p.clocks.values() if c.backend == "odd")
     assert clock.method == "first work on the device assumed to start at its launch"
     odd = [k for k in p.kernels if k.backend == "odd"]
@@ -290,18 +290,18 @@ def test_a_non_str_name_is_kept_by_its_repr(testbackends: Any, tdq: Any) -> None
     q = tdq()
     b = kprof.get_backend("testdev")
     with caught_warnings() as caught, kprof.profile() as p, q:
-        rec = kprof.capture.active()
+        rec = kprof.plugin.active()
         assert rec is not None
         for _ in range(2):  # a plugin's bug: a name that is not a str
-            t0 = kprof.capture.now()
+            t0 = kprof.plugin.now()
             start, stop = plugin.record_timestamp(b), plugin.record_timestamp(b)
             rec.launch(
                 b,
-                kprof.capture.KERNEL,
+                kprof.plugin.KERNEL,
                 ["not", "a", "name"],
                 q,
                 t0,  # type: ignore[arg-type]
-                kprof.capture.now(),
+                kprof.plugin.now(),
                 start,
                 stop,
             )

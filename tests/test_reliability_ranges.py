@@ -22,8 +22,8 @@ class Counting(InstantClock):
         super().__init__()
         self.recorded = 0
 
-    @kprof.hookimpl
-    def record_timestamp(self, backend: kprof.Backend) -> Any:
+    @kprof.plugin.hookimpl
+    def record_timestamp(self, backend: kprof.plugin.Backend) -> Any:
         self.recorded += 1
         return super().record_timestamp(backend)
 
@@ -85,7 +85,7 @@ def test_a_profile_exited_from_another_context_puts_no_more_timestamps(odd: Coun
     ctx = contextvars.copy_context()
     p = ctx.run(prof.__enter__)
     prof.__exit__(None, None, None)  # exited here, in another context than it entered
-    assert kprof.capture.active() is None
+    assert kprof.plugin.active() is None
     before = odd.recorded
 
     def later() -> None:

@@ -26,12 +26,12 @@ class CannotTell(InstantClock):
         self.release = threading.Event()
         self.reads = 0
 
-    @kprof.hookimpl
-    def timestamp_done(self, backend: kprof.Backend, token: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def timestamp_done(self, backend: kprof.plugin.Backend, token: Any) -> Any:
         return None
 
-    @kprof.hookimpl
-    def elapsed_time(self, backend: kprof.Backend, start: Any, stop: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def elapsed_time(self, backend: kprof.plugin.Backend, start: Any, stop: Any) -> Any:
         self.reads += 1
         self.release.wait()
         return stop.t - start.t
@@ -46,14 +46,14 @@ class SlowDone(InstantClock):
         self.asked = 0
         self.clock = clock
 
-    @kprof.hookimpl
-    def timestamp_done(self, backend: kprof.Backend, token: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def timestamp_done(self, backend: kprof.plugin.Backend, token: Any) -> Any:
         self.asked += 1
         self.clock.advance(1 / 16)
         return True
 
-    @kprof.hookimpl
-    def align_clock(self, backend: kprof.Backend, token: Any, launch_window: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def align_clock(self, backend: kprof.plugin.Backend, token: Any, launch_window: Any) -> Any:
         self.aligned = True
         return super().align_clock(backend, token, launch_window)
 
@@ -65,8 +65,8 @@ class SlowRelease(InstantClock):
         super().__init__()
         self.clock = clock
 
-    @kprof.hookimpl
-    def release_timestamp(self, backend: kprof.Backend, token: Any) -> None:
+    @kprof.plugin.hookimpl
+    def release_timestamp(self, backend: kprof.plugin.Backend, token: Any) -> None:
         self.clock.advance(0.5)
         super().release_timestamp(backend, token)
 

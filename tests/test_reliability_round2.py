@@ -57,8 +57,8 @@ def test_ended_threads_are_forgotten_once_no_profile_records() -> None:
 class FailsPerRecord(InstantClock):
     """A device error whose message differs for every record (an event's address)."""
 
-    @kprof.hookimpl
-    def elapsed_time(self, backend: kprof.Backend, start: Any, stop: Any) -> Any:
+    @kprof.plugin.hookimpl
+    def elapsed_time(self, backend: kprof.plugin.Backend, start: Any, stop: Any) -> Any:
         raise RuntimeError(f"event {id(stop):#x} failed")
 
 
@@ -92,7 +92,7 @@ def test_a_profile_exited_on_another_thread_stops_being_active_here(tdq: Any) ->
         # (Capture was removed with the last profile: launches here cost nothing.) The first
         # kprof call here notices the profile ended.
         kprof.mark("after the end")
-        assert kprof.capture.active() is None
+        assert kprof.plugin.active() is None
         with kprof.profile() as again:
             q.launch("next")
     assert [k.name for k in p.kernels] == ["inside"]

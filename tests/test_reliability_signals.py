@@ -29,7 +29,7 @@ Recorder.harvest_every, Recorder.max_pending = 16, 64
 fired = []
 
 class Signalling(InstantClock):
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def timestamp_done(self, backend, token):
         if not fired:  # the first harvest (back-pressure): the handler runs inside it
             fired.append(1)
@@ -55,7 +55,7 @@ from kprof_core import profiler
 got = []
 
 class SignalOnInstall(InstantClock):
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def install_capture(self, backend):
         os.kill(os.getpid(), signal.SIGALRM)  # the handler runs during the install
 

@@ -56,7 +56,7 @@ class HostileAlign(AbsolutePlugin):
 
     align: Any = None
 
-    @kprof.hookimpl
+    @kprof.plugin.hookimpl
     def align_clock(self, token: Tok, launch_window: tuple[int, int]) -> Any:
         return self.align
 
@@ -202,8 +202,8 @@ def test_negative_elapsed_times_are_not_kept(testbackends: Any) -> None:
     """Item 8 as reported: ``elapsed_time`` answering -1e9 made five kernels of -1 s."""
 
     class Backwards(InstantClock):
-        @kprof.hookimpl
-        def elapsed_time(self, backend: kprof.Backend, start: Any, stop: Any) -> Any:
+        @kprof.plugin.hookimpl
+        def elapsed_time(self, backend: kprof.plugin.Backend, start: Any, stop: Any) -> Any:
             return -(10**9)
 
     plugin = Backwards()
@@ -223,12 +223,12 @@ def test_negative_elapsed_times_are_not_kept(testbackends: Any) -> None:
 @pytest.mark.parametrize(
     "alignment",
     [
-        kprof.Alignment(host_ns=2**63 - 1, error_ns=0, method="m"),
-        kprof.Alignment(host_ns=None, error_ns=0, method="m"),  # type: ignore[arg-type]
-        kprof.Alignment(host_ns=1.5e9, error_ns=0, method="m"),  # type: ignore[arg-type]
-        kprof.Alignment(host_ns=5000, error_ns=-3, method="m"),
-        kprof.Alignment(host_ns=5000, error_ns=0, method=None),  # type: ignore[arg-type]
-        kprof.Alignment(host_ns=2**64, error_ns=0, method="m"),
+        kprof.plugin.Alignment(host_ns=2**63 - 1, error_ns=0, method="m"),
+        kprof.plugin.Alignment(host_ns=None, error_ns=0, method="m"),  # type: ignore[arg-type]
+        kprof.plugin.Alignment(host_ns=1.5e9, error_ns=0, method="m"),  # type: ignore[arg-type]
+        kprof.plugin.Alignment(host_ns=5000, error_ns=-3, method="m"),
+        kprof.plugin.Alignment(host_ns=5000, error_ns=0, method=None),  # type: ignore[arg-type]
+        kprof.plugin.Alignment(host_ns=2**64, error_ns=0, method="m"),
     ],
 )
 def test_a_hostile_alignment_falls_back_to_the_launch(
@@ -262,11 +262,11 @@ def test_non_str_names_are_kept_by_their_repr(name: Any, testbackends: Any, tdq:
     q = tdq()
     b = kprof.get_backend("testdev")
     with kprof.profile() as p, q:
-        rec = kprof.capture.active()
+        rec = kprof.plugin.active()
         assert rec is not None
-        t0 = kprof.capture.now()
+        t0 = kprof.plugin.now()
         start, stop = plugin.record_timestamp(b), plugin.record_timestamp(b)
-        rec.launch(b, KERNEL, name, q, t0, kprof.capture.now(), start, stop)
+        rec.launch(b, KERNEL, name, q, t0, kprof.plugin.now(), start, stop)
     expected = (
         name if type(name) is str else str.__str__(name) if isinstance(name, str) else repr(name)
     )
@@ -280,9 +280,9 @@ def test_non_str_names_are_kept_by_their_repr(name: Any, testbackends: Any, tdq:
 @pytest.mark.parametrize(
     "info",
     [
-        kprof.QueueInfo(device=None, label=12),  # type: ignore[arg-type]
-        kprof.QueueInfo(device=b"dev", label="q"),  # type: ignore[arg-type]
-        kprof.QueueInfo(device="dev", label="q", device_key=[1]),
+        kprof.plugin.QueueInfo(device=None, label=12),  # type: ignore[arg-type]
+        kprof.plugin.QueueInfo(device=b"dev", label="q"),  # type: ignore[arg-type]
+        kprof.plugin.QueueInfo(device="dev", label="q", device_key=[1]),
     ],
 )
 def test_a_non_str_queue_info_gets_the_generic_name(info: Any, testbackends: Any) -> None:
@@ -290,8 +290,8 @@ def test_a_non_str_queue_info_gets_the_generic_name(info: Any, testbackends: Any
     AttributeError; the README promises a generic queue name when queue_info fails."""
 
     class OddInfo(InstantClock):
-        @kprof.hookimpl
-        def queue_info(self, backend: kprof.Backend, queue: Any) -> Any:
+        @kprof.plugin.hookimpl
+        def queue_info(self, backend: kprof.plugin.Backend, queue: Any) -> Any:
             return info
 
     plugin = OddInfo()

@@ -25,6 +25,7 @@ from kprof_core.data.records import (
     ThreadRecord,
 )
 from kprof_core.io import storage
+from kprof_core.io.read_v1 import read_v1
 from kprof_core.io.storage import (
     CorruptProfileError,
     NotAProfileError,
@@ -349,7 +350,7 @@ def test_each_version_has_its_reader(monkeypatch: pytest.MonkeyPatch) -> None:
             + header
             + data[pos + 4 + hlen :]
         )
-        return storage._read_v1(v1, pos, name, cls)
+        return read_v1(v1, pos, name, cls)
 
     v1 = dumps(fixture_profile())
     hlen, _crc = struct.unpack_from("<II", v1, 12)

@@ -10,7 +10,7 @@ from typing import Any
 import kprof_workqueue
 import workqueue
 
-import kprof
+from kprof import plugin as kp
 from kprof.testing import BackendConformance
 
 
@@ -23,7 +23,7 @@ class TestWorkqueue(BackendConformance):
     plugin = kprof_workqueue  # registered for these tests unless installed (pip install .)
     records_per_step = 2
 
-    def make_workload(self, backend: kprof.Backend) -> Callable[[], Any]:
+    def make_workload(self, backend: kp.Backend) -> Callable[[], Any]:
         self.queue = q = workqueue.Queue("q1")
         return lambda: (q.launch(scale, 100), q.launch(scale, 200))
 

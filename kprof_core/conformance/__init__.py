@@ -1,6 +1,6 @@
 """The conformance checks of ``kprof.testing``: a backend plugin held to the hookspecs' contract.
 
-Each check drives the plugin's hooks (through the ``kprof.Backend``, as kprof calls them) and a
+Each check drives the plugin's hooks (through the ``kprof.plugin.Backend``, as kprof calls them) and a
 small workload of the plugin author's, and raises :class:`ConformanceError` naming the hook and
 the rule it broke. ``kprof_core/testing.py`` runs them as pytest tests; they need no pytest.
 

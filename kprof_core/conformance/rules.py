@@ -12,7 +12,7 @@ from kprof_core.host.backend import Backend
 RULES = {
     "describe_backend": (
         "never raises",
-        "returns a kprof.BackendInfo or None",
+        "returns a kprof.plugin.BackendInfo or None",
         "is available",
         "claims timestamps only with the hooks for them",
     ),
@@ -38,7 +38,7 @@ RULES = {
         "a token is not handed out again while kprof holds it",
         "a token is not handed out again before the device reached it",
     ),
-    "queue_info": ("returns a kprof.QueueInfo", "is stable for one queue"),
+    "queue_info": ("returns a kprof.plugin.QueueInfo", "is stable for one queue"),
     "install_capture": (
         "N workload calls give exactly N times the records of one",
         "records nothing outside the profile's context",
@@ -47,7 +47,7 @@ RULES = {
     "remove_capture": ("restores the very same objects",),
     "any hook": ("kprof never disables the backend",),
     "align_clock": (
-        "returns a kprof.Alignment or None",
+        "returns a kprof.plugin.Alignment or None",
         "places the token where the device reached it, within its error bound",
         "needs no shift of the device in a profile beyond its error bound",
     ),
@@ -77,7 +77,7 @@ def fail(hook: str, rule: str, detail: str) -> ConformanceError:
 class Subject:
     """What the checks run against.
 
-    ``backend``: the plugin's :class:`kprof.Backend`. ``make_workload``: returns one step,
+    ``backend``: the plugin's :class:`kprof.plugin.Backend`. ``make_workload``: returns one step,
     which enqueues the same launches each call without waiting (kprof's capture records them;
     a plugin without capture is timed with ``kprof.kernel`` around the step); called once,
     when a check first needs it, outside any profile. ``queue_context``: a context

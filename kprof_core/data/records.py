@@ -246,7 +246,7 @@ class Details(MutableMapping[int, str]):
     """Row -> what a backend said about a device row, formatted only when read.
 
     Texts set one by one (``details[row] = text``) are kept as they are; rows that arrived
-    column-wise (``kprof.capture.ActivityColumns``) keep their columns and a format string
+    column-wise (``kprof.plugin.ActivityColumns``) keep their columns and a format string
     (``"grid ({0}, {1}, {2}) block ({3}, {4}, {5})"``) until a view asks for a row."""
 
     def __init__(self) -> None:

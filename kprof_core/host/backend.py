@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import itertools
 import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from kprof_core.host import hookspecs
+from kprof_core.host.markers import PROJECT
 
 STATUSES = ("available", "not installed", "no device")
 _slots = itertools.count()
@@ -111,7 +115,9 @@ def checked_queue_info(info: Any) -> None:
     if info is None:
         return
     if not isinstance(info, QueueInfo):
-        raise BadReturn(f"queue_info returned {type(info).__name__}, expected kprof.QueueInfo")
+        raise BadReturn(
+            f"queue_info returned {type(info).__name__}, expected kprof.plugin.QueueInfo"
+        )
     try:
         hash(info.key())
         ok = type(info.device) is str and type(info.label) is str
@@ -137,31 +143,18 @@ class Alignment:
     method: str
 
 
-# The hooks kprof resolves per backend, in the order of their spec arguments.
-RESOLVED_HOOKS: dict[str, tuple[str, ...]] = {
-    "describe_backend": ("backend",),
-    "record_timestamp": ("backend",),
-    "elapsed_time": ("backend", "start", "stop"),
-    "timestamp_done": ("backend", "token"),
-    "device_times": ("backend", "start", "stop"),
-    "device_times_batch": ("backend", "starts", "stops"),
-    "release_timestamp": ("backend", "token"),
-    "current_queue": ("backend",),
-    "queue_info": ("backend", "queue"),
-    "synchronize": ("backend", "queue"),
-    "install_capture": ("backend",),
-    "remove_capture": ("backend",),
-    "align_clock": ("backend", "token", "launch_window"),
-    "demo_workload": ("backend", "size"),
-    "range_push": ("backend", "name"),
-    "range_pop": ("backend",),
-    "activity_scope_enter": ("backend", "scope"),
-    "activity_scope_exit": ("backend", "scope"),
-    "activity_flush": ("backend", "scopes", "timeout"),
-    "activity_align": ("backend", "queue", "device_ns"),
-    "report_notes": ("backend",),
-    "exec_environment": ("backend",),
-}
+def _spec_arguments() -> dict[str, tuple[str, ...]]:
+    """Every hook of ``hookspecs`` with its arguments, in the order the module defines them."""
+    return {
+        name: tuple(inspect.signature(fn).parameters)
+        for name, fn in vars(hookspecs).items()
+        if callable(fn) and hasattr(fn, f"{PROJECT}_spec")
+    }
+
+
+#: The hooks kprof resolves per backend, with their spec's arguments in order: read from the
+#: hookspecs, the one place the hook list is written.
+RESOLVED_HOOKS: dict[str, tuple[str, ...]] = _spec_arguments()
 
 
 def _adapt(
@@ -201,13 +194,23 @@ class Backend:
     activity records: implements ``activity_scope_enter``).
     """
 
-    # Resolved hook callables, filled in by ``resolve``.
+    # Resolved hook callables, filled in by ``resolve``: one per hookspec, in its order (a test
+    # checks these annotations against ``RESOLVED_HOOKS``; mypy needs them written out).
+    activity_align: Callable[..., Any]
+    activity_flush: Callable[..., Any]
+    activity_scope_enter: Callable[..., Any]
+    activity_scope_exit: Callable[..., Any]
+    demo_workload: Callable[..., Any]
+    exec_environment: Callable[..., Any]
+    range_pop: Callable[..., Any]
+    range_push: Callable[..., Any]
+    report_notes: Callable[..., Any]
     describe_backend: Callable[..., Any]
     record_timestamp: Callable[..., Any]
     elapsed_time: Callable[..., Any]
-    timestamp_done: Callable[..., Any]
     device_times: Callable[..., Any]
     device_times_batch: Callable[..., Any]
+    timestamp_done: Callable[..., Any]
     release_timestamp: Callable[..., Any]
     current_queue: Callable[..., Any]
     queue_info: Callable[..., Any]
@@ -215,15 +218,6 @@ class Backend:
     install_capture: Callable[..., Any]
     remove_capture: Callable[..., Any]
     align_clock: Callable[..., Any]
-    demo_workload: Callable[..., Any]
-    range_push: Callable[..., Any]
-    range_pop: Callable[..., Any]
-    activity_scope_enter: Callable[..., Any]
-    activity_scope_exit: Callable[..., Any]
-    activity_flush: Callable[..., Any]
-    activity_align: Callable[..., Any]
-    report_notes: Callable[..., Any]
-    exec_environment: Callable[..., Any]
 
     def __init__(
         self, name: str, plugin: object, distribution: str | None = None, version: str | None = None
@@ -247,7 +241,7 @@ class Backend:
         self._info: BackendInfo | None = None
 
     def __repr__(self) -> str:
-        return f"<kprof.Backend {self.name!r}>"
+        return f"<kprof.plugin.Backend {self.name!r}>"
 
     # -- resolution -------------------------------------------------------------------------
 
@@ -306,7 +300,7 @@ class Backend:
                 info = BackendInfo(timestamps=self.has_timestamps)
             elif not isinstance(info, BackendInfo):
                 raise TypeError(
-                    f"describe_backend returned {type(info).__name__}, expected kprof.BackendInfo"
+                    f"describe_backend returned {type(info).__name__}, expected kprof.plugin.BackendInfo"
                 )
             if not self.has_timestamps and info.timestamps:
                 info = dataclasses.replace(info, timestamps=False)

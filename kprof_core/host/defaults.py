@@ -16,7 +16,7 @@ from kprof_core.host.backend import (
     QueueInfo,
     TimestampsUnsupported,
 )
-from kprof_core.host.hookspecs import hookimpl
+from kprof_core.host.markers import hookimpl
 
 
 @hookimpl(trylast=True)

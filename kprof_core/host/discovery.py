@@ -7,12 +7,13 @@ import threading
 import warnings
 from collections.abc import Callable
 from importlib import metadata
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pluggy
 
 from kprof_core.host import defaults, hookspecs
 from kprof_core.host.backend import RESOLVED_HOOKS, Backend, BackendInfo, KprofError
+from kprof_core.host.markers import PROJECT
 
 ENTRY_POINT_GROUP = "kprof.backends"
 ENV_DISABLE_AUTOLOAD = "KPROF_DISABLE_PLUGIN_AUTOLOAD"
@@ -135,7 +136,7 @@ def bounded(fn: Callable[[], T], timeout: float | None, what: str) -> T:
         raise _NoAnswer(f"did not answer in {timeout:g} s")
     ok, value = box[0]
     if ok:
-        return value
+        return cast("T", value)  # fn's result, through the thread's box
     if isinstance(value, Exception):
         raise value
     raise PluginRaised(value) from value
@@ -166,7 +167,7 @@ class Registry:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._backends: dict[str, Backend] | None = None
-        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.pm.register(defaults, name="kprof.defaults")
         self._defaults = self._impls_of(defaults)

@@ -7,13 +7,9 @@ import copy
 from collections.abc import Sequence
 
 from kprof_core.data.timefmt import format_time
-from kprof_core.ranks.combine import (
-    ClockPlacement,
-    clock_placements,
-    cross_rank_summary,
-    format_cross_rank,
-)
+from kprof_core.ranks.combine import ClockPlacement, clock_placements
 from kprof_core.ranks.combine import source_labels as _source_labels
+from kprof_core.ranks.summary import cross_rank_summary, format_cross_rank
 from kprof_core.ranks.waits import rank_wait_lines
 from kprof_core.renderers.terminal import lines
 from kprof_core.result import Profile

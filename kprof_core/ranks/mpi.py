@@ -36,8 +36,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kprof_core.host.backend import KprofError
-from kprof_core.ranks.combine import CrossRankRow, combine, cross_rank_summary, shift_profile
+from kprof_core.ranks.combine import combine, shift_profile
 from kprof_core.ranks.merge import merge_report
+from kprof_core.ranks.summary import CrossRankRow, cross_rank_summary
 from kprof_core.result import Profile
 
 ENV_SKEW = "KPROF_TEST_CLOCK_SKEW_NS"

@@ -35,7 +35,7 @@ class DeviceRecord(NamedTuple):
     """One completed piece of device work, as an activity backend hands it to kprof.
 
     ``scope``: the scope it was launched in (from ``activity_scope_enter``); ``kind``:
-    ``kprof.capture.KERNEL`` or ``COPY`` (a memset is a ``COPY`` named ``[memset]``);
+    ``kprof.plugin.KERNEL`` or ``COPY`` (a memset is a ``COPY`` named ``[memset]``);
     ``queue``: the backend's queue object (described by ``queue_info``; queues with the same
     ``device_key`` share one clock); ``begin``/``end``: on the device's clock, in ns;
     ``nbytes``: bytes moved or set (-1 for kernels); ``launch_begin``/``launch_end``: the
@@ -291,7 +291,7 @@ def _say_late(backend: Backend, n: int, serials: set[int]) -> None:
         warnings.warn(
             f"kprof: backend {backend.name!r}: {n} device record(s) arrived after "
             f"their profile had ended and were dropped (counted in "
-            f"kprof.capture.activity_stats(); the device finished that work after "
+            f"kprof.plugin.activity_stats(); the device finished that work after "
             f"profile(timeout=...) ran out)",
             RuntimeWarning,
             stacklevel=3,

@@ -1,5 +1,5 @@
 """A batch of activity rows, column-wise: what an activity backend hands to
-``kprof.capture.deliver_columns`` (see ``recording/activity.py``) to deliver many rows without
+``kprof.plugin.deliver_columns`` (see ``recording/activity.py``) to deliver many rows without
 a Python object per row."""
 
 from __future__ import annotations

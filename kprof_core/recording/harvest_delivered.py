@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from kprof_core.data.records import COPY, KERNEL, PLACED, UNRESOLVED
 from kprof_core.data.values import VALUE_LIMIT, bad_value, is_time, name_of
-from kprof_core.host.backend import Backend
+from kprof_core.host.backend import Alignment, Backend
 from kprof_core.low_level.layout import A_QUEUE, A_RECORD, A_SLOT, A_WHO
 from kprof_core.recording.placement import DeviceClock, checked_alignment
 
@@ -86,7 +86,7 @@ def take_activity(h: Harvest, entry: tuple[Any, ...]) -> None:
 def activity_offset(
     h: Harvest, backend: Backend, queue: Any, qid: int, dkey: str, device_ns: int, launch_ns: int
 ) -> int:
-    alignment = None
+    alignment: Alignment | None = None
     try:
         alignment = backend.activity_align(backend, queue, device_ns)
         checked_alignment("activity_align", alignment)

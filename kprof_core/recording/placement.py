@@ -126,7 +126,7 @@ def checked_alignment(hook: str, a: Any) -> None:
     if a is None:
         return
     if not isinstance(a, Alignment):
-        raise BadReturn(f"{hook} returned {type(a).__name__}, expected kprof.Alignment")
+        raise BadReturn(f"{hook} returned {type(a).__name__}, expected kprof.plugin.Alignment")
     err = a.error_ns
     if not is_time(a.host_ns):
         raise BadReturn(f"{hook} returned host_ns={a.host_ns!r:.40}, not int ns within ±2**59")

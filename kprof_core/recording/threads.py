@@ -9,11 +9,15 @@ does not track, and a million of them cost no collection time (see ``Recorder.la
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
-from asyncio import _get_running_loop as _running_loop  # C functions: cheap on the launch path
 from asyncio import current_task as _current_task
 from typing import Any
+
+# A C function: cheap on the launch path. Bound here (not imported under another name) so that
+# the recorder can import it from this module.
+_running_loop = asyncio._get_running_loop
 
 _thread_keys = itertools.count(1)
 #: key -> (ident, name) of every thread that made a kprof call.

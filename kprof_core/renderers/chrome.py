@@ -87,7 +87,7 @@ def write_chrome_trace(
     """Write one or more profiles as one Chrome trace / Perfetto JSON file.
 
     ``target`` is a path (written atomically; an unwritable one raises
-    :class:`kprof_core.io.exports.ExportError`) or an open text file. ``labels`` name each
+    :class:`kprof.ExportError`) or an open text file. ``labels`` name each
     profile's processes (default: ``rank N`` from ``meta["rank"]``, else host and pid, when
     there are several). Events are streamed: memory does not grow with the number of events.
     """

@@ -19,7 +19,7 @@ APPROXIMATE_FOOTNOTE = (
     "before kprof captured, without PROFILING_ENABLE), so each command was timed on the host "
     "as the driver reported it running and complete (a polling thread in pure Python), "
     "without synchronizing. Measured against exact times of the same commands on PoCL "
-    "(bench/opencl_approximate.py): reikna's FFTs and matrix products within 2 % in total, "
+    "(bench/bench_approximate.py): reikna's FFTs and matrix products within 2 % in total, "
     "tiny kernels up to 2.5x and tiny blocking copies up to 200x too long (launch to "
     "completion), no command under 0.93x its exact time (0.05x when polling). For exact "
     "device times create queues while kprof captures (kprof run, or inside the profile), or "

@@ -78,7 +78,7 @@ def write_html(
     """Write one or more profiles as one self-contained HTML timeline with summary tables.
 
     ``target`` is a path (written atomically; an unwritable one raises
-    :class:`kprof_core.io.exports.ExportError`) or an open text file; ``labels`` as for
+    :class:`kprof.ExportError`) or an open text file; ``labels`` as for
     :func:`kprof_core.renderers.chrome.write_chrome_trace`. ``summary=False`` leaves the
     summary tables out; ``extra_html`` (trusted, already escaped HTML, such as a comparison)
     goes above them.

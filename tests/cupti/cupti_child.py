@@ -36,7 +36,7 @@ lib = ctypes.CDLL(_cupti_path, mode=ctypes.RTLD_GLOBAL)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for test_cuda_fake
 
 import kprof  # noqa: E402
-from kprof import capture  # noqa: E402
+from kprof import plugin as kp  # noqa: E402
 from kprof_core.data.records import COPY, KERNEL, RANGE  # noqa: E402
 from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD, registry  # noqa: E402
 from kprof_core.recording import activity as core_activity  # noqa: E402
@@ -311,7 +311,7 @@ def buffers_drained_while_running(env: Env) -> None:
     cuda_activity.MAX_BUFFERS = 100_000
     try:
         with kprof.profile() as p:
-            rec = capture.active()
+            rec = kp.active()
             assert rec is not None
             for i in range(5000):
                 launch(f"k{i % 3}".encode(), duration=100)

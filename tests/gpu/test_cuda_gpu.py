@@ -78,14 +78,14 @@ def figures() -> Iterator[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def cuda() -> kprof.Backend:
+def cuda() -> kprof.plugin.Backend:
     """The ``cuda`` backend, registered from the source tree when not installed."""
     try:
         b = kprof.get_backend("cuda")
     except kprof.KprofError:
         import kprof_cuda.plugin
 
-        b = kprof.register_backend(kprof_cuda.plugin, "cuda")
+        b = kprof.register_backend(kprof_cuda.plugin.plugin, "cuda")
     info = b.info(refresh=True)
     assert info.status == "available", info
     FIGURES["environment"]["kprof_backend"] = {"devices": list(info.devices), "detail": info.detail}
@@ -132,7 +132,7 @@ def spin_args(ns: int) -> tuple[tuple[int], tuple[int], tuple[Any]]:
 # -- device times ---------------------------------------------------------------------------------
 
 
-def test_kernel_time_matches_cupyx_benchmark(cuda: kprof.Backend, spin: Any) -> None:
+def test_kernel_time_matches_cupyx_benchmark(cuda: kprof.plugin.Backend, spin: Any) -> None:
     from cupyx.profiler import benchmark
 
     args = spin_args(2 * MS)
@@ -160,7 +160,7 @@ def test_kernel_time_matches_cupyx_benchmark(cuda: kprof.Backend, spin: Any) -> 
     assert abs(ours - 2 * MS) < 0.02 * 2 * MS  # and both agree with the kernel's own clock
 
 
-def test_launches_do_not_synchronize(cuda: kprof.Backend, spin: Any) -> None:
+def test_launches_do_not_synchronize(cuda: kprof.plugin.Backend, spin: Any) -> None:
     n, each = 50, 2 * MS
     k = kprof_cuda.kernel(spin)
     args = spin_args(each)
@@ -191,7 +191,7 @@ def test_launches_do_not_synchronize(cuda: kprof.Backend, spin: Any) -> None:
     assert all(abs(x.duration_ns - each) < 0.02 * each for x in rows)
 
 
-def test_range_device_time(cuda: kprof.Backend, spin: Any) -> None:
+def test_range_device_time(cuda: kprof.plugin.Backend, spin: Any) -> None:
     with profile() as p:
         with kprof.range("three spins"):
             for _ in range(3):
@@ -210,7 +210,7 @@ def test_range_device_time(cuda: kprof.Backend, spin: Any) -> None:
     assert h.duration_ns < 3 * MS  # the range's host side did not wait for its kernels
 
 
-def test_clock_alignment(cuda: kprof.Backend, spin: Any) -> None:
+def test_clock_alignment(cuda: kprof.plugin.Backend, spin: Any) -> None:
     k = kprof_cuda.kernel(spin)
     cupy.cuda.get_current_stream().synchronize()  # an idle stream: the kernel starts at once
     with profile() as p:
@@ -238,7 +238,9 @@ def test_clock_alignment(cuda: kprof.Backend, spin: Any) -> None:
 # -- streams and threads --------------------------------------------------------------------------
 
 
-def test_three_threads_on_their_own_streams_side_by_side(cuda: kprof.Backend, spin: Any) -> None:
+def test_three_threads_on_their_own_streams_side_by_side(
+    cuda: kprof.plugin.Backend, spin: Any
+) -> None:
     k = kprof_cuda.kernel(spin)
     barrier = threading.Barrier(3)
     errors: list[BaseException] = []
@@ -283,7 +285,7 @@ def test_three_threads_on_their_own_streams_side_by_side(cuda: kprof.Backend, sp
     assert overlap > 0  # the three streams ran side by side on the device
 
 
-def test_several_devices_each_have_their_clock(cuda: kprof.Backend, spin: Any) -> None:
+def test_several_devices_each_have_their_clock(cuda: kprof.plugin.Backend, spin: Any) -> None:
     if cupy.cuda.runtime.getDeviceCount() < 2:
         pytest.skip("one device")
     k = kprof_cuda.kernel(spin)
@@ -298,7 +300,7 @@ def test_several_devices_each_have_their_clock(cuda: kprof.Backend, spin: Any) -
 # -- the pool and the cost per launch -------------------------------------------------------------
 
 
-def test_no_event_is_created_per_launch_once_warm(cuda: kprof.Backend, empty: Any) -> None:
+def test_no_event_is_created_per_launch_once_warm(cuda: kprof.plugin.Backend, empty: Any) -> None:
     k = kprof_cuda.kernel(empty)
     n = 500
 
@@ -335,7 +337,7 @@ def _per_launch_ns(fn: Callable[[], None], n: int, repeats: int = 3) -> float:
     return best
 
 
-def test_cost_per_launch(cuda: kprof.Backend, empty: Any) -> None:
+def test_cost_per_launch(cuda: kprof.plugin.Backend, empty: Any) -> None:
     n = 3000
     grid = ((1,), (1,), ())
     wrapped = kprof_cuda.kernel(empty)
@@ -381,7 +383,7 @@ def test_cost_per_launch(cuda: kprof.Backend, empty: Any) -> None:
 # -- copies and NVTX ------------------------------------------------------------------------------
 
 
-def test_copies_are_captured(cuda: kprof.Backend) -> None:
+def test_copies_are_captured(cuda: kprof.plugin.Backend) -> None:
     if cupti_path():
         pytest.skip("events path only: with CUPTI every copy is reported (test_cupti_copies)")
     host = numpy.ones(16 * 1024 * 1024, dtype=numpy.float32)  # 64 MiB
@@ -413,7 +415,7 @@ def test_copies_are_captured(cuda: kprof.Backend) -> None:
     }
 
 
-def test_nvtx_ranges(cuda: kprof.Backend, spin: Any) -> None:
+def test_nvtx_ranges(cuda: kprof.plugin.Backend, spin: Any) -> None:
     pytest.importorskip("nvtx")
     with profile() as p, kprof.range("nvtx range"):
         spin(*spin_args(MS))
@@ -423,7 +425,7 @@ def test_nvtx_ranges(cuda: kprof.Backend, spin: Any) -> None:
     assert [r.name for r in p.device_ranges] == ["nvtx range"]
 
 
-def test_demo_workload(cuda: kprof.Backend) -> None:
+def test_demo_workload(cuda: kprof.plugin.Backend) -> None:
     step = cuda.demo_workload(cuda, 1 << 20)
     assert step is not None
     with profile() as p:
@@ -437,7 +439,7 @@ def test_demo_workload(cuda: kprof.Backend) -> None:
 
 
 @needs_cupti
-def test_cupti_cupy_operations_show_their_kernels(cuda: kprof.Backend) -> None:
+def test_cupti_cupy_operations_show_their_kernels(cuda: kprof.plugin.Backend) -> None:
     """CuPy's own kernels, which no Python wrapper sees, each as a row with its device time."""
     a = cupy.arange(1 << 20, dtype=cupy.float32)
     b = cupy.ones(1 << 20, dtype=cupy.float32)
@@ -469,7 +471,7 @@ def test_cupti_cupy_operations_show_their_kernels(cuda: kprof.Backend) -> None:
 
 
 @needs_cupti
-def test_cupti_device_times_agree_with_events(cuda: kprof.Backend, spin: Any) -> None:
+def test_cupti_device_times_agree_with_events(cuda: kprof.plugin.Backend, spin: Any) -> None:
     """The same kernel timed by CUPTI (its row) and by events (a range around it): within 2%."""
     n = 20
     with profile() as p:
@@ -503,7 +505,7 @@ def test_cupti_device_times_agree_with_events(cuda: kprof.Backend, spin: Any) ->
 
 
 @needs_cupti
-def test_cupti_three_threads_on_three_streams(cuda: kprof.Backend, spin: Any) -> None:
+def test_cupti_three_threads_on_three_streams(cuda: kprof.plugin.Backend, spin: Any) -> None:
     """Raw launches (no wrapper) from three threads on their own streams: each kernel on its
     thread's row and its stream's row, side by side."""
     barrier = threading.Barrier(3)
@@ -540,7 +542,7 @@ def test_cupti_three_threads_on_three_streams(cuda: kprof.Backend, spin: Any) ->
 
 
 @needs_cupti
-def test_cupti_copies(cuda: kprof.Backend) -> None:
+def test_cupti_copies(cuda: kprof.plugin.Backend) -> None:
     """With CUPTI, ``ndarray.get`` is one row (CUPTI's), not two."""
     d = cupy.ones(1 << 22, dtype=cupy.float32)
     d.get()
@@ -552,7 +554,7 @@ def test_cupti_copies(cuda: kprof.Backend) -> None:
 
 
 @needs_cupti
-def test_cupti_cost_per_launch_on_and_off(cuda: kprof.Backend, empty: Any) -> None:
+def test_cupti_cost_per_launch_on_and_off(cuda: kprof.plugin.Backend, empty: Any) -> None:
     """The host cost of a raw launch with CUPTI's activity kinds on (inside a profile) and off."""
     n = 3000
 
@@ -569,3 +571,4 @@ def test_cupti_cost_per_launch_on_and_off(cuda: kprof.Backend, empty: Any) -> No
         "kernels_recorded": len(p.kernels),
     }
     assert len(p.kernels) == 3 * n
+

@@ -1,7 +1,7 @@
 """A backend whose timestamps are complete the moment they are taken, read from the host clock.
 
 Exact and deterministic, for tests of placement and of misbehaving hooks (subclass it and
-override one hook, with ``@kprof.hookimpl``). Not an entry point: tests register an instance
+override one hook, with ``@kprof.plugin.hookimpl``). Not an entry point: tests register an instance
 with ``kprof.register_backend(InstantClock(), "instant")``; ``with backend_obj.using(q):``
 makes ``q`` the calling thread's current queue.
 """
@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import kprof
+from kprof import plugin as kp
 
 
 class Token:
@@ -44,39 +44,37 @@ class InstantClock:
         finally:
             self._local.queue = saved
 
-    @kprof.hookimpl
-    def describe_backend(self, backend: kprof.Backend) -> Any:
-        return kprof.BackendInfo(library="instant", library_version="1", devices=("instant 0",))
+    @kp.hookimpl
+    def describe_backend(self, backend: kp.Backend) -> Any:
+        return kp.BackendInfo(library="instant", library_version="1", devices=("instant 0",))
 
-    @kprof.hookimpl
-    def current_queue(self, backend: kprof.Backend) -> Any:
+    @kp.hookimpl
+    def current_queue(self, backend: kp.Backend) -> Any:
         return getattr(self._local, "queue", None)
 
-    @kprof.hookimpl
-    def record_timestamp(self, backend: kprof.Backend) -> Any:
+    @kp.hookimpl
+    def record_timestamp(self, backend: kp.Backend) -> Any:
         tok = Token(time.perf_counter_ns())
         self.live.add(id(tok))
         return tok
 
-    @kprof.hookimpl
-    def timestamp_done(self, backend: kprof.Backend, token: Token) -> Any:
+    @kp.hookimpl
+    def timestamp_done(self, backend: kp.Backend, token: Token) -> Any:
         return True
 
-    @kprof.hookimpl
-    def elapsed_time(self, backend: kprof.Backend, start: Token, stop: Token) -> Any:
+    @kp.hookimpl
+    def elapsed_time(self, backend: kp.Backend, start: Token, stop: Token) -> Any:
         return stop.t - start.t
 
-    @kprof.hookimpl
-    def release_timestamp(self, backend: kprof.Backend, token: Token) -> None:
+    @kp.hookimpl
+    def release_timestamp(self, backend: kp.Backend, token: Token) -> None:
         self.live.discard(id(token))
         self.released += 1
 
-    @kprof.hookimpl
-    def queue_info(self, backend: kprof.Backend, queue: InstantQueue) -> Any:
-        return kprof.QueueInfo(device="instant 0", label=queue.name)
+    @kp.hookimpl
+    def queue_info(self, backend: kp.Backend, queue: InstantQueue) -> Any:
+        return kp.QueueInfo(device="instant 0", label=queue.name)
 
-    @kprof.hookimpl
-    def align_clock(
-        self, backend: kprof.Backend, token: Token, launch_window: tuple[int, int]
-    ) -> Any:
-        return kprof.Alignment(host_ns=token.t, error_ns=0, method="host clock (instant)")
+    @kp.hookimpl
+    def align_clock(self, backend: kp.Backend, token: Token, launch_window: tuple[int, int]) -> Any:
+        return kp.Alignment(host_ns=token.t, error_ns=0, method="host clock (instant)")

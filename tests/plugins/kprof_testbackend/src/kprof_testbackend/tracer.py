@@ -5,7 +5,7 @@ The user's side: ``tracer.launch(name, stream, duration_ns)`` enqueues work on a
 stream; streams run their work in order on a simulated device clock
 (``perf_counter_ns() + tracer.clock_offset``). The tool's side: each launch is tagged with the
 innermost scope kprof opened on the launching thread (``activity_scope_enter``), like an
-external correlation id; completed work is handed to ``kprof.capture.deliver`` in batches from
+external correlation id; completed work is handed to ``kprof.plugin.deliver`` in batches from
 the tracer's own thread, and all of it at ``activity_flush``. Work launched outside any kprof
 scope, or while no profile is active, is never reported to kprof. ``tracer.hold(stream)``
 keeps a stream's work from completing (a hung device) until ``tracer.release()``.
@@ -17,8 +17,7 @@ import threading
 import time
 from typing import Any
 
-import kprof
-from kprof import capture
+from kprof import plugin as kp
 
 
 class Stream:
@@ -61,7 +60,7 @@ class Tracer:
         stream: Stream,
         duration_ns: int,
         nbytes: int = -1,
-        kind: int = capture.KERNEL,
+        kind: int = kp.KERNEL,
         detail: str | None = None,
     ) -> None:
         """Enqueue work: it runs after the stream's previous work, for ``duration_ns``."""
@@ -108,9 +107,9 @@ class Tracer:
             ):
                 return []
             self._pending = rest
-        return [capture.DeviceRecord(*item) for item in done]
+        return [kp.DeviceRecord(*item) for item in done]
 
-    #: Hand records over column-wise (``capture.deliver_columns``), as a rocprofiler-sdk
+    #: Hand records over column-wise (``kp.deliver_columns``), as a rocprofiler-sdk
     #: reader would: queues keyed by 64-bit handles, 64-bit correlation ids, launch
     #: configuration in work-items, described by a format string.
     columns = False
@@ -120,15 +119,15 @@ class Tracer:
             self.delivered_batches += 1
             self.delivery_threads.add(threading.current_thread().name)
             if self.columns:
-                capture.deliver_columns(self.backend, self._as_columns(records))
+                kp.deliver_columns(self.backend, self._as_columns(records))
             else:
-                capture.deliver(self.backend, records)
+                kp.deliver(self.backend, records)
 
-    def _as_columns(self, records: list[Any]) -> capture.ActivityColumns:
+    def _as_columns(self, records: list[Any]) -> kp.ActivityColumns:
         names = sorted({r.name for r in records})
         queues = list({id(r.queue): r.queue for r in records}.values())
         qi = {id(q): i for i, q in enumerate(queues)}
-        return capture.ActivityColumns(
+        return kp.ActivityColumns(
             scope=[r.scope for r in records],
             kind=[r.kind for r in records],
             name=[names.index(r.name) for r in records],
@@ -155,9 +154,9 @@ class Tracer:
             self._wake.clear()
             self._deliver(self._completed(None, False))
 
-    @kprof.hookimpl
-    def describe_backend(self, backend: kprof.Backend) -> kprof.BackendInfo:
-        return kprof.BackendInfo(
+    @kp.hookimpl
+    def describe_backend(self, backend: kp.Backend) -> kp.BackendInfo:
+        return kp.BackendInfo(
             library="kprof-testbackend tracer",
             library_version="1.0.0",
             devices=("testtrace 0",),
@@ -165,16 +164,16 @@ class Tracer:
             detail="activity records (simulated vendor tracer)",
         )
 
-    @kprof.hookimpl
-    def install_capture(self, backend: kprof.Backend) -> None:
+    @kp.hookimpl
+    def install_capture(self, backend: kp.Backend) -> None:
         self.backend = backend
         self.enabled = True
         self.enable_calls += 1
         self._thread = threading.Thread(target=self._run, name="testtrace-delivery", daemon=True)
         self._thread.start()
 
-    @kprof.hookimpl
-    def remove_capture(self, backend: kprof.Backend) -> None:
+    @kp.hookimpl
+    def remove_capture(self, backend: kp.Backend) -> None:
         self.enabled = False
         self._wake.set()
         if self._thread is not None:
@@ -183,25 +182,23 @@ class Tracer:
         with self._lock:  # what was never delivered is gone with the tool, as with CUPTI
             self._pending.clear()
 
-    @kprof.hookimpl
-    def activity_scope_enter(self, backend: kprof.Backend, scope: int) -> bool:
+    @kp.hookimpl
+    def activity_scope_enter(self, backend: kp.Backend, scope: int) -> bool:
         stack = getattr(self._tls, "scopes", None)
         if stack is None:
             stack = self._tls.scopes = []
         stack.append(scope)
         return True
 
-    @kprof.hookimpl
-    def activity_scope_exit(self, backend: kprof.Backend, scope: int) -> None:
+    @kp.hookimpl
+    def activity_scope_exit(self, backend: kp.Backend, scope: int) -> None:
         stack = self._tls.scopes
         if not stack or stack[-1] != scope:
             raise RuntimeError(f"scope {scope} is not the innermost on this thread ({stack})")
         stack.pop()
 
-    @kprof.hookimpl
-    def activity_flush(
-        self, backend: kprof.Backend, scopes: tuple[int, ...], timeout: float
-    ) -> int:
+    @kp.hookimpl
+    def activity_flush(self, backend: kp.Backend, scopes: tuple[int, ...], timeout: float) -> int:
         deadline = time.monotonic() + timeout
         while True:
             self._deliver(self._completed(scopes, True))
@@ -211,15 +208,13 @@ class Tracer:
                 return left
             time.sleep(0.001)
 
-    @kprof.hookimpl
-    def activity_align(
-        self, backend: kprof.Backend, queue: Stream, device_ns: int
-    ) -> kprof.Alignment:
-        return kprof.Alignment(device_ns - self.clock_offset, 0, "simulated tracer clock")
+    @kp.hookimpl
+    def activity_align(self, backend: kp.Backend, queue: Stream, device_ns: int) -> kp.Alignment:
+        return kp.Alignment(device_ns - self.clock_offset, 0, "simulated tracer clock")
 
-    @kprof.hookimpl
-    def queue_info(self, backend: kprof.Backend, queue: Stream) -> kprof.QueueInfo:
-        return kprof.QueueInfo(
+    @kp.hookimpl
+    def queue_info(self, backend: kp.Backend, queue: Stream) -> kp.QueueInfo:
+        return kp.QueueInfo(
             device=f"testtrace {queue.device}", label=queue.name, device_key=queue.device
         )
 

@@ -7,7 +7,7 @@ ratio of approximate to exact totals, and per command the smallest ratio (below 
 shorter than the work took). The first round includes PoCL's compile-on-first-launch
 (``cold``); the rest are pooled.
 
-    python bench/opencl_approximate.py [--quick]     # or: python bench/run.py --only approximate
+    python bench/bench_approximate.py [--quick]     # or: python bench/run.py --only approximate
 
 Programs: a ``pyopencl.array`` chain (elementwise, reductions, copies) and, where installed,
 reikna's FFT and matrix multiplication (the program of issue 27).
@@ -71,7 +71,7 @@ def _programs(ctx: Any) -> dict[str, Callable[[Any], None]]:
     return progs
 
 
-def bench_approximate(quick: bool) -> dict[str, Any]:
+def bench(quick: bool) -> dict[str, Any]:
     """Approximate times against the exact ones of the very same commands: the queue has
     profiling, but kprof is made to treat it as a queue without (``_kprof_profiles = False``),
     and every token the approximate path makes is kept with its event."""
@@ -134,4 +134,4 @@ def bench_approximate(quick: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(bench_approximate("--quick" in sys.argv), indent=2))
+    print(json.dumps(bench("--quick" in sys.argv), indent=2))

@@ -16,7 +16,7 @@ kernels on PoCL's CPU device, the loop alone timed (the profile's end is not in 
 
 Figures are medians of ratios paired within a round (each variant against its plain twin).
 
-    python bench/opencl_hook.py          # or: python bench/run.py --only hook
+    python bench/bench_hook.py          # or: python bench/run.py --only hook
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def bench_hook(quick: bool) -> dict[str, Any]:
+def bench(quick: bool) -> dict[str, Any]:
     import numpy as np
     import pyopencl as cl
     import pyopencl._cl as _cl
@@ -143,4 +143,4 @@ def bench_hook(quick: bool) -> dict[str, Any]:
 
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
-    print(json.dumps(bench_hook(quick), indent=2))
+    print(json.dumps(bench(quick), indent=2))

@@ -1,0 +1,56 @@
+"""Benchmark ``idle`` (``python bench/run.py --only idle``)."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+from typing import Any
+
+_IDLE_SCRIPT = r"""
+import sys, time, statistics
+with_kprof = sys.argv[1] == "1"
+if with_kprof:
+    import kprof
+    for b in kprof.backends():
+        b.info()
+import pyopencl as cl
+ctx = cl.Context(dev_type=cl.device_type.CPU)
+q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+prg = cl.Program(ctx, "__kernel void tiny(__global float *x){int i=get_global_id(0); x[i]+=1.0f;}").build()
+buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 256)
+k = prg.tiny; k.set_scalar_arg_dtypes([None])
+if with_kprof:  # a profile came and went: capture must be gone without a trace
+    with kprof.profile():
+        k(q, (64,), None, buf)
+    q.finish()
+n = int(sys.argv[2]); out = []
+for _ in range(int(sys.argv[3])):
+    q.finish(); t0 = time.perf_counter_ns()
+    for _ in range(n):
+        k(q, (64,), None, buf)
+    out.append((time.perf_counter_ns() - t0) / n)
+q.finish()
+print(statistics.median(out))
+"""
+
+
+def bench(quick: bool) -> dict[str, Any]:
+    """Target 2: with kprof imported and plugins loaded, no profile: ≤ 1.02× without kprof."""
+    n, inner = (500, 5) if quick else (2000, 9)
+    runs: dict[str, list[float]] = {"without_kprof": [], "kprof_loaded_idle": []}
+    for _ in range(3 if quick else 7):
+        for key, flag in (("without_kprof", "0"), ("kprof_loaded_idle", "1")):
+            out = subprocess.run(
+                [sys.executable, "-c", _IDLE_SCRIPT, flag, str(n), str(inner)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            runs[key].append(float(out.stdout.strip().splitlines()[-1]))
+    m = {k: statistics.median(v) for k, v in runs.items()}
+    return {
+        "ns_per_launch": m,
+        "ratio": m["kprof_loaded_idle"] / m["without_kprof"],
+        "target_ratio": 1.02,
+    }

@@ -1,0 +1,161 @@
+"""The target rows BENCHMARKS.md quotes, from ``python bench/run.py``'s results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def targets_table(r: dict[str, Any]) -> list[str]:
+    """The target rows BENCHMARKS.md quotes, as markdown lines (figures are medians)."""
+    rows: list[tuple[str, str, str, bool | None]] = []
+
+    def add(what: str, target: str, value: float | None, fmt: str, ok: bool | None) -> None:
+        rows.append((what, target, "n/a" if value is None else fmt.format(value), ok))
+
+    la = r.get("launch")
+    if la:
+        ns = la["ns_per_launch"]
+        for label in ("compiled", "pure"):
+            if f"ratio_{label}" in la:
+                add(
+                    f"tiny launch, kprof {label} / unprofiled (loop + resolving; "
+                    f"{ns[f'kprof_{label}']:.0f} vs {ns['unprofiled']:.0f} ns)",
+                    "≤ 1.25" if label == "compiled" else "≤ 1.9",
+                    la[f"ratio_{label}"],
+                    "{:.2f}×",
+                    la[f"ratio_{label}"] <= (1.25 if label == "compiled" else 1.9),
+                )
+        if "ratio_compiled_vs_event_loop" in la:
+            v = la["ratio_compiled_vs_event_loop"]
+            add(
+                f"kprof compiled / hand-written event loop ({ns['native_event_loop']:.0f} ns)",
+                "≤ 1.15",
+                v,
+                "{:.2f}×",
+                v <= 1.15,
+            )
+        v = la.get("ratio_pure_vs_event_loop")
+        if v is not None:
+            add("kprof pure Python / hand-written event loop", "-", v, "{:.2f}×", None)
+    idle = r.get("idle")
+    if idle:
+        add(
+            "no profile running, kprof loaded / no kprof",
+            "≤ 1.02",
+            idle["ratio"],
+            "{:.2f}×",
+            idle["ratio"] <= 1.02,
+        )
+    ra = r.get("range")
+    if ra:
+        for label in ("compiled", "pure"):
+            key = f"range_minus_markers_loop_ns_{label}"
+            if key in ra:
+                add(
+                    f"kprof.range around a kernel minus two native markers, loop, {label}",
+                    "≤ 1500 ns",
+                    ra[key],
+                    "{:+.0f} ns",
+                    ra[key] <= 1500,
+                )
+                tot = ra[f"range_minus_markers_total_ns_{label}"]
+                add(f"the same, until the times are known, {label}", "-", tot, "{:+.0f} ns", None)
+    sc = r.get("scale")
+    if sc:
+        n = sc["launches"]
+        add(
+            f"{n:,} launches: Python memory per record",
+            "≤ 80 B",
+            sc["bytes_per_record"],
+            "{:.2f} B",
+            sc["bytes_per_record"] <= 80,
+        )
+        for label, t in sc["seconds"].items():
+            add(
+                f"{n:,} launches: end-of-profile resolution, {label}",
+                "≤ 1 s",
+                t["resolution"],
+                "{:.2f} s",
+                t["resolution"] <= 1,
+            )
+            add(
+                f"{n:,} launches: summary, {label} run",
+                "≤ 0.5 s",
+                t["summary"],
+                "{:.2f} s",
+                t["summary"] <= 0.5,
+            )
+        add(
+            f"{n:,} launches: Chrome trace ({sc['chrome_trace_mb']:.0f} MB)",
+            "≤ 10 s",
+            sc["seconds_chrome_trace"],
+            "{:.1f} s",
+            sc["seconds_chrome_trace"] <= 10,
+        )
+        add(
+            "most pending entries (live events) seen",
+            f"≤ {sc['pending_bound']:,}",
+            sc["max_live_pending"],
+            "{:,}",
+            sc["max_live_pending"] <= sc["pending_bound"],
+        )
+    ac = r.get("accuracy")
+    if ac:
+        add(
+            "captured launches whose time differs from their event's END − START",
+            "0",
+            ac["captured_mismatches"],
+            "{}",
+            ac["captured_mismatches"] == 0,
+        )
+        for key, rr in ac["ranges"].items():
+            state = key.split("_")[1]
+            rows.append(
+                (
+                    f"a range's device time vs its work ({rr['work_median_ns'] / 1e3:.0f} µs,"
+                    f" queue {state}): within 1 % or 2 µs",
+                    "all",
+                    f"{rr['within_bound']}/{rr['ranges']} (median error "
+                    f"{rr['error_median_ns'] / 1e3:.1f} µs)",
+                    rr["within_bound"] == rr["ranges"],
+                )
+            )
+    st = r.get("startup")
+    if st:
+        add(
+            "import kprof",
+            "≤ 150 ms",
+            st["import_kprof_s"] * 1e3,
+            "{:.0f} ms",
+            st["import_kprof_s"] <= 0.150,
+        )
+        add(
+            "kprof backends",
+            "≤ 2 s",
+            st["kprof_backends_s"],
+            "{:.2f} s",
+            st["kprof_backends_s"] <= 2,
+        )
+    lines = ["| what | target | measured | met? |", "| --- | --- | --- | --- |"]
+    for what, target, value, ok in rows:
+        met = "-" if ok is None else ("yes" if ok else "**no**")
+        lines.append(f"| {what} | {target} | {value} | {met} |")
+    if la:
+        lines += [
+            "",
+            "| way of timing a tiny launch (loop + resolving) | ns per launch |",
+            "| --- | --- |",
+        ]
+        for k, v in la["ns_per_launch"].items():
+            lines.append(f"| {k} | {v:.0f} |")
+    pa = r.get("parts")
+    if pa:
+        lines += [
+            "",
+            "| kprof's own work per launch (stand-in enqueue) | compiled | pure |",
+            "| --- | --- | --- |",
+        ]
+        for k in ("wrapper_and_launch", "harvest", "end_of_profile"):
+            cells = [f"{pa[p][k]:.0f} ns" if p in pa else "n/a" for p in ("compiled", "pure")]
+            lines.append(f"| {k.replace('_', ' ')} | {cells[0]} | {cells[1]} |")
+    return lines

@@ -1,0 +1,88 @@
+"""The ``.kprof`` file format: its constants, its errors, and the byte shuffle both ways use.
+
+A ``.kprof`` file is a small JSON header followed by the record columns as raw 64-bit
+integers. Loading parses JSON and copies integers; nothing in a file is ever executed (no
+pickle), and every length, checksum and index is checked before a ``Profile`` is built.
+
+Format version 1 (all integers little-endian)::
+
+    offset  size  field
+    0       8     magic b"\\x89KPROF\\r\\n" (the \\x89 and \\r\\n catch text-mode mangling)
+    8       4     format version (uint32) = 1
+    12      4     header length H (uint32)
+    16      4     CRC-32 of the header bytes (uint32)
+    20      H     header: JSON, ASCII (non-ASCII characters are \\u-escaped)
+    20+H    ...   the columns, back to back, in the order the header lists them
+
+The header holds ``meta``, ``trace``, ``backends``, ``start_ns``, ``end_ns``, the interned
+``names``, ``queues`` ([backend, device, label, device_key]), ``threads`` ([ident, name,
+task]), ``errors`` ([row, message]), ``clocks`` ([key, backend, device, method, error_ns,
+shift_ns]), ``counts`` ({"device": rows, "host": rows}) and ``columns``: for each column its
+``table`` ("device" or "host"), ``name``, ``encoding``, stored ``size`` in bytes and ``crc32``
+of the stored bytes. Encodings: ``raw`` (int64 little-endian), or ``shuffle8+zlib`` (byte
+``k`` of every value grouped together for k = 0..7, then zlib-compressed: timestamps share
+their high bytes, so this compresses them about eight-fold, and decodes at memory speed).
+
+The file ends right after the last column. Readers are kept per format version, so files of
+older versions stay readable when the format changes; a newer version is refused with a
+message saying to upgrade kprof.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import IO, Union
+
+from kprof_core.data.records import HostTable
+from kprof_core.host.backend import KprofError
+
+MAGIC = b"\x89KPROF\r\n"
+FORMAT_VERSION = 1
+PREFIX = struct.Struct("<8sI")  # magic, version
+V1_FRAME = struct.Struct("<II")  # header length, header crc32
+RAW, SHUFFLED = "raw", "shuffle8+zlib"
+# Every kind of host row (RANGE, MARK, ...): the upper-case int attributes of HostTable.
+#: Columns of host-clock times and durations (checked to lie within ±2**61 ns).
+TIME_COLUMNS = {
+    "device.launch_start",
+    "device.launch_end",
+    "device.start",
+    "device.duration",
+    "host.start",
+    "host.end",
+}
+HOST_KINDS = {v for k, v in vars(HostTable).items() if k.isupper() and isinstance(v, int)}
+
+PathOrFile = Union[str, "os.PathLike[str]", IO[bytes]]
+
+
+class ProfileFileError(KprofError, ValueError):
+    """A file could not be read as a kprof profile (the message names the file and why)."""
+
+
+class NotAProfileError(ProfileFileError):
+    """The file is not a kprof profile at all."""
+
+
+class UnsupportedVersionError(ProfileFileError):
+    """The file is a kprof profile of a format version this kprof cannot read."""
+
+
+class CorruptProfileError(ProfileFileError):
+    """The file is a kprof profile, but truncated or damaged."""
+
+
+# -- the shuffle8 encoding (see above) --------------------------------------------------------
+
+
+def shuffle(raw: bytes) -> bytes:
+    return b"".join(raw[k::8] for k in range(8))
+
+
+def unshuffle(data: bytes) -> bytearray:
+    n = len(data) // 8
+    out = bytearray(len(data))
+    for k in range(8):
+        out[k::8] = data[k * n : (k + 1) * n]
+    return out
