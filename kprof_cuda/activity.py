@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kprof import plugin as kp
@@ -73,14 +73,25 @@ class CuptiActivity:
     pushes scopes as external correlation ids, takes rows from the reader.
 
     ``queue_for(device, context, stream)`` gives the plugin's queue object for CUPTI's ids;
-    ``load`` loads libcupti (:func:`kprof_cuda.cupti_lib.load`), replaced by tests.
+    ``load`` loads libcupti (:func:`kprof_cuda.cupti_lib.load`), replaced by tests;
+    ``devices()`` names the devices the profile's end waits for (called on the thread that
+    ends it) and ``synchronize(devices)`` waits until they finished the work queued on them
+    (called on a thread of its own); without them the end waits for no device.
     """
 
     def __init__(
-        self, queue_for: Callable[[int, int, int], Any], load: Callable[[], Cupti] | None = None
+        self,
+        queue_for: Callable[[int, int, int], Any],
+        load: Callable[[], Cupti] | None = None,
+        devices: Callable[[], Iterable[int]] | None = None,
+        synchronize: Callable[[tuple[int, ...]], None] | None = None,
     ) -> None:
         self._queue_for = queue_for
         self._load = load or _load_cupti
+        self._devices = devices
+        self._synchronize = synchronize
+        #: Why the last end could not wait for its devices (None: it could, or had none).
+        self.idle_error: str | None = None
         self.cupti: Cupti | None = None
         self.active = False
         self.reason: str | None = None  # why CUPTI is not used, when it is not
@@ -276,18 +287,54 @@ class CuptiActivity:
         c = self.cupti
         assert c is not None
         deadline = time.monotonic() + timeout
+        # A flush without the FORCED flag returns no buffer that holds a record of work still
+        # running, and with it the API records of every launch written before: "no launch is
+        # waiting" proves nothing until the devices finished the work queued before this end.
+        # (On an H200, kernels still running at a profile's end were lost without this wait.)
+        # A forced flush would return those records unfinished, so the end waits for the
+        # devices instead, on a thread of its own, bounded by the timeout like the rest.
+        idle = self._wait_for_devices()
         pause = 1e-4
+        settled = 0
         while True:
+            was_idle = idle.is_set()
             c.ActivityFlushAll(0)
             self._drain(account=True)
             left: int = _reader.waiting(scopes)
-            if not left or left <= self._dropped_since_start or time.monotonic() >= deadline:
+            if left and left <= self._dropped_since_start:
+                break
+            # Once idle, a few more flushes: CUPTI completes the last records as it learns
+            # that their work is done.
+            settled = settled + 1 if was_idle and not left else 0
+            if settled >= 3 or time.monotonic() >= deadline:
                 break
             time.sleep(pause)  # CUPTI's thread can deliver meanwhile
             pause = min(pause * 2, 0.005)
         self._drain(release=scopes)
         _reader.forget(scopes)
         return left
+
+    def _wait_for_devices(self) -> threading.Event:
+        """An event set once the devices named by ``devices()`` finished the work queued on
+        them until now (at once when there are none, or waiting failed: ``idle_error``)."""
+        idle = threading.Event()
+        self.idle_error = None
+        devices = tuple(sorted(set(self._devices()))) if self._devices is not None else ()
+        sync = self._synchronize
+        if not devices or sync is None:
+            idle.set()
+            return idle
+
+        def wait() -> None:
+            try:
+                sync(devices)
+            except Exception as exc:  # a device error: the flush goes on without the wait
+                self.idle_error = f"{type(exc).__name__}: {exc}"
+            finally:
+                idle.set()
+
+        threading.Thread(target=wait, name="kprof-cupti-idle", daemon=True).start()
+        return idle
 
     def _account_drops(self) -> None:
         """Records lost since the last look (CUPTI's count, reset when read; kprof's discarded

@@ -73,6 +73,11 @@ class CupyApi:
         ctx: AbstractContextManager[Any] = self.cupy.cuda.Device(device)
         return ctx
 
+    def synchronize_device(self, device: int) -> None:
+        """Wait until ``device`` finished the work queued on it (``cudaDeviceSynchronize``)."""
+        with self.cupy.cuda.Device(device):
+            self.runtime.deviceSynchronize()
+
     def device_name(self, device: int) -> str:
         name = self.runtime.getDeviceProperties(device)["name"]
         return name.decode(errors="replace") if isinstance(name, bytes) else str(name)

@@ -102,7 +102,11 @@ class CudaPlugin:
         self._patcher: Patcher | None = None
         #: The CUPTI activity path (None: events only). ``activity(self)`` builds it.
         self.activity: CuptiActivity | None = (
-            activity(self) if activity is not None else CuptiActivity(self._cupti_queue)
+            activity(self)
+            if activity is not None
+            else CuptiActivity(
+                self._cupti_queue, devices=self._used_devices, synchronize=self._synchronize
+            )
         )
         # (device, CUPTI context id, CUPTI stream id) -> queue, for records; shared with the
         # events' queues. The context is part of the key: stream ids of two contexts collide.
@@ -231,6 +235,26 @@ class CudaPlugin:
                     n = self._stream_numbers[dev] = self._stream_numbers.get(dev, 0) + 1
                     q = self._cupti_queues[key] = Queue(dev, None, f"stream {n}")
         return q
+
+    def _used_devices(self) -> set[int]:
+        """The devices a profile's end waits for with CUPTI: the ending thread's current one and
+        every device kprof saw work on. None before CuPy is imported (importing it here would
+        cost the end a third of a second, and without it there is no CuPy work to wait for)."""
+        if _modules.get(self._module) is None:
+            return set()
+        api = self._load()
+        devices = {key[0] for key in list(self._cupti_queues)} | set(self._calibrations)
+        try:
+            devices.add(int(api.get_device()))
+        except Exception:  # no current device on this thread: the seen ones only
+            pass
+        return devices
+
+    def _synchronize(self, devices: tuple[int, ...]) -> None:
+        """Wait until ``devices`` finished the work queued on them (a thread of kprof's own)."""
+        api = self._load()
+        for dev in devices:
+            api.synchronize_device(dev)
 
     @kp.hookimpl
     def queue_info(self, backend: kp.Backend, queue: Queue) -> kp.QueueInfo:

@@ -117,6 +117,9 @@ class FakeCuda:
         self.error = FakeCudaError
         self.records = 0
         self._stream_devices: dict[int, int] = {}
+        #: Called by ``synchronize_device`` after the streams finished (a CUPTI double's wait).
+        self.on_synchronize: Any = None
+        self.synchronized: list[int] = []
 
     # -- the CupyApi surface ----------------------------------------------------------------
 
@@ -168,6 +171,15 @@ class FakeCuda:
             yield
         finally:
             self._tls.device = prev
+
+    def synchronize_device(self, device: int) -> None:
+        with self._lock:
+            workers = [w for key, w in self.workers.items() if key[0] == device]
+        for w in workers:
+            w.finish()
+        if self.on_synchronize is not None:
+            self.on_synchronize(device)
+        self.synchronized.append(device)
 
     def device_name(self, device: int) -> str:
         return "Fake GPU"

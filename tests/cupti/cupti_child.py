@@ -55,6 +55,7 @@ lib.cuptidouble_kernel.argtypes = [u32, ctypes.c_char_p, u32, u32, u32] + [i32] 
 lib.cuptidouble_memcpy.argtypes = [u32, ctypes.c_int, u64, u32, u32, u32, u64, u64]
 lib.cuptidouble_memset.argtypes = [u32, u32, u64, u32, u32, u32, u64, u64]
 lib.cuptidouble_now.restype = u64
+lib.cuptidouble_busy_until.restype = u64
 lib.cuptidouble_set_clock_offset.argtypes = [i64]
 lib.cuptidouble_set_busy.argtypes = [ctypes.c_int]
 lib.cuptidouble_enabled.argtypes = [ctypes.c_int]
@@ -113,6 +114,12 @@ def launch(
     return corr, t + 5000
 
 
+def wait_for_double(device: int) -> None:
+    """cudaDeviceSynchronize on the double: until its simulated devices finished."""
+    while lib.cuptidouble_now() < lib.cuptidouble_busy_until():
+        time.sleep(0.0005)
+
+
 class Env:
     """The ``cuda`` backend: the real CudaPlugin with its CUPTI path, on the fake CuPy."""
 
@@ -120,6 +127,7 @@ class Env:
         registry.reset()
         lib.cuptidouble_reset()
         self.fake = tcf.FakeCuda(1)
+        self.fake.on_synchronize = wait_for_double
         self.mod = tcf.fake_cupy_module(self.fake)
         sys.modules[tcf.MODULE] = self.mod
         self.plugin = CudaPlugin(
@@ -616,6 +624,27 @@ def contexts_do_not_collide(env: Env) -> None:
     assert len({x["queue"] for x in r}) == 2, r
 
 
+def kernels_running_at_the_end_are_waited_for(env: Env) -> None:
+    """A kernel still running when its profile ends: CUPTI keeps the buffer holding its record
+    (and the launch's API record before it) until it completes, so "nothing is waiting"
+    proves nothing; the end waits for the device, then has the row (found on an H200)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with kprof.profile() as p:
+            launch(b"long", duration=80_000_000)  # 80 ms on the device
+            launch(b"longer", stream=14, duration=120_000_000)
+    assert sorted(x["name"] for x in rows(p)) == ["long", "longer"], rows(p)
+    assert env.fake.synchronized == [0]
+    bad = [
+        w for w in caught if "device record" in str(w.message) or "arrived after" in str(w.message)
+    ]
+    assert not bad, bad
+    # Outside every profile nothing is waited for, and an idle device costs no wait.
+    with kprof.profile() as p:
+        pass
+    assert rows(p) == []
+
+
 SCENARIOS: dict[str, Callable[[Env], None]] = {
     f.__name__: f
     for f in (
@@ -638,6 +667,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         forced_flush_at_the_last_end,
         unknown_kinds_skipped_and_counted,
         contexts_do_not_collide,
+        kernels_running_at_the_end_are_waited_for,
     )
 }
 

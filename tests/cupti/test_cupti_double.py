@@ -42,6 +42,7 @@ SCENARIOS = (
     "forced_flush_at_the_last_end",
     "unknown_kinds_skipped_and_counted",
     "contexts_do_not_collide",
+    "kernels_running_at_the_end_are_waited_for",
 )
 
 

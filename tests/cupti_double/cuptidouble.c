@@ -14,7 +14,11 @@
  *     next record is complete: a delivery thread of the double hands it to the
  *     buffer-completed callback (as CUPTI does from its own thread). cuptiActivityFlushAll
  *     completes the current buffer too (if it holds records, or always with the FORCED
- *     flag) and returns after every completed buffer was delivered, in order.
+ *     flag) and returns after every completed buffer was delivered, in order. As CUPTI's
+ *     header says, a flush without FORCED leaves a buffer that holds a record of work still
+ *     running (a kernel, copy or memset whose end is later than now on the double's clock),
+ *     and with it every record written before; cuptidouble_busy_until() says when the
+ *     simulated devices finish all the work written so far.
  *     A record for which no buffer was given is dropped and counted
  *     (cuptiActivityGetNumDroppedRecords).
  *   - External correlation: every thread has one stack of ids per external kind
@@ -149,8 +153,17 @@ static void start_worker_locked(void) {
 }
 
 /* Move the current buffer to the delivery queue (lock held). */
+static uint64_t cur_busy_until;    /* the latest end of a device record in the current buffer */
+static uint64_t device_busy_until; /* the latest end of any device record */
+
+static void note_end_locked(uint64_t end) {
+    if (end > cur_busy_until) cur_busy_until = end;
+    if (end > device_busy_until) device_busy_until = end;
+}
+
 static void complete_current_locked(void) {
     if (cur == NULL) return;
+    cur_busy_until = 0;
     if (q_len == MAX_PENDING) { /* cannot happen in tests: the records are lost */
         dropped++;
         return;
@@ -354,7 +367,8 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     pthread_mutex_lock(&lock);
     flushes++;
     if (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) forced_flushes++;
-    if (cur != NULL && (cur_used > 0 || (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)))
+    if (cur != NULL && ((cur_used > 0 && cur_busy_until <= now_ns()) ||
+                        (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)))
         complete_current_locked();
     pthread_mutex_unlock(&lock);
     while (deliver_one()) {}
@@ -437,7 +451,7 @@ CUptiResult CUPTIAPI cuptiGetContextId(CUcontext context, uint32_t *contextId) {
  * ------------------------------------------------------------------------------------- */
 
 void cuptidouble_reset(void) {
-    cuptiActivityFlushAll(0);
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     pthread_mutex_lock(&lock);
     memset(enabled, 0, sizeof enabled);
     memset(enable_calls, 0, sizeof enable_calls);
@@ -454,6 +468,7 @@ void cuptidouble_reset(void) {
     delivered_buffers = 0;
     flushes = 0;
     forced_flushes = 0;
+    device_busy_until = 0;
     pthread_mutex_unlock(&lock);
 }
 
@@ -470,6 +485,12 @@ void cuptidouble_set_clock_offset(int64_t ns) {
 }
 
 uint64_t cuptidouble_now(void) { return now_ns(); }
+uint64_t cuptidouble_busy_until(void) {
+    pthread_mutex_lock(&lock);
+    uint64_t t = device_busy_until;
+    pthread_mutex_unlock(&lock);
+    return t;
+}
 
 /* The CUPTI API version cuptiGetVersion reports (CUPTI before 27 must never be refused a
  * buffer: Kineto's policy). */
@@ -615,6 +636,7 @@ int cuptidouble_kernel(uint32_t corr, const char *name, uint32_t device, uint32_
             r->blockX = bx; r->blockY = by; r->blockZ = bz;
             r->name = nm;
             r->correlationId = corr;
+            note_end_locked(end);
             ok = 1;
         }
     } else {
@@ -638,6 +660,7 @@ int cuptidouble_memcpy(uint32_t corr, int copy_kind, uint64_t bytes, uint32_t de
             r->start = start; r->end = end;
             r->deviceId = device; r->contextId = context; r->streamId = stream;
             r->correlationId = corr;
+            note_end_locked(end);
             ok = 1;
         }
     } else {
@@ -661,6 +684,7 @@ int cuptidouble_memset(uint32_t corr, uint32_t value, uint64_t bytes, uint32_t d
             r->start = start; r->end = end;
             r->deviceId = device; r->contextId = context; r->streamId = stream;
             r->correlationId = corr;
+            note_end_locked(end);
             ok = 1;
         }
     } else {
