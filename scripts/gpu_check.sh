@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kprof's CUDA check on a machine with an NVIDIA GPU, from a plain checkout, in under 5 minutes.
+# kprof's CUDA check on a machine with an NVIDIA GPU, from a plain checkout, in under 7 minutes.
 #
 #   OUT=/some/dir scripts/gpu_check.sh
 #
@@ -39,7 +39,7 @@ try:
     print('libcupti', c.api_version, c.how, c.path)
 except Exception as exc:
     print('libcupti: not usable here (events path only):', exc)
-import kprof_core.native as n
+import kprof_core.low_level.native as n
 m = n.load_plugin_part('kprof_cuda', '_cupti')
 print('CUPTI reader:', 'compiled (kprof_cuda._cupti)' if m else 'pure Python (' + n.describe() + ')')" 2>&1
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 || true
@@ -74,11 +74,11 @@ main(["backends"])
 EOF
 cat "$OUT/backends.txt"
 
-timeout 180 "$PY" -m pytest tests/gpu/test_cuda_gpu.py -m gpu -v -rs -p no:cacheprovider \
+timeout 240 "$PY" -m pytest tests/gpu/test_cuda_gpu.py -m gpu -v -rs -p no:cacheprovider \
   --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.log"
 rc=${PIPESTATUS[0]}
 # The pure-Python CUPTI reader on the same device (its figures in a file of their own).
-KPROF_PURE_PYTHON=1 KPROF_GPU_FIGURES="$OUT/cuda_figures_pure.json" timeout 90 "$PY" -m pytest \
+KPROF_PURE_PYTHON=1 KPROF_GPU_FIGURES="$OUT/cuda_figures_pure.json" timeout 150 "$PY" -m pytest \
   tests/gpu/test_cuda_gpu.py -m gpu -v -rs -p no:cacheprovider -k "cupti or cost_per_launch" \
   2>&1 | tee "$OUT/pytest_pure.log"
 rc_pure=${PIPESTATUS[0]}
