@@ -176,6 +176,12 @@ class profile:
     ``timeout``: how long, in seconds and in all, to wait for the device when resolving at
     the end (default 60, or ``KPROF_RESOLVE_TIMEOUT``); records whose work had not completed
     by then are marked unresolved, with the reason, and the profile ends normally.
+    ``sites``: keep each record's launch site, the line of your code behind it (default on;
+    ``KPROF_SITES=0`` turns the default off): the innermost frame that is not kprof's, a
+    plugin's, the standard library's or a library's that kprof skips by default (PyOpenCL,
+    CuPy, reikna, loopy, NumPy, pytools, hip-python). ``site_skip``: more module prefixes whose frames are not
+    yours (``("mylib", "company.gpu")``): a launch from inside them is given the line that
+    called into them.
 
     Only the context that entered the profile is recorded: code it calls, asyncio tasks it
     creates, and threads that run their target through ``kprof.propagate``.
@@ -188,8 +194,26 @@ class profile:
         synchronize: bool = False,
         backends: Iterable[str] | None = None,
         timeout: float | None = None,
+        *,
+        sites: bool | None = None,
+        site_skip: Iterable[str] = (),
     ) -> None:
-        for arg, value in (("device", device), ("trace", trace), ("synchronize", synchronize)):
+        if sites is None:
+            sites = os.environ.get("KPROF_SITES", "1").strip().lower() not in ("0", "no", "off")
+        if isinstance(site_skip, str):
+            site_skip = [site_skip]
+        self.site_skip = list(site_skip)
+        if not all(isinstance(m, str) and m for m in self.site_skip):
+            raise TypeError(
+                f"profile(site_skip=...) takes module prefixes (non-empty str), not {site_skip!r}"
+            )
+        self.sites = sites
+        for arg, value in (
+            ("device", device),
+            ("trace", trace),
+            ("synchronize", synchronize),
+            ("sites", sites),
+        ):
             if not isinstance(value, bool):
                 raise TypeError(f"profile({arg}=...) must be True or False, not {value!r}")
         if isinstance(backends, str):
@@ -226,6 +250,8 @@ class profile:
             synchronize=self.synchronize,
             timeout=self.timeout,
             parent=parent,
+            sites=self.sites,
+            site_skip=self.site_skip,
         )
         result = Profile(trace=self.trace, backends=[b.name for b in backends])
         # Raises only after undoing itself: nothing to clean up here.
@@ -293,7 +319,13 @@ class profile:
 
         def block() -> profile:
             return profile(
-                self.device, self.trace, self.synchronize, self._backend_names, self.timeout
+                self.device,
+                self.trace,
+                self.synchronize,
+                self._backend_names,
+                self.timeout,
+                sites=self.sites,
+                site_skip=self.site_skip,
             )
 
         def keep(wrapper: Any, p: Profile) -> None:

@@ -32,6 +32,7 @@ from kprof_core.data.records import (
     ThreadRecord,
     iter_device_records,
 )
+from kprof_core.data.sites import Site
 from kprof_core.data.summary import SummaryRow, rows_of
 
 if TYPE_CHECKING:
@@ -143,6 +144,8 @@ class ProfileData:
         self.names: list[str] = []
         self.queues: list[QueueRecord] = []
         self.threads: list[ThreadRecord] = []
+        #: The launch sites the tables' ``site`` columns index (-1: none known).
+        self.sites: list[Site] = []
         self.errors: dict[int, str] = {}
         #: Row -> what the backend said about that device row (a kernel's grid and block).
         self.details: MutableMapping[int, str] = {}
@@ -155,6 +158,7 @@ class ProfileData:
     def _load(self, rec: Recorder) -> None:
         self.table, self.host = rec.table, rec.host
         self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
+        self.sites = rec.rows.sites
         self.errors, self.clocks = rec.errors, rec.clocks
         self.details = rec.details
         self.dropped = dict(getattr(rec, "activity_dropped", {}))

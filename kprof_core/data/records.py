@@ -178,6 +178,7 @@ class DeviceTable:
         "duration",
         "nbytes",
         "flags",
+        "site",
     )
 
     def __init__(self) -> None:
@@ -194,6 +195,8 @@ class DeviceTable:
     duration: array[int]
     nbytes: array[int]
     flags: array[int]
+    #: The launch site: an index into the profile's ``sites`` (once resolved), -1 for none.
+    site: array[int]
 
     def append(
         self,
@@ -207,12 +210,25 @@ class DeviceTable:
         duration: int,
         nbytes: int,
         flags: int,
+        site: int = -1,
     ) -> int:
         # All or nothing: a value a column refuses (a plugin's float, an int past int64)
         # raises before any column grew, so the columns never differ in length.
         row = array(
             "q",
-            (name, kind, queue, thread, launch_start, launch_end, start, duration, nbytes, flags),
+            (
+                name,
+                kind,
+                queue,
+                thread,
+                launch_start,
+                launch_end,
+                start,
+                duration,
+                nbytes,
+                flags,
+                site,
+            ),
         )
         self.name.append(row[0])
         self.kind.append(row[1])
@@ -224,6 +240,7 @@ class DeviceTable:
         self.duration.append(row[7])
         self.nbytes.append(row[8])
         self.flags.append(row[9])
+        self.site.append(row[10])
         return len(self.name) - 1
 
     def __len__(self) -> int:
@@ -306,7 +323,7 @@ class HostTable:
     """
 
     RANGE, MARK, LAUNCH = 0, 1, 2
-    COLUMNS = ("name", "kind", "thread", "start", "end")
+    COLUMNS = ("name", "kind", "thread", "start", "end", "site")
 
     def __init__(self) -> None:
         for c in self.COLUMNS:
@@ -317,18 +334,22 @@ class HostTable:
     thread: array[int]
     start: array[int]
     end: array[int]
+    site: array[int]  # as DeviceTable.site
 
     def trim(self) -> None:
         """As ``DeviceTable.trim``."""
         _trim(self, self.COLUMNS)
 
-    def append(self, name: int, kind: int, thread: int, start: int, end: int) -> None:
-        row = array("q", (name, kind, thread, start, end))  # all or nothing, as DeviceTable's
+    def append(
+        self, name: int, kind: int, thread: int, start: int, end: int, site: int = -1
+    ) -> None:
+        row = array("q", (name, kind, thread, start, end, site))  # all or nothing, as above
         self.name.append(row[0])
         self.kind.append(row[1])
         self.thread.append(row[2])
         self.start.append(row[3])
         self.end.append(row[4])
+        self.site.append(row[5])
 
     def __len__(self) -> int:
         return len(self.name)

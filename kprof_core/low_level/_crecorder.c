@@ -29,10 +29,13 @@
 /* LaunchPath.launch packs an entry's fields by position (PyTuple_Pack, the cheapest way):
  * this fails to compile if layout.py changes their order without this file following. */
 typedef char kprof_entry_order_matches_layout_py[
-    (KPROF_ENTRY_LEN == 11 && KPROF_E_SLOT == 0 && KPROF_E_KIND == 1 && KPROF_E_NAME == 2
+    (KPROF_ENTRY_LEN == 12 && KPROF_E_SITE == 11 && KPROF_E_SLOT == 0 && KPROF_E_KIND == 1 && KPROF_E_NAME == 2
      && KPROF_E_QUEUE == 3 && KPROF_E_WHO == 4 && KPROF_E_H0 == 5 && KPROF_E_H1 == 6
      && KPROF_E_START == 7 && KPROF_E_STOP == 8 && KPROF_E_NBYTES == 9 && KPROF_E_FLAGS == 10)
         ? 1 : -1];
+
+/* The launch-site catcher (SiteCatcher, site_capture), used by LaunchPath.launch. */
+#include "_sites.h"
 
 #ifndef Py_XSETREF  /* not in every version's limited-API headers */
 #define Py_XSETREF(op, op2)                     \
@@ -53,6 +56,7 @@ typedef struct {
     PyObject *tls;          /* kprof_core.recording.threads._tls */
     PyObject *running_loop; /* asyncio._get_running_loop */
     PyObject *who;          /* kprof_core.recording.threads.who */
+    PyObject *sites;        /* a SiteCatcher, or NULL: sites off (every entry's site -1) */
     Py_ssize_t next_harvest;
     /* Caches of the last launch's backend and queue (most launches repeat them): */
     PyObject *last_backend, *last_slot;  /* the backend and its slot, if timed */
@@ -79,6 +83,7 @@ lp_traverse(LaunchPath *self, visitproc visit, void *arg)
     Py_VISIT(self->tls);
     Py_VISIT(self->running_loop);
     Py_VISIT(self->who);
+    Py_VISIT(self->sites);
     Py_VISIT(self->last_backend);
     Py_VISIT(self->last_slot);
     Py_VISIT(self->last_queue);
@@ -97,6 +102,7 @@ lp_clear(LaunchPath *self)
     Py_CLEAR(self->tls);
     Py_CLEAR(self->running_loop);
     Py_CLEAR(self->who);
+    Py_CLEAR(self->sites);
     Py_CLEAR(self->last_backend);
     Py_CLEAR(self->last_slot);
     Py_CLEAR(self->last_queue);
@@ -210,7 +216,7 @@ lp_launch(LaunchPath *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     }
     PyObject *stop = nargs > 7 ? args[7] : Py_None;
     PyObject *nbytes = nargs > 8 ? args[8] : minus_one;
-    PyObject *qk, *who = NULL, *entry = NULL;
+    PyObject *qk, *who = NULL, *entry = NULL, *site = NULL;
     if (args[3] == self->last_queue) {  /* kept in `live` already (and alive: we hold it) */
         qk = self->last_qk;
         Py_INCREF(qk);
@@ -230,8 +236,17 @@ lp_launch(LaunchPath *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     who = lp_who(self);
     if (who == NULL)
         goto fail;
+    if (self->sites == NULL) {
+        site = minus_one;
+        Py_INCREF(site);
+    } else {
+        Py_ssize_t sid = site_capture((SiteCatcher *)self->sites);
+        site = sid == -2 ? NULL : PyLong_FromSsize_t(sid);
+        if (site == NULL)
+            goto fail;
+    }
     entry = PyTuple_Pack(KPROF_ENTRY_LEN, slot, args[1], args[2], qk, who, args[4], args[5], args[6], stop,
-                         nbytes, zero);
+                         nbytes, zero, site);
     if (entry == NULL)
         goto fail;
     /* Not for the collector: an entry refers to tokens, ints and a str, and nothing refers to
@@ -242,6 +257,7 @@ lp_launch(LaunchPath *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     if (PyList_Append(self->incoming, entry) < 0)
         goto fail;
     Py_DECREF(entry);
+    Py_DECREF(site);
     Py_DECREF(who);
     Py_DECREF(qk);
     Py_DECREF(slot);
@@ -254,6 +270,7 @@ lp_launch(LaunchPath *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     Py_RETURN_NONE;
 fail:
     Py_XDECREF(entry);
+    Py_XDECREF(site);
     Py_XDECREF(who);
     Py_XDECREF(qk);
     Py_DECREF(slot);
@@ -293,12 +310,16 @@ static PyObject *LaunchPathType;
 static PyObject *
 new_launch_path(PyObject *module, PyObject *args)
 {
-    PyObject *incoming, *live, *timed, *slow, *pressure, *tls, *running_loop, *who;
+    PyObject *incoming, *live, *timed, *slow, *pressure, *tls, *running_loop, *who, *sites;
     Py_ssize_t next_harvest;
-    if (!PyArg_ParseTuple(args, "O!O!O!OOOOOn:launch_path", &PyList_Type, &incoming,
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOOOnO:launch_path", &PyList_Type, &incoming,
                           &PyDict_Type, &live, &PyFrozenSet_Type, &timed, &slow, &pressure,
-                          &tls, &running_loop, &who, &next_harvest))
+                          &tls, &running_loop, &who, &next_harvest, &sites))
         return NULL;
+    if (sites != Py_None && !PyObject_TypeCheck(sites, (PyTypeObject *)SiteCatcherType)) {
+        PyErr_SetString(PyExc_TypeError, "launch_path: sites must be a SiteCatcher or None");
+        return NULL;
+    }
     LaunchPath *self = (LaunchPath *)PyType_GenericAlloc((PyTypeObject *)LaunchPathType, 0);
     if (self == NULL)
         return NULL;
@@ -311,6 +332,10 @@ new_launch_path(PyObject *module, PyObject *args)
     Py_INCREF(running_loop); self->running_loop = running_loop;
     Py_INCREF(who); self->who = who;
     self->next_harvest = next_harvest;
+    if (sites != Py_None) {
+        Py_INCREF(sites);
+        self->sites = sites;
+    }
     return (PyObject *)self;
 }
 
@@ -329,7 +354,7 @@ as_i64(PyObject *o, int64_t *out)
 }
 
 /* run_columns(chunk, slot, backend, fast_queues, thread_ids, name_ids, known, kind_bound)
- * -> (m, starts, stops, names, kinds, queues, threads, h0s, h1s, nbytes, flags, refb)
+ * -> (m, starts, stops, names, kinds, queues, threads, h0s, h1s, nbytes, flags, sites, refb)
  *
  * What harvest_columns.run_columns does in Python: the longest prefix of `chunk` (entry tuples) whose
  * entries are timed launches of `backend` (its `slot`) on queues in `fast_queues` (id(queue)
@@ -348,7 +373,7 @@ run_columns(PyObject *module, PyObject *args)
                           &PyDict_Type, &name_ids, &PyDict_Type, &known, &kind_bound))
         return NULL;
     Py_ssize_t n = PyList_Size(chunk);
-    enum { NAME, KIND, QUEUE, THREAD, H0, H1, NBYTES, FLAGS, REFB, NCOLS };
+    enum { NAME, KIND, QUEUE, THREAD, H0, H1, NBYTES, FLAGS, SITE, REFB, NCOLS };
     int64_t *cols = (int64_t *)PyMem_Malloc(sizeof(int64_t) * NCOLS * (size_t)(n ? n : 1));
     if (cols == NULL)
         return PyErr_NoMemory();
@@ -403,7 +428,8 @@ run_columns(PyObject *module, PyObject *args)
             || !as_i64(tid, &row[THREAD * n + m]) || !as_i64(f[KPROF_E_H0], &row[H0 * n + m])
             || !as_i64(f[KPROF_E_H1], &row[H1 * n + m])
             || !as_i64(f[KPROF_E_NBYTES], &row[NBYTES * n + m])
-            || !as_i64(f[KPROF_E_FLAGS], &row[FLAGS * n + m]) || row[FLAGS * n + m] != 0)
+            || !as_i64(f[KPROF_E_FLAGS], &row[FLAGS * n + m]) || row[FLAGS * n + m] != 0
+            || !as_i64(f[KPROF_E_SITE], &row[SITE * n + m]))
             break;  /* flagged entries (approximate, observed on the host) are _take's */
         row[QUEUE * n + m] = last_qid;
         row[REFB * n + m] = last_refb;
@@ -592,7 +618,9 @@ or_const(PyObject *module, PyObject *args)
 static PyMethodDef module_methods[] = {
     {"launch_path", new_launch_path, METH_VARARGS,
      "launch_path(incoming, live_queues, timed_slots, slow, pressure, tls, running_loop, who, "
-     "next_harvest) -> LaunchPath"},
+     "next_harvest, sites) -> LaunchPath"},
+    {"site_catcher", new_site_catcher, METH_VARARGS,
+     "site_catcher(skip, keys) -> SiteCatcher: see kprof_core.recording.sites."},
     {"run_columns", run_columns, METH_VARARGS,
      "The harvest's bookkeeping of a run of entries, column-wise: see harvest_columns.run_columns."},
     {"checked_rel_dur", checked_rel_dur, METH_VARARGS,
@@ -633,7 +661,7 @@ PyInit__crecorder(void)
         return NULL;
     }
     LaunchPathType = PyType_FromSpec(&lp_spec);
-    if (LaunchPathType == NULL)
+    if (LaunchPathType == NULL || sites_init() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)

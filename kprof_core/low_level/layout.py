@@ -32,6 +32,7 @@ ENTRY_FIELDS = (
     "stop",  # the stop token, or the host time the work was seen done
     "nbytes",  # a copy's size, -1 otherwise
     "flags",  # record flags (HOST_TIMED, APPROXIMATE), 0 for the common case
+    "site",  # the launch site's raw id (recording/sites.py), -1 when none was found
 )
 # Final literals, so that mypy types ``entry[START]`` as precisely as ``entry[7]``.
 SLOT: Final = 0
@@ -45,6 +46,7 @@ START: Final = 7
 STOP: Final = 8
 NBYTES: Final = 9
 FLAGS: Final = 10
+SITE: Final = 11
 ENTRY_LEN: Final = len(ENTRY_FIELDS)
 
 # Entry kinds beyond the record kinds (records.KERNEL, COPY, RANGE are all below them).
@@ -60,10 +62,12 @@ ENTRY_ACTIVITY = 20
 ENTRY_ACTIVITY_COLUMNS = 21
 
 
-def host_entry(kind: int, name: str, who: object, h0: int, h1: int) -> tuple[object, ...]:
+def host_entry(
+    kind: int, name: str, who: object, h0: int, h1: int, site: int = -1
+) -> tuple[object, ...]:
     """An entry of the host side only (``ENTRY_HOST_RANGE``, ``ENTRY_MARK``,
     ``ENTRY_HOST_LAUNCH``): no backend, queue or tokens."""
-    return (None, kind, name, None, who, h0, h1, None, None, -1, 0)
+    return (None, kind, name, None, who, h0, h1, None, None, -1, 0, site)
 
 
 # -- the activity entry: one delivered DeviceRecord -----------------------------------------------

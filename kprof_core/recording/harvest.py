@@ -24,6 +24,7 @@ from kprof_core.data.records import (
     QueueRecord,
     ThreadRecord,
 )
+from kprof_core.data.sites import Site
 from kprof_core.host.backend import Backend, BadReturn, QueueInfo, checked_queue_info
 from kprof_core.low_level import native
 from kprof_core.low_level.layout import (
@@ -37,12 +38,14 @@ from kprof_core.low_level.layout import (
     H1,
     KIND,
     NAME,
+    SITE,
     SLOT,
     START,
     STOP,
     WHO,
 )
 from kprof_core.recording.placement import DeviceClock, place
+from kprof_core.recording.sites import resolve as resolve_sites
 from kprof_core.recording.threads import OwnedLock, thread_names
 
 if TYPE_CHECKING:
@@ -79,6 +82,8 @@ class Harvest:
         self.lock = OwnedLock()  # see threads.OwnedLock: a signal handler never waits on it
         self.finished = False  # everything is resolved and placed; tables are final
         self.table = DeviceTable()
+        #: The launch sites the tables' ``site`` columns index, once ``end`` resolved them.
+        self.sites: list[Site] = []
         self.host = HostTable()
         self.names = Interner()
         self.queues: list[QueueRecord] = []
@@ -174,7 +179,7 @@ class Harvest:
                     tid = thread_ids.get(who)
                     nid = name_ids.get(name) if type(name) is str else None
                     if tid is not None and nid is not None:
-                        host_append(nid, HOST_KINDS[kind], tid, entry[H0], entry[H1])
+                        host_append(nid, HOST_KINDS[kind], tid, entry[H0], entry[H1], entry[SITE])
                         taken += 1
                         continue
                 elif (
@@ -238,7 +243,7 @@ class Harvest:
                 None,
             )
         else:
-            slot, _kind, name, *_rest, start, stop, _n, _f = entry  # ENTRY_FIELDS order
+            slot, name, start, stop = entry[SLOT], entry[NAME], entry[START], entry[STOP]
         backend = self.by_slot.get(slot) if slot is not None else None
         self.dropped_bad += 1
         if "bad entry" not in self.warned:
@@ -373,6 +378,11 @@ class Harvest:
             for dkey, clock in self.activity_clocks.items():
                 # A device timed both ways (events for ranges, records for kernels) has two.
                 self.clocks[dkey if dkey not in self.clocks else f"{dkey} (activity)"] = clock
+            # Launch sites to text, once per distinct raw site; the columns then index
+            # self.sites (exactly sized, as trim below makes the others).
+            self.sites, (self.table.site, self.host.site) = resolve_sites(
+                (self.table.site, self.host.site)
+            )
             # Final: exactly sized columns (a million records' arrays over-allocate up to 5 MB).
             self.table.trim()
             self.host.trim()

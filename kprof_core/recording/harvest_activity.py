@@ -80,6 +80,7 @@ def take_activity_columns(h: Harvest, entry: tuple[Any, ...]) -> None:
     t.duration.extend(array("q", map(sub, cols.end, cols.begin)))
     t.nbytes.extend(cols.nbytes)
     t.flags.extend(array("q", (PLACED,)) * n)
+    t.site.extend(array("q", (-1,)) * n)  # the launch's site is not joined yet
     if cols.detail is not None:
         fmt, columns = cols.detail
         h.details.add_block(first, n, fmt, tuple(columns))

@@ -21,13 +21,14 @@ if TYPE_CHECKING:
 def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
     """Make a row of one common entry (as ``_bulk`` would, for a run of one); False, with
     nothing changed, for anything else (``_take`` then handles it)."""
-    slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags = entry  # ENTRY_FIELDS
+    slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags, site = entry  # ENTRY_FIELDS
     q = h.fast_queues.get(qk)
     if (
         q is None
         or (backend := q[FQ_BACKEND]).slot != slot
         or backend.broken is not None
         or flags
+        or type(site) is not int
         or type(kind) is not int
         or kind >= FIRST_HOST_KIND
     ):
@@ -62,7 +63,7 @@ def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
         dur = end - begin
     except Exception:
         return False  # _take asks again and reports the failure properly
-    h.table.append(nid, kind, q[FQ_QID], tid, h0, h1, rel, dur, nbytes, flags)
+    h.table.append(nid, kind, q[FQ_QID], tid, h0, h1, rel, dur, nbytes, flags, site)
     if backend.pools_tokens:
         h.release(backend, start, stop)
     return True

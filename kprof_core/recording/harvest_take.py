@@ -86,12 +86,14 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
         harvest_delivered.take_activity(h, entry)
         return True
 
-    backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags = h.decode(entry)
+    backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags, site = h.decode(entry)
     name = name_of(name)
+    if type(site) is not int or not -1 <= site < VALUE_LIMIT:
+        site = -1  # kprof's own: never, but a row is never lost for it
     if kind in HOST_KINDS:
         if not (is_time(h0) and is_time(h1)):  # kprof's own clock: never, but never lost
             h0 = h1 = h.start_ns
-        h.host.append(h.names(name), HOST_KINDS[kind], h.thread_id(who), h0, h1)
+        h.host.append(h.names(name), HOST_KINDS[kind], h.thread_id(who), h0, h1, site)
         return True
     error = None
     if not (is_time(h0) and is_time(h1)) or h1 < h0:
@@ -115,6 +117,7 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
             end - h0,
             nbytes,
             flags | HOST_TIMED | PLACED | (UNRESOLVED if error else 0),
+            site,
         )
         if error:
             h.errors[row] = error
@@ -192,11 +195,11 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
         h.release(backend, start, stop)
     if error is not None:
         row = h.table.append(
-            nid, kind, qid, tid, h0, h1, h0, 0, nbytes, flags | UNRESOLVED | PLACED
+            nid, kind, qid, tid, h0, h1, h0, 0, nbytes, flags | UNRESOLVED | PLACED, site
         )
         h.errors[row] = error
     else:
-        h.table.append(nid, kind, qid, tid, h0, h1, rel, dur, nbytes, flags)
+        h.table.append(nid, kind, qid, tid, h0, h1, rel, dur, nbytes, flags, site)
     return True
 
 

@@ -30,6 +30,9 @@ from kprof_core.low_level.layout import (
 from kprof_core.recording import threads
 from kprof_core.recording.harvest import Harvest
 from kprof_core.recording.placement import DeviceClock
+from kprof_core.recording.sites import NoCatcher, Skipper, plugin_prefixes
+from kprof_core.recording.sites import catcher as site_catcher
+from kprof_core.recording.sites import raw_of as raw_site
 from kprof_core.recording.threads import _running_loop, _tls
 from kprof_core.recording.threads import who as _who
 
@@ -83,8 +86,13 @@ class Recorder:
         synchronize: bool = False,
         timeout: float = 60.0,
         parent: Recorder | None = None,
+        sites: bool = True,
+        site_skip: Sequence[str] = (),
     ) -> None:
         self.backends = list(backends)
+        # Launch sites (sites.py): frames of these modules are never the user's.
+        self.sites_on = sites
+        self._skip = Skipper([*site_skip, *plugin_prefixes(b.plugin for b in self.backends)])
         self.timeout = timeout
         self._new_rows()
         self._selected = frozenset(self.backends)
@@ -222,7 +230,9 @@ class Recorder:
             if _running_loop() is not None:
                 who = _who()
             incoming = self._incoming
-            incoming.append((slot, kind, name, qk, who, start_ns, end_ns, start, stop, nbytes, 0))
+            incoming.append(
+                (slot, kind, name, qk, who, start_ns, end_ns, start, stop, nbytes, 0, self._site())
+            )
             if len(incoming) >= self._next_harvest:
                 self._pressure()
             return
@@ -246,7 +256,22 @@ class Recorder:
             self._sync(backend, queue)
         qk = id(queue)
         self._live_queues.setdefault(qk, queue)
-        self._append((slot, kind, name, qk, _who(), start_ns, end_ns, start, stop, nbytes, flags))
+        self._append(
+            (
+                slot,
+                kind,
+                name,
+                qk,
+                _who(),
+                start_ns,
+                end_ns,
+                start,
+                stop,
+                nbytes,
+                flags,
+                self._site(),
+            )
+        )
 
     _launch_py = launch  # the compiled path's fallback, whatever self.launch is bound to
 
@@ -254,6 +279,9 @@ class Recorder:
         """Use the compiled launch path for this recorder, where it is available."""
         mod = native.compiled()
         self._native: Any = None
+        # The catcher of launch sites: compiled with the compiled launch path, else Python.
+        self._sites = site_catcher(self._skip, mod) if self.sites_on else NoCatcher()
+        self._site = self._sites.capture
         # Where Recorder.launch was replaced (the conformance kit watches every launch so),
         # the replacement is called, as it would be without the compiled recorder.
         if mod is None or type(self).launch is not Recorder._launch_py:
@@ -268,6 +296,7 @@ class Recorder:
             threads._running_loop,
             _who,
             self._next_harvest,
+            self._sites if self.sites_on else None,
         )
         self.launch = self._native.launch  # type: ignore[method-assign]
 
@@ -318,6 +347,7 @@ class Recorder:
                 token,
                 nbytes,
                 APPROXIMATE,
+                self._site(),
             )
         )
 
@@ -343,7 +373,9 @@ class Recorder:
         drop it (a backend the profile was not asked to use); give its tokens back."""
         self._release(backend, start, stop)
         if backend in self._selected:
-            self._append(host_entry(ENTRY_HOST_LAUNCH, name, _who(), start_ns, end_ns))
+            self._append(
+                host_entry(ENTRY_HOST_LAUNCH, name, _who(), start_ns, end_ns, self._site())
+            )
 
     def _append(self, entry: tuple[Any, ...]) -> None:
         incoming = self._incoming
@@ -363,14 +395,14 @@ class Recorder:
         """A host range; ``thread``: the key ``threads.who()`` gave where it ran (default: the
         calling thread)."""
         who = _who() if thread is None else thread
-        self._append(host_entry(ENTRY_HOST_RANGE, name, who, start_ns, end_ns))
+        self._append(host_entry(ENTRY_HOST_RANGE, name, who, start_ns, end_ns, self._site()))
 
     def mark(self, name: str, time_ns: int) -> None:
-        self._append(host_entry(ENTRY_MARK, name, _who(), time_ns, time_ns))
+        self._append(host_entry(ENTRY_MARK, name, _who(), time_ns, time_ns, self._site()))
 
     def host_launch(self, name: str, start_ns: int, end_ns: int) -> None:
         """The host call of a launch, without device time (``kprof.kernel`` with ``device=False``)."""
-        self._append(host_entry(ENTRY_HOST_LAUNCH, name, _who(), start_ns, end_ns))
+        self._append(host_entry(ENTRY_HOST_LAUNCH, name, _who(), start_ns, end_ns, self._site()))
 
     def device_range_begin(self, name: str) -> list[tuple[Backend, Any, Any]] | None:
         """Timestamps on every backend where the calling thread has a current queue.
@@ -423,6 +455,7 @@ class Recorder:
         block cost the thread).
         """
         who = _who()
+        site = self._site()
         stops: list[tuple[Backend, Any, Any, Any]] = []
         for b, q, tok in begun:
             if b.broken is not None:  # disabled meanwhile: nothing more is asked of it
@@ -460,7 +493,9 @@ class Recorder:
                 # The backend reports every kernel itself: a kprof.kernel call is then a range
                 # around them, not one more kernel (nothing is counted twice).
                 kind = RANGE
-            self._append((b.slot, kind, name, qk, who, start_ns, end_ns, tok, stop, -1, flags))
+            self._append(
+                (b.slot, kind, name, qk, who, start_ns, end_ns, tok, stop, -1, flags, site)
+            )
         return end_ns
 
     def cut_range_exits(self, frame: tuple[Any, ...]) -> None:
@@ -514,7 +549,20 @@ class Recorder:
     def host_timed(self, name: str, kind: int, start_ns: int, end_ns: int) -> None:
         """A device entry with no backend at all (``kprof.kernel`` outside any queue)."""
         self._append(
-            (None, kind, name, None, _who(), start_ns, end_ns, None, end_ns, -1, HOST_TIMED)
+            (
+                None,
+                kind,
+                name,
+                None,
+                _who(),
+                start_ns,
+                end_ns,
+                None,
+                end_ns,
+                -1,
+                HOST_TIMED,
+                self._site(),
+            )
         )
 
     # -- activity records (activity.py) ---------------------------------------------------------
@@ -650,6 +698,9 @@ class Recorder:
             qmap = [self.rows.intern_queue(q) for q in child.queues]
             tmap = [self.rows.intern_thread(th) for th in child.threads]
             nmap = [self.names(n) for n in child.names.values]
+            # The child's sites are resolved: they join this table as raw ids again.
+            smap = {i: raw_site(s) for i, s in enumerate(child.rows.sites)}
+            smap[-1] = -1
             ct = child.table
             for i in range(len(ct)):
                 row = self.table.append(
@@ -663,6 +714,7 @@ class Recorder:
                     ct.duration[i],
                     ct.nbytes[i],
                     ct.flags[i] | PLACED,
+                    smap[ct.site[i]],
                 )
                 if i in child.errors:
                     self.errors[row] = child.errors[i]
@@ -671,7 +723,12 @@ class Recorder:
             ch = child.host
             for i in range(len(ch)):
                 self.host.append(
-                    nmap[ch.name[i]], ch.kind[i], tmap[ch.thread[i]], ch.start[i], ch.end[i]
+                    nmap[ch.name[i]],
+                    ch.kind[i],
+                    tmap[ch.thread[i]],
+                    ch.start[i],
+                    ch.end[i],
+                    smap[ch.site[i]],
                 )
             for k, v in child.clocks.items():
                 self.clocks.setdefault(k, v)
