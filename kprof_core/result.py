@@ -14,7 +14,8 @@ from typing import IO, Any, overload
 from kprof_core.analysis.compare import DEFAULT_ALPHA, Comparison, DiffRow
 from kprof_core.analysis.compare import diff as _diff
 from kprof_core.analysis.idle import Analysis, analyse
-from kprof_core.data.profile_data import Durations, ProfileData, Summary
+from kprof_core.data.profile_data import ProfileData
+from kprof_core.data.summary import Durations, Summary
 from kprof_core.io import exports, storage
 from kprof_core.renderers.analysis import analysis_html, analysis_lines
 from kprof_core.renderers.chrome import write_chrome_trace

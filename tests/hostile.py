@@ -61,7 +61,12 @@ def assemble(header: dict[str, Any], stored: Iterable[bytes]) -> bytes:
     for key, raw in _LITERAL.items():
         text = text.replace(json.dumps(key), raw)
     h = text.encode("ascii")
-    return storage.MAGIC + struct.pack("<III", 1, len(h), zlib.crc32(h)) + h + b"".join(stored)
+    return (
+        storage.MAGIC
+        + struct.pack("<III", storage.FORMAT_VERSION, len(h), zlib.crc32(h))
+        + h
+        + b"".join(stored)
+    )
 
 
 def with_header(blob: bytes, edit: Callable[[dict[str, Any]], Any]) -> bytes:

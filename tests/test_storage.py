@@ -25,7 +25,6 @@ from kprof_core.data.records import (
     ThreadRecord,
 )
 from kprof_core.io import storage
-from kprof_core.io.read_v1 import read_v1
 from kprof_core.io.storage import (
     CorruptProfileError,
     NotAProfileError,
@@ -52,6 +51,7 @@ def state(p: kprof.Profile) -> dict[str, Any]:
         "device": {c: list(getattr(p.table, c)) for c in DeviceTable.COLUMNS},
         "host": {c: list(getattr(p.host, c)) for c in HostTable.COLUMNS},
         "names": p.names,
+        "sites": p.sites,
         "queues": p.queues,
         "threads": p.threads,
         "errors": p.errors,
@@ -338,10 +338,12 @@ def test_newer_version_is_refused_with_upgrade_advice() -> None:
 
 
 def test_each_version_has_its_reader(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The version field picks the reader: a (hypothetical) version 2 whose header is
-    zlib-compressed loads next to version 1 files."""
+    """The version field picks the reader: a (hypothetical) next version whose header is
+    zlib-compressed loads next to the current version's files."""
+    current = storage.READERS[storage.FORMAT_VERSION]
+    nxt = storage.FORMAT_VERSION + 1
 
-    def read_v2(data: bytes, pos: int, name: str, cls: type[Profile]) -> Profile:
+    def read_next(data: bytes, pos: int, name: str, cls: type[Profile]) -> Profile:
         (hlen,) = struct.unpack_from("<I", data, pos)
         header = zlib.decompress(data[pos + 4 : pos + 4 + hlen])
         v1 = (
@@ -350,15 +352,15 @@ def test_each_version_has_its_reader(monkeypatch: pytest.MonkeyPatch) -> None:
             + header
             + data[pos + 4 + hlen :]
         )
-        return read_v1(v1, pos, name, cls)
+        return current(v1, pos, name, cls)
 
     v1 = dumps(fixture_profile())
     hlen, _crc = struct.unpack_from("<II", v1, 12)
     packed = zlib.compress(v1[20 : 20 + hlen])
-    v2 = storage.MAGIC + struct.pack("<II", 2, len(packed)) + packed + v1[20 + hlen :]
+    v2 = storage.MAGIC + struct.pack("<II", nxt, len(packed)) + packed + v1[20 + hlen :]
     with pytest.raises(UnsupportedVersionError):
         loads(v2)
-    monkeypatch.setitem(storage.READERS, 2, read_v2)
+    monkeypatch.setitem(storage.READERS, nxt, read_next)
     assert state(loads(v2)) == state(loads(v1)) == state(fixture_profile())
 
 

@@ -11,10 +11,9 @@ import os
 import socket
 from array import array
 from collections.abc import MutableMapping
-from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import add, and_, eq, ge, mul
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from kprof_core.data.records import (
     COPY,
@@ -32,73 +31,12 @@ from kprof_core.data.records import (
     ThreadRecord,
     iter_device_records,
 )
+from kprof_core.data.site_summary import SiteRow, site_rows
 from kprof_core.data.sites import Site
-from kprof_core.data.summary import SummaryRow, rows_of
+from kprof_core.data.summary import Durations, Summary, _split, rows_of
 
 if TYPE_CHECKING:
     from kprof_core.recording.recorder import DeviceClock, Recorder
-
-
-def _split(keys: array[int], values: array[int], most: int = 8) -> dict[int, list[int]] | None:
-    """``values`` grouped by ``keys`` (in the order keys first appear), or None when there are
-    more than ``most`` distinct keys (one C-level pass per key: a loop is cheaper then)."""
-    distinct = set(keys)
-    if len(distinct) > most:
-        return None
-    if len(distinct) == 1:
-        return {keys[0]: list(values)}
-    return {
-        k: list(compress(values, map(eq, keys, repeat(k))))
-        for k in sorted(distinct, key=keys.index)
-    }
-
-
-@dataclass(frozen=True)
-class Durations:
-    """Per-call durations (ns) grouped by ``(name, marks)`` in each section of a profile, where
-    marks are the record flags reports mark: ``HOST_TIMED`` (``*``), ``APPROXIMATE`` (``~``)."""
-
-    host: dict[tuple[str, int], list[int]]
-    device: dict[tuple[str, int], list[int]]
-    device_ranges: dict[tuple[str, int], list[int]]
-    nbytes: dict[tuple[str, int], int]
-    markers: dict[str, int]
-
-
-@dataclass(frozen=True)
-class Summary:
-    """Per-name statistics of a profile, section by section (``Profile.summary()``).
-
-    ``span_ns``: the profiled span the percentages are shares of (``Profile.span_ns``).
-    ``host``: rows of the host side (ranges, and the host calls of launches); ``device``: rows
-    of device work (kernels and copies); ``device_ranges``: rows of the device time of ranges;
-    each a list of :class:`kprof.SummaryRow`, largest total first. ``markers``: ``(name,
-    count)`` of every marker name. ``device_row(name)`` and ``host_row(name)`` pick one row.
-    """
-
-    span_ns: int
-    host: list[SummaryRow]
-    device: list[SummaryRow]
-    device_ranges: list[SummaryRow]
-    markers: list[tuple[str, int]] = field(default_factory=list)
-
-    def device_row(self, name: str) -> SummaryRow:
-        """The device-side row of one name (kernels and copies), or KeyError."""
-        for r in self.device:
-            if r.name == name:
-                return r
-        raise KeyError(
-            f"no device-side activity named {name!r}; names: {[r.name for r in self.device]}"
-        )
-
-    def host_row(self, name: str) -> SummaryRow:
-        """The host-side row of one name (ranges, launches' host calls), or KeyError."""
-        for r in self.host:
-            if r.name == name:
-                return r
-        raise KeyError(
-            f"no host-side activity named {name!r}; names: {[r.name for r in self.host]}"
-        )
 
 
 class ProfileData:
@@ -124,6 +62,8 @@ class ProfileData:
       (``HostTable``: ranges, markers and the host calls of untimed launches).
     - ``names``, ``queues`` (``QueueRecord``), ``threads`` (``ThreadRecord``): the interned
       values the tables' ``name``, ``queue`` and ``thread`` columns index.
+    - ``sites``: the launch sites (``kprof.Site``: file, line, function) the tables' ``site``
+      columns index (-1: unknown), sorted; ``summary(by="line")`` gives device time per site.
     - ``errors``: device row index -> why that row has no device time.
     - ``details``: device row index -> what the backend said about that row (a kernel's grid and
       block, its stream; rows from activity records such as CUPTI's).
@@ -144,7 +84,6 @@ class ProfileData:
         self.names: list[str] = []
         self.queues: list[QueueRecord] = []
         self.threads: list[ThreadRecord] = []
-        #: The launch sites the tables' ``site`` columns index (-1: none known).
         self.sites: list[Site] = []
         self.errors: dict[int, str] = {}
         #: Row -> what the backend said about that device row (a kernel's grid and block).
@@ -181,9 +120,8 @@ class ProfileData:
         return max(0, end - self.start_ns)
 
     def _device(self, kinds: tuple[int, ...]) -> list[KernelRecord]:
-        recs = iter_device_records(
-            self.table, self.names, self.queues, self.threads, self.errors, self.start_ns
-        )
+        views = (self.table, self.names, self.queues, self.threads, self.errors)
+        recs = iter_device_records(*views, self.start_ns, self.sites)
         kind = self.table.kind
         return [r for i, r in enumerate(recs) if kind[i] in kinds]
 
@@ -214,6 +152,7 @@ class ProfileData:
                 self.threads[h.thread[i]].label,
                 h.start[i] - o,
                 h.end[i] - h.start[i],
+                site=self.sites[h.site[i]] if h.site[i] >= 0 else None,
             )
             for i in range(len(h))
             if h.kind[i] == HostTable.RANGE
@@ -377,8 +316,18 @@ class ProfileData:
 
         return Durations(named(host), named(device), named(dranges), named(sizes), markers)
 
-    def summary(self) -> Summary:
-        """Per-name statistics of the host side, the device side and device ranges."""
+    @overload
+    def summary(self, by: Literal["name"] = ...) -> Summary: ...
+    @overload
+    def summary(self, by: Literal["line"]) -> list[SiteRow]: ...
+    def summary(self, by: str = "name") -> Summary | list[SiteRow]:
+        """Per-name statistics of the host side, the device side and device ranges; with
+        ``by="line"``, the device time of kernels and copies per launch site (``SiteRow``s,
+        largest total first, with the kernels launched from each)."""
+        if by == "line":
+            return site_rows(self.table, self.names, self.sites, self.span_ns)
+        if by != "name":
+            raise ValueError(f'summary(by=...) takes "name" or "line", not {by!r}')
         d, span = self.durations(), self.span_ns
         return Summary(
             span,

@@ -13,6 +13,8 @@ from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kprof_core.data.sites import Site
+
 # Kinds of device records.
 KERNEL, COPY, RANGE = 0, 1, 2
 KIND_NAMES = {KERNEL: "kernel", COPY: "copy", RANGE: "range"}
@@ -84,7 +86,8 @@ class KernelRecord:
     ``launch_start_ns``/``launch_end_ns`` bracket the host call that enqueued it (for a range,
     the range's host interval). ``host_timed`` records were timed on the host (marked ``*``);
     ``approximate`` ones from completions observed on the host, without synchronizing (``~``).
-    ``error`` says why a record has no device time, when it has none.
+    ``error`` says why a record has no device time, when it has none. ``site``: the line of
+    the user's code that launched it (``kprof.Site``: file, line, function), or None.
 
     ``name``: the kernel's, copy's or range's name; ``kind``: ``"kernel"``, ``"copy"`` or
     ``"range"``; ``backend``, ``device`` and ``queue``: where it ran (the backend's name, and
@@ -106,6 +109,7 @@ class KernelRecord:
     host_timed: bool
     error: str | None = None
     approximate: bool = False
+    site: Site | None = None
 
     @property
     def end_ns(self) -> int:
@@ -119,7 +123,8 @@ class RangeRecord:
 
     ``name``; ``thread``: the thread's label; ``start_ns`` and ``duration_ns``: nanoseconds on
     the host clock, relative to ``Profile.start_ns``; ``kind``: ``"range"``, or ``"launch"``
-    for the host side of a launch (``Profile.launches``).
+    for the host side of a launch (``Profile.launches``); ``site``: where in the user's code
+    it ended (``kprof.Site``), or None.
     """
 
     name: str
@@ -127,6 +132,7 @@ class RangeRecord:
     start_ns: int
     duration_ns: int
     kind: str = "range"
+    site: Site | None = None
 
     @property
     def end_ns(self) -> int:
@@ -367,8 +373,10 @@ def iter_device_records(
     threads: list[ThreadRecord],
     errors: dict[int, str],
     origin: int = 0,
+    sites: Sequence[Site] = (),
 ) -> Iterator[KernelRecord]:
     """Build record views; times are given relative to ``origin``."""
+    site_col = table.site
     for i in range(len(table)):
         q = queues[table.queue[i]]
         flags = table.flags[i]
@@ -388,4 +396,5 @@ def iter_device_records(
             host_timed=bool(flags & HOST_TIMED),
             error=errors.get(i) if flags & UNRESOLVED else None,
             approximate=bool(flags & APPROXIMATE),
+            site=sites[site_col[i]] if site_col[i] >= 0 else None,
         )

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 import operator
+from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from itertools import islice
+from dataclasses import dataclass, field
+from itertools import compress, islice, repeat
+from operator import eq
 
 from kprof_core.data.records import APPROXIMATE, HOST_TIMED
 
@@ -117,3 +119,65 @@ def _stats(durs: Sequence[int], n: int) -> tuple[int, float, int, int, float]:
         ordered[-1],
         float(ordered[mid]) if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2,
     )
+
+
+def _split(keys: array[int], values: array[int], most: int = 8) -> dict[int, list[int]] | None:
+    """``values`` grouped by ``keys`` (in the order keys first appear), or None when there are
+    more than ``most`` distinct keys (one C-level pass per key: a loop is cheaper then)."""
+    distinct = set(keys)
+    if len(distinct) > most:
+        return None
+    if len(distinct) == 1:
+        return {keys[0]: list(values)}
+    return {
+        k: list(compress(values, map(eq, keys, repeat(k))))
+        for k in sorted(distinct, key=keys.index)
+    }
+
+
+@dataclass(frozen=True)
+class Durations:
+    """Per-call durations (ns) grouped by ``(name, marks)`` in each section of a profile, where
+    marks are the record flags reports mark: ``HOST_TIMED`` (``*``), ``APPROXIMATE`` (``~``)."""
+
+    host: dict[tuple[str, int], list[int]]
+    device: dict[tuple[str, int], list[int]]
+    device_ranges: dict[tuple[str, int], list[int]]
+    nbytes: dict[tuple[str, int], int]
+    markers: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Per-name statistics of a profile, section by section (``Profile.summary()``).
+
+    ``span_ns``: the profiled span the percentages are shares of (``Profile.span_ns``).
+    ``host``: rows of the host side (ranges, and the host calls of launches); ``device``: rows
+    of device work (kernels and copies); ``device_ranges``: rows of the device time of ranges;
+    each a list of :class:`kprof.SummaryRow`, largest total first. ``markers``: ``(name,
+    count)`` of every marker name. ``device_row(name)`` and ``host_row(name)`` pick one row.
+    """
+
+    span_ns: int
+    host: list[SummaryRow]
+    device: list[SummaryRow]
+    device_ranges: list[SummaryRow]
+    markers: list[tuple[str, int]] = field(default_factory=list)
+
+    def device_row(self, name: str) -> SummaryRow:
+        """The device-side row of one name (kernels and copies), or KeyError."""
+        for r in self.device:
+            if r.name == name:
+                return r
+        raise KeyError(
+            f"no device-side activity named {name!r}; names: {[r.name for r in self.device]}"
+        )
+
+    def host_row(self, name: str) -> SummaryRow:
+        """The host-side row of one name (ranges, launches' host calls), or KeyError."""
+        for r in self.host:
+            if r.name == name:
+                return r
+        raise KeyError(
+            f"no host-side activity named {name!r}; names: {[r.name for r in self.host]}"
+        )

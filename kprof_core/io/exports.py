@@ -52,6 +52,9 @@ COLUMNS = (
     "approximate",
     "error",
     "detail",
+    "file",
+    "line",
+    "function",
 )
 
 FORMAT = "kprof.records/1"
@@ -103,6 +106,14 @@ def _export_error(exc: OSError, what: str, path: str) -> ExportError:
 # -- records as rows ------------------------------------------------------------------------------
 
 
+def _site(p: ProfileData, i: int) -> dict[str, Any]:
+    """The launch site's columns (None where it is unknown)."""
+    if i < 0:
+        return {"file": None, "line": None, "function": None}
+    s = p.sites[i]
+    return {"file": s.file, "line": s.line, "function": s.function}
+
+
 def _device_rows(p: ProfileData, order: Any = None) -> Iterator[dict[str, Any]]:
     t, names, queues, o = p.table, p.names, p.queues, p.start_ns
     labels = [th.label for th in p.threads]
@@ -126,6 +137,7 @@ def _device_rows(p: ProfileData, order: Any = None) -> Iterator[dict[str, Any]]:
             "approximate": bool(flags & APPROXIMATE),
             "error": p.errors.get(i, "unresolved") if flags & UNRESOLVED else None,
             "detail": p.details.get(i),
+            **_site(p, t.site[i]),
         }
 
 
@@ -150,6 +162,7 @@ def _host_rows(p: ProfileData, order: Any = None) -> Iterator[dict[str, Any]]:
             "approximate": False,
             "error": None,
             "detail": None,
+            **_site(p, h.site[j]),
         }
 
 
@@ -199,7 +212,7 @@ def _strip(row: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 # A device record's keys are the CSV columns after "record" (which table the row came from).
 _DEVICE_KEYS = COLUMNS[1:]
-_HOST_KEYS = ("kind", "name", "thread", "start_ns", "duration_ns")
+_HOST_KEYS = ("kind", "name", "thread", "start_ns", "duration_ns", "file", "line", "function")
 
 
 def to_json(p: ProfileData, path: Target | None = None) -> dict[str, Any] | None:

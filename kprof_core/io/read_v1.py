@@ -1,5 +1,6 @@
 """The reader of format version 1 (``fileformat.py`` describes it): every length, checksum,
-index and time checked (``filecheck.Checker``) before a profile is built."""
+index and time checked (``filecheck.Checker``) before a profile is built. Version 2 differs
+only by its launch sites (``read_v2.py``), so ``read_frame`` reads both."""
 
 from __future__ import annotations
 
@@ -80,7 +81,26 @@ def _finite_float(text: str) -> float:
     return value
 
 
+#: The columns of version 1 (version 2 added ``site`` to both tables).
+V1_COLUMNS = {
+    "device": tuple(c for c in DeviceTable.COLUMNS if c != "site"),
+    "host": tuple(c for c in HostTable.COLUMNS if c != "site"),
+}
+
+
 def read_v1(data: bytes, pos: int, name: str, cls: type[P]) -> P:
+    p, _header, _r = read_frame(data, pos, name, cls, V1_COLUMNS)
+    # No launch sites in version 1: every row's is unknown.
+    p.table.site = array("q", (-1,)) * len(p.table)
+    p.host.site = array("q", (-1,)) * len(p.host)
+    return p
+
+
+def read_frame(
+    data: bytes, pos: int, name: str, cls: type[P], tables: dict[str, tuple[str, ...]]
+) -> tuple[P, dict[str, Any], Checker]:
+    """A profile of the columns ``tables`` lists (every field checked), its header and
+    checker, for the caller to read what its version adds."""
     r = Checker(name, CorruptProfileError)
     if len(data) < pos + V1_FRAME.size:
         raise CorruptProfileError(f"{name}: truncated kprof file (it ends inside the header)")
@@ -122,9 +142,7 @@ def read_v1(data: bytes, pos: int, name: str, cls: type[P]) -> P:
         "columns",
         (str, str, str, int, int),
     )
-    expected = {("device", c) for c in DeviceTable.COLUMNS} | {
-        ("host", c) for c in HostTable.COLUMNS
-    }
+    expected = {(t, c) for t, cols in tables.items() for c in cols}
     if {(c[0], c[1]) for c in columns} != expected or len(columns) != len(expected):
         raise r.fail("the header does not list exactly the record columns")
     total = sum(c[3] for c in columns)
@@ -136,7 +154,7 @@ def read_v1(data: bytes, pos: int, name: str, cls: type[P]) -> P:
         )
     if len(data) - pos > total:
         raise r.fail(f"{len(data) - pos - total} unexpected bytes after the last column")
-    r.inflation((ndev * len(DeviceTable.COLUMNS) + nhost * len(HostTable.COLUMNS)) * 8, len(data))
+    r.inflation((ndev * len(tables["device"]) + nhost * len(tables["host"])) * 8, len(data))
     for _table, cname, encoding, size, _crc in columns:
         if encoding == RAW and size != (ndev if _table == "device" else nhost) * 8:
             raise r.fail(
@@ -204,4 +222,4 @@ def read_v1(data: bytes, pos: int, name: str, cls: type[P]) -> P:
     p.details = details
     p.meta = meta
     p._finished = True
-    return p
+    return p, header, r

@@ -34,6 +34,7 @@ from kprof_core.io.fileformat import (
     shuffle,
 )
 from kprof_core.io.read_v1 import read_v1
+from kprof_core.io.read_v2 import read_v2
 
 P = TypeVar("P", bound=ProfileData)
 
@@ -73,6 +74,8 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
             raise KprofError(
                 f"cannot save: column {table}.{name} has {len(col)} rows, expected {expected}"
             )
+        if name == "site":
+            check.between(col, -1, len(profile.sites) - 1, f"{table}.site")
         raw = _le_bytes(col)
         encoding = RAW
         if compress and raw:
@@ -102,10 +105,11 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
             [k, c.backend, c.device, c.method, c.error_ns, c.shift_ns]
             for k, c in profile.clocks.items()
         ],
+        "sites": [[s.file, s.line, s.function] for s in profile.sites],
         "counts": {"device": ndev, "host": nhost},
         "columns": columns,
     }
-    if profile.details:  # only then: files without details stay byte-identical to version 1's
+    if profile.details:  # only then: files without details are as the first ones of their version
         header["details"] = sorted([row, text] for row, text in profile.details.items())
     try:
         hbytes = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("ascii")
@@ -247,7 +251,7 @@ class _Reader(Protocol):
 
 #: One reader per format version this kprof can read; a new version adds an entry and keeps
 #: the old ones, so old files stay readable.
-READERS: dict[int, _Reader] = {1: read_v1}
+READERS: dict[int, _Reader] = {1: read_v1, 2: read_v2}
 
 
 def peek_version(data: bytes) -> int | None:

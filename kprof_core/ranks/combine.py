@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kprof_core.data.provenance import source_label
-from kprof_core.data.records import QueueRecord, ThreadRecord
+from kprof_core.data.records import Interner, QueueRecord, ThreadRecord
 from kprof_core.data.timefmt import format_time
 from kprof_core.host.backend import KprofError
 from kprof_core.io.filecheck import TIME_LIMIT
@@ -206,6 +206,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         backends=sorted({b for p in profiles for b in p.backends}),
     )
     names: dict[str, int] = {}
+    sites = Interner()  # launch sites are the same text in every rank: never prefixed
     queues: dict[QueueRecord, int] = {}
     threads: dict[ThreadRecord, int] = {}
     sources: list[dict[str, Any]] = []
@@ -243,6 +244,8 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
             qsrc, tsrc = [base] * len(p.queues), [base] * len(p.threads)
             prefix = label if several else None
         nmap = [intern(names, n) for n in p.names]
+        smap = {i: sites(site) for i, site in enumerate(p.sites)}
+        smap[-1] = -1
         qmap = [
             intern(
                 queues,
@@ -276,6 +279,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         d.duration.extend(t.duration)
         d.nbytes.extend(t.nbytes)
         d.flags.extend(t.flags)
+        d.site.extend(array("q", [smap[v] for v in t.site]))
         for row, msg in p.errors.items():
             out.errors[first + row] = msg
         for row, text in p.details.items():
@@ -286,10 +290,12 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         oh.thread.extend(array("q", [tmap[v] for v in h.thread]))
         oh.start.extend(_shifted(h.start, off))
         oh.end.extend(_shifted(h.end, off))
+        oh.site.extend(array("q", [smap[v] for v in h.site]))
         for key, clock in p.clocks.items():
             out.clocks[key if prefix is None else f"{prefix}/{key}"] = clock
 
     out.names = list(names)
+    out.sites = sites.values
     out.queues = list(queues)
     out.threads = list(threads)
     spans = array("q")

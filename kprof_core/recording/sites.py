@@ -180,7 +180,7 @@ def raw_of(site: Site) -> int:
 def resolve(columns: Sequence[array[int]]) -> tuple[list[Site], list[array[int]]]:
     """The distinct sites the raw ids in ``columns`` stand for (sorted by file, line and
     function) and the columns rewritten as indexes into them (-1 stays -1)."""
-    raws = set()
+    raws: set[int] = set()
     for col in columns:
         raws.update(col)
     raws.discard(-1)

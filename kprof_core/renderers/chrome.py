@@ -17,7 +17,8 @@ Layout (see :mod:`.timeline` for which record goes on which track):
   device time of ranges on queue tracks. Markers are instant (``i``) events.
 - A flow arrow from each launch to its device record: ``s`` at the launch's start on its
   thread, ``f`` (``bp: "e"``) at the kernel's start, sharing an ``id`` unique in the file.
-- ``args``: ``kind``, ``queue``, ``thread``, ``bytes``, ``host_timed``; a launch the device
+- ``args``: ``kind``, ``queue``, ``thread``, ``bytes``, ``host_timed``; on launches and
+  ranges whose launch site is known, ``site`` (``"train.py:42 step"``), ``file``, ``line``; a launch the device
   never timed (unresolved) keeps its slice with ``unresolved: <why>`` and has no kernel slice
   nor flow. Host-timed records are drawn on their queue with host times.
 - Metadata: ``process_name``, ``process_labels`` (host, pid, rank; the device clock's
@@ -146,6 +147,9 @@ def _write_profile(
     ls_, le_, st_, du_, fl_ = t.launch_start, t.launch_end, t.start, t.duration, t.flags
     tn_, tk_, tq_, tt_, nb_ = t.name, t.kind, t.queue, t.thread, t.nbytes
     hs_, he_, hn_ = h.start, h.end, h.name
+    # A launch's site, as an args entry made once per site (",\"site\":\"t.py:8 step\"").
+    jsites = [f',"site":{dumps(s.label)},"file":{dumps(s.file)},"line":{s.line}' for s in p.sites]
+    tsite_, hsite_ = t.site, h.site
 
     def meta(kind: str, pid_: int, args: dict[str, Any], tid: int | None = None) -> None:
         tid_part = "" if tid is None else f',"tid":{tid}'
@@ -191,7 +195,7 @@ def _write_profile(
                     d = max(0, le_[i] - s)
                     ts = f"{(s + shift) / 1000:.3f}"
                     flags = fl_[i]
-                    extra = ""
+                    extra = jsites[tsite_[i]] if tsite_[i] >= 0 else ""
                     if flags & UNRESOLVED:
                         extra = f',"unresolved":{dumps(p.errors.get(i, "unresolved"))}'
                     buf.append(
@@ -232,7 +236,8 @@ def _write_profile(
                     buf.append(
                         f'{{"ph":"X","cat":"range","name":{jnames[hn_[i]]},{where},'
                         f'"ts":{(s + shift) / 1000:.3f},"dur":{max(0, he_[i] - s) / 1000:.3f},'
-                        f'"args":{{"kind":"range"}}}}'
+                        f'"args":{{"kind":"range"'
+                        f"{jsites[hsite_[i]] if hsite_[i] >= 0 else ''}}}}}"
                     )
                 elif tag == MARK:
                     buf.append(

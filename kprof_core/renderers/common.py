@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kprof_core.data.profile_data import ProfileData, Summary
+from kprof_core.data.profile_data import ProfileData
+from kprof_core.data.summary import Summary
 from kprof_core.data.timefmt import format_time
 from kprof_core.host.backend import KprofError
 

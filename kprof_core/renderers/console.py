@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kprof_core.data.records import APPROXIMATE, HOST_TIMED, QueueRecord
@@ -46,6 +47,19 @@ def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> 
     return out
 
 
+def _by_line(p: ProfileData, top: int = 10) -> list[str]:
+    """The "Device time by line" section (the ``top`` sites), when launch sites are known."""
+    rows = p.summary(by="line") if p.sites else []
+    if not rows:
+        return []
+    title = "Device time by line" + (f" (top {top} of {len(rows)})" if len(rows) > top else "")
+    named = []
+    for r in rows[:top]:
+        kernels = ", ".join(k.name for k in r.kernels[:3]) + (", …" if len(r.kernels) > 3 else "")
+        named.append(replace(r.stats, name=f"{r.stats.name}  ({kernels})"))
+    return ["", *_table(f"{title}:", named)]
+
+
 def render_summary(p: ProfileData) -> list[str]:
     s = p.summary()
     out = [headline(p), ""]
@@ -63,6 +77,7 @@ def render_summary(p: ProfileData) -> list[str]:
         out += _table(
             "Device-side ranges (device time of the work enqueued inside each):", s.device_ranges
         )
+    out += _by_line(p)
     if s.markers:
         out += ["", "Markers:", " Count  Marker", " ─────  ──────"]
         out += [f" {n:>5}  {name}" for name, n in s.markers]
