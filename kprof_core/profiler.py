@@ -177,8 +177,9 @@ class profile:
     ``timeout``: how long, in seconds and in all, to wait for the device when resolving at
     the end (default 60, or ``KPROF_RESOLVE_TIMEOUT``); records whose work had not completed
     by then are marked unresolved, with the reason, and the profile ends normally.
-    ``sites``: keep each record's launch site, the line of your code behind it (default on;
-    ``KPROF_SITES=0`` turns the default off): the innermost frame that is not kprof's, a
+    ``sites``: keep each record's launch site, the line of your code behind it (default off,
+    as it costs about 0.5 to 1.5 µs per launch: BENCHMARKS.md; ``KPROF_SITES=1`` turns the
+    default on): the innermost frame that is not kprof's, a
     plugin's, the standard library's or a library's that kprof skips by default (PyOpenCL,
     CuPy, reikna, loopy, NumPy, pytools, hip-python). ``site_skip``: more module prefixes whose frames are not
     yours (``("mylib", "company.gpu")``): a launch from inside them is given the line that
@@ -200,7 +201,7 @@ class profile:
         site_skip: Iterable[str] = (),
     ) -> None:
         if sites is None:
-            sites = os.environ.get("KPROF_SITES", "1").strip().lower() not in ("0", "no", "off")
+            sites = os.environ.get("KPROF_SITES", "").strip().lower() in ("1", "yes", "on", "true")
         if isinstance(site_skip, str):
             site_skip = [site_skip]
         self.site_skip = list(site_skip)

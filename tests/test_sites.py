@@ -74,7 +74,7 @@ def test_the_entry_format_carries_the_site() -> None:
 
 def test_a_pyopencl_launch_is_the_users_line_not_pyopencls(path: str, ocl: Any) -> None:
     q, kernel, buf = ocl
-    with kprof.profile() as p:
+    with kprof.profile(sites=True) as p:
         for _ in range(3):
             user_step(q, kernel, buf)
     q.finish()
@@ -93,7 +93,7 @@ def test_pyopencl_array_operations_are_the_users_line(path: str, ocl: Any) -> No
     a = cla.zeros(q, 64, np.float32)
     a + 1  # compiles the elementwise kernel before the profile
     q.finish()
-    with kprof.profile() as p:
+    with kprof.profile(sites=True) as p:
         b = a + 1  # array site
     q.finish()
     assert b.shape == (64,)
@@ -126,7 +126,7 @@ def test_custom_prefixes_skip_a_wrapper_library(
     q, kernel, buf = ocl
     lib = _wrapper_module("mywrap.gpu")
     monkeypatch.setitem(sys.modules, "mywrap.gpu", lib)
-    with kprof.profile(site_skip=["mywrap"] if skip else []) as p:
+    with kprof.profile(sites=True, site_skip=["mywrap"] if skip else []) as p:
         caller(lib, q, kernel, buf)
     q.finish()
     if skip:  # its frames are not the user's: the line that called into it is the site
@@ -160,7 +160,7 @@ def test_ranges_and_kprof_kernel_keep_their_sites(path: str, ocl: Any) -> None:
             kernel(q, (64,), None, buf)  # inner kernel
         mine()  # kprof.kernel site
 
-    with kprof.profile() as p:
+    with kprof.profile(sites=True) as p:
         body()
     q.finish()
     site = {
@@ -193,7 +193,7 @@ def test_both_paths_record_the_same_sites(ocl: Any) -> None:
     for compiled in (True, False):
         native.use_compiled(compiled)
         try:
-            with kprof.profile() as p:
+            with kprof.profile(sites=True) as p:
                 for _ in range(2):
                     user_step(q, kernel, buf)
             q.finish()
@@ -205,8 +205,8 @@ def test_both_paths_record_the_same_sites(ocl: Any) -> None:
 
 def test_a_nested_profile_hands_its_sites_to_the_outer_one(path: str, ocl: Any) -> None:
     q, kernel, buf = ocl
-    with kprof.profile() as outer:
-        with kprof.profile() as inner:
+    with kprof.profile(sites=True) as outer:
+        with kprof.profile(sites=True) as inner:
             user_step(q, kernel, buf)
         kernel(q, (64,), None, buf)  # outer only
     q.finish()
@@ -223,7 +223,7 @@ def test_a_nested_profile_hands_its_sites_to_the_outer_one(path: str, ocl: Any) 
 
 def test_sites_survive_a_save_and_load(path: str, ocl: Any, tmp_path: Path) -> None:
     q, kernel, buf = ocl
-    with kprof.profile() as p:
+    with kprof.profile(sites=True) as p:
         user_step(q, kernel, buf)
         with kprof.range("r"):
             pass
@@ -310,3 +310,20 @@ def test_exports_carry_the_site(tmp_path: Path) -> None:
     launches = [e for e in events if e.get("cat") == "launch" and e["ph"] == "X"]
     assert [e["args"].get("site") for e in launches] == ["x.py:1 f", "y.py:2 g", "y.py:2 g", None]
     assert [e["args"]["site"] for e in events if e.get("cat") == "range"] == ["y.py:2 g"]
+
+
+def test_sites_are_off_by_default_and_on_with_the_environment(
+    ocl: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    q, kernel, buf = ocl
+    monkeypatch.delenv("KPROF_SITES", raising=False)
+    with kprof.profile() as off:
+        user_step(q, kernel, buf)
+    monkeypatch.setenv("KPROF_SITES", "1")
+    with kprof.profile() as on:
+        user_step(q, kernel, buf)
+    q.finish()
+    assert kernel_sites(off) == [None, None]
+    assert [s.function for s in kernel_sites(on) if s] == ["user_step", "user_step"]
+    with pytest.raises(TypeError, match="module prefixes"):
+        kprof.profile(site_skip=[""])
