@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from kprof_core._version import __version__
 from kprof_core.data.records import KernelRecord, MarkerRecord, RangeRecord
+from kprof_core.data.site_summary import SiteRow
+from kprof_core.data.sites import Site
 from kprof_core.data.summary import SummaryRow
 from kprof_core.data.timefmt import format_time
 from kprof_core.host.backend import Backend, KprofError
@@ -54,6 +56,8 @@ __all__ = [
     "Profile",
     "ProfileFileError",
     "RangeRecord",
+    "Site",
+    "SiteRow",
     "Summary",
     "SummaryRow",
     "__version__",

@@ -111,6 +111,8 @@ DOCUMENTED_CLASSES = [
     kprof.Profile,
     kprof.Summary,
     kprof.SummaryRow,
+    kprof.Site,
+    kprof.SiteRow,
     kprof.KernelRecord,
     kprof.RangeRecord,
     kprof.MarkerRecord,
