@@ -29,6 +29,7 @@ from kprof_core.low_level.layout import (
 )
 from kprof_core.recording import threads
 from kprof_core.recording.harvest import Harvest
+from kprof_core.recording.memory_log import MemoryLog
 from kprof_core.recording.placement import DeviceClock
 from kprof_core.recording.threads import _running_loop, _tls
 from kprof_core.recording.threads import who as _who
@@ -116,6 +117,8 @@ class Recorder:
         #: timestamps. A range's exit takes its frame out; the profile's end takes what is left
         #: and records it up to the end (``_cut_open_ranges``).
         self.open_ranges: dict[int, tuple[Any, ...]] = {}
+        #: Allocations and frees the backends report (``kprof.plugin.allocated``/``freed``).
+        self.memory = MemoryLog(self.backends)
         self._bind_launch_path()
         _live.add(self)
 
@@ -143,6 +146,7 @@ class Recorder:
         self._new_rows()
         self.rows.start_ns = start_ns
         self.open_ranges.clear()  # begun in the parent, with the parent's tokens
+        self.memory = MemoryLog(self.backends)  # the parent's allocations are not the child's
         self.pending_high_water = 0
         self._bind_launch_path()
         self._set_next_harvest(0 if self._closed else min(self.harvest_every, self.max_pending))
@@ -675,3 +679,4 @@ class Recorder:
                 )
             for k, v in child.clocks.items():
                 self.clocks.setdefault(k, v)
+            self.memory.absorb(child.memory)
