@@ -129,9 +129,7 @@ class ProfileData:
       block, its stream; rows from activity records such as CUPTI's).
     - ``dropped``: backend name -> (activity records its tracer lost while the profile ran,
       why): those kernels and copies are missing from the tables.
-    - ``memory``: the device memory the backends reported allocated and freed
-      (:class:`kprof.Memory`: events, live bytes over time per device, peak, allocations live
-      at the end); empty when no backend reports memory.
+    - ``memory``: device memory reported allocated and freed (:class:`kprof.Memory`).
     - ``backends``: the names of the backends the profile used; ``trace``: whether printing it
       shows the trace; ``meta``: provenance (host, pid, rank, world size, clock anchors) and
       ``notes``, what a backend said the profile may lack (printed under the summary).
@@ -154,7 +152,6 @@ class ProfileData:
         #: backend name -> (activity records its tracer dropped while the profile ran, why).
         self.dropped: dict[str, tuple[int, str]] = {}
         self.meta: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
-        #: Device memory the backends reported allocated and freed (empty without).
         self.memory = Memory()
         self._finished = False
 
