@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kprof_core.data.memory import ALLOC, FREE
-from kprof_core.recording.recorder import active
+from kprof_core.recording.recorder_state import active
 
 if TYPE_CHECKING:
     from kprof_core.host.backend import Backend
