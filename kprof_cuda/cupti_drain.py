@@ -103,7 +103,7 @@ class Drain:
         # (On an H200, kernels still running at a profile's end were lost without this wait.)
         # A forced flush would return those records unfinished, so the end waits for the
         # devices instead, on a thread of its own, bounded by the timeout like the rest.
-        idle = self._wait_for_devices()
+        idle, waited = self._wait_for_devices()
         pause = 1e-4
         settled = 0
         while True:
@@ -113,6 +113,15 @@ class Drain:
             left: int = r.waiting(scopes)
             if left and left <= self.dropped_since_start:
                 break
+            # A graph launch's node records share its correlation id and CUPTI does not say
+            # how many there are: its first row proves nothing. They are all in once the
+            # devices its rows ran on finished and a flush after that was drained, so the
+            # end also waits for those devices (ones it did not know, or none without CuPy).
+            graph = _mask_devices(r.graph_devices(scopes)) - waited
+            if was_idle and graph:
+                idle, more = self._wait_for_devices(tuple(sorted(graph)))
+                waited |= more | graph
+                was_idle = False
             # Once idle, a few more flushes: CUPTI completes the last records as it learns
             # that their work is done.
             settled = settled + 1 if was_idle and not left else 0
@@ -124,16 +133,20 @@ class Drain:
         r.forget(scopes)
         return left
 
-    def _wait_for_devices(self) -> threading.Event:
-        """An event set once the devices named by ``devices()`` finished the work queued on
-        them until now (at once when there are none, or waiting failed: ``idle_error``)."""
+    def _wait_for_devices(
+        self, devices: tuple[int, ...] | None = None
+    ) -> tuple[threading.Event, set[int]]:
+        """An event set once ``devices`` (default: those named by ``devices()``) finished the
+        work queued on them until now (at once when there are none, or waiting failed:
+        ``idle_error``), and the devices it waits for."""
         idle = threading.Event()
-        self.idle_error = None
-        devices = tuple(sorted(set(self._devices()))) if self._devices is not None else ()
+        if devices is None:
+            self.idle_error = None
+            devices = tuple(sorted(set(self._devices()))) if self._devices is not None else ()
         sync = self._synchronize
         if not devices or sync is None:
             idle.set()
-            return idle
+            return idle, set()
 
         def wait() -> None:
             try:
@@ -144,7 +157,7 @@ class Drain:
                 idle.set()
 
         threading.Thread(target=wait, name="kprof-cupti-idle", daemon=True).start()
-        return idle
+        return idle, set(devices)
 
     def _account_drops(self) -> None:
         """Records lost since the last look (CUPTI's count, reset when read; kprof's discarded
@@ -237,3 +250,8 @@ class Drain:
             # Delivered holding the lock: a flush that finds nothing left to take has then
             # seen every row taken before it reach its profile (not arrive late).
             kp.deliver_columns(backend, batch)
+
+
+def _mask_devices(mask: int) -> set[int]:
+    """The device ids of a reader's device bit mask."""
+    return {d for d in range(64) if mask >> d & 1}
