@@ -22,7 +22,6 @@ PACKAGES = ("kprof", "kprof_core", "kprof_cuda", "kprof_opencl", "kprof_hip", "k
 MAX_LINES = 400
 #: Modules allowed over MAX_LINES, each with why it is not split (yet). Shrink this list.
 LONG_MODULES: dict[str, str] = {
-    "kprof_cuda.plugin": "one class: the CUDA hooks over one set of event pools and caches",
     "kprof_opencl.capture": "the PyOpenCL launch and copy wrappers",
 }
 
