@@ -288,6 +288,12 @@ def report_notes(backend: kp.Backend) -> list[str] | None:
 
 
 @hookimpl
+def capture_modules(backend: kp.Backend) -> list[str]:
+    # C libraries that enqueue OpenCL work (VkFFT, CLBlast) come with PyOpenCL in Python.
+    return ["pyopencl"]
+
+
+@hookimpl
 def exec_environment(backend: kp.Backend) -> dict[str, str] | None:
     # Where a platform's table cannot be hooked: kprof's interposer, preloaded at exec.
     return hook.exec_environment()

@@ -146,3 +146,8 @@ def report_notes(backend: Backend) -> list[str] | None:
 @hookimpl(trylast=True)
 def exec_environment(backend: Backend) -> dict[str, str] | None:
     return None
+
+
+@hookimpl(trylast=True)
+def capture_modules(backend: Backend) -> list[str] | None:
+    return None

@@ -119,6 +119,20 @@ class Recorder:
         self._bind_launch_path()
         _live.add(self)
 
+    def add_backend(self, backend: Backend) -> None:
+        """Record ``backend``'s work too from now on: its capture started while the profile
+        ran (``kprof run`` starts a backend when the program imports its library). Launches
+        already in flight through the old launch path reach the same pending list."""
+        if backend in self._selected:
+            return
+        self.rows.add_backend(backend)  # first: an entry of its slot must find it there
+        self.backends.append(backend)
+        self._selected = frozenset(self.backends)
+        if self.device and not self.synchronize:
+            self._timed = self._timed | {backend.slot}
+        self.has_activity = self.has_activity or (self.device and backend.has_activity)
+        self._bind_launch_path()
+
     def _new_rows(self) -> None:
         """A new record side (``Harvest``), its objects bound here too."""
         h = self.rows = Harvest(self.backends, self.timeout)
