@@ -259,6 +259,7 @@ def remove_capture(backend: kp.Backend) -> None:
     patcher = backend.state.pop("patcher", None)
     if patcher is not None:
         capture.remove(patcher, conflicts)
+    observed.watcher.retire()  # no thread of kprof's outside a profile
 
 
 @hookimpl
