@@ -21,11 +21,7 @@ ROOT = Path(kprof_core.__file__).resolve().parent.parent
 PACKAGES = ("kprof", "kprof_core", "kprof_cuda", "kprof_opencl", "kprof_hip", "kprof_pytest")
 MAX_LINES = 400
 #: Modules allowed over MAX_LINES, each with why it is not split (yet). Shrink this list.
-LONG_MODULES: dict[str, str] = {
-    "kprof_cuda.plugin": "one class: the CUDA hooks over one set of event pools and caches",
-    "kprof_cuda.activity": "the CUPTI client: kinds, scopes, drain thread, flush and drops, clocks",
-    "kprof_opencl.capture": "the PyOpenCL launch and copy wrappers",
-}
+LONG_MODULES: dict[str, str] = {}
 
 
 def _module_name(path: Path) -> str:

@@ -183,7 +183,16 @@ def deliver_columns(backend: Backend, cols: ActivityColumns) -> int:
     launched it: the batched twin of :func:`deliver` (same rules: thread-safe, late and
     foreign rows dropped and counted, never raises for a row it cannot use). The batch is
     queued whole (split only when its rows belong to several profiles) and made into rows
-    column by column at the next harvest. Returns how many rows were dropped."""
+    column by column at the next harvest. Returns how many rows were dropped.
+
+    Raises ``TypeError`` or ``ValueError`` (nothing delivered) for a batch of the wrong shape
+    (``ActivityColumns.check``: a column changed since it was made is checked again); a row
+    whose values are wrong is kept unresolved, with the reason, as ``deliver`` keeps one."""
+    if not isinstance(cols, ActivityColumns):
+        raise TypeError(
+            f"deliver_columns takes a kprof.plugin.ActivityColumns, not {type(cols).__name__}"
+        )
+    cols.check()
     n = len(cols)
     if not n:
         return 0
