@@ -30,6 +30,7 @@ _capture_lock = OwnedLock()  # see threads.OwnedLock: a signal handler never wai
 _deferred_releases: list[list[Backend]] = []
 _capture_users: dict[Backend, int] = {}
 _installed: set[Backend] = set()  # remove_capture only what install_capture did install
+_memory_on: set[Backend] = set()  # memory_remove only where memory_install returned True
 
 
 def resolve_timeout(value: float | None) -> float:
@@ -83,6 +84,9 @@ def _install(backends: list[Backend]) -> bool:
                 except Exception as exc:
                     b.disable(f"install_capture raised {type(exc).__name__}: {exc}")
                     _remove_quietly(b)  # undo whatever it did install
+                    continue
+                if b.has_memory:
+                    _install_memory(b)
         except BaseException:
             # Interrupted (Ctrl-C in a slow install_capture): undo this profile's share
             # entirely, the interrupted backend's partial install included, then go on up.
@@ -93,6 +97,20 @@ def _install(backends: list[Backend]) -> bool:
         finally:
             _release_deferred()
     return True
+
+
+def _install_memory(b: Backend) -> None:
+    """``memory_install``, optional: a plugin failing there keeps its capture, without memory."""
+    try:
+        if b.memory_install(b) is True:
+            _memory_on.add(b)
+    except Exception as exc:
+        warnings.warn(
+            f"kprof: backend {b.name!r} ({b.plugin_label}) failed to install its memory "
+            f"tracking ({type(exc).__name__}: {exc}); its allocations are not recorded",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def _release_deferred() -> None:
@@ -122,6 +140,9 @@ def _release(backends: list[Backend]) -> BaseException | None:
             continue
         _installed.discard(b)
         try:
+            if b in _memory_on:
+                _memory_on.discard(b)
+                b.memory_remove(b)
             b.remove_capture(b)
         except Exception as exc:
             warnings.warn(
@@ -308,6 +329,7 @@ class profile:
             notes = _notes(rec)  # before remove_capture: what the capture could not see
             interrupted = _uninstall(rec.backends) if self._counted else None
             result._load(rec)
+            result.memory = rec.memory.close(result.start_ns)
             if notes:
                 result.meta["notes"] = notes
             self._recorder = None

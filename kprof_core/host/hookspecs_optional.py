@@ -1,6 +1,6 @@
 """The optional hooks: mirroring ranges into the vendor's tools, the demo, the modules whose
 import starts a backend under ``kprof run``, the environment ``kprof run`` starts a program
-with, and notes for the report. Part of the hook reference,
+with, notes for the report, and device memory. Part of the hook reference,
 ``kprof_core/host/hookspecs.py``, which imports them."""
 
 from __future__ import annotations
@@ -104,4 +104,37 @@ def report_notes(backend: Backend) -> list[str] | None:
 
     :param backend: The plugin's :class:`kprof.plugin.Backend`.
     :returns: The lines, or ``None`` (nothing to say). Default: ``None``.
+    """
+
+
+# -- Device memory (optional) -------------------------------------------------------------------
+#
+# A plugin that can see the vendor's allocations and frees reports each one, from its wrappers,
+# with ``kprof.plugin.allocated(backend, device, address, nbytes)`` and ``kprof.plugin.freed(
+# backend, device, address)``, on the allocating thread; kprof keeps them per profile
+# (``Profile.memory``: live bytes per device, the peak, allocations live at the end). Without
+# these hooks nothing is installed and nothing is recorded.
+
+
+@hookspec(firstresult=True)
+def memory_install(backend: Backend) -> bool | None:
+    """Start reporting allocations and frees.
+
+    Called with ``install_capture`` (after it), on the first profile that uses the backend;
+    undone by ``memory_remove`` before ``remove_capture``. Wrap the vendor's allocation and
+    free functions; the wrappers call ``kprof.plugin.allocated``/``freed`` (they record
+    nothing outside a profile, so calling them is enough).
+
+    :param backend: The plugin's :class:`kprof.plugin.Backend`.
+    :returns: ``True`` when the backend now reports memory; ``False`` or ``None`` when it
+        cannot (its library lacks the hook, another tool holds it). Default: ``None``.
+    """
+
+
+@hookspec(firstresult=True)
+def memory_remove(backend: Backend) -> None:
+    """Stop reporting allocations and frees: undo ``memory_install`` (called only after it
+    returned True).
+
+    :param backend: The plugin's :class:`kprof.plugin.Backend`. Default: nothing is done.
     """

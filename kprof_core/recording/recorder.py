@@ -22,6 +22,7 @@ from kprof_core.low_level.layout import (
     host_entry,
 )
 from kprof_core.recording import threads
+from kprof_core.recording.memory_log import MemoryLog
 from kprof_core.recording.placement import DeviceClock
 from kprof_core.recording.recorder_end import RecorderEnd
 from kprof_core.recording.recorder_ranges import RecorderRanges
@@ -93,6 +94,7 @@ class Recorder(RecorderRanges, RecorderEnd):
         self._new_rows()
         self.rows.start_ns = start_ns
         self.open_ranges.clear()  # begun in the parent, with the parent's tokens
+        self.memory = MemoryLog(self.backends)  # the parent's allocations are not the child's
         self.pending_high_water = 0
         self._bind_launch_path()
         self._set_next_harvest(0 if self._closed else min(self.harvest_every, self.max_pending))
