@@ -237,7 +237,14 @@ class profile:
     def __enter__(self) -> Profile:
         if self._recorder is not None:
             raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
-        backends = registry.usable(self._backend_names)
+        return self.enter_with(registry.usable(self._backend_names))
+
+    def enter_with(self, backends: list[Backend]) -> Profile:
+        """Enter with these backends only (usable ones, as ``registry.usable`` gives); more
+        may join while it runs (:meth:`add_backend`). ``kprof run``'s way in: it starts the
+        backends whose library the program imports later as it imports it."""
+        if self._recorder is not None:
+            raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
         parent = _ACTIVE.get()
         if parent is not None and parent._closed:
             # Exited on another thread, so still set in this context: not a parent.
@@ -259,6 +266,28 @@ class profile:
             scope, opened = activity.open_scope(rec)
             self._scope = (scope, opened, threading.get_ident())
         return result
+
+    def add_backend(self, backend: Backend) -> bool:
+        """Start ``backend``'s capture in this active profile, which records the backend's work
+        from now on; False (nothing done) when the profile is not active or has ended, already
+        uses it, or it is not usable (``info()`` describes it first, if it was not)."""
+        rec, result = self._recorder, self.result
+        if rec is None or result is None or rec._closed or backend in rec.backends:
+            return False
+        if backend.broken is not None or backend.info().status != "available":
+            return False
+        if self._counted and not _install([backend]):
+            return False
+        rec.add_backend(backend)
+        result.backends.append(backend.name)
+        if rec.device and backend.has_activity:
+            if self._scope is None:
+                if threading.get_ident() == rec.entered_on:  # a thread's scopes open there
+                    scope, opened = activity.open_scope(rec)
+                    self._scope = (scope, opened, rec.entered_on)
+            elif self._scope[2] == threading.get_ident():
+                self._scope[1].extend(activity.open_scope(rec, [backend])[1])
+        return True
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         # Returns None: an exception raised in the block propagates unchanged.

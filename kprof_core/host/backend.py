@@ -201,6 +201,7 @@ class Backend:
     activity_flush: Callable[..., Any]
     activity_scope_enter: Callable[..., Any]
     activity_scope_exit: Callable[..., Any]
+    capture_modules: Callable[..., Any]
     demo_workload: Callable[..., Any]
     exec_environment: Callable[..., Any]
     memory_install: Callable[..., Any]

@@ -149,6 +149,11 @@ def exec_environment(backend: Backend) -> dict[str, str] | None:
 
 
 @hookimpl(trylast=True)
+def capture_modules(backend: Backend) -> list[str] | None:
+    return None
+
+
+@hookimpl(trylast=True)
 def memory_install(backend: Backend) -> bool | None:
     return None
 

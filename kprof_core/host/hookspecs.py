@@ -62,6 +62,7 @@ from kprof_core.host.hookspecs_activity import (  # noqa: F401
     activity_scope_exit,
 )
 from kprof_core.host.hookspecs_optional import (  # noqa: F401
+    capture_modules,
     demo_workload,
     exec_environment,
     memory_install,
