@@ -66,7 +66,7 @@ class Recorder:
 
     Plugins call :meth:`launch`; everything else is kprof's. Thread-safe: any number of
     threads may launch while one of them harvests. The record side (pending entries, the
-    tables they become) is its ``rows``, a :class:`Harvest` used through its public methods.
+    tables they become) is its ``rows``, a ``Harvest`` used through its public methods.
     """
 
     #: Try a harvest when this many entries are pending.
@@ -111,7 +111,7 @@ class Recorder:
         self.activity_missing = 0
         #: backend name -> (records its tracer dropped while this profile ran, why).
         self.activity_dropped: dict[str, tuple[int, str]] = {}
-        #: ``kprof.range``s entered and not yet exited: id(frame) -> frame, a tuple (name, t0,
+        #: The ``kprof.range`` blocks entered and not yet exited: id(frame) -> frame, a tuple (name, t0,
         #: begun, thread, recorder), t0 being the host range's start, taken before the
         #: timestamps. A range's exit takes its frame out; the profile's end takes what is left
         #: and records it up to the end (``_cut_open_ranges``).
