@@ -131,11 +131,13 @@ def _kprof_literals() -> dict[str, list[str]]:
     """Every string literal in kprof's code that is a whole ``KPROF_*`` name, by file."""
     found: dict[str, list[str]] = {}
     for pkg in _PACKAGES:
-        for path in sorted((ROOT / pkg).rglob("*.py")):
+        # Where the package is imported from (the wheel's copy in .ci/run's last run).
+        where = Path(importlib.import_module(pkg).__file__ or "").resolve().parent
+        for path in sorted(where.rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str):
                     if re.fullmatch(r"KPROF_[A-Z0-9_]+", node.value):
-                        found.setdefault(node.value, []).append(str(path.relative_to(ROOT)))
+                        found.setdefault(node.value, []).append(str(path.relative_to(where.parent)))
     return found
 
 
