@@ -217,6 +217,7 @@ def test_normalize_masks_timings_but_not_names_or_counts() -> None:
     run = _examples()
     a = " 43.7 %     5.28 ms     10    528 µs  step"
     assert run.normalize(a) == run.normalize(" 3.1 %  22.2 ms  10  2.22 ms  step")
+    assert run.normalize(" < 0.1 %  step") == run.normalize(" 2 %  step")  # a share below 0.1
     assert run.normalize(a) != run.normalize(" 43.7 %     5.28 ms     9    528 µs  step")
     assert run.normalize(a) != run.normalize(" 43.7 %     5.28 ms     10    528 µs  stop")
 

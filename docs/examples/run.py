@@ -51,7 +51,7 @@ FILES = [
 ]
 
 _NUMBER = re.compile(
-    r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?(?:ns|µs|ms|s|%|x)(?![A-Za-z])|\bp[=<]\d[\d.e-]*"
+    r"(?:<\s?)?-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?(?:ns|µs|ms|s|%|x)(?![A-Za-z])|\bp[=<]\d[\d.e-]*"
 )
 _VERDICT = re.compile(
     r"\s*(launch-bound|device-bound|dependency-bound|unexplained idle|no device work)\b"
