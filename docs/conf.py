@@ -52,7 +52,7 @@ nitpick_ignore_regex = [
         "py:class",
         r"(typing|collections\.abc|contextlib|types|os|io|pathlib|argparse|array|enum|re)\..*",
     ),
-    ("py:class", r"(Any|Callable|Iterator|Iterable|Sequence|Mapping|MutableMapping|TypeVar)"),
+    ("py:class", r"(Any|Callable|Iterator|Iterable|Sequence|Mapping|MutableMapping|TypeVar|array)"),
     ("py:class", r"(T|F|K|V|_T|P|optional|callable|iterable|mapping|function)"),
     ("py:class", r"(pluggy|pandas|numpy|pytest|_pytest|IPython|mpi4py)\..*"),
     ("py:class", r"(pd\.DataFrame|DataFrame|np\.ndarray|PathOrFile|Path|IO|TextIO|BinaryIO)"),
