@@ -15,7 +15,7 @@ import kprof
 from kprof_core.low_level import native
 from kprof_core.renderers import memory as memory_view
 
-DEV = "testdev testdev 0"
+DEV = "testdev 0"
 
 
 @pytest.fixture(params=[True, False], ids=["compiled", "pure"])

@@ -102,8 +102,10 @@ _Resolved = tuple["array[int]", "array[int]", dict[tuple[int, int], int], int]
 
 
 def device_label(backend: str, device: str) -> str:
-    """A memory device as views name it: ``"OpenCL <device>"``."""
-    return f"{_TITLES.get(backend, backend)} {device}"
+    """A memory device as views name it, as ``device_title`` names queues' devices:
+    ``"OpenCL <device>"``, or the device alone when it starts with the backend's title."""
+    title = _TITLES.get(backend, backend)
+    return device if device.lower().startswith(title.lower()) else f"{title} {device}"
 
 
 class Memory:
