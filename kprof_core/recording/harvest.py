@@ -24,7 +24,6 @@ from kprof_core.data.records import (
     QueueRecord,
     ThreadRecord,
 )
-from kprof_core.data.sites import Site
 from kprof_core.host.backend import Backend, BadReturn, QueueInfo, checked_queue_info
 from kprof_core.low_level import native
 from kprof_core.low_level.layout import (
@@ -45,7 +44,6 @@ from kprof_core.low_level.layout import (
     WHO,
 )
 from kprof_core.recording.placement import DeviceClock, place
-from kprof_core.recording.sites import resolve as resolve_sites
 from kprof_core.recording.threads import OwnedLock, thread_names
 
 if TYPE_CHECKING:
@@ -82,8 +80,6 @@ class Harvest:
         self.lock = OwnedLock()  # see threads.OwnedLock: a signal handler never waits on it
         self.finished = False  # everything is resolved and placed; tables are final
         self.table = DeviceTable()
-        #: The launch sites the tables' ``site`` columns index, once ``end`` resolved them.
-        self.sites: list[Site] = []
         self.host = HostTable()
         self.names = Interner()
         self.queues: list[QueueRecord] = []
@@ -127,6 +123,11 @@ class Harvest:
         #: that slow ``release_timestamp`` calls do not eat the time left for resolving.
         self.deferred: list[tuple[Backend, Any]] | None = None
         self.unreleased = 0  # tokens not given back: the deadline had passed
+
+    def add_backend(self, backend: Backend) -> None:
+        """A backend that joined the profile while it ran (``Recorder.add_backend``)."""
+        self.by_slot[backend.slot] = backend
+        self.backends.append(backend)
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows, oldest first; returns how many were taken.
@@ -235,22 +236,27 @@ class Harvest:
 
     def bad_entry(self, entry: tuple[Any, ...], exc: Exception) -> None:
         """Drop an entry kprof cannot make a row of; warn once per profile."""
-        if entry[KIND] in (ENTRY_ACTIVITY, ENTRY_ACTIVITY_COLUMNS):  # no tokens to give back
-            slot, name, start, stop = (
-                entry[A_SLOT],
-                getattr(entry[A_RECORD], "name", "?"),
-                None,
-                None,
-            )
+        rows = 1
+        if entry[KIND] == ENTRY_ACTIVITY_COLUMNS:  # a batch: each of its rows is dropped
+            slot, start, stop = entry[A_SLOT], None, None
+            try:
+                rows = len(entry[A_RECORD].scope)
+            except Exception:
+                pass
+            what = f"a batch of {rows} activity rows"
+        elif entry[KIND] == ENTRY_ACTIVITY:  # no tokens to give back
+            slot, start, stop = entry[A_SLOT], None, None
+            what = f"a record of {getattr(entry[A_RECORD], 'name', '?')!r}"
         else:
             slot, name, start, stop = entry[SLOT], entry[NAME], entry[START], entry[STOP]
+            what = f"a record of {name!r}"
         backend = self.by_slot.get(slot) if slot is not None else None
-        self.dropped_bad += 1
+        self.dropped_bad += rows
         if "bad entry" not in self.warned:
             self.warned.add("bad entry")
             who = f"backend {backend.name!r} ({backend.plugin_label})" if backend else "kprof"
             warnings.warn(
-                f"kprof: a record of {name!r} from {who} was dropped, as it could not "
+                f"kprof: {what} from {who} was dropped, as it could not "
                 f"be read: {type(exc).__name__}: {exc}",
                 RuntimeWarning,
                 stacklevel=2,
@@ -378,11 +384,6 @@ class Harvest:
             for dkey, clock in self.activity_clocks.items():
                 # A device timed both ways (events for ranges, records for kernels) has two.
                 self.clocks[dkey if dkey not in self.clocks else f"{dkey} (activity)"] = clock
-            # Launch sites to text, once per distinct raw site; the columns then index
-            # self.sites (exactly sized, as trim below makes the others).
-            self.sites, (self.table.site, self.host.site) = resolve_sites(
-                (self.table.site, self.host.site)
-            )
             # Final: exactly sized columns (a million records' arrays over-allocate up to 5 MB).
             self.table.trim()
             self.host.trim()

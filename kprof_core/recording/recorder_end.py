@@ -12,6 +12,7 @@ from kprof_core.low_level.layout import ENTRY_HOST_RANGE, host_entry
 from kprof_core.recording import threads
 from kprof_core.recording.recorder_state import RecorderState, _live, now
 from kprof_core.recording.sites import raw_of as raw_site
+from kprof_core.recording.sites import resolve_tables
 
 if TYPE_CHECKING:
     from kprof_core.recording.recorder import Recorder
@@ -62,7 +63,11 @@ class RecorderEnd(RecorderState):
         self._cut_open_ranges(self._closed_ns)
         self.rows.finished = True
         self.rows.drop_late()
-        self.rows.end(deadline)
+        try:
+            self.rows.end(deadline)
+        finally:
+            # Launch sites to text, once per distinct raw site: the columns then index them.
+            self.sites = resolve_tables(self.rows.table, self.rows.host)
 
     def _cut_open_ranges(self, end_ns: int) -> None:
         """Ranges still open as the profile ends (in a thread that outlived it, or a block the
@@ -97,7 +102,7 @@ class RecorderEnd(RecorderState):
             tmap = [self.rows.intern_thread(th) for th in child.threads]
             nmap = [self.names(n) for n in child.names.values]
             # The child's sites are resolved: they join this table as raw ids again.
-            smap = {i: raw_site(s) for i, s in enumerate(child.rows.sites)}
+            smap = {i: raw_site(s) for i, s in enumerate(child.sites)}
             smap[-1] = -1
             ct = child.table
             for i in range(len(ct)):
@@ -130,3 +135,4 @@ class RecorderEnd(RecorderState):
                 )
             for k, v in child.clocks.items():
                 self.clocks.setdefault(k, v)
+            self.memory.absorb(child.memory)

@@ -15,8 +15,10 @@ import weakref
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from kprof_core.data.sites import Site
 from kprof_core.host.backend import Backend
 from kprof_core.recording.harvest import Harvest
+from kprof_core.recording.memory_log import MemoryLog
 from kprof_core.recording.placement import DeviceClock
 from kprof_core.recording.sites import Skipper, plugin_prefixes
 
@@ -67,6 +69,8 @@ class RecorderState:
         self.sites_on = sites
         self._skip = Skipper([*site_skip, *plugin_prefixes(b.plugin for b in self.backends)])
         self._site: Any = None
+        #: The sites the tables' ``site`` columns index, once the end resolved them.
+        self.sites: list[Site] = []
         self.timeout = timeout
         self._new_rows()
         self._selected = frozenset(self.backends)
@@ -93,11 +97,13 @@ class RecorderState:
         self.activity_missing = 0
         #: backend name -> (records its tracer dropped while this profile ran, why).
         self.activity_dropped: dict[str, tuple[int, str]] = {}
-        #: ``kprof.range``s entered and not yet exited: id(frame) -> frame, a tuple (name, t0,
+        #: The ``kprof.range`` blocks entered and not yet exited: id(frame) -> frame, a tuple (name, t0,
         #: begun, thread, recorder), t0 being the host range's start, taken before the
         #: timestamps. A range's exit takes its frame out; the profile's end takes what is left
         #: and records it up to the end (``_cut_open_ranges``).
         self.open_ranges: dict[int, tuple[Any, ...]] = {}
+        #: Allocations and frees the backends report (``kprof.plugin.allocated``/``freed``).
+        self.memory = MemoryLog(self.backends)
         self._native: Any = None  # the compiled launch path, where bound (recorder.py)
 
     def _new_rows(self) -> None:

@@ -177,6 +177,13 @@ def raw_of(site: Site) -> int:
     return i
 
 
+def resolve_tables(table: Any, host: Any) -> list[Site]:
+    """Rewrite the ``site`` columns of a ``DeviceTable`` and a ``HostTable`` (raw ids) as
+    indexes into the distinct sites they stand for, which it returns."""
+    sites, (table.site, host.site) = resolve((table.site, host.site))
+    return sites
+
+
 def resolve(columns: Sequence[array[int]]) -> tuple[list[Site], list[array[int]]]:
     """The distinct sites the raw ids in ``columns`` stand for (sorted by file, line and
     function) and the columns rewritten as indexes into them (-1 stays -1)."""
