@@ -28,6 +28,7 @@ PLUGINS = "KPROF_PLUGINS"
 DISCOVERY_TIMEOUT = "KPROF_DISCOVERY_TIMEOUT"
 RESOLVE_TIMEOUT = "KPROF_RESOLVE_TIMEOUT"
 PURE_PYTHON = "KPROF_PURE_PYTHON"
+SITES = "KPROF_SITES"
 RUN_RESTARTED = "KPROF_RUN_RESTARTED"
 CUPTI_LIBRARY = "KPROF_CUPTI_LIBRARY"
 OPENCL_HOOK = "KPROF_OPENCL_HOOK"
@@ -73,6 +74,13 @@ VARIABLES: tuple[EnvVar, ...] = (
         "``1``: do not load the compiled recorder (same records, more time per launch). Without "
         "a C compiler at install time, or on free-threaded CPython, the pure-Python recorder is "
         "the default. ``kprof backends`` says which recorder runs.",
+    ),
+    EnvVar(
+        SITES,
+        "",
+        "``1`` (or ``true``, ``yes``, ``on``): profiles keep each record's launch site, the "
+        "line of the user's code behind it (``profile(sites=...)`` wins). Off by default for "
+        "its cost per launch (BENCHMARKS.md). A value that is not a boolean is an error.",
     ),
     EnvVar(
         CUPTI_LIBRARY,

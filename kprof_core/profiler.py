@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from kprof_core import envvars
 from kprof_core.host.backend import Backend
-from kprof_core.host.discovery import MAX_SECONDS, env_seconds, registry
+from kprof_core.host.discovery import MAX_SECONDS, env_flag, env_seconds, registry
 from kprof_core.recording import activity
 from kprof_core.recording.annotations import around
 from kprof_core.recording.recorder import Recorder, now
@@ -223,7 +223,7 @@ class profile:
         site_skip: Iterable[str] = (),
     ) -> None:
         if sites is None:
-            sites = os.environ.get("KPROF_SITES", "").strip().lower() in ("1", "yes", "on", "true")
+            sites = env_flag(envvars.SITES)
         if isinstance(site_skip, str):
             site_skip = [site_skip]
         self.site_skip = list(site_skip)
