@@ -123,6 +123,11 @@ class Harvest:
         self.deferred: list[tuple[Backend, Any]] | None = None
         self.unreleased = 0  # tokens not given back: the deadline had passed
 
+    def add_backend(self, backend: Backend) -> None:
+        """A backend that joined the profile while it ran (``Recorder.add_backend``)."""
+        self.by_slot[backend.slot] = backend
+        self.backends.append(backend)
+
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows, oldest first; returns how many were taken.
 
@@ -230,22 +235,27 @@ class Harvest:
 
     def bad_entry(self, entry: tuple[Any, ...], exc: Exception) -> None:
         """Drop an entry kprof cannot make a row of; warn once per profile."""
-        if entry[KIND] in (ENTRY_ACTIVITY, ENTRY_ACTIVITY_COLUMNS):  # no tokens to give back
-            slot, name, start, stop = (
-                entry[A_SLOT],
-                getattr(entry[A_RECORD], "name", "?"),
-                None,
-                None,
-            )
+        rows = 1
+        if entry[KIND] == ENTRY_ACTIVITY_COLUMNS:  # a batch: each of its rows is dropped
+            slot, start, stop = entry[A_SLOT], None, None
+            try:
+                rows = len(entry[A_RECORD].scope)
+            except Exception:
+                pass
+            what = f"a batch of {rows} activity rows"
+        elif entry[KIND] == ENTRY_ACTIVITY:  # no tokens to give back
+            slot, start, stop = entry[A_SLOT], None, None
+            what = f"a record of {getattr(entry[A_RECORD], 'name', '?')!r}"
         else:
             slot, _kind, name, *_rest, start, stop, _n, _f = entry  # ENTRY_FIELDS order
+            what = f"a record of {name!r}"
         backend = self.by_slot.get(slot) if slot is not None else None
-        self.dropped_bad += 1
+        self.dropped_bad += rows
         if "bad entry" not in self.warned:
             self.warned.add("bad entry")
             who = f"backend {backend.name!r} ({backend.plugin_label})" if backend else "kprof"
             warnings.warn(
-                f"kprof: a record of {name!r} from {who} was dropped, as it could not "
+                f"kprof: {what} from {who} was dropped, as it could not "
                 f"be read: {type(exc).__name__}: {exc}",
                 RuntimeWarning,
                 stacklevel=2,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kprof_core.host.backend import Backend
 from kprof_core.recording.harvest import Harvest
+from kprof_core.recording.memory_log import MemoryLog
 from kprof_core.recording.placement import DeviceClock
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ class RecorderState:
         #: timestamps. A range's exit takes its frame out; the profile's end takes what is left
         #: and records it up to the end (``_cut_open_ranges``).
         self.open_ranges: dict[int, tuple[Any, ...]] = {}
+        #: Allocations and frees the backends report (``kprof.plugin.allocated``/``freed``).
+        self.memory = MemoryLog(self.backends)
         self._native: Any = None  # the compiled launch path, where bound (recorder.py)
 
     def _new_rows(self) -> None:
