@@ -14,8 +14,10 @@ address still live (a free the plugin could not see) ends the earlier one there.
 
 from __future__ import annotations
 
+import dataclasses
 from array import array
 from dataclasses import dataclass
+from typing import Any
 
 #: Kinds of memory events (the ``kind`` column).
 FREE, ALLOC = 0, 1
@@ -58,9 +60,16 @@ class MemoryTable:
     def __len__(self) -> int:
         return len(self.time)
 
-    def extend(self, other: MemoryTable, device_map: list[int], site_map: list[int]) -> None:
-        """Append ``other``'s rows, its device and site indices mapped to this table's."""
-        self.time.extend(other.time)
+    def extend(
+        self,
+        other: MemoryTable,
+        device_map: list[int],
+        site_map: list[int],
+        time: array[int] | None = None,
+    ) -> None:
+        """Append ``other``'s rows, its device and site indices mapped to this table's (and
+        its times replaced by ``time``, when given: shifted onto another clock)."""
+        self.time.extend(other.time if time is None else time)
         self.device.extend(device_map[d] for d in other.device)
         self.kind.extend(other.kind)
         self.nbytes.extend(other.nbytes)
@@ -100,8 +109,13 @@ _Resolved = tuple["array[int]", "array[int]", dict[tuple[int, int], int], int]
 
 
 def device_label(backend: str, device: str) -> str:
-    """A memory device as views name it: ``"OpenCL <device>"``."""
-    return f"{_TITLES.get(backend, backend)} {device}"
+    """A memory device as views name it, as ``device_title`` names queues' devices:
+    ``"OpenCL <device>"``, or the device alone when it starts with the backend's title, or
+    when the backend is ``""`` (devices of several ranks, named in full by ``combine``)."""
+    if not backend:
+        return device
+    title = _TITLES.get(backend, backend)
+    return device if device.lower().startswith(title.lower()) else f"{title} {device}"
 
 
 class Memory:
@@ -173,6 +187,11 @@ class Memory:
         return self._resolved
 
     @property
+    def live_after(self) -> array[int]:
+        """Per event (row of ``table``): the live bytes of its device after it."""
+        return self._resolve()[1]
+
+    @property
     def peak(self) -> dict[str, int]:
         """The most bytes live at once on each device (allocations made in the profile)."""
         return {label: b for label, (b, _t) in self._peaks().items()}
@@ -232,6 +251,25 @@ class Memory:
         """Frees of memory the profile never saw allocated (allocated before it began)."""
         return self._resolve()[3]
 
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON-able data (what ``Profile.to_json`` holds under ``"memory"``)."""
+        return memory_dict(self)
+
+    def to_dataframe(self) -> Any:
+        """The events as a ``pandas.DataFrame`` (``MemoryEvent``'s fields and ``live_bytes``).
+
+        Needs pandas, which kprof does not depend on: ``pip install pandas``.
+        """
+        try:
+            import pandas
+        except ImportError as exc:
+            raise ImportError(
+                "Memory.to_dataframe() needs pandas, which is not installed: pip install "
+                "pandas (or use to_dict(), which needs nothing)"
+            ) from exc
+        cols = ["time_ns", "device", "kind", "nbytes", "address", "site", "live_bytes"]
+        return pandas.DataFrame(memory_records(self), columns=cols)
+
     @property
     def events(self) -> list[MemoryEvent]:
         """Every allocation and free, in the order reported; a free's size is its allocation's."""
@@ -248,6 +286,28 @@ class Memory:
             )
             for i in range(len(t))
         ]
+
+
+def memory_records(m: Memory) -> list[dict[str, Any]]:
+    """Every event as a JSON-able dict (``MemoryEvent``'s fields and ``live_bytes``: its
+    device's live bytes after it)."""
+    return [
+        {**dataclasses.asdict(e), "live_bytes": live} for e, live in zip(m.events, m.live_after)
+    ]
+
+
+def memory_dict(m: Memory) -> dict[str, Any]:
+    """``Memory`` as JSON-able data: ``devices``, ``peak``, ``peak_at_ns``,
+    ``live_bytes_at_end``, ``live_at_end`` (allocations), ``unmatched_frees``, ``events``."""
+    return {
+        "devices": m.labels,
+        "peak": m.peak,
+        "peak_at_ns": m.peak_at,
+        "live_bytes_at_end": m.live_bytes_at_end,
+        "live_at_end": [dataclasses.asdict(a) for a in m.live_at_end],
+        "unmatched_frees": m.unmatched_frees,
+        "events": memory_records(m),
+    }
 
 
 __all__ = [
