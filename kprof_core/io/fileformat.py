@@ -4,11 +4,11 @@ A ``.kprof`` file is a small JSON header followed by the record columns as raw 6
 integers. Loading parses JSON and copies integers; nothing in a file is ever executed (no
 pickle), and every length, checksum and index is checked before a ``Profile`` is built.
 
-Format version 2 (all integers little-endian)::
+Format version 1 (all integers little-endian)::
 
     offset  size  field
     0       8     magic b"\\x89KPROF\\r\\n" (the \\x89 and \\r\\n catch text-mode mangling)
-    8       4     format version (uint32) = 2
+    8       4     format version (uint32) = 1
     12      4     header length H (uint32)
     16      4     CRC-32 of the header bytes (uint32)
     20      H     header: JSON, ASCII (non-ASCII characters are \\u-escaped)
@@ -16,16 +16,27 @@ Format version 2 (all integers little-endian)::
 
 The header holds ``meta``, ``trace``, ``backends``, ``start_ns``, ``end_ns``, the interned
 ``names``, ``queues`` ([backend, device, label, device_key]), ``threads`` ([ident, name,
-task]), ``sites`` ([file, line, function]: the launch sites the ``site`` columns index, -1
-for none), ``errors`` ([row, message]), ``clocks`` ([key, backend, device, method, error_ns,
+task]), ``errors`` ([row, message]), ``clocks`` ([key, backend, device, method, error_ns,
 shift_ns]), ``counts`` ({"device": rows, "host": rows}) and ``columns``: for each column its
 ``table`` ("device" or "host"), ``name``, ``encoding``, stored ``size`` in bytes and ``crc32``
 of the stored bytes. Encodings: ``raw`` (int64 little-endian), or ``shuffle8+zlib`` (byte
 ``k`` of every value grouped together for k = 0..7, then zlib-compressed: timestamps share
 their high bytes, so this compresses them about eight-fold, and decodes at memory speed).
 
-The file ends right after the last column. Version 1 (read by ``read_v1.py``) is the same
-without ``sites`` and the two ``site`` columns (its rows load with no site). Readers are kept per format version, so files of
+Format version 2 is version 1 followed by the device-memory table (``Profile.memory``): the
+header adds ``counts["memory"]`` (events) and ``memory`` ({"devices": [[backend, device]],
+"sites": [str]}), and ``columns`` ends with the table ``"memory"``'s columns ``time``,
+``device``, ``kind``, ``nbytes``, ``address``, ``site`` (``MemoryTable.COLUMNS``). It is written
+only for profiles that hold memory events (others are version 1, as before), and read by
+``read_v2.py``, which hands the version 1 part to ``read_v1``.
+
+Format version 3 is version 2 (or 1, without memory) with launch sites: the header adds
+``sites`` ([file, line, function], the ``Site``s the columns index), and the device and host
+tables each a ``site`` column (-1: none known). It is written only for profiles that hold
+sites (``profile(sites=True)``), and read by ``read_v3.py``, which takes the sites off and
+hands the rest to the reader of version 2 or 1.
+
+The file ends right after the last column. Readers are kept per format version, so files of
 older versions stay readable when the format changes; a newer version is refused with a
 message saying to upgrade kprof.
 """
@@ -40,7 +51,7 @@ from kprof_core.data.records import HostTable
 from kprof_core.host.backend import KprofError
 
 MAGIC = b"\x89KPROF\r\n"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # the newest version written (1 or 2 where a profile holds no sites)
 PREFIX = struct.Struct("<8sI")  # magic, version
 V1_FRAME = struct.Struct("<II")  # header length, header crc32
 RAW, SHUFFLED = "raw", "shuffle8+zlib"

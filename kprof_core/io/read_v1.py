@@ -1,6 +1,7 @@
 """The reader of format version 1 (``fileformat.py`` describes it): every length, checksum,
-index and time checked (``filecheck.Checker``) before a profile is built. Version 2 differs
-only by its launch sites (``read_v2.py``), so ``read_frame`` reads both."""
+index and time checked (``filecheck.Checker``) before a profile is built. Version 2 adds the
+memory table (``read_v2.py``), version 3 the launch sites (``read_v3.py``): both take their
+part off and hand the rest to this reader."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-#: The columns of version 1 (version 2 added ``site`` to both tables).
+#: The columns of versions 1 and 2 (version 3 added ``site`` to both tables).
 V1_COLUMNS = {
     "device": tuple(c for c in DeviceTable.COLUMNS if c != "site"),
     "host": tuple(c for c in HostTable.COLUMNS if c != "site"),

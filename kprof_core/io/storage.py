@@ -15,6 +15,7 @@ import zlib
 from array import array
 from typing import Any, Protocol, TypeVar
 
+from kprof_core.data.memory import MemoryTable
 from kprof_core.data.profile_data import ProfileData
 from kprof_core.data.records import DeviceTable, HostTable
 from kprof_core.host.backend import KprofError
@@ -35,6 +36,7 @@ from kprof_core.io.fileformat import (
 )
 from kprof_core.io.read_v1 import read_v1
 from kprof_core.io.read_v2 import read_v2
+from kprof_core.io.read_v3 import read_v3
 
 P = TypeVar("P", bound=ProfileData)
 
@@ -50,8 +52,12 @@ def _le_bytes(col: array[int]) -> bytes:
 
 
 def _columns(profile: ProfileData) -> list[tuple[str, str, array[int]]]:
-    cols = [("device", c, getattr(profile.table, c)) for c in DeviceTable.COLUMNS]
-    cols += [("host", c, getattr(profile.host, c)) for c in HostTable.COLUMNS]
+    # The site columns only with sites (version 3): other files stay as older kprof wrote them.
+    keep = (lambda c: True) if profile.sites else (lambda c: c != "site")
+    cols = [("device", c, getattr(profile.table, c)) for c in DeviceTable.COLUMNS if keep(c)]
+    cols += [("host", c, getattr(profile.host, c)) for c in HostTable.COLUMNS if keep(c)]
+    if profile.memory:  # last: version 2 is version 1 followed by the memory table
+        cols += [("memory", c, getattr(profile.memory.table, c)) for c in MemoryTable.COLUMNS]
     return cols
 
 
@@ -68,8 +74,9 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
         raise check.fail("the profile ends before it starts (is it still running?)")
     blobs: list[bytes] = []
     columns: list[dict[str, Any]] = []
+    nmem = len(profile.memory)
     for table, name, col in _columns(profile):
-        expected = ndev if table == "device" else nhost
+        expected = {"device": ndev, "host": nhost}.get(table, nmem)
         if len(col) != expected:
             raise KprofError(
                 f"cannot save: column {table}.{name} has {len(col)} rows, expected {expected}"
@@ -105,12 +112,22 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
             [k, c.backend, c.device, c.method, c.error_ns, c.shift_ns]
             for k, c in profile.clocks.items()
         ],
-        "sites": [[s.file, s.line, s.function] for s in profile.sites],
         "counts": {"device": ndev, "host": nhost},
         "columns": columns,
     }
     if profile.details:  # only then: files without details are as the first ones of their version
         header["details"] = sorted([row, text] for row, text in profile.details.items())
+    version = 1
+    if nmem:  # only then version 2: files without memory stay readable by older kprof
+        version = 2
+        header["counts"] = {"device": ndev, "host": nhost, "memory": nmem}
+        header["memory"] = {
+            "devices": [list(d) for d in profile.memory.devices],
+            "sites": list(profile.memory.sites),
+        }
+    if profile.sites:  # only then version 3: version 2 (or 1) plus the launch sites
+        version = 3
+        header["sites"] = [[s.file, s.line, s.function] for s in profile.sites]
     try:
         hbytes = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("ascii")
     except (TypeError, ValueError) as exc:
@@ -120,7 +137,7 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
         ) from None
     return b"".join(
         [
-            PREFIX.pack(MAGIC, FORMAT_VERSION),
+            PREFIX.pack(MAGIC, version),
             V1_FRAME.pack(len(hbytes), zlib.crc32(hbytes)),
             hbytes,
             *blobs,
@@ -251,7 +268,7 @@ class _Reader(Protocol):
 
 #: One reader per format version this kprof can read; a new version adds an entry and keeps
 #: the old ones, so old files stay readable.
-READERS: dict[int, _Reader] = {1: read_v1, 2: read_v2}
+READERS: dict[int, _Reader] = {1: read_v1, 2: read_v2, 3: read_v3}
 
 
 def peek_version(data: bytes) -> int | None:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kprof_core.data.memory import Memory, MemoryTable
 from kprof_core.data.provenance import source_label
 from kprof_core.data.records import Interner, QueueRecord, ThreadRecord
 from kprof_core.data.timefmt import format_time
@@ -155,6 +156,8 @@ def shift_profile(p: Profile, delta_ns: int) -> None:
         setattr(t, c, _shifted(getattr(t, c), delta_ns))
     h.start, h.end = _shifted(h.start, delta_ns), _shifted(h.end, delta_ns)
     p.start_ns, p.end_ns = (int(v) for v in _shifted(array("q", [p.start_ns, p.end_ns]), delta_ns))
+    p.memory.table.time = _shifted(p.memory.table.time, delta_ns)
+    p.memory.start_ns = p.start_ns
     anchor = p.meta.get("wall_anchor")
     if isinstance(anchor, dict) and isinstance(anchor.get("perf_ns"), int):
         p.meta["wall_anchor"] = {**anchor, "perf_ns": anchor["perf_ns"] + delta_ns}
@@ -209,6 +212,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     sites = Interner()  # launch sites are the same text in every rank: never prefixed
     queues: dict[QueueRecord, int] = {}
     threads: dict[ThreadRecord, int] = {}
+    mem, mem_devices, mem_sites = MemoryTable(), dict[tuple[str, str], int](), dict[str, int]()
     sources: list[dict[str, Any]] = []
     queue_source: list[int] = []
     thread_source: list[int] = []
@@ -244,8 +248,8 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
             qsrc, tsrc = [base] * len(p.queues), [base] * len(p.threads)
             prefix = label if several else None
         nmap = [intern(names, n) for n in p.names]
-        smap = {i: sites(site) for i, site in enumerate(p.sites)}
-        smap[-1] = -1
+        site_map = {i: sites(site) for i, site in enumerate(p.sites)}
+        site_map[-1] = -1
         qmap = [
             intern(
                 queues,
@@ -279,7 +283,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         d.duration.extend(t.duration)
         d.nbytes.extend(t.nbytes)
         d.flags.extend(t.flags)
-        d.site.extend(array("q", [smap[v] for v in t.site]))
+        d.site.extend(array("q", [site_map[v] for v in t.site]))
         for row, msg in p.errors.items():
             out.errors[first + row] = msg
         for row, text in p.details.items():
@@ -290,9 +294,16 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         oh.thread.extend(array("q", [tmap[v] for v in h.thread]))
         oh.start.extend(_shifted(h.start, off))
         oh.end.extend(_shifted(h.end, off))
-        oh.site.extend(array("q", [smap[v] for v in h.site]))
+        oh.site.extend(array("q", [site_map[v] for v in h.site]))
         for key, clock in p.clocks.items():
             out.clocks[key if prefix is None else f"{prefix}/{key}"] = clock
+        m = p.memory  # each rank's devices apart, named as its queues are
+        dmap = [
+            intern(mem_devices, (b, dv) if prefix is None else ("", f"{prefix}: {lab}"))
+            for (b, dv), lab in zip(m.devices, m.labels)
+        ]
+        smap = [intern(mem_sites, x) for x in m.sites]
+        mem.extend(m.table, dmap, smap, _shifted(m.table.time, off))
 
     out.names = list(names)
     out.sites = sites.values
@@ -302,6 +313,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     for p, pl in zip(profiles, placements):
         spans.extend(_shifted(array("q", [p.start_ns, p.end_ns]), pl.offset_ns))
     out.start_ns, out.end_ns = min(spans[::2]), max(spans[1::2])
+    out.memory = Memory(mem, list(mem_devices), list(mem_sites), out.start_ns)
     ref = next(
         (p for p, pl in zip(profiles, placements) if pl.offset_ns == 0 and pl.error_ns == 0), None
     )
