@@ -11,12 +11,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hostile import with_column
 
 import kprof
 from kprof_core.data.sites import Site
+from kprof_core.io import storage
 from kprof_core.low_level import native
 from kprof_core.low_level.layout import ENTRY_FIELDS, SITE
 from kprof_core.recording import sites as site_mod
+from kprof_core.result import loads
 
 cl = pytest.importorskip("pyopencl")
 cla = pytest.importorskip("pyopencl.array")
@@ -229,12 +232,38 @@ def test_sites_survive_a_save_and_load(path: str, ocl: Any, tmp_path: Path) -> N
             pass
     q.finish()
     p.save(tmp_path / "s.kprof")
+    assert storage.peek_version((tmp_path / "s.kprof").read_bytes()) == 3
     back = kprof.load(tmp_path / "s.kprof")
     assert back.sites == p.sites and len(p.sites) == 3
     assert list(back.table.site) == list(p.table.site)
     assert list(back.host.site) == list(p.host.site)
     assert kernel_sites(back) == kernel_sites(p)
     assert [r.site for r in back.ranges] == [r.site for r in p.ranges]
+
+
+def test_a_profile_without_sites_is_written_as_before(path: str, ocl: Any) -> None:
+    q, kernel, buf = ocl
+    with kprof.profile(sites=False) as p:
+        user_step(q, kernel, buf)
+    q.finish()
+    data = storage.dumps(p)
+    assert storage.peek_version(data) == 1  # no sites, no memory: what older kprof reads
+    back = loads(data)
+    assert back.sites == [] and set(back.table.site) == {-1}
+
+
+def test_a_damaged_site_column_is_refused(built_file: bytes) -> None:
+    bad = with_column(built_file, "device", "site", [0, 1, 5, -1])
+    with pytest.raises(kprof.ProfileFileError, match=r"device\.site holds a value outside -1\.\.1"):
+        loads(bad)
+
+
+@pytest.fixture
+def built_file() -> bytes:
+    data = storage.dumps(built())
+    assert storage.peek_version(data) == 3
+    assert kernel_sites(loads(data)) == kernel_sites(built())
+    return data
 
 
 def test_version_1_files_load_without_sites() -> None:
