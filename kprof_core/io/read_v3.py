@@ -39,7 +39,7 @@ def read_v3(data: bytes, pos: int, name: str, cls: type[P]) -> P:
         raise r.fail("header is not a JSON object")
     sites = [
         Site(f, line, fn)
-        for f, line, fn in r.rows(header.pop("sites", None), "sites", (str, int, str))
+        for f, line, fn in r.rows(header.pop("sites", []), "sites", (str, int, str))
     ]
     if any(s.line < 0 for s in sites):
         raise r.fail("a launch site has a negative line")
