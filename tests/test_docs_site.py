@@ -118,6 +118,30 @@ def test_every_command_and_option_has_an_entry(site: Path) -> None:
     assert not missing, f"docs/reference/cli.html has no entry for {missing}"
 
 
+def test_every_pytest_option_has_an_entry(site: Path) -> None:
+    """kprof's pytest plugin options, collected as pytest collects them (a recording parser
+    given to ``kprof_pytest.pytest_addoption``)."""
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def getgroup(self, *_: object, **__: object) -> Recorder:
+            return self
+
+        def addoption(self, *names: str, **__: object) -> None:
+            self.names += names
+
+    import kprof_pytest
+
+    recorder = Recorder()
+    kprof_pytest.pytest_addoption(recorder)  # type: ignore[arg-type]
+    ids = _page(site, "reference/cli.html").ids
+    assert "--kprof-compare" in recorder.names
+    missing = [n for n in recorder.names if f"cmdoption-pytest{n.removeprefix('-')}" not in ids]
+    assert not missing, f"docs/reference/cli.html has no entry for pytest {missing}"
+
+
 def test_every_environment_variable_has_an_entry(site: Path) -> None:
     ids = _page(site, "reference/environment.html").ids
     missing = [v.name for v in envvars.VARIABLES if f"envvar-{v.name}" not in ids]
