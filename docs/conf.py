@@ -59,3 +59,14 @@ nitpick_ignore_regex = [
     ("py:class", r"kprof_core\..*"),
     ("py:mod", r"kprof_core\..*"),
 ]
+
+
+def setup(app: object) -> None:
+    """The notebook guide's cells are ``ipython`` blocks (magics): IPython's lexer where it is
+    installed (the test extra), Python's otherwise (the docs extra alone)."""
+    try:
+        import IPython.lib.lexers  # noqa: F401
+    except ImportError:
+        from pygments.lexers import PythonLexer
+
+        app.add_lexer("ipython", PythonLexer)  # type: ignore[attr-defined]

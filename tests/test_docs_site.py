@@ -118,6 +118,30 @@ def test_every_command_and_option_has_an_entry(site: Path) -> None:
     assert not missing, f"docs/reference/cli.html has no entry for {missing}"
 
 
+def test_every_pytest_option_has_an_entry(site: Path) -> None:
+    """kprof's pytest plugin options, collected as pytest collects them (a recording parser
+    given to ``kprof_pytest.pytest_addoption``)."""
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def getgroup(self, *_: object, **__: object) -> Recorder:
+            return self
+
+        def addoption(self, *names: str, **__: object) -> None:
+            self.names += names
+
+    import kprof_pytest
+
+    recorder = Recorder()
+    kprof_pytest.pytest_addoption(recorder)  # type: ignore[arg-type]
+    ids = _page(site, "reference/cli.html").ids
+    assert "--kprof-compare" in recorder.names
+    missing = [n for n in recorder.names if f"cmdoption-pytest{n.removeprefix('-')}" not in ids]
+    assert not missing, f"docs/reference/cli.html has no entry for pytest {missing}"
+
+
 def test_every_environment_variable_has_an_entry(site: Path) -> None:
     ids = _page(site, "reference/environment.html").ids
     missing = [v.name for v in envvars.VARIABLES if f"envvar-{v.name}" not in ids]
@@ -276,3 +300,57 @@ def test_the_notebook_cells_run_in_ipython(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "small.kprof").exists()  # -o wrote the file the page says
+
+
+#: Shell commands the pages show that other tests run (not the docs' examples), with the test
+#: file and a token of the command it runs.
+RUN_ELSEWHERE = {
+    "kprof run --trace trace.json --html timeline.html examples/opencl_pipeline.py": (
+        "tests/test_trace_cli.py",
+        "opencl_pipeline.py",
+    ),
+    "mpiexec -n 4 kprof run --output 'prof-{rank}.kprof' app.py": (
+        "tests/test_mpi.py",
+        "prof-{rank}.kprof",
+    ),
+    "kprof merge prof-*.kprof -o all.json --html all.html": ("tests/test_mpi.py", '"merge"'),
+    # The build command (docs/README.md): the ``site`` fixture above builds with these flags.
+    "pip install -e '.[docs]' && python -m sphinx -n -W -b html docs docs/_build/html": (
+        "tests/test_docs_site.py",
+        '"sphinx", "-n", "-W"',
+    ),
+}
+
+
+def _as_typed(argv: list[str]) -> str:
+    """An example's command as a reader types it (``kprof``, ``pytest``, ``N=... pytest``)."""
+    text = " ".join(argv).replace(f"{sys.executable} -m kprof", "kprof")
+    text = text.replace(f"{sys.executable} -m pytest -q -p no:cacheprovider", "pytest")
+    return text.removeprefix("env ")
+
+
+def test_every_shell_command_on_a_page_is_run() -> None:
+    run = _examples()
+    typed = {_as_typed(argv) for argv in run.EXAMPLES.values()}
+    unrun = []
+    for where, block in _blocks("sh"):
+        for line in block.splitlines():
+            command = line.split("  #")[0].strip()
+            if not command or command in typed:
+                continue
+            elsewhere = RUN_ELSEWHERE.get(command)
+            if elsewhere is None or elsewhere[1] not in (ROOT / elsewhere[0]).read_text():
+                unrun.append(f"{where}: {command}")
+    assert not unrun, f"no test runs these commands: {unrun}"
+
+
+def test_every_screenshot_is_shown_and_made_by_the_script() -> None:
+    shots = sorted((DOCS / "_static" / "screenshots").glob("*.png"))
+    script = (DOCS / "screenshots.py").read_text()
+    pages = "\n".join(p.read_text() for p in DOCS.rglob("*.md")) + (ROOT / "README.md").read_text()
+    assert {s.stem for s in shots} >= {"timeline", "diff"}
+    for shot in shots:
+        assert f'"{shot.stem}"' in script, f"docs/screenshots.py does not make {shot.name}"
+        assert f"screenshots/{shot.name}" in pages, f"no page shows {shot.name}"
+        head = shot.read_bytes()[:24]
+        assert head[:8] == b"\x89PNG\r\n\x1a\n", shot

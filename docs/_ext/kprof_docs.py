@@ -6,6 +6,7 @@ Directives (each renders from the one definition the code itself uses):
   autodoc, with the pluggy options read from the spec (``kprof_spec``), never written by hand.
 - ``kprof-envvars AUDIENCE``: the ``envvar`` entries of ``kprof_core.envvars.VARIABLES``.
 - ``kprof-file-columns``: the ``.kprof`` format's versions, readers and column tables.
+- ``kprof-pytest-options``: the options of kprof's pytest plugin, from its ``pytest_addoption``.
 
 At the end of reading, every hook kprof resolves, every environment variable of the registry
 and every public name of ``kprof``, ``kprof.plugin`` and ``kprof.testing`` must have a
@@ -118,6 +119,41 @@ class FileColumnsDirective(SphinxDirective):
         return _parse(self, lines)
 
 
+class _OptionRecorder:
+    """Stands for pytest's parser: records what ``pytest_addoption`` adds."""
+
+    def __init__(self) -> None:
+        self.options: list[tuple[tuple[str, ...], dict[str, Any]]] = []
+
+    def getgroup(self, *args: Any, **kwargs: Any) -> _OptionRecorder:
+        return self
+
+    def addoption(self, *names: str, **kwargs: Any) -> None:
+        self.options.append((names, kwargs))
+
+
+def pytest_options() -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+    """The options kprof's pytest plugin adds, from its own ``pytest_addoption``."""
+    import kprof_pytest
+
+    recorder = _OptionRecorder()
+    kprof_pytest.pytest_addoption(recorder)  # type: ignore[arg-type]
+    return recorder.options
+
+
+class PytestOptionsDirective(SphinxDirective):
+    def run(self) -> list[nodes.Node]:
+        import kprof_pytest
+
+        lines = [".. program:: pytest", ""]
+        for names, kwargs in pytest_options():
+            metavar = kwargs.get("metavar")
+            sig = ", ".join(f"{n} {metavar}" if metavar else n for n in names)
+            lines += [f".. option:: {sig}", "", f"   {kwargs.get('help', '')}.", ""]
+        self.env.note_dependency(kprof_pytest.__file__ or "")
+        return _parse(self, lines)
+
+
 def _check_complete(app: Sphinx, env: Any) -> None:
     """Warn for every hook, variable and public name that has no reference entry."""
     from kprof_core import envvars
@@ -147,5 +183,6 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("kprof-hookspecs", HookspecsDirective)
     app.add_directive("kprof-envvars", EnvvarsDirective)
     app.add_directive("kprof-file-columns", FileColumnsDirective)
+    app.add_directive("kprof-pytest-options", PytestOptionsDirective)
     app.connect("env-check-consistency", _check_complete)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
