@@ -19,6 +19,7 @@ from kprof_core.ranks import mpi
 from kprof_core.ranks.combine import combine
 from kprof_core.recording.annotations import kernel, mark, propagate, range
 from kprof_core.result import Profile, Summary, load
+from kprof_core.windows import Schedule, save_windows, schedule, step
 
 
 def backends() -> list[Backend]:
@@ -54,6 +55,7 @@ __all__ = [
     "Profile",
     "ProfileFileError",
     "RangeRecord",
+    "Schedule",
     "Summary",
     "SummaryRow",
     "__version__",
@@ -69,5 +71,8 @@ __all__ = [
     "propagate",
     "range",
     "register_backend",
+    "save_windows",
+    "schedule",
+    "step",
     "unregister_backend",
 ]

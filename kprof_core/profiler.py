@@ -15,6 +15,7 @@ from kprof_core.recording.annotations import around
 from kprof_core.recording.recorder import _ACTIVE, Recorder, now
 from kprof_core.recording.threads import OwnedLock
 from kprof_core.result import Profile
+from kprof_core.windows import STEPPER, Schedule, Windows
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -177,6 +178,12 @@ class profile:
     the end (default 60, or ``KPROF_RESOLVE_TIMEOUT``); records whose work had not completed
     by then are marked unresolved, with the reason, and the profile ends normally.
 
+    ``schedule``: record only some steps of a loop, each run of them a window of its own
+    (``kprof.schedule(...)``; steps end at ``kprof.step()``). Each finished window is a
+    ``Profile`` with its steps in ``meta["window"]``, handed to ``on_window`` (for example
+    ``kprof.save_windows(dir)``) or, without it, kept in the yielded profile's ``windows``;
+    the yielded profile itself records nothing. Between windows no recorder runs.
+
     Only the context that entered the profile is recorded: code it calls, asyncio tasks it
     creates, and threads that run their target through ``kprof.propagate``.
     """
@@ -188,7 +195,18 @@ class profile:
         synchronize: bool = False,
         backends: Iterable[str] | None = None,
         timeout: float | None = None,
+        schedule: Schedule | None = None,
+        on_window: Callable[[Profile], Any] | None = None,
     ) -> None:
+        if schedule is not None and not isinstance(schedule, Schedule):
+            raise TypeError(
+                f"profile(schedule=...) takes kprof.schedule(...), not {type(schedule).__name__}"
+            )
+        if on_window is not None and (schedule is None or not callable(on_window)):
+            raise TypeError("profile(on_window=...) takes a callable, with a schedule=")
+        self.schedule, self.on_window = schedule, on_window
+        self._windows: Windows | None = None
+        self._stepper_token: Any = None
         for arg, value in (("device", device), ("trace", trace), ("synchronize", synchronize)):
             if not isinstance(value, bool):
                 raise TypeError(f"profile({arg}=...) must be True or False, not {value!r}")
@@ -213,8 +231,10 @@ class profile:
         self.result: Profile | None = None
 
     def __enter__(self) -> Profile:
-        if self._recorder is not None:
+        if self._recorder is not None or self._windows is not None:
             raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
+        if self.schedule is not None:
+            return self._enter_scheduled(self.schedule)
         backends = registry.usable(self._backend_names)
         parent = _ACTIVE.get()
         if parent is not None and parent._closed:
@@ -238,8 +258,53 @@ class profile:
             self._scope = (scope, opened, threading.get_ident())
         return result
 
+    def _window(self) -> profile:
+        return profile(self.device, self.trace, self.synchronize, self._backend_names, self.timeout)
+
+    def _hold(self) -> Callable[[], None]:
+        """Keep this profile's backends' capture installed until the returned call."""
+        backends = registry.usable(self._backend_names)
+        if not _install(backends):
+            return lambda: None
+
+        def release() -> None:
+            interrupted = _uninstall(backends)
+            if interrupted is not None:
+                raise interrupted
+
+        return release
+
+    def _enter_scheduled(self, sched: Schedule) -> Profile:
+        registry.usable(self._backend_names)  # an unknown backend name raises here, not later
+        outer = Profile(trace=self.trace, backends=[])
+        w = Windows(sched, self._window, self._hold, outer, self.on_window)
+        self.result, self._windows = outer, w
+        outer.start_ns = now()
+        self._stepper_token = STEPPER.set(w)
+        try:
+            w.start()
+        except BaseException:
+            self._exit_scheduled(w)
+            raise
+        return outer
+
+    def _exit_scheduled(self, w: Windows) -> None:
+        self._windows = None
+        try:
+            w.finish()
+        finally:
+            assert self.result is not None
+            self.result.end_ns = now()
+            try:
+                STEPPER.reset(self._stepper_token)
+            except ValueError:  # exited in another context than it entered
+                STEPPER.set(None)
+
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         # Returns None: an exception raised in the block propagates unchanged.
+        if self._windows is not None:
+            self._exit_scheduled(self._windows)
+            return
         rec, result = self._recorder, self.result
         assert rec is not None and result is not None
         result.end_ns = now()
@@ -293,7 +358,13 @@ class profile:
 
         def block() -> profile:
             return profile(
-                self.device, self.trace, self.synchronize, self._backend_names, self.timeout
+                self.device,
+                self.trace,
+                self.synchronize,
+                self._backend_names,
+                self.timeout,
+                self.schedule,
+                self.on_window,
             )
 
         def keep(wrapper: Any, p: Profile) -> None:

@@ -63,7 +63,15 @@ class ProfileAnalysis(Analysis):
 
 
 class Profile(ProfileData):
-    __doc__ = ProfileData.__doc__
+    __doc__ = (ProfileData.__doc__ or "").rstrip() + (
+        "\n    - ``windows``: the finished windows of a ``kprof.profile(schedule=...)`` without\n"
+        '      ``on_window`` (each a ``Profile``, its steps in ``meta["window"]``).\n    '
+    )
+
+    def __init__(self, trace: bool = False, backends: list[str] | None = None) -> None:
+        super().__init__(trace, backends)
+        #: The finished windows of a ``kprof.profile(schedule=...)`` without ``on_window``.
+        self.windows: list[Profile] = []
 
     def analysis(self, range: str | None = None) -> ProfileAnalysis:
         """Why the device waits: busy and idle time per device and per queue over the
@@ -96,8 +104,19 @@ class Profile(ProfileData):
         storage.save(self, path, compress=compress)
 
     def report(self, trace: bool | None = None) -> str:
-        """The printed report: the summary, and the trace when ``trace`` (default: as profiled)."""
-        return render(self, self.trace if trace is None else trace)
+        """The printed report: the summary, and the trace when ``trace`` (default: as profiled);
+        a scheduled profile's is its windows' reports, each under its steps."""
+        trace = self.trace if trace is None else trace
+        if "windows" not in self.meta:
+            return render(self, trace)
+        info = self.meta["windows"]
+        head = (
+            f"kprof: {self.meta.get('steps', 0)} steps, {info['schedule']}: "
+            f"{info['delivered']} window(s)"
+        )
+        if len(self.windows) < info["delivered"]:
+            head += " (handed to on_window, not kept here)"
+        return "\n\n".join([head, *(w.report(trace) for w in self.windows)])
 
     def __str__(self) -> str:
         return self.report()
