@@ -12,7 +12,8 @@ from kprof_core.host.backend import Backend
 from kprof_core.host.discovery import MAX_SECONDS, env_seconds, registry
 from kprof_core.recording import activity
 from kprof_core.recording.annotations import around
-from kprof_core.recording.recorder import _ACTIVE, Recorder, now
+from kprof_core.recording.recorder import Recorder, now
+from kprof_core.recording.recorder_state import _ACTIVE
 from kprof_core.recording.threads import OwnedLock
 from kprof_core.result import Profile
 from kprof_core.windows import STEPPER, Schedule, Windows

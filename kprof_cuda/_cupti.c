@@ -91,6 +91,7 @@ typedef struct {
     uint32_t nrows;
     uint32_t tomb;
     uint64_t scope;
+    uint64_t devices; /* bit d: a row of this launch ran on device d (d < 64) */
     int64_t lb, le;
 } launch_t;
 static launch_t *launches;
@@ -280,6 +281,7 @@ static int resolve(raw_t *w, int final, const uint64_t *release, size_t n_releas
     }
     if (done && l) {
         l->nrows++;
+        if ((uint64_t)w->r.v[R_DEVICE] < 64) l->devices |= (uint64_t)1 << w->r.v[R_DEVICE];
         if (!(l->flags & L_GRAPH)) drop_launch(l);
         return 1;
     }
@@ -643,6 +645,27 @@ static PyObject *waiting(PyObject *m, PyObject *args) {
     return PyLong_FromLongLong(w);
 }
 
+/* graph_devices(scopes) -> bit mask of the devices the rows of the scopes' graph launches ran on
+ * (CUPTI does not say how many node records a graph launch has: the end waits for these). */
+static PyObject *graph_devices(PyObject *m, PyObject *args) {
+    PyObject *seq;
+    if (!PyArg_ParseTuple(args, "O:graph_devices", &seq)) return NULL;
+    uint64_t *sc;
+    size_t n;
+    if (scopes_of(seq, &sc, &n) < 0) return NULL;
+    uint64_t mask = 0;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < cap_launches; i++) {
+        launch_t *l = &launches[i];
+        if (l->corr && !l->tomb && (l->flags & L_GRAPH) && (l->flags & L_SCOPE) && l->nrows &&
+            in_scopes(l->scope, sc, n))
+            mask |= l->devices;
+    }
+    pthread_mutex_unlock(&lock);
+    free(sc);
+    return PyLong_FromUnsignedLongLong(mask);
+}
+
 static PyObject *forget(PyObject *m, PyObject *args) {
     PyObject *seq;
     if (!PyArg_ParseTuple(args, "O:forget", &seq)) return NULL;
@@ -698,6 +721,8 @@ static PyMethodDef methods[] = {
     {"wake", wake, METH_NOARGS, "wake(): end a wait() now"},
     {"take", take, METH_VARARGS, "take(final, release_scopes) -> (columns, new names, new queues)"},
     {"waiting", waiting, METH_VARARGS, "waiting(scopes) -> launches of scopes without a record"},
+    {"graph_devices", graph_devices, METH_VARARGS,
+     "graph_devices(scopes) -> mask of the devices their graph launches' rows ran on"},
     {"forget", forget, METH_VARARGS, "forget(scopes): drop their launches but those waiting"},
     {"reset", reset, METH_NOARGS, "reset(): forget every launch, pending record and queue"},
     {"stats", stats, METH_NOARGS, "stats() -> counts"},

@@ -293,7 +293,7 @@ class CuptiActivity:
         # (On an H200, kernels still running at a profile's end were lost without this wait.)
         # A forced flush would return those records unfinished, so the end waits for the
         # devices instead, on a thread of its own, bounded by the timeout like the rest.
-        idle = self._wait_for_devices()
+        idle, waited = self._wait_for_devices()
         pause = 1e-4
         settled = 0
         while True:
@@ -303,6 +303,15 @@ class CuptiActivity:
             left: int = _reader.waiting(scopes)
             if left and left <= self._dropped_since_start:
                 break
+            # A graph launch's node records share its correlation id and CUPTI does not say
+            # how many there are: its first row proves nothing. They are all in once the
+            # devices its rows ran on finished and a flush after that was drained, so the
+            # end also waits for those devices (ones it did not know, or none without CuPy).
+            graph = _mask_devices(_reader.graph_devices(scopes)) - waited
+            if was_idle and graph:
+                idle, more = self._wait_for_devices(tuple(sorted(graph)))
+                waited |= more | graph
+                was_idle = False
             # Once idle, a few more flushes: CUPTI completes the last records as it learns
             # that their work is done.
             settled = settled + 1 if was_idle and not left else 0
@@ -314,16 +323,20 @@ class CuptiActivity:
         _reader.forget(scopes)
         return left
 
-    def _wait_for_devices(self) -> threading.Event:
-        """An event set once the devices named by ``devices()`` finished the work queued on
-        them until now (at once when there are none, or waiting failed: ``idle_error``)."""
+    def _wait_for_devices(
+        self, devices: tuple[int, ...] | None = None
+    ) -> tuple[threading.Event, set[int]]:
+        """An event set once ``devices`` (default: those named by ``devices()``) finished the
+        work queued on them until now (at once when there are none, or waiting failed:
+        ``idle_error``), and the devices it waits for."""
         idle = threading.Event()
-        self.idle_error = None
-        devices = tuple(sorted(set(self._devices()))) if self._devices is not None else ()
+        if devices is None:
+            self.idle_error = None
+            devices = tuple(sorted(set(self._devices()))) if self._devices is not None else ()
         sync = self._synchronize
         if not devices or sync is None:
             idle.set()
-            return idle
+            return idle, set()
 
         def wait() -> None:
             try:
@@ -334,7 +347,7 @@ class CuptiActivity:
                 idle.set()
 
         threading.Thread(target=wait, name="kprof-cupti-idle", daemon=True).start()
-        return idle
+        return idle, set(devices)
 
     def _account_drops(self) -> None:
         """Records lost since the last look (CUPTI's count, reset when read; kprof's discarded
@@ -516,6 +529,11 @@ _DETAIL_COLUMNS = (
     "device",
     "stream",
 )
+
+
+def _mask_devices(mask: int) -> set[int]:
+    """The device ids of a reader's device bit mask."""
+    return {d for d in range(64) if mask >> d & 1}
 
 
 def _compiled() -> Any:

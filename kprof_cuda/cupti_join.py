@@ -72,6 +72,7 @@ class Join:
         self.le = np.zeros(0, np.int64)
         self.graph = np.zeros(0, bool)
         self.rows = np.zeros(0, np.int64)
+        self.devices = np.zeros(0, np.uint64)  # bit d: a row of the launch ran on device d
         self.pending: dict[str, np.ndarray] = {c: np.zeros(0, np.int64) for c in RAW_COLUMNS}
         self.foreign = 0
 
@@ -97,6 +98,8 @@ class Join:
         le = np.zeros(len(u), np.int64)
         graph = np.zeros(len(u), bool)
         rows = np.zeros(len(u), np.int64)
+        devices = np.zeros(len(u), np.uint64)
+        devices[a] = self.devices
         scope[a], api[a], lb[a], le[a] = self.scope, self.api, self.lb, self.le
         graph[a], rows[a] = self.graph, self.rows
         scope[b] = ext_scope
@@ -106,6 +109,7 @@ class Join:
             keep &= np.cumsum(keep) > keep.sum() - MAX_LAUNCHES
         self.corr, self.scope, self.api = u[keep], scope[keep], api[keep]
         self.lb, self.le, self.graph, self.rows = lb[keep], le[keep], graph[keep], rows[keep]
+        self.devices = devices[keep]
 
     def match(
         self,
@@ -144,6 +148,12 @@ class Join:
         out["launch_end"] = self.le[j] if m else empty
         self.foreign += int(foreign.sum())
         used = idx[(ready | foreign) & found]
+        emitted = ready & found
+        if emitted.any():
+            dev = r["device"][emitted]
+            low = dev < 64
+            bits = np.left_shift(np.uint64(1), dev[low].astype(np.uint64))
+            np.bitwise_or.at(self.devices, idx[emitted][low], bits)
         if len(used):
             np.add.at(self.rows, used, 1)
             self._drop((self.rows > 0) & ~self.graph)
@@ -160,6 +170,7 @@ class Join:
         self.corr, self.scope, self.api = self.corr[keep], self.scope[keep], self.api[keep]
         self.lb, self.le = self.lb[keep], self.le[keep]
         self.graph, self.rows = self.graph[keep], self.rows[keep]
+        self.devices = self.devices[keep]
 
     def waiting(self, scopes: tuple[int, ...]) -> int:
         """Launches of ``scopes`` whose API record came and no work record yet."""
@@ -167,6 +178,15 @@ class Join:
             return 0
         mine = np.isin(self.scope, np.array(scopes, np.int64))
         return int((mine & self.api & (self.rows == 0)).sum())
+
+    def graph_devices(self, scopes: tuple[int, ...]) -> int:
+        """Bit mask of the devices the rows of ``scopes``' graph launches ran on (CUPTI does
+        not say how many node records a graph launch has: the profile's end waits for these
+        devices, then flushes)."""
+        if not len(self.corr):
+            return 0
+        mine = np.isin(self.scope, np.array(scopes, np.int64)) & self.graph & (self.rows > 0)
+        return int(np.bitwise_or.reduce(self.devices[mine], initial=np.uint64(0)))
 
     def forget(self, scopes: tuple[int, ...], keep_waiting: bool = True) -> None:
         """The profile of ``scopes`` ended: drop its launches, but those still waiting (their

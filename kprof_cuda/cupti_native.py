@@ -99,6 +99,9 @@ class NativeReader:
     def waiting(self, scopes: tuple[int, ...]) -> int:
         return int(self.mod.waiting(scopes))
 
+    def graph_devices(self, scopes: tuple[int, ...]) -> int:
+        return int(self.mod.graph_devices(scopes))
+
     def forget(self, scopes: tuple[int, ...]) -> None:
         self.mod.forget(scopes)
 

@@ -144,6 +144,9 @@ class PureReader:
     def waiting(self, scopes: tuple[int, ...]) -> int:
         return self.join.waiting(scopes)
 
+    def graph_devices(self, scopes: tuple[int, ...]) -> int:
+        return self.join.graph_devices(scopes)
+
     def forget(self, scopes: tuple[int, ...]) -> None:
         self.join.forget(scopes)
 

@@ -310,12 +310,19 @@ class CudaPlugin:
 
     @kp.hookimpl
     def elapsed_time(self, backend: kp.Backend, start: Stamp, stop: Stamp) -> int:
-        query = self.api.event_query
-        for token in (stop, start):
-            if query(token.ptr) != 0:
+        # cudaEventElapsedTime: float milliseconds (single precision, ~0.5 µs resolution). It
+        # says NOT_READY itself when either event is pending: asking first cost two
+        # cudaEventQuery per call, four per range (about 2.6 µs each on an H200 host).
+        api = self.api
+        try:
+            ms = api.get_elapsed_time(start, stop)
+        except api.error as exc:
+            if getattr(exc, "status", None) != NOT_READY:
+                raise
+            for token in (stop, start):
                 self._wait(token)
-        # cudaEventElapsedTime: float milliseconds (single precision, ~0.5 µs resolution).
-        return round(float(self.api.get_elapsed_time(start, stop)) * 1e6)
+            ms = api.get_elapsed_time(start, stop)
+        return round(float(ms) * 1e6)
 
     def _wait(self, token: Stamp) -> None:
         """Poll until the event is done, sleeping between polls: other threads keep running

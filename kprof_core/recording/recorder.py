@@ -1,35 +1,31 @@
 """The recorder: what runs on the user's threads while a profile is active, and its end.
 
-The launch path appends one tuple to a list (thread-safe, no lock) and returns; the entries
-become rows in ``harvest.py`` and are placed on the host clock in ``placement.py``. Where the
-compiled recorder is built (``native.py``), its common case runs in C (``_crecorder.c``).
+The launch path (here) appends one tuple to a list (thread-safe, no lock) and returns; the
+entries become rows in ``harvest.py`` and are placed on the host clock in ``placement.py``.
+Where the compiled recorder is built (``native.py``), its common case runs in C
+(``_crecorder.c``). ``Recorder``'s other parts: ranges and marks (``recorder_ranges.py``), the
+end and nesting (``recorder_end.py``), over the state they share (``recorder_state.py``).
 """
 
 from __future__ import annotations
 
 import os
-import threading
-import time
-import warnings
-import weakref
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from kprof_core import _clock
-from kprof_core.data.records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, PLACED, RANGE
+from kprof_core.data.records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, RANGE
 from kprof_core.host.backend import Backend
 from kprof_core.low_level import native
 from kprof_core.low_level.layout import (
     ENTRY_ACTIVITY,
     ENTRY_ACTIVITY_COLUMNS,
     ENTRY_HOST_LAUNCH,
-    ENTRY_HOST_RANGE,
-    ENTRY_MARK,
     host_entry,
 )
 from kprof_core.recording import threads
-from kprof_core.recording.harvest import Harvest
 from kprof_core.recording.placement import DeviceClock
+from kprof_core.recording.recorder_end import RecorderEnd
+from kprof_core.recording.recorder_ranges import RecorderRanges
+from kprof_core.recording.recorder_state import _live, active, now
 from kprof_core.recording.threads import _running_loop, _tls
 from kprof_core.recording.threads import who as _who
 
@@ -37,18 +33,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = ["COPY", "KERNEL", "RANGE", "DeviceClock", "Recorder", "active", "now"]
-
-# The host clock every kprof time is on.
-now = time.perf_counter_ns
-
-_ACTIVE: ContextVar[Recorder | None] = ContextVar("kprof_active_recorder", default=None)
-#: The recorder of the calling context, or None outside a profile. Plugins' capture wrappers
-#: call this first and call straight through when it returns None.
-active = _ACTIVE.get
-
-
-#: Recorders of profiles not finished yet: reset in a forked child (``_after_fork_in_child``).
-_live: weakref.WeakSet[Recorder] = weakref.WeakSet()
 
 
 def _forked() -> None:
@@ -61,19 +45,13 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forked)
 
 
-class Recorder:
+class Recorder(RecorderRanges, RecorderEnd):
     """Collects what one ``kprof.profile()`` captures.
 
     Plugins call :meth:`launch`; everything else is kprof's. Thread-safe: any number of
     threads may launch while one of them harvests. The record side (pending entries, the
     tables they become) is its ``rows``, a :class:`Harvest` used through its public methods.
     """
-
-    #: Try a harvest when this many entries are pending.
-    harvest_every = 2048
-    #: Never hold more than this many pending entries (and so live device tokens): past it the
-    #: launching thread waits for the oldest work to finish (the device is that far behind).
-    max_pending = 16384
 
     def __init__(
         self,
@@ -84,53 +62,11 @@ class Recorder:
         timeout: float = 60.0,
         parent: Recorder | None = None,
     ) -> None:
-        self.backends = list(backends)
-        self.timeout = timeout
-        self._new_rows()
-        self._selected = frozenset(self.backends)
-        self.device = device
-        self.synchronize = synchronize
-        self.parent = parent
-        # The launch path compares the pending count with this one number: it also sends every
-        # launch to _pressure once the profile has closed (then it is 0).
-        self._next_harvest = min(self.harvest_every, self.max_pending)
-        # Slots of the backends whose launches take the short path: timed, not synchronized.
-        self._timed = frozenset(b.slot for b in self.backends if device and not synchronize)
-        self._closed = False  # the profile's block has ended: what comes in now is late
-        self._closed_ns = 0
-        self.entered_on = threading.get_ident()  # the thread whose context it was set in
-        self.exited_elsewhere = False  # its profile was exited in another context
-        self.pending_high_water = 0
-        # Activity records (see activity.py): this profile's scopes, the backends delivering
-        # its records, and launches that never got one.
-        self.has_activity = device and any(b.has_activity for b in self.backends)
-        self.scopes: list[int] = []
-        self.scope_ids: dict[Any, int] = {}
-        self.activity_backends: set[Backend] = set()
-        self.activity_serial = 0
-        self.activity_missing = 0
-        #: backend name -> (records its tracer dropped while this profile ran, why).
-        self.activity_dropped: dict[str, tuple[int, str]] = {}
-        #: ``kprof.range``s entered and not yet exited: id(frame) -> frame, a tuple (name, t0,
-        #: begun, thread, recorder), t0 being the host range's start, taken before the
-        #: timestamps. A range's exit takes its frame out; the profile's end takes what is left
-        #: and records it up to the end (``_cut_open_ranges``).
-        self.open_ranges: dict[int, tuple[Any, ...]] = {}
+        super().__init__(
+            backends, device=device, synchronize=synchronize, timeout=timeout, parent=parent
+        )
         self._bind_launch_path()
         _live.add(self)
-
-    def _new_rows(self) -> None:
-        """A new record side (``Harvest``), its objects bound here too."""
-        h = self.rows = Harvest(self.backends, self.timeout)
-        # The harvest's own objects (never rebound there), bound here too: the launch path
-        # reaches them in one lookup, and a profile reads its tables from the recorder.
-        self._incoming = h.incoming
-        self._live_queues = h.live_queues
-        self._release = h.release
-        self._hook_failed = h.hook_failed
-        self.table, self.host, self.names = h.table, h.host, h.names
-        self.queues, self.threads = h.queues, h.threads
-        self.errors, self.details, self.clocks = h.errors, h.details, h.clocks
 
     def _after_fork_in_child(self) -> None:
         """In a child made by ``os.fork()`` inside the profile: start over with no inherited
@@ -146,35 +82,6 @@ class Recorder:
         self.pending_high_water = 0
         self._bind_launch_path()
         self._set_next_harvest(0 if self._closed else min(self.harvest_every, self.max_pending))
-
-    def harvest(self, wait: bool = False, limit: int | None = None) -> int:
-        """Turn pending entries into rows (``Harvest.harvest``); returns how many."""
-        return self.rows.harvest(wait, limit)
-
-    @property
-    def start_ns(self) -> int:
-        """When the profile started (set by ``profile``): where activity records of a device
-        without clock correlation are anchored."""
-        return self.rows.start_ns
-
-    @start_ns.setter
-    def start_ns(self, value: int) -> None:
-        self.rows.start_ns = value
-
-    @property
-    def late_dropped(self) -> int:
-        """Entries that came after the profile ended, dropped."""
-        return self.rows.late_dropped
-
-    @property
-    def dropped_bad(self) -> int:
-        """Entries kprof could not read (a plugin's bug), dropped with a warning."""
-        return self.rows.dropped_bad
-
-    @property
-    def activity_clocks(self) -> dict[str, DeviceClock]:
-        """Per device, how its activity records were placed on the host clock."""
-        return self.rows.activity_clocks
 
     # -- the launch path (plugins) ------------------------------------------------------------
 
@@ -271,11 +178,6 @@ class Recorder:
         )
         self.launch = self._native.launch  # type: ignore[method-assign]
 
-    def _set_next_harvest(self, n: int) -> None:
-        self._next_harvest = n
-        if self._native is not None:
-            self._native.next_harvest = n
-
     def launch_observed(
         self,
         backend: Backend,
@@ -321,13 +223,6 @@ class Recorder:
             )
         )
 
-    def open_outer(self) -> Recorder | None:
-        """The nearest enclosing profile not closed yet, if any."""
-        outer = self.parent
-        while outer is not None and outer._closed:
-            outer = outer.parent
-        return outer
-
     def _outer_for(self, backend: Backend) -> Recorder | None:
         """The nearest enclosing profile still open that uses ``backend``, if any: a kernel
         launched inside a nested profile with fewer backends was lost to the outer one."""
@@ -344,178 +239,6 @@ class Recorder:
         self._release(backend, start, stop)
         if backend in self._selected:
             self._append(host_entry(ENTRY_HOST_LAUNCH, name, _who(), start_ns, end_ns))
-
-    def _append(self, entry: tuple[Any, ...]) -> None:
-        incoming = self._incoming
-        incoming.append(entry)
-        if len(incoming) >= self._next_harvest:
-            self._pressure()
-
-    def _sync(self, backend: Backend, queue: Any) -> None:
-        try:
-            backend.synchronize(backend, queue)
-        except Exception as exc:
-            self._hook_failed(backend, "synchronize", exc)
-
-    # -- the host side (kprof.range, kprof.mark) ----------------------------------------------
-
-    def host_range(self, name: str, start_ns: int, end_ns: int, thread: Any = None) -> None:
-        """A host range; ``thread``: the key ``threads.who()`` gave where it ran (default: the
-        calling thread)."""
-        who = _who() if thread is None else thread
-        self._append(host_entry(ENTRY_HOST_RANGE, name, who, start_ns, end_ns))
-
-    def mark(self, name: str, time_ns: int) -> None:
-        self._append(host_entry(ENTRY_MARK, name, _who(), time_ns, time_ns))
-
-    def host_launch(self, name: str, start_ns: int, end_ns: int) -> None:
-        """The host call of a launch, without device time (``kprof.kernel`` with ``device=False``)."""
-        self._append(host_entry(ENTRY_HOST_LAUNCH, name, _who(), start_ns, end_ns))
-
-    def device_range_begin(self, name: str) -> list[tuple[Backend, Any, Any]] | None:
-        """Timestamps on every backend where the calling thread has a current queue.
-
-        Backends that mirror ranges (``range_push``) are told ``name`` first.
-        """
-        if not self.device or self._closed:
-            # (Closed: the profile ended, but is still active in a context other than the one
-            # that exited it; nothing more is put on any device for it.)
-            return None
-        begun = []
-        for b in self.backends:
-            if b.broken is not None:
-                continue
-            try:
-                q = b.current_queue(b)
-            except Exception as exc:
-                self._hook_failed(b, "current_queue", exc)
-                continue
-            if q is None:
-                continue
-            if b.mirrors_ranges:
-                try:
-                    b.range_push(b, name)
-                except Exception as exc:
-                    self._hook_failed(b, "range_push", exc)
-                    continue
-            tok = None
-            if b.has_timestamps:
-                try:
-                    tok = b.record_timestamp(b)
-                except Exception as exc:
-                    self._hook_failed(b, "record_timestamp", exc)
-                    self._range_pop(b)  # keep the vendor tool's range stack balanced
-                    continue
-            if tok is None and self.synchronize:
-                self._sync(b, q)
-            begun.append((b, q, tok))
-        return begun
-
-    def device_range_end(
-        self, name: str, kind: int, begun: list[tuple[Backend, Any, Any]], start_ns: int
-    ) -> int:
-        """Close what ``device_range_begin`` opened; host-time the backends without tokens.
-
-        ``start_ns`` must be taken before ``device_range_begin``: no work of the range can
-        start on the device before it (placement relies on that). Returns the range's host end,
-        taken after the last stop timestamp was put, so that the host interval encloses every
-        call that put the range's timestamps (a slow ``record_timestamp`` is part of what the
-        block cost the thread).
-        """
-        who = _who()
-        stops: list[tuple[Backend, Any, Any, Any]] = []
-        for b, q, tok in begun:
-            if b.broken is not None:  # disabled meanwhile: nothing more is asked of it
-                self._release(b, tok, None)
-                self._range_pop(b)
-                continue
-            stop: Any = None
-            if tok is not None:
-                try:
-                    stop = b.record_timestamp(b)
-                except Exception as exc:
-                    self._hook_failed(b, "record_timestamp", exc)
-                    self._release(b, tok, None)
-                    self._range_pop(b)
-                    continue
-            stops.append((b, q, tok, stop))
-        end_ns = now()
-        for b, q, tok, stop in stops:
-            flags = 0
-            # Tokens that are host observations say so (see launch_observed).
-            if getattr(stop, "approximate", False) is True:
-                flags = APPROXIMATE
-            if stop is None:
-                self._release(b, tok, None)
-                tok = None
-                self._sync(b, q)
-                stop = now()
-                flags = HOST_TIMED
-            elif self.synchronize:
-                self._sync(b, q)
-            self._range_pop(b)
-            qk = id(q)
-            self._live_queues.setdefault(qk, q)
-            if kind == KERNEL and b in self.activity_backends:
-                # The backend reports every kernel itself: a kprof.kernel call is then a range
-                # around them, not one more kernel (nothing is counted twice).
-                kind = RANGE
-            self._append((b.slot, kind, name, qk, who, start_ns, end_ns, tok, stop, -1, flags))
-        return end_ns
-
-    def cut_range_exits(self, frame: tuple[Any, ...]) -> None:
-        """A range that the profile recorded as cut at its end (see ``open_ranges``) exits:
-        its timestamps were given back then; the vendor tool's range is popped here, on its
-        own thread."""
-        for b, _q, _tok in frame[2] or ():
-            self._range_pop(b)
-
-    def reentered(self, name: str) -> None:
-        key = f"reentered {name}"
-        if key not in self.rows.warned:
-            self.rows.warned.add(key)
-            warnings.warn(
-                f"kprof: the range object {name!r} was entered again before it exited; "
-                f"both are recorded, but use one kprof.range(...) per with block (one "
-                f"object shared by threads mixes up their times)",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-
-    def _cut_open_ranges(self, end_ns: int) -> None:
-        """Ranges still open as the profile ends (in a thread that outlived it, or a block the
-        profile was exited from): recorded on the host up to ``end_ns``, with a warning; their
-        device timestamps, which have no end, are given back."""
-        cut: list[str] = []
-        while self.open_ranges:
-            _key, frame = self.open_ranges.popitem()
-            name, h0, begun, who, _rec = frame
-            cut.append(name)
-            for b, _q, tok in begun or ():
-                self._release(b, tok, None)
-            self.rows.take(host_entry(ENTRY_HOST_RANGE, name, who, h0, max(h0, end_ns)), None)
-        if cut:
-            shown = ", ".join(repr(n) for n in sorted(set(cut))[:5])
-            warnings.warn(
-                f"kprof: {len(cut)} range{'s were' if len(cut) > 1 else ' was'} still "
-                f"open when the profile ended ({shown}): recorded on the host up to "
-                f"the profile's end, without device time",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-
-    def _range_pop(self, b: Backend) -> None:
-        if b.mirrors_ranges:
-            try:
-                b.range_pop(b)
-            except Exception as exc:
-                self._hook_failed(b, "range_pop", exc)
-
-    def host_timed(self, name: str, kind: int, start_ns: int, end_ns: int) -> None:
-        """A device entry with no backend at all (``kprof.kernel`` outside any queue)."""
-        self._append(
-            (None, kind, name, None, _who(), start_ns, end_ns, None, end_ns, -1, HOST_TIMED)
-        )
 
     # -- activity records (activity.py) ---------------------------------------------------------
 
@@ -557,121 +280,3 @@ class Recorder:
             if n > self.pending_high_water:
                 self.pending_high_water = n
             self.rows.harvest(wait=False)
-
-    # -- back-pressure ----------------------------------------------------------------------------
-
-    def _pressure(self) -> None:
-        """Enough entries are pending: harvest what is done; past ``max_pending``, wait."""
-        incoming = self._incoming
-        n = len(incoming)
-        if n > self.pending_high_water:
-            self.pending_high_water = n
-        if self.rows.lock.held_here():
-            # A signal handler (kprof.mark, a launch) interrupted this thread's own harvest:
-            # waiting here would wait on ourselves. The entry is in; the harvest goes on after.
-            return
-        if not self._closed:
-            self.rows.harvest(wait=False)
-            # Still too far behind: wait for the oldest work, which bounds live device tokens.
-            while len(incoming) > self.max_pending and not self._closed:
-                self.rows.harvest(wait=True, limit=len(incoming) - self.max_pending // 2)
-            # When nothing was done, try again only after another harvest_every launches.
-            self._set_next_harvest(min(len(incoming) + self.harvest_every, self.max_pending))
-        if self._closed:
-            self._set_next_harvest(0)  # may have raced with finish() setting it
-            self._late()
-            if self.exited_elsewhere and threading.get_ident() == self.entered_on:
-                # Still active on the thread that entered it: the profile was exited on
-                # another thread, which could not reset this thread's context. What this
-                # thread does now goes where it would have had the profile exited here.
-                # (Other threads that run in a copy of its context keep dropping late work.)
-                if _ACTIVE.get() is self:
-                    _ACTIVE.set(self.open_outer())
-
-    # -- the end --------------------------------------------------------------------------------
-
-    def finish(self, end_ns: int | None = None) -> None:
-        """Resolve everything launched before now (waiting at most ``timeout`` in all), then
-        place device times on the host clock. Work reported later is dropped; ranges still
-        open are recorded up to ``end_ns`` (default: now)."""
-        self._close(end_ns)
-        with self.rows.lock:
-            if self.rows.finished:
-                return
-            rows = self.rows
-            deadline = _clock.monotonic() + self.timeout
-            # Tokens are given back after resolving and placing, each release within the
-            # deadline too: slow releases must not cost records their time.
-            rows.deferred = []
-            try:
-                rows.harvest_locked(None, deadline)
-                self._end(deadline)
-            finally:
-                rows.release_deferred(deadline)
-        if all(r.rows.finished for r in list(_live)):
-            threads.forget_ended()
-
-    def abandon(self, end_ns: int | None = None) -> None:
-        """End without resolving what is pending (resolving itself was interrupted): give
-        every token back, keep and place the rows made so far."""
-        self._close(end_ns)
-        with self.rows.lock:
-            if not self.rows.finished:
-                self._end()
-
-    def _close(self, end_ns: int | None = None) -> None:
-        if not self._closed:
-            self._closed_ns = now() if end_ns is None else end_ns
-        self._closed = True
-        self._set_next_harvest(0)
-
-    def _end(self, deadline: float | None = None) -> None:
-        """Called once, holding the lock: the tables become final."""
-        self._cut_open_ranges(self._closed_ns)
-        self.rows.finished = True
-        self.rows.drop_late()
-        self.rows.end(deadline)
-
-    def _late(self) -> None:
-        """Entries that arrived after the profile ended (a thread that outlived it)."""
-        if self.rows.lock.held_here():  # a signal handler interrupting the end: it takes them
-            return
-        with self.rows.lock:
-            if self.rows.finished:  # otherwise finish() is still at work and takes them
-                self.rows.drop_late()
-
-    # -- nesting ----------------------------------------------------------------------------------
-
-    def absorb(self, child: Recorder) -> None:
-        """Take a finished nested profile's rows, so the outer profile has them too."""
-        with self.rows.lock:
-            if self.rows.finished:  # the outer profile ended first (the inner ran in a thread)
-                return
-            qmap = [self.rows.intern_queue(q) for q in child.queues]
-            tmap = [self.rows.intern_thread(th) for th in child.threads]
-            nmap = [self.names(n) for n in child.names.values]
-            ct = child.table
-            for i in range(len(ct)):
-                row = self.table.append(
-                    nmap[ct.name[i]],
-                    ct.kind[i],
-                    qmap[ct.queue[i]],
-                    tmap[ct.thread[i]],
-                    ct.launch_start[i],
-                    ct.launch_end[i],
-                    ct.start[i],
-                    ct.duration[i],
-                    ct.nbytes[i],
-                    ct.flags[i] | PLACED,
-                )
-                if i in child.errors:
-                    self.errors[row] = child.errors[i]
-                if i in child.details:
-                    self.details[row] = child.details[i]
-            ch = child.host
-            for i in range(len(ch)):
-                self.host.append(
-                    nmap[ch.name[i]], ch.kind[i], tmap[ch.thread[i]], ch.start[i], ch.end[i]
-                )
-            for k, v in child.clocks.items():
-                self.clocks.setdefault(k, v)

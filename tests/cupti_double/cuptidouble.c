@@ -155,10 +155,13 @@ static void start_worker_locked(void) {
 /* Move the current buffer to the delivery queue (lock held). */
 static uint64_t cur_busy_until;    /* the latest end of a device record in the current buffer */
 static uint64_t device_busy_until; /* the latest end of any device record */
+#define MAX_DEVICES 64
+static uint64_t busy_until_of[MAX_DEVICES]; /* ... of one device's records */
 
-static void note_end_locked(uint64_t end) {
+static void note_end_locked(uint32_t device, uint64_t end) {
     if (end > cur_busy_until) cur_busy_until = end;
     if (end > device_busy_until) device_busy_until = end;
+    if (device < MAX_DEVICES && end > busy_until_of[device]) busy_until_of[device] = end;
 }
 
 static void complete_current_locked(void) {
@@ -469,6 +472,7 @@ void cuptidouble_reset(void) {
     flushes = 0;
     forced_flushes = 0;
     device_busy_until = 0;
+    memset(busy_until_of, 0, sizeof busy_until_of);
     pthread_mutex_unlock(&lock);
 }
 
@@ -488,6 +492,16 @@ uint64_t cuptidouble_now(void) { return now_ns(); }
 uint64_t cuptidouble_busy_until(void) {
     pthread_mutex_lock(&lock);
     uint64_t t = device_busy_until;
+    pthread_mutex_unlock(&lock);
+    return t;
+}
+
+/* When simulated device `device` finishes the work written so far for it (what
+ * cudaDeviceSynchronize on that device waits for). */
+uint64_t cuptidouble_device_busy_until(uint32_t device) {
+    if (device >= MAX_DEVICES) return 0;
+    pthread_mutex_lock(&lock);
+    uint64_t t = busy_until_of[device];
     pthread_mutex_unlock(&lock);
     return t;
 }
@@ -636,7 +650,7 @@ int cuptidouble_kernel(uint32_t corr, const char *name, uint32_t device, uint32_
             r->blockX = bx; r->blockY = by; r->blockZ = bz;
             r->name = nm;
             r->correlationId = corr;
-            note_end_locked(end);
+            note_end_locked(device, end);
             ok = 1;
         }
     } else {
@@ -660,7 +674,7 @@ int cuptidouble_memcpy(uint32_t corr, int copy_kind, uint64_t bytes, uint32_t de
             r->start = start; r->end = end;
             r->deviceId = device; r->contextId = context; r->streamId = stream;
             r->correlationId = corr;
-            note_end_locked(end);
+            note_end_locked(device, end);
             ok = 1;
         }
     } else {
@@ -684,7 +698,7 @@ int cuptidouble_memset(uint32_t corr, uint32_t value, uint64_t bytes, uint32_t d
             r->start = start; r->end = end;
             r->deviceId = device; r->contextId = context; r->streamId = stream;
             r->correlationId = corr;
-            note_end_locked(end);
+            note_end_locked(device, end);
             ok = 1;
         }
     } else {

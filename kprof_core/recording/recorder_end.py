@@ -1,0 +1,122 @@
+"""The recorder's end: a profile's pending work resolved within its timeout (or abandoned),
+ranges still open cut at the end, and a nested profile's rows taken by the outer one."""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING
+
+from kprof_core import _clock
+from kprof_core.data.records import PLACED
+from kprof_core.low_level.layout import ENTRY_HOST_RANGE, host_entry
+from kprof_core.recording import threads
+from kprof_core.recording.recorder_state import RecorderState, _live, now
+
+if TYPE_CHECKING:
+    from kprof_core.recording.recorder import Recorder
+
+
+class RecorderEnd(RecorderState):
+    """How a profile's recording ends, and nesting."""
+
+    # -- the end --------------------------------------------------------------------------------
+
+    def finish(self, end_ns: int | None = None) -> None:
+        """Resolve everything launched before now (waiting at most ``timeout`` in all), then
+        place device times on the host clock. Work reported later is dropped; ranges still
+        open are recorded up to ``end_ns`` (default: now)."""
+        self._close(end_ns)
+        with self.rows.lock:
+            if self.rows.finished:
+                return
+            rows = self.rows
+            deadline = _clock.monotonic() + self.timeout
+            # Tokens are given back after resolving and placing, each release within the
+            # deadline too: slow releases must not cost records their time.
+            rows.deferred = []
+            try:
+                rows.harvest_locked(None, deadline)
+                self._end(deadline)
+            finally:
+                rows.release_deferred(deadline)
+        if all(r.rows.finished for r in list(_live)):
+            threads.forget_ended()
+
+    def abandon(self, end_ns: int | None = None) -> None:
+        """End without resolving what is pending (resolving itself was interrupted): give
+        every token back, keep and place the rows made so far."""
+        self._close(end_ns)
+        with self.rows.lock:
+            if not self.rows.finished:
+                self._end()
+
+    def _close(self, end_ns: int | None = None) -> None:
+        if not self._closed:
+            self._closed_ns = now() if end_ns is None else end_ns
+        self._closed = True
+        self._set_next_harvest(0)
+
+    def _end(self, deadline: float | None = None) -> None:
+        """Called once, holding the lock: the tables become final."""
+        self._cut_open_ranges(self._closed_ns)
+        self.rows.finished = True
+        self.rows.drop_late()
+        self.rows.end(deadline)
+
+    def _cut_open_ranges(self, end_ns: int) -> None:
+        """Ranges still open as the profile ends (in a thread that outlived it, or a block the
+        profile was exited from): recorded on the host up to ``end_ns``, with a warning; their
+        device timestamps, which have no end, are given back."""
+        cut: list[str] = []
+        while self.open_ranges:
+            _key, frame = self.open_ranges.popitem()
+            name, h0, begun, who, _rec = frame
+            cut.append(name)
+            for b, _q, tok in begun or ():
+                self._release(b, tok, None)
+            self.rows.take(host_entry(ENTRY_HOST_RANGE, name, who, h0, max(h0, end_ns)), None)
+        if cut:
+            shown = ", ".join(repr(n) for n in sorted(set(cut))[:5])
+            warnings.warn(
+                f"kprof: {len(cut)} range{'s were' if len(cut) > 1 else ' was'} still "
+                f"open when the profile ended ({shown}): recorded on the host up to "
+                f"the profile's end, without device time",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+
+    # -- nesting ----------------------------------------------------------------------------------
+
+    def absorb(self, child: Recorder) -> None:
+        """Take a finished nested profile's rows, so the outer profile has them too."""
+        with self.rows.lock:
+            if self.rows.finished:  # the outer profile ended first (the inner ran in a thread)
+                return
+            qmap = [self.rows.intern_queue(q) for q in child.queues]
+            tmap = [self.rows.intern_thread(th) for th in child.threads]
+            nmap = [self.names(n) for n in child.names.values]
+            ct = child.table
+            for i in range(len(ct)):
+                row = self.table.append(
+                    nmap[ct.name[i]],
+                    ct.kind[i],
+                    qmap[ct.queue[i]],
+                    tmap[ct.thread[i]],
+                    ct.launch_start[i],
+                    ct.launch_end[i],
+                    ct.start[i],
+                    ct.duration[i],
+                    ct.nbytes[i],
+                    ct.flags[i] | PLACED,
+                )
+                if i in child.errors:
+                    self.errors[row] = child.errors[i]
+                if i in child.details:
+                    self.details[row] = child.details[i]
+            ch = child.host
+            for i in range(len(ch)):
+                self.host.append(
+                    nmap[ch.name[i]], ch.kind[i], tmap[ch.thread[i]], ch.start[i], ch.end[i]
+                )
+            for k, v in child.clocks.items():
+                self.clocks.setdefault(k, v)
