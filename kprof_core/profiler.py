@@ -10,13 +10,13 @@ from typing import Any, TypeVar
 
 from kprof_core.host.backend import Backend
 from kprof_core.host.discovery import MAX_SECONDS, env_seconds, registry
-from kprof_core.recording import activity
+from kprof_core.recording import activity, bounds
 from kprof_core.recording.annotations import around
 from kprof_core.recording.recorder import Recorder, now
 from kprof_core.recording.recorder_state import _ACTIVE
 from kprof_core.recording.threads import OwnedLock
 from kprof_core.result import Profile
-from kprof_core.windows import STEPPER, Schedule, Windows
+from kprof_core.windows import Schedule, Windows, check_schedule
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -185,6 +185,10 @@ class profile:
     ``kprof.save_windows(dir)``) or, without it, kept in the yielded profile's ``windows``;
     the yielded profile itself records nothing. Between windows no recorder runs.
 
+    ``max_records``: keep at most this many device rows, the latest (``keep="last"``, a ring)
+    or the first (``keep="first"``); ``min_duration_ns``: drop kernels and copies shorter
+    than this. What was dropped is counted in ``meta["bounds"]`` and said in the report.
+
     Only the context that entered the profile is recorded: code it calls, asyncio tasks it
     creates, and threads that run their target through ``kprof.propagate``.
     """
@@ -198,16 +202,15 @@ class profile:
         timeout: float | None = None,
         schedule: Schedule | None = None,
         on_window: Callable[[Profile], Any] | None = None,
+        max_records: int | None = None,
+        keep: str = "last",
+        min_duration_ns: int | None = None,
     ) -> None:
-        if schedule is not None and not isinstance(schedule, Schedule):
-            raise TypeError(
-                f"profile(schedule=...) takes kprof.schedule(...), not {type(schedule).__name__}"
-            )
-        if on_window is not None and (schedule is None or not callable(on_window)):
-            raise TypeError("profile(on_window=...) takes a callable, with a schedule=")
+        bounds.check(max_records, keep, min_duration_ns)
+        self.max_records, self.keep, self.min_duration_ns = max_records, keep, min_duration_ns
+        check_schedule(schedule, on_window)
         self.schedule, self.on_window = schedule, on_window
         self._windows: Windows | None = None
-        self._stepper_token: Any = None
         for arg, value in (("device", device), ("trace", trace), ("synchronize", synchronize)):
             if not isinstance(value, bool):
                 raise TypeError(f"profile({arg}=...) must be True or False, not {value!r}")
@@ -247,6 +250,11 @@ class profile:
             synchronize=self.synchronize,
             timeout=self.timeout,
             parent=parent,
+            bounds=(
+                None
+                if self.max_records is None and not self.min_duration_ns
+                else bounds.Bounds(self.max_records, self.keep, self.min_duration_ns)
+            ),
         )
         result = Profile(trace=self.trace, backends=[b.name for b in backends])
         # Raises only after undoing itself: nothing to clean up here.
@@ -260,7 +268,16 @@ class profile:
         return result
 
     def _window(self) -> profile:
-        return profile(self.device, self.trace, self.synchronize, self._backend_names, self.timeout)
+        return profile(
+            self.device,
+            self.trace,
+            self.synchronize,
+            self._backend_names,
+            self.timeout,
+            max_records=self.max_records,
+            keep=self.keep,
+            min_duration_ns=self.min_duration_ns,
+        )
 
     def _hold(self) -> Callable[[], None]:
         """Keep this profile's backends' capture installed until the returned call."""
@@ -277,34 +294,16 @@ class profile:
 
     def _enter_scheduled(self, sched: Schedule) -> Profile:
         registry.usable(self._backend_names)  # an unknown backend name raises here, not later
-        outer = Profile(trace=self.trace, backends=[])
-        w = Windows(sched, self._window, self._hold, outer, self.on_window)
-        self.result, self._windows = outer, w
-        outer.start_ns = now()
-        self._stepper_token = STEPPER.set(w)
-        try:
-            w.start()
-        except BaseException:
-            self._exit_scheduled(w)
-            raise
-        return outer
-
-    def _exit_scheduled(self, w: Windows) -> None:
-        self._windows = None
-        try:
-            w.finish()
-        finally:
-            assert self.result is not None
-            self.result.end_ns = now()
-            try:
-                STEPPER.reset(self._stepper_token)
-            except ValueError:  # exited in another context than it entered
-                STEPPER.set(None)
+        self.result = Profile(trace=self.trace, backends=[])
+        self._windows = Windows(sched, self._window, self._hold, self.result, self.on_window)
+        self._windows.enter(now)
+        return self.result
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         # Returns None: an exception raised in the block propagates unchanged.
         if self._windows is not None:
-            self._exit_scheduled(self._windows)
+            w, self._windows = self._windows, None
+            w.exit(now)
             return
         rec, result = self._recorder, self.result
         assert rec is not None and result is not None
@@ -344,6 +343,8 @@ class profile:
             notes = _notes(rec)  # before remove_capture: what the capture could not see
             interrupted = _uninstall(rec.backends) if self._counted else None
             result._load(rec)
+            if rec.bounds is not None:
+                result.meta["bounds"] = rec.bounds.describe(result.names)
             if notes:
                 result.meta["notes"] = notes
             self._recorder = None
@@ -366,6 +367,9 @@ class profile:
                 self.timeout,
                 self.schedule,
                 self.on_window,
+                self.max_records,
+                self.keep,
+                self.min_duration_ns,
             )
 
         def keep(wrapper: Any, p: Profile) -> None:

@@ -129,6 +129,16 @@ def save_windows(
     return save
 
 
+def check_schedule(sched: Any, on_window: Any) -> None:
+    """``TypeError`` saying which of ``profile(schedule=..., on_window=...)`` is wrong."""
+    if sched is not None and not isinstance(sched, Schedule):
+        raise TypeError(
+            f"profile(schedule=...) takes kprof.schedule(...), not {type(sched).__name__}"
+        )
+    if on_window is not None and (sched is None or not callable(on_window)):
+        raise TypeError("profile(on_window=...) takes a callable, with a schedule=")
+
+
 class Windows:
     """One scheduled profile's steps and windows; ``kprof.step()`` drives it.
 
@@ -157,18 +167,33 @@ class Windows:
         self.discarded = 0  # warmups
         # Steps before this one need nothing done (no window open, none starting): the
         # common step between windows is then a counter and a comparison.
-        self._wake = 0
+        self.wake = 0
+        self._token: Any = None
 
-    def start(self) -> None:
-        self._move(NONE, self.sched(0))
+    def enter(self, clock: Callable[[], int]) -> None:
+        """The scheduled profile's start: ``kprof.step()`` in this context drives it now."""
+        self.outer.start_ns = clock()
+        self._token = STEPPER.set(self)
+        try:
+            self._move(NONE, self.sched(0))
+        except BaseException:
+            self.exit(clock)
+            raise
 
-    def step(self) -> None:
-        """The end of step ``step_num``: close and open windows as the schedule says."""
-        if _ident() != self.thread:
-            return  # steps are counted on the thread that entered the profile only
-        n = self.step_num = self.step_num + 1
-        if n < self._wake:
-            return
+    def exit(self, clock: Callable[[], int]) -> None:
+        """The scheduled profile's end (``finish``), ``kprof.step()`` no longer driving it."""
+        try:
+            self.finish()
+        finally:
+            self.outer.end_ns = clock()
+            try:
+                STEPPER.reset(self._token)
+            except ValueError:  # exited in another context than it entered
+                STEPPER.set(None)
+
+    def advance(self, n: int) -> None:
+        """Step ``n`` begins (``step_num`` is already ``n``): close and open windows as the
+        schedule says. ``kprof.step()`` calls it only from ``wake`` on."""
         self._move(self.sched(n - 1), self.sched(n))
 
     def _move(self, prev: int, nxt: int) -> None:
@@ -189,9 +214,9 @@ class Windows:
                 release()
         if self._cm is None:
             wake = self.sched.next_active(self.step_num + 1)
-            self._wake = sys.maxsize if wake is None else wake
+            self.wake = sys.maxsize if wake is None else wake
         else:
-            self._wake = 0
+            self.wake = 0
 
     def _open(self, kind: int) -> None:
         cm = self._open_window()
@@ -246,5 +271,8 @@ def step() -> None:
     (one context-variable lookup), so it can stay in the loop. Call it where the profile was
     entered (the loop's own thread)."""
     w = _get()
-    if w is not None:
-        w.step()
+    # Inlined (no method call): between windows a step is this, a counter and a comparison.
+    if w is not None and _ident() == w.thread:  # counted on the profile's own thread only
+        n = w.step_num = w.step_num + 1
+        if n >= w.wake:
+            w.advance(n)

@@ -42,6 +42,7 @@ from kprof_core.low_level.layout import (
     STOP,
     WHO,
 )
+from kprof_core.recording.bounds import Bounds
 from kprof_core.recording.placement import DeviceClock, place
 from kprof_core.recording.threads import OwnedLock, thread_names
 
@@ -122,6 +123,8 @@ class Harvest:
         #: that slow ``release_timestamp`` calls do not eat the time left for resolving.
         self.deferred: list[tuple[Backend, Any]] | None = None
         self.unreleased = 0  # tokens not given back: the deadline had passed
+        #: What the profile keeps of its rows (``max_records``, ``min_duration_ns``), or None.
+        self.bounds: Bounds | None = None
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows, oldest first; returns how many were taken.
@@ -219,6 +222,8 @@ class Harvest:
         finally:
             # BaseException (KeyboardInterrupt while waiting) included: what was not taken stays.
             del incoming[:taken]
+        if self.bounds is not None and taken:
+            self.bounds.apply(self.table, self.errors, self.details, end=False)
         return taken
 
     def decode(self, entry: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -367,6 +372,8 @@ class Harvest:
         the tables made final, every reference token given back, the user's queues forgotten.
         ``align_clock`` is asked only before ``deadline``."""
         try:
+            if self.bounds is not None:
+                self.bounds.apply(self.table, self.errors, self.details, end=True)
             self.clocks.update(
                 place(self.table, self.queues, self.refs, self.hook_failed, deadline)
             )

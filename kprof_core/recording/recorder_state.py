@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from kprof_core.host.backend import Backend
+from kprof_core.recording.bounds import Bounds
 from kprof_core.recording.harvest import Harvest
 from kprof_core.recording.placement import DeviceClock
 
@@ -57,9 +58,11 @@ class RecorderState:
         synchronize: bool = False,
         timeout: float = 60.0,
         parent: Recorder | None = None,
+        bounds: Bounds | None = None,
     ) -> None:
         self.backends = list(backends)
         self.timeout = timeout
+        self.bounds = bounds
         self._new_rows()
         self._selected = frozenset(self.backends)
         self.device = device
@@ -95,6 +98,7 @@ class RecorderState:
     def _new_rows(self) -> None:
         """A new record side (``Harvest``), its objects bound here too."""
         h = self.rows = Harvest(self.backends, self.timeout)
+        h.bounds = self.bounds
         # The harvest's own objects (never rebound there), bound here too: the launch path
         # reaches them in one lookup, and a profile reads its tables from the recorder.
         self._incoming = h.incoming

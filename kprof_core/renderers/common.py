@@ -50,6 +50,33 @@ def window_title(meta: dict[str, Any]) -> str:
     return f"Window {w.get('index')}, steps {w.get('first_step')}-{w.get('last_step')}{partial}: "
 
 
+def bounds_notes(meta: dict[str, Any]) -> list[str]:
+    """What ``profile(max_records=..., min_duration_ns=...)`` dropped, in words (never
+    silent: the tables lack those rows)."""
+    b = meta.get("bounds")
+    if not isinstance(b, dict):
+        return []
+    out = []
+    if "max_records" in b:
+        which = "latest" if b.get("keep") == "last" else "first"
+        out.append(
+            f"max_records={b['max_records']}: kept the {which} {b['max_records']} device "
+            f"records, dropped {b.get('dropped', 0)} "
+            f"({format_time(b.get('dropped_device_ns', 0))} of device time): "
+            "the tables lack them"
+        )
+    short = b.get("short")
+    if isinstance(short, dict) and "min_duration_ns" in b:
+        n = sum(v[0] for v in short.values())
+        ns = sum(v[1] for v in short.values())
+        out.append(
+            f"min_duration_ns={b['min_duration_ns']}: dropped {n} kernels and copies shorter "
+            f"than {format_time(b['min_duration_ns'])} ({format_time(ns)} of device time in "
+            f"all; per name in meta['bounds']['short'])"
+        )
+    return out
+
+
 def footnotes(s: Summary) -> list[str]:
     """The footnotes the summary's marks need."""
     rows = [*s.device, *s.device_ranges]
