@@ -21,14 +21,13 @@ thread, joins the records in C and keeps rows in C; the pure-Python one (``cupti
 one ctypes call per buffer and decodes with numpy. Either way no Python object is made per
 record, and kprof's *drain thread* takes whole batches of rows as columns (holding the GIL
 once per batch) and hands them to the core (``kprof.plugin.deliver_columns``); the profile's
-end does the same after flushing. The activity kinds are enabled by the first profile and
-disabled after the last one, after a forced flush.
+end does the same after flushing (``cupti_drain``). The activity kinds are enabled by the first
+profile and disabled after the last one, after a forced flush. CUPTI's clock: ``cupti_clock``.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -36,6 +35,8 @@ from typing import Any
 from kprof import plugin as kp
 
 from . import cupti_abi as abi
+from . import cupti_clock
+from .cupti_drain import Drain
 from .cupti_lib import Cupti, CuptiError, CuptiUnavailable
 from .cupti_lib import load as _load_cupti
 from .cupti_records import demangle
@@ -52,14 +53,9 @@ MAX_BUFFERS = 64
 #: Rows the compiled reader keeps in C before Python takes them (144 B each: 144 MiB; the
 #: drain thread takes them every 50 ms or sooner); past it rows are dropped and counted.
 MAX_ROWS = 1 << 20
-#: Clock samples per calibration (the narrowest bracket is kept).
-CLOCK_SAMPLES = 7
-#: How often the drain thread takes rows when nothing wakes it, in seconds.
-DRAIN_PERIOD_S = 0.05
 
 _K = abi.KIND
 _KINDS = (_K["EXTERNAL_CORRELATION"], _K["CONCURRENT_KERNEL"], _K["MEMCPY"], _K["MEMSET"])
-_DETAIL = "grid ({0}, {1}, {2}) block ({3}, {4}, {5}), device {6}, CUPTI stream {7}"
 
 # CUPTI takes one pair of buffer callbacks per process: one reader, registered once, whose rows
 # go to whichever CuptiActivity is active (there is one per CudaPlugin; tests build several).
@@ -86,29 +82,33 @@ class CuptiActivity:
         devices: Callable[[], Iterable[int]] | None = None,
         synchronize: Callable[[tuple[int, ...]], None] | None = None,
     ) -> None:
-        self._queue_for = queue_for
         self._load = load or _load_cupti
-        self._devices = devices
-        self._synchronize = synchronize
-        #: Why the last end could not wait for its devices (None: it could, or had none).
-        self.idle_error: str | None = None
+        #: Taking rows to the profiles, the end's flush, drops (``cupti_drain``).
+        self.drain = Drain(self, queue_for, devices, synchronize)
+        self._clock = cupti_clock.Clock()
         self.cupti: Cupti | None = None
         self.active = False
         self.reason: str | None = None  # why CUPTI is not used, when it is not
         self._enabled: list[int] = []
         self._apis_enabled = False
         self.backend: kp.Backend | None = None
-        self._offset: tuple[int, int] | None = None
         self.runtime_records = True
-        self.dropped_by_cupti = 0
-        self.foreign = 0
-        self._dropped_since_start = 0
         self._warned = False
-        self._take_lock = threading.Lock()
-        self._drain_stop = threading.Event()
-        self._drainer: threading.Thread | None = None
-        self._queues: list[Any] = []  # reader's queue index -> the plugin's queue
-        self._reader_queues = 0
+
+    @property
+    def idle_error(self) -> str | None:
+        """Why the last end could not wait for its devices (None: it could, or had none)."""
+        return self.drain.idle_error
+
+    @property
+    def dropped_by_cupti(self) -> int:
+        """Records CUPTI dropped while kprof's profiles ran (for want of a buffer)."""
+        return self.drain.dropped_by_cupti
+
+    @property
+    def foreign(self) -> int:
+        """Work records of launches outside every profile, skipped by the reader."""
+        return self.drain.foreign
 
     # -- availability -------------------------------------------------------------------------
 
@@ -168,9 +168,7 @@ class CuptiActivity:
             return False
         self.reason = None
         self.active = True
-        self._drain_stop.clear()
-        self._drainer = threading.Thread(target=self._drain_loop, name="kprof-cupti", daemon=True)
-        self._drainer.start()
+        self.drain.start()
         return True
 
     def _enable(self) -> None:
@@ -187,10 +185,9 @@ class CuptiActivity:
         reader.refuse_ok = c.api_version >= abi.REFUSE_BUFFERS_FROM_API
         if reader.compiled:
             reader.max_rows = MAX_ROWS
-        self._queues, self._reader_queues = [], 0
+        self.drain.reset(reader)
         c.dropped()  # what CUPTI dropped before this profile is not its loss
-        self._dropped_since_start = 0
-        self._calibrate()
+        self._clock.calibrate(c)
         for kind in _KINDS:
             c.check(c.ActivityEnable(kind), f"cuptiActivityEnable({kind})")
             self._enabled.append(kind)
@@ -242,20 +239,15 @@ class CuptiActivity:
         next profile), what it brings is late; disable; forget."""
         if not self.active:
             return
-        self._drain_stop.set()
-        if _reader is not None:
-            _reader.wake()
-        if self._drainer is not None:
-            self._drainer.join()
-            self._drainer = None
+        self.drain.stop()
         c = self.cupti
         assert c is not None
         try:
             c.ActivityFlushAll(abi.FLAG_FLUSH_FORCED)
-            self._drain()
+            self.drain.take()
             self._disable()
             c.ActivityFlushAll(abi.FLAG_FLUSH_FORCED)
-            self._drain(final=True)
+            self.drain.take(final=True)
         finally:
             self._disable()
             self._release()
@@ -279,261 +271,38 @@ class CuptiActivity:
             c.ActivityPopExternalCorrelationId(abi.EXT_KIND_CUSTOM2, None)
 
     def flush(self, scopes: tuple[int, ...], timeout: float) -> int:
-        """Flush until every launch of ``scopes`` has its device record, or ``timeout``. Stops
-        early when CUPTI (or kprof's buffer bound) dropped at least as many records as launches
-        are missing: those records cannot come, and the report says why."""
+        """Flush until every launch of ``scopes`` has its device record, or ``timeout``
+        (``Drain.flush``); returns how many are still missing."""
         if not self.active or _reader is None:
             return 0
-        c = self.cupti
-        assert c is not None
-        deadline = time.monotonic() + timeout
-        # A flush without the FORCED flag returns no buffer that holds a record of work still
-        # running, and with it the API records of every launch written before: "no launch is
-        # waiting" proves nothing until the devices finished the work queued before this end.
-        # (On an H200, kernels still running at a profile's end were lost without this wait.)
-        # A forced flush would return those records unfinished, so the end waits for the
-        # devices instead, on a thread of its own, bounded by the timeout like the rest.
-        idle, waited = self._wait_for_devices()
-        pause = 1e-4
-        settled = 0
-        while True:
-            was_idle = idle.is_set()
-            c.ActivityFlushAll(0)
-            self._drain(account=True)
-            left: int = _reader.waiting(scopes)
-            if left and left <= self._dropped_since_start:
-                break
-            # A graph launch's node records share its correlation id and CUPTI does not say
-            # how many there are: its first row proves nothing. They are all in once the
-            # devices its rows ran on finished and a flush after that was drained, so the
-            # end also waits for those devices (ones it did not know, or none without CuPy).
-            graph = _mask_devices(_reader.graph_devices(scopes)) - waited
-            if was_idle and graph:
-                idle, more = self._wait_for_devices(tuple(sorted(graph)))
-                waited |= more | graph
-                was_idle = False
-            # Once idle, a few more flushes: CUPTI completes the last records as it learns
-            # that their work is done.
-            settled = settled + 1 if was_idle and not left else 0
-            if settled >= 3 or time.monotonic() >= deadline:
-                break
-            time.sleep(pause)  # CUPTI's thread can deliver meanwhile
-            pause = min(pause * 2, 0.005)
-        self._drain(release=scopes)
-        _reader.forget(scopes)
-        return left
-
-    def _wait_for_devices(
-        self, devices: tuple[int, ...] | None = None
-    ) -> tuple[threading.Event, set[int]]:
-        """An event set once ``devices`` (default: those named by ``devices()``) finished the
-        work queued on them until now (at once when there are none, or waiting failed:
-        ``idle_error``), and the devices it waits for."""
-        idle = threading.Event()
-        if devices is None:
-            self.idle_error = None
-            devices = tuple(sorted(set(self._devices()))) if self._devices is not None else ()
-        sync = self._synchronize
-        if not devices or sync is None:
-            idle.set()
-            return idle, set()
-
-        def wait() -> None:
-            try:
-                sync(devices)
-            except Exception as exc:  # a device error: the flush goes on without the wait
-                self.idle_error = f"{type(exc).__name__}: {exc}"
-            finally:
-                idle.set()
-
-        threading.Thread(target=wait, name="kprof-cupti-idle", daemon=True).start()
-        return idle, set(devices)
-
-    def _account_drops(self) -> None:
-        """Records lost since the last look (CUPTI's count, reset when read; kprof's discarded
-        buffers and rows): counted, and reported to the profiles that were running."""
-        c, r = self.cupti, _reader
-        if c is None or r is None:
-            return
-        n_cupti = c.dropped()
-        counts = r.stats()
-        n_kprof = counts["discarded_records"] + counts.get("dropped_rows", 0)
-        new_kprof = n_kprof - getattr(self, "_kprof_seen", 0)
-        self._kprof_seen = n_kprof
-        n = n_cupti + new_kprof
-        if not n:
-            return
-        self.dropped_by_cupti += n_cupti
-        self._dropped_since_start += n
-        why = []
-        if n_cupti:
-            why.append(
-                f"CUPTI dropped {n_cupti} for want of a buffer: {MAX_BUFFERS} buffers of "
-                f"{BUFFER_SIZE} bytes were all in use"
-            )
-        if new_kprof:
-            why.append(
-                f"kprof discarded {new_kprof} past its memory bound ({MAX_BUFFERS} buffers "
-                f"of {BUFFER_SIZE} bytes waiting to be read)"
-            )
-        if self.backend is not None:
-            kp.dropped(self.backend, n, "; ".join(why))
-        warnings.warn(
-            f"kprof: {n} CUPTI activity record(s) were lost while the profile ran ("
-            + "; ".join(why)
-            + "): those kernels and copies are missing",
-            RuntimeWarning,
-            stacklevel=5,
-        )
-
-    # -- taking rows ----------------------------------------------------------------------------
-
-    def _drain_loop(self) -> None:
-        r = _reader
-        while not self._drain_stop.is_set() and r is not None:
-            r.wait(DRAIN_PERIOD_S)
-            if self._drain_stop.is_set():
-                break
-            try:
-                self._drain()
-            except Exception as exc:  # a bug of kprof's: say it, stop using CUPTI's rows
-                if self.backend is not None:
-                    self.backend.disable(
-                        f"reading CUPTI records failed: {type(exc).__name__}: {exc}"
-                    )
-                return
-
-    def _drain(
-        self, final: bool = False, release: tuple[int, ...] | None = None, account: bool = False
-    ) -> None:
-        """Take every ready row from the reader and hand them to the core as one batch."""
-        r = _reader
-        if r is None:
-            return
-        with self._take_lock:
-            cols = r.take(final=final, release=release)
-            self.foreign = r.join_foreign()
-            if release is not None or final or account:
-                self._account_drops()
-            if cols is None or self.backend is None:
-                return
-            names = r.names.values
-            queues = r.queues
-            for dev, ctx, stream in queues[self._reader_queues :]:
-                self._queues.append(self._queue_for(dev, ctx, stream))
-            self._reader_queues = len(queues)
-            batch = kp.ActivityColumns(
-                scope=cols["scope"],
-                kind=cols["kind"],
-                name=cols["name"],
-                names=names,
-                queue=cols["queue"],
-                queues=self._queues,
-                begin=cols["begin"],
-                end=cols["end"],
-                nbytes=cols["nbytes"],
-                launch_begin=cols["launch_begin"],
-                launch_end=cols["launch_end"],
-                correlation=cols["correlation"],
-                detail=(_DETAIL, [cols[c] for c in _DETAIL_COLUMNS]),
-                clock=self.clock_name(),
-            )
-            # Delivered holding the lock: a flush that finds nothing left to take has then
-            # seen every row taken before it reach its profile (not arrive late).
-            kp.deliver_columns(self.backend, batch)
+        return self.drain.flush(scopes, timeout)
 
     # -- clocks -------------------------------------------------------------------------------
 
     def clock_name(self) -> str:
-        r = _reader
-        if r is not None and r.compiled and r.timestamp_callback:
-            return "CLOCK_MONOTONIC (kprof's timestamp callback)"
-        return "CUPTI's default (CLOCK_REALTIME on Linux)"
-
-    def _calibrate(self) -> tuple[int, int]:
-        """CUPTI's clock against perf_counter_ns: the narrowest of a few brackets."""
-        c = self.cupti
-        assert c is not None
-        best: tuple[int, int, int] | None = None
-        for _ in range(CLOCK_SAMPLES):
-            t0 = time.perf_counter_ns()
-            ts = c.timestamp()
-            t1 = time.perf_counter_ns()
-            if best is None or t1 - t0 < best[0]:
-                best = (t1 - t0, (t0 + t1) // 2 - ts, ts)
-        assert best is not None
-        self._offset = (best[1], (best[0] + 1) // 2)
-        return self._offset
+        return cupti_clock.clock_name(_reader)
 
     def align(self, device_ns: int) -> kp.Alignment:
-        r = _reader
-        if r is not None and r.compiled and r.timestamp_callback:
-            return kp.Alignment(
-                device_ns,
-                0,
-                "CUPTI timestamps from kprof's timestamp callback "
-                "(cuptiActivityRegisterTimestampCallback): CLOCK_MONOTONIC, perf_counter_ns's "
-                "clock, no drift and no wall-clock steps",
-            )
-        offset, error = self._calibrate() if self.active else (self._offset or (0, 0))
-        why = (
-            "the pure-Python reader registers no timestamp callback (it would run Python "
-            "for every timestamp)"
-            if r is None or not r.compiled
-            else "this CUPTI has no cuptiActivityRegisterTimestampCallback"
-        )
-        return kp.Alignment(
-            device_ns + offset,
-            error,
-            f"cuptiGetTimestamp sampled against perf_counter_ns "
-            f"(narrowest of {CLOCK_SAMPLES} brackets; {why})",
-        )
+        return self._clock.align(_reader, device_ns, self.cupti if self.active else None)
 
     def stream_id(self, context: int, stream_ptr: int, per_thread: bool) -> int | None:
         """CUPTI's id of a stream handle (to put records on the queue events use)."""
         c = self.cupti
-        if not self.active or c is None or c.GetStreamIdEx is None:
+        if not self.active or c is None:
             return None
-        import ctypes
-
-        sid = ctypes.c_uint32(0)
-        if c.GetStreamIdEx(context or None, stream_ptr or None, int(per_thread), ctypes.byref(sid)):
-            return None
-        return sid.value
+        return cupti_clock.stream_id(c, context, stream_ptr, per_thread)
 
     def context_id(self, context: int) -> int | None:
         """CUPTI's id of a context handle (records carry it; streams of two contexts may share
         a stream id)."""
         c = self.cupti
-        if not self.active or c is None or c.GetContextId is None:
+        if not self.active or c is None:
             return None
-        import ctypes
-
-        cid = ctypes.c_uint32(0)
-        if c.GetContextId(context or None, ctypes.byref(cid)):
-            return None
-        return cid.value
+        return cupti_clock.context_id(c, context)
 
     def stats(self) -> dict[str, int]:
         """The reader's counts (buffers, records, drops, unknown kinds skipped)."""
         return {} if _reader is None else dict(_reader.stats())
-
-
-_DETAIL_COLUMNS = (
-    "grid_x",
-    "grid_y",
-    "grid_z",
-    "block_x",
-    "block_y",
-    "block_z",
-    "device",
-    "stream",
-)
-
-
-def _mask_devices(mask: int) -> set[int]:
-    """The device ids of a reader's device bit mask."""
-    return {d for d in range(64) if mask >> d & 1}
 
 
 def _compiled() -> Any:

@@ -23,7 +23,6 @@ MAX_LINES = 400
 #: Modules allowed over MAX_LINES, each with why it is not split (yet). Shrink this list.
 LONG_MODULES: dict[str, str] = {
     "kprof_cuda.plugin": "one class: the CUDA hooks over one set of event pools and caches",
-    "kprof_cuda.activity": "the CUPTI client: kinds, scopes, drain thread, flush and drops, clocks",
     "kprof_opencl.capture": "the PyOpenCL launch and copy wrappers",
 }
 

@@ -459,7 +459,7 @@ def late_records_dropped_counted_said(env: Env) -> None:
             lib.cuptiActivityFlushAll(0)
             # kprof takes rows on its own schedule (its drain thread); take them now.
             assert env.plugin.activity is not None
-            env.plugin.activity._drain()
+            env.plugin.activity.drain.take()
         assert core_activity.stats()["late"] == late_before + 1
         assert any("arrived after their profile had ended" in str(w.message) for w in caught), (
             caught
@@ -545,7 +545,7 @@ def order_independent_join(env: Env) -> None:
         lib.cuptidouble_complete_buffer()
         lib.cuptiActivityFlushAll(0)  # the kernel's buffer is decoded: its launch is unknown
         assert env.plugin.activity is not None
-        env.plugin.activity._drain()
+        env.plugin.activity.drain.take()
         assert cuda_activity._reader.stats()["pending"] == 1
         lib.cuptidouble_api_as(corr, DRIVER, LAUNCH, t, t + 2000)
         launch(b"in_order")

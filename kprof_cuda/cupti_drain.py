@@ -1,0 +1,257 @@
+"""Rows from the CUPTI reader to kprof's profiles: the drain thread, the profile end's flush,
+and the accounting of records lost on the way.
+
+The reader (compiled or pure, ``activity._get_reader``) keeps joined rows; ``Drain.take`` hands
+whatever is ready to the core as one ``ActivityColumns`` batch (``kprof.plugin.deliver_columns``),
+from the drain thread every ``DRAIN_PERIOD_S`` or sooner, and from the thread that ends a
+profile (``flush``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from kprof import plugin as kp
+
+if TYPE_CHECKING:
+    from .activity import CuptiActivity
+
+#: How often the drain thread takes rows when nothing wakes it, in seconds.
+DRAIN_PERIOD_S = 0.05
+
+_DETAIL = "grid ({0}, {1}, {2}) block ({3}, {4}, {5}), device {6}, CUPTI stream {7}"
+_DETAIL_COLUMNS = (
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "device",
+    "stream",
+)
+
+
+class Drain:
+    """Takes one CUPTI client's rows from the process's reader to the running profiles.
+
+    ``owner`` is the client (its ``cupti``, ``backend`` and ``clock_name``); ``queue_for``,
+    ``devices`` and ``synchronize`` are as :class:`~kprof_cuda.activity.CuptiActivity`'s.
+    """
+
+    def __init__(
+        self,
+        owner: CuptiActivity,
+        queue_for: Callable[[int, int, int], Any],
+        devices: Callable[[], Iterable[int]] | None,
+        synchronize: Callable[[tuple[int, ...]], None] | None,
+    ) -> None:
+        self._owner = owner
+        self._queue_for = queue_for
+        self._devices = devices
+        self._synchronize = synchronize
+        self.reader: Any = None  # the process's reader, once the kinds were enabled
+        #: Why the last end could not wait for its devices (None: it could, or had none).
+        self.idle_error: str | None = None
+        self.dropped_by_cupti = 0
+        self.foreign = 0
+        self.dropped_since_start = 0
+        self._kprof_seen = 0
+        self._take_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._queues: list[Any] = []  # reader's queue index -> the plugin's queue
+        self._reader_queues = 0
+
+    def reset(self, reader: Any) -> None:
+        """The kinds are being enabled with ``reader``: its queue indices start over."""
+        self.reader = reader
+        self._queues, self._reader_queues = [], 0
+        self.dropped_since_start = 0
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="kprof-cupti", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the drain thread (the caller takes what is left)."""
+        self._stop.set()
+        if self.reader is not None:
+            self.reader.wake()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    # -- the end of a profile -----------------------------------------------------------------
+
+    def flush(self, scopes: tuple[int, ...], timeout: float) -> int:
+        """Flush until every launch of ``scopes`` has its device record, or ``timeout``; returns
+        how many are still missing. Stops early when CUPTI (or kprof's buffer bound) dropped at
+        least as many records as launches are missing: those records cannot come, and the
+        report says why."""
+        c, r = self._owner.cupti, self.reader
+        assert c is not None and r is not None
+        deadline = time.monotonic() + timeout
+        # A flush without the FORCED flag returns no buffer that holds a record of work still
+        # running, and with it the API records of every launch written before: "no launch is
+        # waiting" proves nothing until the devices finished the work queued before this end.
+        # (On an H200, kernels still running at a profile's end were lost without this wait.)
+        # A forced flush would return those records unfinished, so the end waits for the
+        # devices instead, on a thread of its own, bounded by the timeout like the rest.
+        idle, waited = self._wait_for_devices()
+        pause = 1e-4
+        settled = 0
+        while True:
+            was_idle = idle.is_set()
+            c.ActivityFlushAll(0)
+            self.take(account=True)
+            left: int = r.waiting(scopes)
+            if left and left <= self.dropped_since_start:
+                break
+            # A graph launch's node records share its correlation id and CUPTI does not say
+            # how many there are: its first row proves nothing. They are all in once the
+            # devices its rows ran on finished and a flush after that was drained, so the
+            # end also waits for those devices (ones it did not know, or none without CuPy).
+            graph = _mask_devices(r.graph_devices(scopes)) - waited
+            if was_idle and graph:
+                idle, more = self._wait_for_devices(tuple(sorted(graph)))
+                waited |= more | graph
+                was_idle = False
+            # Once idle, a few more flushes: CUPTI completes the last records as it learns
+            # that their work is done.
+            settled = settled + 1 if was_idle and not left else 0
+            if settled >= 3 or time.monotonic() >= deadline:
+                break
+            time.sleep(pause)  # CUPTI's thread can deliver meanwhile
+            pause = min(pause * 2, 0.005)
+        self.take(release=scopes)
+        r.forget(scopes)
+        return left
+
+    def _wait_for_devices(
+        self, devices: tuple[int, ...] | None = None
+    ) -> tuple[threading.Event, set[int]]:
+        """An event set once ``devices`` (default: those named by ``devices()``) finished the
+        work queued on them until now (at once when there are none, or waiting failed:
+        ``idle_error``), and the devices it waits for."""
+        idle = threading.Event()
+        if devices is None:
+            self.idle_error = None
+            devices = tuple(sorted(set(self._devices()))) if self._devices is not None else ()
+        sync = self._synchronize
+        if not devices or sync is None:
+            idle.set()
+            return idle, set()
+
+        def wait() -> None:
+            try:
+                sync(devices)
+            except Exception as exc:  # a device error: the flush goes on without the wait
+                self.idle_error = f"{type(exc).__name__}: {exc}"
+            finally:
+                idle.set()
+
+        threading.Thread(target=wait, name="kprof-cupti-idle", daemon=True).start()
+        return idle, set(devices)
+
+    def _account_drops(self) -> None:
+        """Records lost since the last look (CUPTI's count, reset when read; kprof's discarded
+        buffers and rows): counted, and reported to the profiles that were running."""
+        c, r = self._owner.cupti, self.reader
+        if c is None or r is None:
+            return
+        n_cupti = c.dropped()
+        counts = r.stats()
+        n_kprof = counts["discarded_records"] + counts.get("dropped_rows", 0)
+        new_kprof = n_kprof - self._kprof_seen
+        self._kprof_seen = n_kprof
+        n = n_cupti + new_kprof
+        if not n:
+            return
+        self.dropped_by_cupti += n_cupti
+        self.dropped_since_start += n
+        # The bound the reader was given when the kinds were enabled (activity.MAX_BUFFERS...).
+        bound = f"{r.max_buffers} buffers of {r.buffer_size} bytes"
+        why = []
+        if n_cupti:
+            why.append(f"CUPTI dropped {n_cupti} for want of a buffer: {bound} were all in use")
+        if new_kprof:
+            why.append(
+                f"kprof discarded {new_kprof} past its memory bound ({bound} waiting to be read)"
+            )
+        backend = self._owner.backend
+        if backend is not None:
+            kp.dropped(backend, n, "; ".join(why))
+        warnings.warn(
+            f"kprof: {n} CUPTI activity record(s) were lost while the profile ran ("
+            + "; ".join(why)
+            + "): those kernels and copies are missing",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+
+    # -- taking rows ----------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        r = self.reader
+        while not self._stop.is_set() and r is not None:
+            r.wait(DRAIN_PERIOD_S)
+            if self._stop.is_set():
+                break
+            try:
+                self.take()
+            except Exception as exc:  # a bug of kprof's: say it, stop using CUPTI's rows
+                backend = self._owner.backend
+                if backend is not None:
+                    backend.disable(f"reading CUPTI records failed: {type(exc).__name__}: {exc}")
+                return
+
+    def take(
+        self, final: bool = False, release: tuple[int, ...] | None = None, account: bool = False
+    ) -> None:
+        """Take every ready row from the reader and hand them to the core as one batch."""
+        r = self.reader
+        if r is None:
+            return
+        with self._take_lock:
+            cols = r.take(final=final, release=release)
+            self.foreign = r.join_foreign()
+            if release is not None or final or account:
+                self._account_drops()
+            backend = self._owner.backend
+            if cols is None or backend is None:
+                return
+            names = r.names.values
+            queues = r.queues
+            for dev, ctx, stream in queues[self._reader_queues :]:
+                self._queues.append(self._queue_for(dev, ctx, stream))
+            self._reader_queues = len(queues)
+            batch = kp.ActivityColumns(
+                scope=cols["scope"],
+                kind=cols["kind"],
+                name=cols["name"],
+                names=names,
+                queue=cols["queue"],
+                queues=self._queues,
+                begin=cols["begin"],
+                end=cols["end"],
+                nbytes=cols["nbytes"],
+                launch_begin=cols["launch_begin"],
+                launch_end=cols["launch_end"],
+                correlation=cols["correlation"],
+                detail=(_DETAIL, [cols[c] for c in _DETAIL_COLUMNS]),
+                clock=self._owner.clock_name(),
+            )
+            # Delivered holding the lock: a flush that finds nothing left to take has then
+            # seen every row taken before it reach its profile (not arrive late).
+            kp.deliver_columns(backend, batch)
+
+
+def _mask_devices(mask: int) -> set[int]:
+    """The device ids of a reader's device bit mask."""
+    return {d for d in range(64) if mask >> d & 1}
