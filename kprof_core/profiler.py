@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from kprof_core.capture_users import (  # tests read the counts here
+    _capture_users as _capture_users,
+)
+from kprof_core.capture_users import _install, _uninstall
+from kprof_core.capture_users import _installed as _installed
+from kprof_core.capture_users import capture_installed as capture_installed
 from kprof_core.host.backend import Backend
 from kprof_core.host.discovery import MAX_SECONDS, env_seconds, registry
 from kprof_core.recording import activity, bounds
 from kprof_core.recording.annotations import around
 from kprof_core.recording.recorder import Recorder, now
 from kprof_core.recording.recorder_state import _ACTIVE
-from kprof_core.recording.threads import OwnedLock
 from kprof_core.result import Profile
 from kprof_core.windows import Schedule, Windows, check_schedule
 
@@ -22,15 +26,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 ENV_TIMEOUT = "KPROF_RESOLVE_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
-
-# A backend's capture is installed while any profile that uses it is active, anywhere in the
-# process: installed by the first, removed by the last (profiles may use different backends).
-_capture_lock = OwnedLock()  # see threads.OwnedLock: a signal handler never waits on it
-# Backends whose users a profile exited in a signal handler gave up while the interrupted
-# code held _capture_lock: released by that code before it lets the lock go.
-_deferred_releases: list[list[Backend]] = []
-_capture_users: dict[Backend, int] = {}
-_installed: set[Backend] = set()  # remove_capture only what install_capture did install
 
 
 def resolve_timeout(value: float | None) -> float:
@@ -49,109 +44,6 @@ def resolve_timeout(value: float | None) -> float:
             f"{MAX_SECONDS:g}, not {value!r}"
         )
     return float(value)
-
-
-def _after_fork_in_child() -> None:
-    """A child starts with free locks: another thread of the parent may have held one at the
-    fork, and that thread does not exist in the child (it would never release it)."""
-    global _capture_lock
-    _capture_lock = OwnedLock()
-    _deferred_releases.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _install(backends: list[Backend]) -> bool:
-    """Count one more user of each backend, installing capture where it is the first; False
-    (nothing done) when the calling thread is inside kprof's own install or removal: a
-    profile entered in a signal handler then, which records without installing anything."""
-    if _capture_lock.held_here():
-        return False
-    with _capture_lock:
-        counted: list[Backend] = []
-        try:
-            for b in backends:
-                users = _capture_users.get(b, 0)
-                _capture_users[b] = users + 1
-                counted.append(b)
-                if users or b.broken is not None:
-                    continue
-                try:
-                    b.install_capture(b)
-                    _installed.add(b)
-                except Exception as exc:
-                    b.disable(f"install_capture raised {type(exc).__name__}: {exc}")
-                    _remove_quietly(b)  # undo whatever it did install
-        except BaseException:
-            # Interrupted (Ctrl-C in a slow install_capture): undo this profile's share
-            # entirely, the interrupted backend's partial install included, then go on up.
-            if counted and counted[-1] not in _installed and _capture_users.get(counted[-1]) == 1:
-                _remove_quietly(counted[-1])
-            _release(counted)
-            raise
-        finally:
-            _release_deferred()
-    return True
-
-
-def _release_deferred() -> None:
-    while _deferred_releases:
-        _release(_deferred_releases.pop())
-
-
-def _remove_quietly(b: Backend) -> None:
-    try:
-        b.remove_capture(b)
-    except Exception:
-        pass
-
-
-def _release(backends: list[Backend]) -> BaseException | None:
-    """Drop one user of each backend; remove capture where it was the last. Every backend is
-    handled even when a plugin raises: an ``Exception`` is warned about, the first
-    ``BaseException`` (``KeyboardInterrupt`` from ``remove_capture``) is returned for the
-    caller to raise once the profile is safe."""
-    pending: BaseException | None = None
-    for b in reversed(backends):
-        users = _capture_users.pop(b, 0) - 1
-        if users > 0:
-            _capture_users[b] = users
-            continue
-        if b not in _installed:
-            continue
-        _installed.discard(b)
-        try:
-            b.remove_capture(b)
-        except Exception as exc:
-            warnings.warn(
-                f"kprof: backend {b.name!r} ({b.plugin_label}) failed to remove its capture: "
-                f"{type(exc).__name__}: {exc}",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-        except BaseException as exc:
-            pending = pending or exc
-    return pending
-
-
-def _uninstall(backends: list[Backend]) -> BaseException | None:
-    if _capture_lock.held_here():
-        # A signal handler exiting a profile while this thread installs or removes capture:
-        # the interrupted code releases these before it lets the lock go.
-        _deferred_releases.append(backends)
-        return None
-    with _capture_lock:
-        try:
-            return _release(backends)
-        finally:
-            _release_deferred()
-
-
-def capture_installed() -> bool:
-    """Whether automatic capture is installed right now (some profile is active)."""
-    return bool(_capture_users)
 
 
 def _notes(rec: Recorder) -> list[str]:
@@ -239,7 +131,14 @@ class profile:
             raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
         if self.schedule is not None:
             return self._enter_scheduled(self.schedule)
-        backends = registry.usable(self._backend_names)
+        return self.enter_with(registry.usable(self._backend_names))
+
+    def enter_with(self, backends: list[Backend]) -> Profile:
+        """Enter with these backends only (usable ones, as ``registry.usable`` gives); more
+        may join while it runs (:meth:`add_backend`). ``kprof run``'s way in: it starts the
+        backends whose library the program imports later as it imports it."""
+        if self._recorder is not None:
+            raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
         parent = _ACTIVE.get()
         if parent is not None and parent._closed:
             # Exited on another thread, so still set in this context: not a parent.
@@ -299,6 +198,28 @@ class profile:
         self._windows.enter(now)
         return self.result
 
+    def add_backend(self, backend: Backend) -> bool:
+        """Start ``backend``'s capture in this active profile, which records the backend's work
+        from now on; False (nothing done) when the profile is not active or has ended, already
+        uses it, or it is not usable (``info()`` describes it first, if it was not)."""
+        rec, result = self._recorder, self.result
+        if rec is None or result is None or rec._closed or backend in rec.backends:
+            return False
+        if backend.broken is not None or backend.info().status != "available":
+            return False
+        if self._counted and not _install([backend]):
+            return False
+        rec.add_backend(backend)
+        result.backends.append(backend.name)
+        if rec.device and backend.has_activity:
+            if self._scope is None:
+                if threading.get_ident() == rec.entered_on:  # a thread's scopes open there
+                    scope, opened = activity.open_scope(rec)
+                    self._scope = (scope, opened, rec.entered_on)
+            elif self._scope[2] == threading.get_ident():
+                self._scope[1].extend(activity.open_scope(rec, [backend])[1])
+        return True
+
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         # Returns None: an exception raised in the block propagates unchanged.
         if self._windows is not None:
@@ -345,6 +266,7 @@ class profile:
             result._load(rec)
             if rec.bounds is not None:
                 result.meta["bounds"] = rec.bounds.describe(result.names)
+            result.memory = rec.memory.close(result.start_ns)
             if notes:
                 result.meta["notes"] = notes
             self._recorder = None

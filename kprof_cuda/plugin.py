@@ -24,53 +24,32 @@ from kprof import plugin as kp
 
 from . import nvtx as _nvtx
 from .activity import CuptiActivity
-from .api import LEGACY_STREAMS, NOT_READY, PER_THREAD_STREAM, CupyApi, describe
-from .clock import Calibration, align, calibrate
-from .events import EventPool, PoolStats, Stamp
+from .api import CupyApi, describe
+from .clock import Calibration
+from .events import EventPool, PoolStats
+from .queues import Queue, QueueHooks
 
 if TYPE_CHECKING:
     from kprof.plugin import Patcher, Recorder
 
-__all__ = ["CudaPlugin", "plugin"]
+__all__ = ["CudaPlugin", "Queue", "plugin"]
 
 _modules = sys.modules
-_tls = threading.local()
 _now = time.perf_counter_ns
 _COPY = kp.COPY
 
 #: Free events kept per device when capture is removed (the rest are destroyed).
 KEEP_FREE_EVENTS = 4096
-#: How long ``elapsed_time`` waits for an event that is not done, in seconds.
-WAIT_TIMEOUT_S = 60.0
+#: Python libraries that run CUDA work: importing one starts this backend under ``kprof run``
+#: (``capture_modules``). A program reaching CUDA otherwise (ctypes) needs ``--backends cuda``.
+CUDA_LIBRARIES = ("cupy", "torch", "jax", "jaxlib", "numba", "cuda", "pycuda", "tensorflow", "warp")
 
 
-def _thread_key() -> object:
-    """An object standing for the calling thread (a thread ident may be reused by a later
-    thread; this object is not, while a queue key holds it)."""
-    try:
-        return _tls.key
-    except AttributeError:
-        key = _tls.key = object()
-        return key
-
-
-class Queue:
-    """A CUDA stream as kprof sees it: one per (device, stream), and per thread for the
-    per-thread default stream (same handle, a different stream in every thread)."""
-
-    __slots__ = ("device", "label", "stream")
-
-    def __init__(self, device: int, stream: Any, label: str) -> None:
-        self.device = device
-        self.stream = stream
-        self.label = label
-
-    def __repr__(self) -> str:
-        return f"<kprof_cuda.Queue {self.label} on device {self.device}>"
-
-
-class CudaPlugin:
-    """The CUDA backend: every hook, as methods over one set of pools and caches.
+class CudaPlugin(QueueHooks):
+    """The CUDA backend: every hook, as methods over one set of pools and caches. The queue
+    hooks come from :class:`~kprof_cuda.queues.QueueHooks`, the timestamp and clock hooks from
+    :class:`~kprof_cuda.timestamps.EventHooks`; the rest (description, capture, NVTX, CUPTI,
+    the demo) are here.
 
     ``api`` builds the CuPy bindings (:class:`kprof_cuda.api.CupyApi`) the first time they are
     needed; ``module`` is the name whose presence in ``sys.modules`` means the program uses
@@ -112,17 +91,6 @@ class CudaPlugin:
         # events' queues. The context is part of the key: stream ids of two contexts collide.
         self._cupti_queues: dict[tuple[int, int, int], Queue] = {}
 
-    # -- loading ------------------------------------------------------------------------------
-
-    def _load(self) -> Any:
-        with self._lock:
-            if self.api is None:
-                self.api = self._api_factory()
-        return self.api
-
-    def _new_event(self, device: int) -> Any:
-        return (self.api or self._load()).new_event(device)
-
     def stats(self, device: int | None = None) -> PoolStats:
         """Event pool counts (created, in use, free), for one device or all of them."""
         return self.pool.stats(device)
@@ -156,232 +124,6 @@ class CudaPlugin:
             )
         return "CUDA events", f"{reason}; copies, kprof.range and kprof.kernel only"
 
-    # -- queues -------------------------------------------------------------------------------
-
-    @kp.hookimpl
-    def current_queue(self, backend: kp.Backend) -> Queue | None:
-        # A program that never imported CuPy does not use CUDA here: recording an event would
-        # create a CUDA context (hundreds of ms, device memory) for nothing.
-        if self._module not in _modules:
-            return None
-        api = self.api or self._load()
-        dev = api.get_device()
-        return self._queue(dev, api.current_stream(dev))
-
-    def _queue(self, dev: int, stream: Any) -> Queue:
-        ptr = stream.ptr
-        key: tuple[Any, ...] = (dev, ptr)
-        if ptr == PER_THREAD_STREAM:
-            key = (dev, ptr, _thread_key())
-        q = self._queues.get(key)
-        if q is None:
-            q = self._new_queue(key, dev, stream)
-        return q
-
-    def _new_queue(self, key: tuple[Any, ...], dev: int, stream: Any) -> Queue:
-        with self._lock:
-            q = self._queues.get(key)
-            if q is not None:
-                return q
-            ptr = stream.ptr
-            if ptr in LEGACY_STREAMS:
-                label = "legacy default stream"
-            elif ptr == PER_THREAD_STREAM:
-                label = f"per-thread default stream ({threading.current_thread().name})"
-            else:
-                n = self._stream_numbers[dev] = self._stream_numbers.get(dev, 0) + 1
-                label = f"stream {n}"
-            if dev not in self._calibrations:
-                self._calibrate_first(dev)
-            # Holds the stream alive while capture is installed, so its handle (the key) is
-            # not reused by another stream meanwhile; kprof's recorder holds it as long.
-            q = self._queues[key] = Queue(dev, stream, label)
-            if self.activity is not None and self.activity.active:
-                q = self._queues[key] = self._share_with_cupti(q)
-            return q
-
-    def _share_with_cupti(self, q: Queue) -> Queue:
-        """The one queue for a stream's events and its CUPTI records (one row, not two)."""
-        ctx_of = getattr(self.api, "current_context", None)
-        ctx = 0
-        if ctx_of is not None:
-            try:
-                ctx = ctx_of()
-            except Exception:
-                ctx = 0
-        act = self.activity
-        assert act is not None
-        sid = act.stream_id(ctx, q.stream.ptr, q.stream.ptr == PER_THREAD_STREAM)
-        cid = act.context_id(ctx)
-        if sid is None or cid is None:
-            return q
-        key = (q.device, cid, sid)
-        seen = self._cupti_queues.get(key)
-        if seen is not None and seen.stream is None:  # records came first: give it the stream
-            seen.stream, seen.label = q.stream, q.label
-            return seen
-        if seen is None:
-            self._cupti_queues[key] = q
-        return seen or q
-
-    def _cupti_queue(self, dev: int, context_id: int, stream_id: int) -> Queue:
-        """The queue of CUPTI records (called once per queue when rows are taken)."""
-        key = (dev, context_id, stream_id)
-        q = self._cupti_queues.get(key)
-        if q is None:
-            with self._lock:
-                q = self._cupti_queues.get(key)
-                if q is None:
-                    n = self._stream_numbers[dev] = self._stream_numbers.get(dev, 0) + 1
-                    q = self._cupti_queues[key] = Queue(dev, None, f"stream {n}")
-        return q
-
-    def _used_devices(self) -> set[int]:
-        """The devices a profile's end waits for with CUPTI: the ending thread's current one and
-        every device kprof saw work on. None before CuPy is imported (importing it here would
-        cost the end a third of a second, and without it there is no CuPy work to wait for)."""
-        if _modules.get(self._module) is None:
-            return set()
-        api = self._load()
-        devices = {key[0] for key in list(self._cupti_queues)} | set(self._calibrations)
-        try:
-            devices.add(int(api.get_device()))
-        except Exception:  # no current device on this thread: the seen ones only
-            pass
-        return devices
-
-    def _synchronize(self, devices: tuple[int, ...]) -> None:
-        """Wait until ``devices`` finished the work queued on them (a thread of kprof's own)."""
-        api = self._load()
-        for dev in devices:
-            api.synchronize_device(dev)
-
-    @kp.hookimpl
-    def queue_info(self, backend: kp.Backend, queue: Queue) -> kp.QueueInfo:
-        return kp.QueueInfo(
-            device=self._device_label(queue.device), label=queue.label, device_key=queue.device
-        )
-
-    def _device_label(self, dev: int) -> str:
-        label = self._device_labels.get(dev)
-        if label is None:
-            try:
-                label = f"CUDA {dev} ({(self.api or self._load()).device_name(dev)})"
-            except Exception:
-                label = f"CUDA {dev}"
-            self._device_labels[dev] = label
-        return label
-
-    @kp.hookimpl
-    def synchronize(self, backend: kp.Backend, queue: Queue | None) -> None:
-        if queue is not None:
-            queue.stream.synchronize()
-            return
-        if self._module in _modules:
-            api = self.api or self._load()
-            api.current_stream(api.get_device()).synchronize()
-
-    # -- timestamps ---------------------------------------------------------------------------
-
-    @kp.hookimpl
-    def record_timestamp(self, backend: kp.Backend) -> Stamp | None:
-        api = self.api
-        if api is None:  # CuPy not in use (current_queue said so first)
-            return None
-        dev = api.get_device()
-        pool = self.pool.devices.get(dev) or self.pool.get(dev)
-        stamp = pool.take()
-        try:
-            api.event_record(stamp.ptr, api.current_stream(dev).ptr)
-        except BaseException:
-            pool.give(stamp)
-            raise
-        return stamp
-
-    @kp.hookimpl
-    def timestamp_done(self, backend: kp.Backend, token: Stamp) -> bool:
-        status = self.api.event_query(token.ptr)
-        if status == 0:
-            return True
-        if status == NOT_READY:
-            return False
-        # An event whose work failed never completes: say why instead of waiting for it.
-        raise self.api.error(status)
-
-    @kp.hookimpl
-    def elapsed_time(self, backend: kp.Backend, start: Stamp, stop: Stamp) -> int:
-        # cudaEventElapsedTime: float milliseconds (single precision, ~0.5 µs resolution). It
-        # says NOT_READY itself when either event is pending: asking first cost two
-        # cudaEventQuery per call, four per range (about 2.6 µs each on an H200 host).
-        api = self.api
-        try:
-            ms = api.get_elapsed_time(start, stop)
-        except api.error as exc:
-            if getattr(exc, "status", None) != NOT_READY:
-                raise
-            for token in (stop, start):
-                self._wait(token)
-            ms = api.get_elapsed_time(start, stop)
-        return round(float(ms) * 1e6)
-
-    def _wait(self, token: Stamp) -> None:
-        """Poll until the event is done, sleeping between polls: other threads keep running
-        (``Event.synchronize`` would hold this thread in the driver, unbounded)."""
-        query = self.api.event_query
-        deadline = time.monotonic() + WAIT_TIMEOUT_S
-        pause = 1e-5
-        while True:
-            status = query(token.ptr)
-            if status == 0:
-                return
-            if status != NOT_READY:
-                raise self.api.error(status)
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"CUDA event on device {token.device} not done after "
-                    f"{WAIT_TIMEOUT_S:g} s; the device may be hung"
-                )
-            time.sleep(pause)
-            pause = min(pause * 2, 0.005)
-
-    @kp.hookimpl
-    def release_timestamp(self, backend: kp.Backend, token: Stamp) -> None:
-        self.pool.give(token)
-
-    # -- clocks -------------------------------------------------------------------------------
-
-    def _calibrate(self, dev: int) -> Calibration:
-        api = self.api or self._load()
-        pool = self.pool.get(dev)
-        with api.using_device(dev):
-            stream = self._calibration_streams.get(dev)
-            if stream is None:
-                stream = self._calibration_streams[dev] = api.new_stream(dev)
-            return calibrate(
-                pool.take, pool.give, api.event_record, api.event_query, stream.ptr, api.error
-            )
-
-    def _calibrate_first(self, dev: int) -> None:
-        """The calibration a profile's times are placed from (see :mod:`kprof_cuda.clock`)."""
-        try:
-            self._calibrations[dev] = self._calibrate(dev)
-        except Exception:  # placement then relies on the end-of-profile calibration alone
-            pass
-
-    @kp.hookimpl
-    def align_clock(
-        self, backend: kp.Backend, token: Stamp, launch_window: tuple[int, int]
-    ) -> kp.Alignment:
-        last = self._calibrate(token.device)
-        try:
-            return align(
-                lambda cal: self.elapsed_time(backend, cal, token),
-                self._calibrations.get(token.device),
-                last,
-            )
-        finally:
-            self.pool.give(last.stamp)
-
     # -- NVTX ---------------------------------------------------------------------------------
 
     @kp.hookimpl
@@ -397,6 +139,11 @@ class CudaPlugin:
             n.pop()
 
     # -- capture ------------------------------------------------------------------------------
+
+    @kp.hookimpl
+    def capture_modules(self, backend: kp.Backend) -> list[str]:
+        # CuPy, and the libraries whose CUDA work CUPTI's records see too.
+        return [self._module, *(m for m in CUDA_LIBRARIES if m != self._module)]
 
     @kp.hookimpl
     def install_capture(self, backend: kp.Backend) -> None:

@@ -210,6 +210,7 @@ def install(backend: Any) -> tuple[list[int], dict[str, str]]:
     if mod is None:
         return [], mechanisms
     from . import capture as pycapture
+    from . import copy_sizes as rows
     from .queues import _current
 
     # Bound at every install: the registry, and so the Backend, may have been renewed.
@@ -224,7 +225,7 @@ def install(backend: Any) -> tuple[list[int], dict[str, str]]:
         _info,
         _current,
         (kp.KERNEL, kp.COPY),
-        (pycapture.H2D, pycapture.D2H, pycapture.D2D, pycapture.FILL, pycapture.SVM_COPY),
+        (rows.H2D, rows.D2H, rows.D2D, rows.FILL, rows.SVM_COPY),
     )
     hooked = []
     for p in platforms:

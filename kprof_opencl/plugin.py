@@ -16,7 +16,7 @@ from typing import Any
 from kprof import plugin as kp
 from kprof.plugin import hookimpl
 
-from . import clock, hook, observed
+from . import clock, hook, memory, observed
 from .queues import (
     _current,
     device_key,
@@ -259,6 +259,17 @@ def remove_capture(backend: kp.Backend) -> None:
     patcher = backend.state.pop("patcher", None)
     if patcher is not None:
         capture.remove(patcher, conflicts)
+    observed.watcher.retire()  # no thread of kprof's outside a profile
+
+
+@hookimpl
+def memory_install(backend: kp.Backend) -> bool:
+    return memory.install(backend)
+
+
+@hookimpl
+def memory_remove(backend: kp.Backend) -> None:
+    memory.remove(backend)
 
 
 @hookimpl
@@ -285,6 +296,12 @@ def report_notes(backend: kp.Backend) -> list[str] | None:
     mechanisms = backend.state.get("mechanisms")
     note = hook.unseen(mechanisms) if mechanisms else None
     return [note] if note else None
+
+
+@hookimpl
+def capture_modules(backend: kp.Backend) -> list[str]:
+    # C libraries that enqueue OpenCL work (VkFFT, CLBlast) come with PyOpenCL in Python.
+    return ["pyopencl"]
 
 
 @hookimpl

@@ -49,6 +49,10 @@ class TestTestdevConformance(BackendConformance):
         q.launch("hang")
         return q.hang.set
 
+    def allocate(self) -> tuple[int, Callable[[], None]]:
+        a = device.alloc(4096)
+        return 4096, a.free
+
 
 class TestTestnotsConformance(BackendConformance):
     """The test backend's ``testnots``: no timestamp hooks, capture, host timing."""
@@ -108,6 +112,12 @@ class TestOpenCLConformance(BackendConformance):
         import kprof_opencl
 
         return kprof_opencl.use_queue(self.queue)
+
+    def allocate(self) -> tuple[int, Callable[[], None]]:
+        import pyopencl as cl
+
+        buf = cl.Buffer(self.queue.context, cl.mem_flags.READ_WRITE, 8192)
+        return 8192, buf.release
 
     def stall(self) -> Callable[[], None]:
         import pyopencl as cl

@@ -3,6 +3,7 @@ where a value becomes a row, the same on every harvest route and recorder path."
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 #: What a plugin hands back (times, durations, byte counts, an alignment's host time) is kept
@@ -22,6 +23,24 @@ def within_limit(raw: bytes, non_negative: bool = False) -> bool:
     return not raw[7::8].translate(
         None, NON_NEGATIVE_TOP_BYTES if non_negative else IN_LIMIT_TOP_BYTES
     )
+
+
+def byte_counts(col: array[int]) -> bool:
+    """Whether every value of ``col`` is -1 or within ``[0, VALUE_LIMIT)``: a byte count (as
+    ``launch_problem`` checks one), on its bytes: the top bytes allowed, and as many rows
+    with a top byte of 0xff as there are -1s."""
+    top = col.tobytes()[7::8]
+    return not top.translate(None, NON_NEGATIVE_TOP_BYTES + b"\xff") and top.count(
+        0xFF
+    ) == col.count(-1)
+
+
+def small_values(col: array[int], allowed: bytes) -> bool:
+    """Whether every value of ``col`` is one of ``allowed`` (each in 0..255), on its bytes: the
+    low byte among them, the seven others zero."""
+    raw = col.tobytes()
+    low = raw[0::8]
+    return not low.translate(None, allowed) and raw.count(0) - low.count(0) == 7 * len(low)
 
 
 def is_time(v: Any) -> bool:

@@ -83,8 +83,9 @@ def stats() -> dict[str, int]:
         return dict(_stats)
 
 
-def open_scope(rec: Recorder) -> tuple[int, list[Backend]]:
-    """Open a scope of ``rec`` on the calling thread; returns it and the backends that will
+def open_scope(rec: Recorder, only: list[Backend] | None = None) -> tuple[int, list[Backend]]:
+    """Open a scope of ``rec`` on the calling thread (for ``only`` of its backends, where
+    given: one that joined the profile while it ran); returns it and the backends that will
     deliver its records (to be closed with :func:`close_scope` on this thread)."""
     who = _who()
     with _lock:
@@ -98,7 +99,7 @@ def open_scope(rec: Recorder) -> tuple[int, list[Backend]]:
         if not rec.activity_serial:
             rec.activity_serial = next(_serials)
     opened: list[Backend] = []
-    for b in rec.backends:
+    for b in rec.backends if only is None else only:
         if not b.has_activity or b.broken is not None or not rec.device:
             continue
         try:
@@ -182,7 +183,16 @@ def deliver_columns(backend: Backend, cols: ActivityColumns) -> int:
     launched it: the batched twin of :func:`deliver` (same rules: thread-safe, late and
     foreign rows dropped and counted, never raises for a row it cannot use). The batch is
     queued whole (split only when its rows belong to several profiles) and made into rows
-    column by column at the next harvest. Returns how many rows were dropped."""
+    column by column at the next harvest. Returns how many rows were dropped.
+
+    Raises ``TypeError`` or ``ValueError`` (nothing delivered) for a batch of the wrong shape
+    (``ActivityColumns.check``: a column changed since it was made is checked again); a row
+    whose values are wrong is kept unresolved, with the reason, as ``deliver`` keeps one."""
+    if not isinstance(cols, ActivityColumns):
+        raise TypeError(
+            f"deliver_columns takes a kprof.plugin.ActivityColumns, not {type(cols).__name__}"
+        )
+    cols.check()
     n = len(cols)
     if not n:
         return 0

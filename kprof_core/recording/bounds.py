@@ -1,5 +1,5 @@
 """Bounded capture (``profile(max_records=N, keep=..., min_duration_ns=...)``): what a
-profile keeps of its device rows, applied after each harvest, so that a long profile holds at
+profile keeps of its device rows, applied as the harvest goes, so that a long profile holds at
 most about ``N`` rows (plus what one harvest adds) instead of every launch.
 
 Never silent: every row dropped is counted, with its device time; kernels and copies dropped
@@ -12,9 +12,10 @@ for being short are kept per name as a count and a total, so that totals can sti
 - ``min_duration_ns``: resolved kernels and copies shorter than it are dropped (unresolved
   rows, ranges' device time and host-timed rows are kept whatever their length).
 
-Rows are cut column by column (``del`` on each ``array``), and the sparse row-keyed maps
-(``errors``, ``details``) are renumbered in place: the recorder and the profile hold the very
-same objects.
+Cut after each back-pressure harvest (``RecorderState._bound``) and at the end, before
+placing. Rows are cut column by column (``del`` on each ``array``), and the sparse row-keyed
+maps (``errors``, ``details``) are renumbered in place: the recorder and the profile hold the
+very same objects.
 """
 
 from __future__ import annotations

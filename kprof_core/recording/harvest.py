@@ -42,7 +42,6 @@ from kprof_core.low_level.layout import (
     STOP,
     WHO,
 )
-from kprof_core.recording.bounds import Bounds
 from kprof_core.recording.placement import DeviceClock, place
 from kprof_core.recording.threads import OwnedLock, thread_names
 
@@ -123,8 +122,11 @@ class Harvest:
         #: that slow ``release_timestamp`` calls do not eat the time left for resolving.
         self.deferred: list[tuple[Backend, Any]] | None = None
         self.unreleased = 0  # tokens not given back: the deadline had passed
-        #: What the profile keeps of its rows (``max_records``, ``min_duration_ns``), or None.
-        self.bounds: Bounds | None = None
+
+    def add_backend(self, backend: Backend) -> None:
+        """A backend that joined the profile while it ran (``Recorder.add_backend``)."""
+        self.by_slot[backend.slot] = backend
+        self.backends.append(backend)
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows, oldest first; returns how many were taken.
@@ -222,8 +224,6 @@ class Harvest:
         finally:
             # BaseException (KeyboardInterrupt while waiting) included: what was not taken stays.
             del incoming[:taken]
-        if self.bounds is not None and taken:
-            self.bounds.apply(self.table, self.errors, self.details, end=False)
         return taken
 
     def decode(self, entry: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -235,22 +235,27 @@ class Harvest:
 
     def bad_entry(self, entry: tuple[Any, ...], exc: Exception) -> None:
         """Drop an entry kprof cannot make a row of; warn once per profile."""
-        if entry[KIND] in (ENTRY_ACTIVITY, ENTRY_ACTIVITY_COLUMNS):  # no tokens to give back
-            slot, name, start, stop = (
-                entry[A_SLOT],
-                getattr(entry[A_RECORD], "name", "?"),
-                None,
-                None,
-            )
+        rows = 1
+        if entry[KIND] == ENTRY_ACTIVITY_COLUMNS:  # a batch: each of its rows is dropped
+            slot, start, stop = entry[A_SLOT], None, None
+            try:
+                rows = len(entry[A_RECORD].scope)
+            except Exception:
+                pass
+            what = f"a batch of {rows} activity rows"
+        elif entry[KIND] == ENTRY_ACTIVITY:  # no tokens to give back
+            slot, start, stop = entry[A_SLOT], None, None
+            what = f"a record of {getattr(entry[A_RECORD], 'name', '?')!r}"
         else:
             slot, _kind, name, *_rest, start, stop, _n, _f = entry  # ENTRY_FIELDS order
+            what = f"a record of {name!r}"
         backend = self.by_slot.get(slot) if slot is not None else None
-        self.dropped_bad += 1
+        self.dropped_bad += rows
         if "bad entry" not in self.warned:
             self.warned.add("bad entry")
             who = f"backend {backend.name!r} ({backend.plugin_label})" if backend else "kprof"
             warnings.warn(
-                f"kprof: a record of {name!r} from {who} was dropped, as it could not "
+                f"kprof: {what} from {who} was dropped, as it could not "
                 f"be read: {type(exc).__name__}: {exc}",
                 RuntimeWarning,
                 stacklevel=2,
@@ -372,8 +377,6 @@ class Harvest:
         the tables made final, every reference token given back, the user's queues forgotten.
         ``align_clock`` is asked only before ``deadline``."""
         try:
-            if self.bounds is not None:
-                self.bounds.apply(self.table, self.errors, self.details, end=True)
             self.clocks.update(
                 place(self.table, self.queues, self.refs, self.hook_failed, deadline)
             )

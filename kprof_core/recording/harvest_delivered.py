@@ -23,64 +23,99 @@ def take_activity(h: Harvest, entry: tuple[Any, ...]) -> None:
     device's offset (its times are on the device clock). A record whose fields are not what
     ``DeviceRecord`` says (int times within ±2**59 ns, the end not before the begin) is kept
     unresolved, at the profile's start, with the reason."""
-    backend = h.by_slot[entry[A_SLOT]]
-    queue = h.live_queues.get(entry[A_QUEUE])
     r = entry[A_RECORD]
-    name = name_of(getattr(r, "name", "?"))
-    kind = r.kind if getattr(r, "kind", None) in (KERNEL, COPY) else KERNEL
-    begin: Any = getattr(r, "begin", None)
-    end: Any = getattr(r, "end", None)
-    launch_begin, launch_end = getattr(r, "launch_begin", 0), getattr(r, "launch_end", 0)
-    nbytes = getattr(r, "nbytes", -1)
-    qid = h.queue_id(backend, queue)
-    error = None
-    if not all(map(is_time, (begin, end, launch_begin, launch_end))) or end < begin:
-        error = bad_value(
-            "a device record's times (begin, end, launch_begin, launch_end)",
-            (begin, end, launch_begin, launch_end),
-        )
-    elif type(nbytes) is not int or not -1 <= nbytes < VALUE_LIMIT:
-        error = bad_value("a device record's byte count", nbytes)
-    else:
-        dkey = h.queues[qid].device_key
-        offset = h.offsets.get(dkey)
-        if offset is None:
-            offset = activity_offset(h, backend, queue, qid, dkey, begin, launch_begin)
-        start = begin + offset
-        h0 = launch_begin + offset if launch_begin else start
-        h1 = launch_end + offset if launch_end else h0
-        if not (is_time(start) and is_time(h0) and is_time(h1)):
-            error = bad_value("a device record placed at", (start, h0, h1))
+    take_row(
+        h,
+        h.by_slot[entry[A_SLOT]],
+        h.live_queues.get(entry[A_QUEUE]),
+        entry[A_WHO],
+        name_of(getattr(r, "name", "?")),
+        getattr(r, "kind", None),
+        getattr(r, "begin", None),
+        getattr(r, "end", None),
+        getattr(r, "nbytes", -1),
+        getattr(r, "launch_begin", 0),
+        getattr(r, "launch_end", 0),
+        r.detail if getattr(r, "detail", None) else None,
+    )
+
+
+def take_row(
+    h: Harvest,
+    backend: Backend,
+    queue: Any,
+    who: Any,
+    name: str,
+    kind: Any,
+    begin: Any,
+    end: Any,
+    nbytes: Any,
+    launch_begin: Any,
+    launch_end: Any,
+    detail: Any,
+    error: str | None = None,
+    qid: int | None = None,
+) -> None:
+    """One delivered row, checked: the rule for a ``DeviceRecord``, and for a row of a batch
+    delivered column-wise whose values are not all sane (``harvest_activity``), so both ways
+    give the same rows. ``error``: a problem the caller found already (an index past its
+    list), and ``qid`` the queue it then puts the row on."""
+    kind = kind if kind in (KERNEL, COPY) and type(kind) is int else KERNEL
+    if qid is None:
+        qid = h.queue_id(backend, queue)
+    if error is None:
+        error = value_problem(begin, end, launch_begin, launch_end, nbytes)
+    if error is None:
+        error, start, h0, h1 = _placed(h, backend, queue, qid, begin, launch_begin, launch_end)
     if error is not None:
         s = h.start_ns
         row = h.table.append(
-            h.names(name),
-            kind,
-            qid,
-            h.thread_id(entry[A_WHO]),
-            s,
-            s,
-            s,
-            0,
-            -1,
-            PLACED | UNRESOLVED,
+            h.names(name), kind, qid, h.thread_id(who), s, s, s, 0, -1, PLACED | UNRESOLVED
         )
         h.errors[row] = error
         return
     row = h.table.append(
-        h.names(name),
-        kind,
-        qid,
-        h.thread_id(entry[A_WHO]),
-        h0,
-        h1,
-        start,
-        end - begin,
-        nbytes,
-        PLACED,
+        h.names(name), kind, qid, h.thread_id(who), h0, h1, start, end - begin, nbytes, PLACED
     )
-    if r.detail:
-        h.details[row] = str(r.detail)
+    if detail:
+        h.details[row] = str(detail)
+
+
+def value_problem(
+    begin: Any, end: Any, launch_begin: Any, launch_end: Any, nbytes: Any
+) -> str | None:
+    """Why a delivered row's values cannot be kept, or None."""
+    if not all(map(is_time, (begin, end, launch_begin, launch_end))) or end < begin:
+        return bad_value(
+            "a device record's times (begin, end, launch_begin, launch_end)",
+            (begin, end, launch_begin, launch_end),
+        )
+    if type(nbytes) is not int or not -1 <= nbytes < VALUE_LIMIT:
+        return bad_value("a device record's byte count", nbytes)
+    return None
+
+
+def _placed(
+    h: Harvest,
+    backend: Backend,
+    queue: Any,
+    qid: int,
+    begin: int,
+    launch_begin: int,
+    launch_end: int,
+) -> tuple[str | None, int, int, int]:
+    """Where a row with sane values lies on the host clock (its start and launch), or why it
+    cannot be kept there."""
+    dkey = h.queues[qid].device_key
+    offset = h.offsets.get(dkey)
+    if offset is None:
+        offset = activity_offset(h, backend, queue, qid, dkey, begin, launch_begin)
+    start = begin + offset
+    h0 = launch_begin + offset if launch_begin else start
+    h1 = launch_end + offset if launch_end else h0
+    if not (is_time(start) and is_time(h0) and is_time(h1)):
+        return bad_value("a device record placed at", (start, h0, h1)), 0, 0, 0
+    return None, start, h0, h1
 
 
 def activity_offset(
