@@ -87,3 +87,14 @@ def test_drift_needs_two_windows(tmp_path: Path, capsys: pytest.CaptureFixture[s
     (tmp_path / "empty").mkdir()
     assert main(["drift", str(tmp_path / "empty")]) == 2
     assert "no .kprof files" in capsys.readouterr().err
+
+
+def test_kprof_show_lists_a_directory_of_windows(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["show", str(run_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 10
+    assert lines[0].startswith("window-0001.kprof  Window 1, steps 1-1: Profiled ")
+    assert lines[9].startswith("window-0010.kprof  Window 10, steps 19-19: Profiled ")
+    assert all(line.endswith("recording 0 ranges, 16 kernels and 0 copies.") for line in lines)

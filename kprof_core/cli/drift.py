@@ -8,23 +8,14 @@ import json
 import os
 from typing import Any
 
-from kprof_core.cli.common import EXIT_BAD_INPUT, EXIT_SLOWER, CommandError, load_profile
+from kprof_core.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_SLOWER,
+    CommandError,
+    load_profile,
+    window_files,
+)
 from kprof_core.renderers.terminal import say
-
-
-def window_files(paths: list[str]) -> list[str]:
-    """The ``.kprof`` files of ``paths`` (a directory: every ``.kprof`` in it, by name; the
-    names ``kprof.save_windows`` and ``kprof run -o`` give sort in window order)."""
-    out: list[str] = []
-    for p in paths:
-        if os.path.isdir(p):
-            found = sorted(f for f in os.listdir(p) if f.endswith(".kprof"))
-            if not found:
-                raise CommandError(f"{p}: no .kprof files in this directory")
-            out += [os.path.join(p, f) for f in found]
-        else:
-            out.append(p)
-    return out
 
 
 def command(args: argparse.Namespace) -> int:
