@@ -19,7 +19,7 @@ from kprof_core.profiler import profile
 from kprof_core.ranks import mpi
 from kprof_core.ranks.combine import combine
 from kprof_core.recording.annotations import kernel, mark, propagate, range
-from kprof_core.result import Profile, Summary, load
+from kprof_core.result import Profile, Summary, drift, load
 from kprof_core.windows import Schedule, save_windows, schedule, step
 
 
@@ -65,6 +65,7 @@ __all__ = [
     "__version__",
     "backends",
     "combine",
+    "drift",
     "format_time",
     "get_backend",
     "kernel",
