@@ -342,3 +342,26 @@ def test_next_active_is_the_first_step_not_none(kw: dict[str, int]) -> None:
     for step in range(80):
         want = next((i for i in range(step, 200) if s(i) != NONE), None)
         assert s.next_active(step) == want, step
+
+
+def test_a_finished_window_is_freed_without_a_full_collection(testbackends: Any, tdq: Any) -> None:
+    # Reference cycles of a finished profile are collected after each window: a long run
+    # holds one window, not every window until the next full collection.
+    import gc
+
+    from kprof_core.recording.recorder_state import _live
+
+    q = tdq()
+    before = set(map(id, _live))
+    alive: list[int] = []
+    gc.disable()
+    try:
+        sched = kprof.schedule(wait=1, active=1, repeat=4)
+        with kprof.profile(schedule=sched, on_window=lambda w: None), q:
+            for _ in range(9):
+                q.launch("k", 0)
+                kprof.step()
+                alive.append(sum(1 for r in _live if id(r) not in before))
+    finally:
+        gc.enable()
+    assert max(alive) <= 1  # at most the window being recorded
