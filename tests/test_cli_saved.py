@@ -100,8 +100,8 @@ def test_bad_files_get_one_line_and_exit_2(tmp_path: Path, content: bytes, why: 
 def test_missing_file_and_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", str(tmp_path / "nope.kprof")]) == 2
     assert "nope.kprof: no such file" in capsys.readouterr().err
-    assert main(["show", str(tmp_path)]) == 2  # a directory lists its windows: none here
-    assert "no .kprof files in this directory" in capsys.readouterr().err
+    assert main(["show", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
 
 
 # -- diff -----------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from kprof_core.renderers.terminal import say
 
 def command(args: argparse.Namespace) -> int:
     """Print a saved profile as ``print(p)`` did (``-t`` adds the trace), or its JSON; write
-    the exports asked for. A directory of windows: one line per window."""
-    if os.path.isdir(args.file):
+    the exports asked for. A directory of windows (``.kprof`` files): one line each."""
+    if os.path.isdir(args.file) and any(f.endswith(".kprof") for f in os.listdir(args.file)):
         return _list(args.file)
     try:
         p = load_profile(args.file)
