@@ -7,6 +7,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from kprof_core import envvars
 from kprof_core.capture_users import (  # tests read the counts here
     _capture_users as _capture_users,
 )
@@ -24,7 +25,7 @@ from kprof_core.windows import Schedule, Windows, check_schedule
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ENV_TIMEOUT = "KPROF_RESOLVE_TIMEOUT"
+ENV_TIMEOUT = envvars.RESOLVE_TIMEOUT
 DEFAULT_TIMEOUT = 60.0
 
 

@@ -35,6 +35,9 @@ def install(backend: kp.Backend) -> bool:
     except ImportError:
         return False
     base = cl.Buffer
+    # The base's own __init__, called directly: super().__init__ costs ~1.5 µs more per
+    # buffer on nanobind's types (measured, bench/bench_memory.py).
+    init, base_release = base.__init__, base.release
     names: dict[int, str] = {}
     allocated, freed = kp.allocated, kp.freed
 
@@ -45,7 +48,7 @@ def install(backend: kp.Backend) -> bool:
         _kprof_addr: int
 
         def __init__(self, context: Any, flags: Any, size: int = 0, hostbuf: Any = None) -> None:
-            super().__init__(context, flags, size, hostbuf)
+            init(self, context, flags, size, hostbuf)
             self._kprof_addr = addr = self.int_ptr
             self._kprof_dev = dev = _context_device(names, context)
             allocated(backend, dev, addr, size or self.size)
@@ -55,7 +58,7 @@ def install(backend: kp.Backend) -> bool:
             if dev is not None:
                 self._kprof_dev = None
                 freed(backend, dev, self._kprof_addr)
-            super().release()
+            base_release(self)
 
         def __del__(self) -> None:
             dev = getattr(self, "_kprof_dev", None)  # None: released, or __init__ failed
