@@ -47,6 +47,26 @@ def targets_table(r: dict[str, Any]) -> list[str]:
             "{:.2f}×",
             idle["ratio"] <= 1.02,
         )
+    me = r.get("memory")
+    if me:
+        for label in ("compiled", "pure"):
+            key = f"record_ns_{label}"
+            if key in me:
+                add(
+                    f"memory event recorded (kprof.plugin.allocated in a profile minus outside), "
+                    f"{label}",
+                    "≤ 1000 ns",
+                    me[key],
+                    "{:.0f} ns",
+                    me[key] <= 1000,
+                )
+        add(
+            "allocation with a backend without memory hooks in a profile / no profile",
+            "≤ 1.02",
+            me["no_hooks_ratio"],
+            "{:.2f}×",
+            me["no_hooks_ratio"] <= 1.02,
+        )
     ra = r.get("range")
     if ra:
         for label in ("compiled", "pure"):
