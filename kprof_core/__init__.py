@@ -21,7 +21,8 @@ from kprof_core.profiler import profile
 from kprof_core.ranks import mpi
 from kprof_core.ranks.combine import combine
 from kprof_core.recording.annotations import kernel, mark, propagate, range
-from kprof_core.result import Profile, Summary, load
+from kprof_core.result import Profile, Summary, drift, load
+from kprof_core.windows import Schedule, save_windows, schedule, step
 
 
 def backends() -> list[Backend]:
@@ -60,6 +61,7 @@ __all__ = [
     "Profile",
     "ProfileFileError",
     "RangeRecord",
+    "Schedule",
     "Site",
     "SiteRow",
     "Summary",
@@ -67,6 +69,7 @@ __all__ = [
     "__version__",
     "backends",
     "combine",
+    "drift",
     "format_time",
     "get_backend",
     "kernel",
@@ -77,5 +80,8 @@ __all__ = [
     "propagate",
     "range",
     "register_backend",
+    "save_windows",
+    "schedule",
+    "step",
     "unregister_backend",
 ]

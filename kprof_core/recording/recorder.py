@@ -22,6 +22,7 @@ from kprof_core.low_level.layout import (
     host_entry,
 )
 from kprof_core.recording import threads
+from kprof_core.recording.bounds import Bounds
 from kprof_core.recording.memory_log import MemoryLog
 from kprof_core.recording.placement import DeviceClock
 from kprof_core.recording.recorder_end import RecorderEnd
@@ -66,6 +67,7 @@ class Recorder(RecorderRanges, RecorderEnd):
         parent: Recorder | None = None,
         sites: bool = True,
         site_skip: Sequence[str] = (),
+        bounds: Bounds | None = None,
     ) -> None:
         super().__init__(
             backends,
@@ -75,6 +77,7 @@ class Recorder(RecorderRanges, RecorderEnd):
             parent=parent,
             sites=sites,
             site_skip=site_skip,
+            bounds=bounds,
         )
         self._bind_launch_path()
         _live.add(self)
