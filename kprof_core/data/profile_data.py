@@ -10,15 +10,18 @@ import operator
 import os
 import socket
 from array import array
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping, Sequence
 from itertools import compress, repeat
 from operator import add, and_, eq, ge, mul
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from kprof_core.data.memory import Memory
 from kprof_core.data.records import (
+    APPROXIMATE,
     COPY,
+    HOST_TIMED,
     KERNEL,
+    KIND_NAMES,
     MARKS,
     PLACED,
     RANGE,
@@ -30,7 +33,6 @@ from kprof_core.data.records import (
     QueueRecord,
     RangeRecord,
     ThreadRecord,
-    iter_device_records,
 )
 from kprof_core.data.site_summary import SiteRow, site_rows
 from kprof_core.data.sites import Site
@@ -38,6 +40,40 @@ from kprof_core.data.summary import Durations, Summary, _split, rows_of
 
 if TYPE_CHECKING:
     from kprof_core.recording.recorder import DeviceClock, Recorder
+
+
+def iter_device_records(
+    table: DeviceTable,
+    names: list[str],
+    queues: list[QueueRecord],
+    threads: list[ThreadRecord],
+    errors: dict[int, str],
+    origin: int = 0,
+    sites: Sequence[Site] = (),
+) -> Iterator[KernelRecord]:
+    """Build record views; times are given relative to ``origin``."""
+    site_col = table.site
+    for i in range(len(table)):
+        q = queues[table.queue[i]]
+        flags = table.flags[i]
+        nbytes = table.nbytes[i]
+        yield KernelRecord(
+            name=names[table.name[i]],
+            kind=KIND_NAMES[table.kind[i]],
+            backend=q.backend,
+            device=q.device,
+            queue=q.label,
+            thread=threads[table.thread[i]].label,
+            start_ns=table.start[i] - origin,
+            duration_ns=table.duration[i],
+            launch_start_ns=table.launch_start[i] - origin,
+            launch_end_ns=table.launch_end[i] - origin,
+            nbytes=None if nbytes < 0 else nbytes,
+            host_timed=bool(flags & HOST_TIMED),
+            error=errors.get(i) if flags & UNRESOLVED else None,
+            approximate=bool(flags & APPROXIMATE),
+            site=sites[site_col[i]] if site_col[i] >= 0 else None,
+        )
 
 
 class ProfileData:

@@ -220,22 +220,8 @@ class DeviceTable:
     ) -> int:
         # All or nothing: a value a column refuses (a plugin's float, an int past int64)
         # raises before any column grew, so the columns never differ in length.
-        row = array(
-            "q",
-            (
-                name,
-                kind,
-                queue,
-                thread,
-                launch_start,
-                launch_end,
-                start,
-                duration,
-                nbytes,
-                flags,
-                site,
-            ),
-        )
+        row = array("q", (name, kind, queue, thread, launch_start, launch_end, start, duration))
+        row.extend((nbytes, flags, site))
         self.name.append(row[0])
         self.kind.append(row[1])
         self.queue.append(row[2])
@@ -389,37 +375,3 @@ class HostTable:
 def _trim(table: Any, columns: tuple[str, ...]) -> None:
     for c in columns:
         setattr(table, c, array("q", getattr(table, c)))
-
-
-def iter_device_records(
-    table: DeviceTable,
-    names: list[str],
-    queues: list[QueueRecord],
-    threads: list[ThreadRecord],
-    errors: dict[int, str],
-    origin: int = 0,
-    sites: Sequence[Site] = (),
-) -> Iterator[KernelRecord]:
-    """Build record views; times are given relative to ``origin``."""
-    site_col = table.site
-    for i in range(len(table)):
-        q = queues[table.queue[i]]
-        flags = table.flags[i]
-        nbytes = table.nbytes[i]
-        yield KernelRecord(
-            name=names[table.name[i]],
-            kind=KIND_NAMES[table.kind[i]],
-            backend=q.backend,
-            device=q.device,
-            queue=q.label,
-            thread=threads[table.thread[i]].label,
-            start_ns=table.start[i] - origin,
-            duration_ns=table.duration[i],
-            launch_start_ns=table.launch_start[i] - origin,
-            launch_end_ns=table.launch_end[i] - origin,
-            nbytes=None if nbytes < 0 else nbytes,
-            host_timed=bool(flags & HOST_TIMED),
-            error=errors.get(i) if flags & UNRESOLVED else None,
-            approximate=bool(flags & APPROXIMATE),
-            site=sites[site_col[i]] if site_col[i] >= 0 else None,
-        )
