@@ -35,12 +35,15 @@ print(statistics.median(out))
 """
 
 
-def bench(quick: bool) -> dict[str, Any]:
-    """Target 2: with kprof imported and plugins loaded, no profile: ≤ 1.02× without kprof."""
-    n, inner = (500, 5) if quick else (2000, 9)
+def idle(rounds: int, n: int, inner: int) -> dict[str, Any]:
+    """The same loop in fresh processes without kprof and with kprof loaded (backends
+    described, a profile come and gone), ``rounds`` pairs, the order alternating from pair
+    to pair (AB, BA, ...) so that neither side always runs first; the figure is the median
+    of the per-pair ratios, with its quartiles."""
     runs: dict[str, list[float]] = {"without_kprof": [], "kprof_loaded_idle": []}
-    for _ in range(3 if quick else 7):
-        for key, flag in (("without_kprof", "0"), ("kprof_loaded_idle", "1")):
+    order = (("without_kprof", "0"), ("kprof_loaded_idle", "1"))
+    for i in range(rounds):
+        for key, flag in order if i % 2 == 0 else order[::-1]:
             out = subprocess.run(
                 [sys.executable, "-c", _IDLE_SCRIPT, flag, str(n), str(inner)],
                 capture_output=True,
@@ -48,9 +51,25 @@ def bench(quick: bool) -> dict[str, Any]:
                 check=True,
             )
             runs[key].append(float(out.stdout.strip().splitlines()[-1]))
+    ratios = sorted(a / b for a, b in zip(runs["kprof_loaded_idle"], runs["without_kprof"]))
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
     m = {k: statistics.median(v) for k, v in runs.items()}
     return {
         "ns_per_launch": m,
-        "ratio": m["kprof_loaded_idle"] / m["without_kprof"],
+        "ratio": statistics.median(ratios),
+        "ratio_quartiles": [q[0], q[2]],
+        "pairs": rounds,
+        "launches_per_process": n * inner,
         "target_ratio": 1.02,
     }
+
+
+def bench(quick: bool) -> dict[str, Any]:
+    """Target 2: with kprof imported and plugins loaded, no profile: ≤ 1.02× without kprof."""
+    return idle(*((6, 500, 5) if quick else (40, 2000, 9)))
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(idle(int(sys.argv[1]) if sys.argv[1:] else 40, 2000, 9), indent=2))

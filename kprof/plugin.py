@@ -40,6 +40,10 @@ over with ``deliver(backend, records)``, a list of :class:`DeviceRecord`, or col
 n, reason)`` reports records the tracer lost; ``activity_stats()`` counts what was delivered
 and dropped.
 
+Backends that see the vendor's allocations (``memory_install`` hook) report each with
+``allocated(backend, device, address, nbytes)`` and ``freed(backend, device, address)``
+(recorded into the calling context's profile, nothing outside one).
+
 Helpers: ``compiled_enabled()`` says whether kprof's compiled parts run (``recorder_description()``
 says why); ``load_plugin_part(package, name)`` imports a plugin's own optional compiled part,
 or returns None where kprof runs pure Python (``KPROF_PURE_PYTHON=1``) or it is not built, so
@@ -73,6 +77,7 @@ from kprof_core.recording.activity import (
     dropped,
 )
 from kprof_core.recording.activity import stats as activity_stats
+from kprof_core.recording.memory import allocated, freed
 from kprof_core.recording.recorder import COPY, KERNEL, Recorder, active, now
 
 __all__ = [
@@ -91,10 +96,12 @@ __all__ = [
     "TimestampsUnsupported",
     "active",
     "activity_stats",
+    "allocated",
     "compiled_enabled",
     "deliver",
     "deliver_columns",
     "dropped",
+    "freed",
     "hookimpl",
     "hookspecs",
     "load_plugin_part",

@@ -7,6 +7,7 @@ the modules here move between releases. ``__all__`` is what ``kprof`` re-exports
 from __future__ import annotations
 
 from kprof_core._version import __version__
+from kprof_core.data.memory import Allocation, Memory, MemoryEvent
 from kprof_core.data.records import KernelRecord, MarkerRecord, RangeRecord
 from kprof_core.data.summary import SummaryRow
 from kprof_core.data.timefmt import format_time
@@ -47,10 +48,13 @@ def unregister_backend(name: str) -> None:
 
 
 __all__ = [
+    "Allocation",
     "ExportError",
     "KernelRecord",
     "KprofError",
     "MarkerRecord",
+    "Memory",
+    "MemoryEvent",
     "Profile",
     "ProfileFileError",
     "RangeRecord",

@@ -30,6 +30,7 @@ _capture_lock = OwnedLock()  # see threads.OwnedLock: a signal handler never wai
 _deferred_releases: list[list[Backend]] = []
 _capture_users: dict[Backend, int] = {}
 _installed: set[Backend] = set()  # remove_capture only what install_capture did install
+_memory_on: set[Backend] = set()  # memory_remove only where memory_install returned True
 
 
 def resolve_timeout(value: float | None) -> float:
@@ -83,6 +84,9 @@ def _install(backends: list[Backend]) -> bool:
                 except Exception as exc:
                     b.disable(f"install_capture raised {type(exc).__name__}: {exc}")
                     _remove_quietly(b)  # undo whatever it did install
+                    continue
+                if b.has_memory:
+                    _install_memory(b)
         except BaseException:
             # Interrupted (Ctrl-C in a slow install_capture): undo this profile's share
             # entirely, the interrupted backend's partial install included, then go on up.
@@ -93,6 +97,20 @@ def _install(backends: list[Backend]) -> bool:
         finally:
             _release_deferred()
     return True
+
+
+def _install_memory(b: Backend) -> None:
+    """``memory_install``, optional: a plugin failing there keeps its capture, without memory."""
+    try:
+        if b.memory_install(b) is True:
+            _memory_on.add(b)
+    except Exception as exc:
+        warnings.warn(
+            f"kprof: backend {b.name!r} ({b.plugin_label}) failed to install its memory "
+            f"tracking ({type(exc).__name__}: {exc}); its allocations are not recorded",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def _release_deferred() -> None:
@@ -122,6 +140,9 @@ def _release(backends: list[Backend]) -> BaseException | None:
             continue
         _installed.discard(b)
         try:
+            if b in _memory_on:
+                _memory_on.discard(b)
+                b.memory_remove(b)
             b.remove_capture(b)
         except Exception as exc:
             warnings.warn(
@@ -216,7 +237,14 @@ class profile:
     def __enter__(self) -> Profile:
         if self._recorder is not None:
             raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
-        backends = registry.usable(self._backend_names)
+        return self.enter_with(registry.usable(self._backend_names))
+
+    def enter_with(self, backends: list[Backend]) -> Profile:
+        """Enter with these backends only (usable ones, as ``registry.usable`` gives); more
+        may join while it runs (:meth:`add_backend`). ``kprof run``'s way in: it starts the
+        backends whose library the program imports later as it imports it."""
+        if self._recorder is not None:
+            raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
         parent = _ACTIVE.get()
         if parent is not None and parent._closed:
             # Exited on another thread, so still set in this context: not a parent.
@@ -238,6 +266,28 @@ class profile:
             scope, opened = activity.open_scope(rec)
             self._scope = (scope, opened, threading.get_ident())
         return result
+
+    def add_backend(self, backend: Backend) -> bool:
+        """Start ``backend``'s capture in this active profile, which records the backend's work
+        from now on; False (nothing done) when the profile is not active or has ended, already
+        uses it, or it is not usable (``info()`` describes it first, if it was not)."""
+        rec, result = self._recorder, self.result
+        if rec is None or result is None or rec._closed or backend in rec.backends:
+            return False
+        if backend.broken is not None or backend.info().status != "available":
+            return False
+        if self._counted and not _install([backend]):
+            return False
+        rec.add_backend(backend)
+        result.backends.append(backend.name)
+        if rec.device and backend.has_activity:
+            if self._scope is None:
+                if threading.get_ident() == rec.entered_on:  # a thread's scopes open there
+                    scope, opened = activity.open_scope(rec)
+                    self._scope = (scope, opened, rec.entered_on)
+            elif self._scope[2] == threading.get_ident():
+                self._scope[1].extend(activity.open_scope(rec, [backend])[1])
+        return True
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         # Returns None: an exception raised in the block propagates unchanged.
@@ -279,6 +329,7 @@ class profile:
             notes = _notes(rec)  # before remove_capture: what the capture could not see
             interrupted = _uninstall(rec.backends) if self._counted else None
             result._load(rec)
+            result.memory = rec.memory.close(result.start_ns)
             if notes:
                 result.meta["notes"] = notes
             self._recorder = None

@@ -108,6 +108,11 @@ class BackendConformance:
         the workload launches on). The default does nothing."""
         return contextlib.nullcontext()
 
+    def allocate(self) -> tuple[int, Callable[[], None]]:
+        """Allocate device memory through the vendor library, as a user would, and return
+        ``(nbytes, free)``. Not overridden: the memory check checks only the hooks' answers."""
+        raise NotImplementedError
+
     def stall(self) -> Callable[[], None]:
         """Hold the current queue: work enqueued after this call does not run until the
         returned callable is called (from any thread). Not overridden: those checks skip."""
@@ -131,12 +136,14 @@ class BackendConformance:
         try:
             backend = kprof.get_backend(self.backend_name)
             stall = None if type(self).stall is BackendConformance.stall else self.stall
+            overridden = type(self).allocate is not BackendConformance.allocate
             yield Conformance(
                 Subject(
                     backend=backend,
                     make_workload=lambda: self.make_workload(backend),
                     queue_context=self.queue_context,
                     stall=stall,
+                    allocate=self.allocate if overridden else None,
                     **{name: getattr(self, name) for name in _SETTINGS},
                 )
             )
@@ -185,6 +192,11 @@ class BackendConformance:
         very same object."""
         _run(conformance.check_capture_restores)
 
+    def test_memory_events(self, conformance: Conformance) -> None:
+        """memory_install answers True, False or None; an allocation and its free (``allocate``)
+        are one event each in a profile; memory_remove restores the very same objects."""
+        _run(conformance.check_memory)
+
     def test_clock_alignment(
         self, conformance: Conformance, record_property: Callable[[str, object], None]
     ) -> None:
@@ -200,6 +212,6 @@ class BackendConformance:
 _SETTINGS = tuple(
     f.name
     for f in dataclasses.fields(Subject)
-    if f.name not in ("backend", "make_workload", "queue_context", "stall")
+    if f.name not in ("backend", "make_workload", "queue_context", "stall", "allocate")
     and hasattr(BackendConformance, f.name)
 )

@@ -40,6 +40,9 @@ _COPY = kp.COPY
 
 #: Free events kept per device when capture is removed (the rest are destroyed).
 KEEP_FREE_EVENTS = 4096
+#: Python libraries that run CUDA work: importing one starts this backend under ``kprof run``
+#: (``capture_modules``). A program reaching CUDA otherwise (ctypes) needs ``--backends cuda``.
+CUDA_LIBRARIES = ("cupy", "torch", "jax", "jaxlib", "numba", "cuda", "pycuda", "tensorflow", "warp")
 
 
 class CudaPlugin(QueueHooks):
@@ -136,6 +139,11 @@ class CudaPlugin(QueueHooks):
             n.pop()
 
     # -- capture ------------------------------------------------------------------------------
+
+    @kp.hookimpl
+    def capture_modules(self, backend: kp.Backend) -> list[str]:
+        # CuPy, and the libraries whose CUDA work CUPTI's records see too.
+        return [self._module, *(m for m in CUDA_LIBRARIES if m != self._module)]
 
     @kp.hookimpl
     def install_capture(self, backend: kp.Backend) -> None:

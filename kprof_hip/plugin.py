@@ -155,6 +155,11 @@ def align_clock(backend: kp.Backend, token: Any, launch_window: tuple[int, int])
 
 
 @kp.hookimpl
+def capture_modules(backend: kp.Backend) -> list[str]:
+    return ["hip", "rocm"]  # hip-python: ``from hip import hip``, ``rocm.bindings.hip``
+
+
+@kp.hookimpl
 def install_capture(backend: kp.Backend) -> None:
     from . import capture
 

@@ -132,6 +132,7 @@ class Watcher:
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._retire = False  # capture was removed: the thread ends once nothing is pending
 
     def track(self, event: Any, queue: Any, launched: int) -> Observed:
         """A token for ``event`` (a command just enqueued on ``queue`` at ``launched``)."""
@@ -174,11 +175,19 @@ class Watcher:
             if not state.listed:
                 state.listed = True
                 self._listed.append(state)
+            self._retire = False
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="kprof OpenCL watcher", daemon=True
                 )
                 self._thread.start()
+
+    def retire(self) -> None:
+        """Capture is removed: the thread ends as soon as nothing is pending, so that no
+        thread of kprof's runs outside a profile (a later ``track`` starts another)."""
+        with self._lock:
+            self._retire = True
+        self._wake.set()
 
     def _unlist_idle(self) -> None:
         """Forget queues with nothing pending (a queue's next launch lists it again)."""
@@ -223,8 +232,12 @@ class Watcher:
                 time.sleep(pause)  # releases the GIL
             else:
                 self._unlist_idle()
+                with self._lock:
+                    if self._retire and not self._listed:
+                        self._thread = None  # under the lock: a track now starts a new one
+                        return
                 pause = _MIN_PAUSE
-                self._wake.wait()  # set by track(), after it appended
+                self._wake.wait()  # set by track() after it appended, and by retire()
 
 
 def _stamp_seen(state: _QueueState, done: list[tuple[Observed, int]], t: int) -> None:

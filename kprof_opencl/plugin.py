@@ -259,6 +259,7 @@ def remove_capture(backend: kp.Backend) -> None:
     patcher = backend.state.pop("patcher", None)
     if patcher is not None:
         capture.remove(patcher, conflicts)
+    observed.watcher.retire()  # no thread of kprof's outside a profile
 
 
 @hookimpl
@@ -285,6 +286,12 @@ def report_notes(backend: kp.Backend) -> list[str] | None:
     mechanisms = backend.state.get("mechanisms")
     note = hook.unseen(mechanisms) if mechanisms else None
     return [note] if note else None
+
+
+@hookimpl
+def capture_modules(backend: kp.Backend) -> list[str]:
+    # C libraries that enqueue OpenCL work (VkFFT, CLBlast) come with PyOpenCL in Python.
+    return ["pyopencl"]
 
 
 @hookimpl

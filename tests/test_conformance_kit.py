@@ -32,6 +32,7 @@ class RefQueue(device.Queue):
 
 
 _ORIGINAL_LAUNCH = RefQueue.__dict__["launch"]
+_ORIGINAL_ALLOC, _ORIGINAL_FREE = device.alloc, device.Allocation.free
 
 
 class Ref:
@@ -388,6 +389,61 @@ class AlignDrifts(Ref):
         return kprof.plugin.Alignment(token.time_ns - off, 0, "stale offset")
 
 
+# -- device memory ----------------------------------------------------------------------------
+
+
+class RefMemory(Ref):
+    """Ref, reporting the test device's allocations (``device.alloc``) and frees."""
+
+    @kprof.plugin.hookimpl
+    def memory_install(self, backend: kprof.plugin.Backend) -> Any:
+        patcher = backend.state["memory"] = kp.Patcher()
+        alloc, free, plugin = device.alloc, device.Allocation.free, self
+
+        def tracked_alloc(nbytes: int, address: int | None = None) -> device.Allocation:
+            a = alloc(nbytes, address)
+            plugin.report_alloc(backend, a)
+            return a
+
+        def tracked_free(a: device.Allocation) -> None:
+            free(a)
+            kp.freed(backend, "ref 0", a.address)
+
+        patcher.patch(device, "alloc", tracked_alloc)
+        patcher.patch(device.Allocation, "free", tracked_free)
+        return True
+
+    def report_alloc(self, backend: kprof.plugin.Backend, a: device.Allocation) -> None:
+        kp.allocated(backend, "ref 0", a.address, a.nbytes)
+
+    @kprof.plugin.hookimpl
+    def memory_remove(self, backend: kprof.plugin.Backend) -> None:
+        backend.state.pop("memory").restore()
+
+
+class MemoryInstallStr(RefMemory):
+    @kprof.plugin.hookimpl
+    def memory_install(self, backend: kprof.plugin.Backend) -> Any:
+        return "yes"
+
+
+class MemoryTwice(RefMemory):
+    def report_alloc(self, backend: kprof.plugin.Backend, a: device.Allocation) -> None:
+        kp.allocated(backend, "ref 0", a.address, a.nbytes)
+        kp.allocated(backend, "ref 0", a.address + 1, a.nbytes)
+
+
+class MemoryKeepsPatch(RefMemory):
+    @kprof.plugin.hookimpl
+    def memory_remove(self, backend: kprof.plugin.Backend) -> None:
+        backend.state.pop("memory")  # forgets to restore
+
+
+def _allocate() -> tuple[int, Callable[[], None]]:
+    a = device.alloc(64)
+    return 64, a.free
+
+
 # -- running the checks ---------------------------------------------------------------------------
 
 
@@ -426,6 +482,7 @@ def check(tdq: Any) -> Iterator[Callable[..., Conformance]]:
 
     yield make
     RefQueue.launch = _ORIGINAL_LAUNCH  # type: ignore[method-assign]  # whatever a plugin left
+    device.alloc, device.Allocation.free = _ORIGINAL_ALLOC, _ORIGINAL_FREE  # type: ignore[method-assign]
     for q in made:
         q.hang.set()
         q.close()
@@ -442,6 +499,18 @@ CHECKS = [
     "check_capture_restores",
     "check_clock_alignment",
 ]
+
+
+def test_the_memory_check_passes_a_correct_plugin_and_skips_one_without(
+    check: Callable[..., Conformance],
+) -> None:
+    c = check(RefMemory, records_per_step=2, allocate=_allocate)
+    assert c.check_memory() == "one allocation of 64 bytes and its free: two events, as reported"
+    assert device.alloc is _ORIGINAL_ALLOC
+    c.s.allocate = None
+    assert c.check_memory().startswith("memory_install: True; no allocate() given")
+    kprof.unregister_backend("ref")
+    assert check(Ref).check_memory() == "no memory hooks: the backend reports no device memory"
 
 
 def test_a_correct_plugin_passes_every_check(check: Callable[..., Conformance]) -> None:
@@ -615,6 +684,21 @@ BROKEN = [
         "check_clock_alignment",
         "align_clock",
         "needs no shift of the device in a profile beyond its error bound",
+        {},
+    ),
+    (MemoryInstallStr, "check_memory", "memory_install", "returns True, False or None", {}),
+    (
+        MemoryTwice,
+        "check_memory",
+        "memory_install",
+        "an allocation and its free are one event each, on a str device, with the size",
+        {"allocate": _allocate},
+    ),
+    (
+        MemoryKeepsPatch,
+        "check_memory",
+        "memory_remove",
+        "restores the very same objects",
         {},
     ),
 ]
@@ -791,9 +875,9 @@ def test_the_base_class_runs_every_check_and_reports_failures_by_hook_and_rule(
         "FAILED test_plugin_conformance.py::TestFloat::test_timestamps_read_as_ordered_ints"
         " - kprof.testing.ConformanceError: elapsed_time: returns an int:"
     ) in out
-    # The good plugin's 9 checks pass; the others fail or skip once kprof disabled them.
+    # The good plugin's 10 checks pass; the others fail or skip once kprof disabled them.
     good = [ln for ln in out.splitlines() if ln.startswith("PASSED") and "::TestGood::" in ln]
-    assert len(good) == 9, out
+    assert len(good) == 10, out
 
 
 def test_import_kprof_imports_neither_pytest_nor_the_kit() -> None:

@@ -49,6 +49,10 @@ class TestTestdevConformance(BackendConformance):
         q.launch("hang")
         return q.hang.set
 
+    def allocate(self) -> tuple[int, Callable[[], None]]:
+        a = device.alloc(4096)
+        return 4096, a.free
+
 
 class TestTestnotsConformance(BackendConformance):
     """The test backend's ``testnots``: no timestamp hooks, capture, host timing."""

@@ -12,6 +12,7 @@ import traceback
 from typing import Any
 
 from kprof_core.cli.common import add_output_options, write_outputs
+from kprof_core.host import imports
 from kprof_core.renderers.terminal import print_text, say
 
 
@@ -70,6 +71,48 @@ def _restart_with(env: dict[str, str]) -> None:
     os.execve(sys.executable, list(sys.orig_argv), {**os.environ, **env, REEXEC: "1"})
 
 
+def _split(backends: list[Any]) -> tuple[list[Any], list[tuple[Any, list[str]]]]:
+    """The backends to start with the program (usable, and either naming no modules in
+    ``capture_modules`` or one the program has already imported), and the others with the
+    modules whose import starts them. Only the first are described (vendor imports)."""
+    now: list[Any] = []
+    later: list[tuple[Any, list[str]]] = []
+    for b in backends:
+        if b.broken is not None:
+            continue
+        try:
+            mods = b.capture_modules(b)
+        except Exception:  # a plugin's failure: started with the program, as before the hook
+            mods = None
+        if isinstance(mods, (list, tuple)) and mods and all(isinstance(m, str) for m in mods):
+            if not any(m in sys.modules for m in mods):
+                later.append((b, list(mods)))
+                continue
+        if b.info().status == "available":
+            now.append(b)
+    return now, later
+
+
+def _start_later(prof: Any, backend: Any, notes: list[str]) -> Any:
+    """What starts ``backend`` in ``prof`` once the program imports one of its modules; what
+    the backend wanted from the program's start and did not get goes to ``notes``."""
+
+    def start(module: str) -> None:
+        if not prof.add_backend(backend):
+            return
+        env = _exec_environment([backend])
+        if env:
+            wanted = ", ".join(f"{k}={v}" for k, v in env.items())
+            notes.append(
+                f"kprof run started backend {backend.name!r} when the program imported "
+                f"{module}, too late for what it needs from the program's start ({wanted}): "
+                f"some of its work may be missing. `kprof run --backends {backend.name} ...` "
+                f"starts it with the program."
+            )
+
+    return start
+
+
 def _forked_child_paths(args: argparse.Namespace) -> None:
     """In a child the script forked (``os.fork()`` inside the profile, which then ended in
     the child: ``sys.exit`` there), the output paths get the child's pid unless they have
@@ -97,23 +140,34 @@ def command(args: argparse.Namespace) -> int:
     prof = profile(device=not args.no_device, trace=args.print_trace, backends=backends)
     # Load the plugins before the script's directory goes on sys.path: a file there must not
     # be imported in place of an installed plugin.
-    registry.all()
-    try:
-        usable = registry.usable(backends)
-    except Exception:  # an unknown backend name: the profile reports it, as before
-        usable = []
+    later: list[tuple[Any, list[str]]] = []
+    if backends is not None:  # named: each started with the program
+        try:
+            usable = registry.usable(backends)
+        except Exception:  # an unknown backend name: the profile reports it, as before
+            usable = []
+    else:
+        usable, later = _split(registry.loaded())
     _restart_with(_exec_environment(usable))
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [script, *args.args]
     # As python does: sys.path[0] is the script's directory, or the working directory for -m.
     sys.path.insert(0, os.getcwd() if args.module else os.path.dirname(os.path.abspath(script)))
     code = 0
-    p = prof.__enter__()
+    p = prof.__enter__() if backends is not None else prof.enter_with(usable)
+    notes: list[str] = []
+    starts = [_start_later(prof, b, notes) for b, _mods in later]
+    for (_b, mods), start in zip(later, starts):
+        imports.watch(mods, start)
 
     runner = os.getpid()
 
     def finish(code: int) -> int:
+        for start in starts:
+            imports.unwatch(start)
         interrupted = end_profile(prof, p)
+        if notes:
+            p.meta["notes"] = [*p.meta.get("notes", []), *notes]
         if os.getpid() != runner:
             _forked_child_paths(args)
         # Files first: a reader that went away (`| head`) or a script that closed sys.stdout

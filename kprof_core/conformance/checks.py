@@ -242,6 +242,51 @@ class Conformance(TokenChecks):
                 )
         return report
 
+    def check_memory(self) -> str:
+        """``memory_install`` answers True, False or None; with an author's ``allocate``, an
+        allocation and its free in a profile are one event each (a str device, the size),
+        none outside it; ``memory_remove`` restores the very same objects."""
+        self.require_available()
+        if not self.b.has_memory:  # the defaults: nothing installed, nothing to break
+            return "no memory hooks: the backend reports no device memory"
+        if capture_installed():
+            raise Skipped("a profile is active: memory tracking cannot be installed alone")
+        own = ("kprof", "kprof_core", *(self.s.own_modules or plugin_module(self.b.plugin)))
+        before = snapshot(own)
+        self._call("install_capture")
+        try:
+            on = self._call("memory_install")
+            if on is not None and not isinstance(on, bool):
+                raise fail(
+                    "memory_install", "returns True, False or None", f"it returned {on!r:.60}"
+                )
+            if on:
+                self._call("memory_remove")
+        finally:
+            self._call("remove_capture")
+        after = snapshot(own)
+        wrong = sorted(v[1] for k, v in before.items() if k not in after or after[k][0] is not v[0])
+        if wrong:
+            raise fail("memory_remove", "restores the very same objects", ", ".join(wrong))
+        if not on:
+            raise Skipped(f"memory_install returned {on}: the backend reports no memory here")
+        if self.s.allocate is None:
+            return "memory_install: True; no allocate() given, so no allocation was checked"
+        nbytes, free = self.s.allocate()  # outside every profile: nothing recorded
+        free()
+        with profile(backends=[self.b.name]) as p:
+            nbytes, free = self.s.allocate()
+            free()
+        self._drain()
+        events = [(e.kind, e.nbytes, type(e.device)) for e in p.memory.events]
+        if events != [("alloc", nbytes, str), ("free", nbytes, str)]:
+            raise fail(
+                "memory_install",
+                "an allocation and its free are one event each, on a str device, with the size",
+                f"one allocation of {nbytes} bytes and its free gave {events}",
+            )
+        return f"one allocation of {nbytes} bytes and its free: two events, as reported"
+
 
 def _off(t: int, lo: int, hi: int) -> str:
     return f"{lo - t} ns too early" if t < lo else f"{t - hi} ns too late"

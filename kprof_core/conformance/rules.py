@@ -45,6 +45,11 @@ RULES = {
         "records are device-timed",
     ),
     "remove_capture": ("restores the very same objects",),
+    "memory_install": (
+        "returns True, False or None",
+        "an allocation and its free are one event each, on a str device, with the size",
+    ),
+    "memory_remove": ("restores the very same objects",),
     "any hook": ("kprof never disables the backend",),
     "align_clock": (
         "returns a kprof.plugin.Alignment or None",
@@ -90,6 +95,9 @@ class Subject:
     and class's attributes must be the very same objects after ``remove_capture``.
     ``rerecord_supersedes``: recording a token again makes it forget an earlier, pending
     record (CUDA and HIP events), so reusing one the device has not reached is safe.
+    ``allocate``: allocates device memory through the vendor library (as the user would) and
+    returns ``(nbytes, free)``, ``free`` a callable that frees it; None when the author gives
+    none (the memory checks then check only ``memory_install``'s answer and removal).
     """
 
     backend: Backend
@@ -105,6 +113,7 @@ class Subject:
     require_available: bool = True
     own_modules: tuple[str, ...] = ()
     rerecord_supersedes: bool = False
+    allocate: Callable[[], tuple[int, Callable[[], None]]] | None = None
 
 
 @dataclass

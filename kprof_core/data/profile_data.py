@@ -16,6 +16,7 @@ from itertools import compress, repeat
 from operator import add, and_, eq, ge, mul
 from typing import TYPE_CHECKING, Any
 
+from kprof_core.data.memory import Memory
 from kprof_core.data.records import (
     COPY,
     KERNEL,
@@ -128,6 +129,7 @@ class ProfileData:
       block, its stream; rows from activity records such as CUPTI's).
     - ``dropped``: backend name -> (activity records its tracer lost while the profile ran,
       why): those kernels and copies are missing from the tables.
+    - ``memory``: device memory reported allocated and freed (:class:`kprof.Memory`).
     - ``backends``: the names of the backends the profile used; ``trace``: whether printing it
       shows the trace; ``meta``: provenance (host, pid, rank, world size, clock anchors) and
       ``notes``, what a backend said the profile may lack (printed under the summary).
@@ -150,6 +152,7 @@ class ProfileData:
         #: backend name -> (activity records its tracer dropped while the profile ran, why).
         self.dropped: dict[str, tuple[int, str]] = {}
         self.meta: dict[str, Any] = {"host": socket.gethostname(), "pid": os.getpid()}
+        self.memory = Memory()
         self._finished = False
 
     def _load(self, rec: Recorder) -> None:

@@ -191,7 +191,8 @@ class Backend:
     ``mirrors_ranges`` (it implements ``range_push``), ``has_device_times`` (it implements
     ``device_times``), ``has_batch_times`` (it implements ``device_times_batch`` too),
     ``pools_tokens`` (it implements ``release_timestamp``), ``has_activity`` (it delivers
-    activity records: implements ``activity_scope_enter``).
+    activity records: implements ``activity_scope_enter``), ``has_memory`` (it may report
+    device memory: implements ``memory_install``).
     """
 
     # Resolved hook callables, filled in by ``resolve``: one per hookspec, in its order (a test
@@ -200,8 +201,11 @@ class Backend:
     activity_flush: Callable[..., Any]
     activity_scope_enter: Callable[..., Any]
     activity_scope_exit: Callable[..., Any]
+    capture_modules: Callable[..., Any]
     demo_workload: Callable[..., Any]
     exec_environment: Callable[..., Any]
+    memory_install: Callable[..., Any]
+    memory_remove: Callable[..., Any]
     range_pop: Callable[..., Any]
     range_push: Callable[..., Any]
     report_notes: Callable[..., Any]
@@ -237,6 +241,8 @@ class Backend:
         #: Whether the plugin delivers activity records (implements ``activity_scope_enter``).
         self.has_activity = False
         self.pools_tokens = False
+        #: Whether the plugin may report device memory (implements ``memory_install``).
+        self.has_memory = False
         self.broken: str | None = None
         self._info: BackendInfo | None = None
 
@@ -260,6 +266,7 @@ class Backend:
         # The batch reader stands for device_times over many tokens: only with it.
         self.has_batch_times = self.has_device_times and "device_times_batch" in self.implemented
         self.has_activity = "activity_scope_enter" in self.implemented
+        self.has_memory = "memory_install" in self.implemented
         # Without release_timestamp there is nothing to give back: skip the call per record.
         self.pools_tokens = "release_timestamp" in self.implemented
         if "record_timestamp" in self.implemented and not self.reads_timestamps:

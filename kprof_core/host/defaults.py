@@ -146,3 +146,18 @@ def report_notes(backend: Backend) -> list[str] | None:
 @hookimpl(trylast=True)
 def exec_environment(backend: Backend) -> dict[str, str] | None:
     return None
+
+
+@hookimpl(trylast=True)
+def capture_modules(backend: Backend) -> list[str] | None:
+    return None
+
+
+@hookimpl(trylast=True)
+def memory_install(backend: Backend) -> bool | None:
+    return None
+
+
+@hookimpl(trylast=True)
+def memory_remove(backend: Backend) -> None:
+    return None

@@ -167,6 +167,10 @@ class Registry:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._backends: dict[str, Backend] | None = None
+        #: Loaded from an entry point, not yet asked describe_backend (which imports the vendor
+        #: library): described, bounded in time, on the first use that needs it.
+        self._undescribed: list[Backend] = []
+        self._timeout: float | None = None
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.pm.register(defaults, name="kprof.defaults")
@@ -196,7 +200,7 @@ class Registry:
                     f"{ENV_PLUGINS} names unknown backend(s) {', '.join(missing)}; "
                     f"installed backends: {', '.join(sorted(eps.names)) or 'none'}"
                 )
-        timeout = discovery_timeout()
+        timeout = self._timeout = discovery_timeout()
         for ep in _chosen(eps):
             if wanted is not None and ep.name not in wanted:
                 continue
@@ -206,7 +210,7 @@ class Registry:
             try:
                 plugin = bounded(ep.load, timeout, f"import of {ep.value}")
                 backend = self._add(ep.name, plugin, dist_name, dist_version)
-                self._describe(backend, timeout)
+                self._undescribed.append(backend)
             except Exception as exc:
                 error = (
                     str(exc)
@@ -253,11 +257,16 @@ class Registry:
                 f"describe_backend {exc}" if isinstance(exc, PluginRaised) else str(exc)
             )
 
-    def _ensure(self) -> dict[str, Backend]:
+    def _ensure(self, describe: bool = True) -> dict[str, Backend]:
         if self._backends is None:
             with self._lock:
                 if self._backends is None:
                     self._backends = self._load()
+        if describe and self._undescribed:
+            with self._lock:
+                pending, self._undescribed = self._undescribed, []
+                for b in pending:
+                    self._describe(b, self._timeout)
         return self._backends
 
     # -- public ---------------------------------------------------------------------------------
@@ -265,6 +274,12 @@ class Registry:
     def all(self) -> list[Backend]:
         """Every discovered backend, broken ones included, in discovery order."""
         return list(self._ensure().values())
+
+    def loaded(self) -> list[Backend]:
+        """Every discovered backend, its plugin imported but not asked to describe itself: no
+        vendor library imported (``kprof run`` describes each when the program imports its
+        library, ``capture_modules``). ``info()`` describes one, unbounded in time."""
+        return list(self._ensure(describe=False).values())
 
     def get(self, name: str) -> Backend:
         if not isinstance(name, str):
@@ -309,6 +324,7 @@ class Registry:
                 if plugin is not defaults:
                     self.pm.unregister(plugin, name)
             self._backends = None
+            self._undescribed = []
 
 
 def _chosen(eps: Any) -> list[Any]:

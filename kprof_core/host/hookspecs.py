@@ -45,8 +45,8 @@ fall back (a generic queue name; placement by launch time), keeping the backend.
 
 The activity hooks (``activity_scope_enter`` ... ``activity_align``), for vendor tools that
 report device work after it ran, are in ``hookspecs_activity.py``; the optional ones (mirroring
-ranges, the demo, the environment ``kprof run`` starts with, notes for the report) in
-``hookspecs_optional.py``.
+ranges, the demo, the environment ``kprof run`` starts with, notes for the report, device
+memory) in ``hookspecs_optional.py``.
 """
 
 from __future__ import annotations
@@ -62,8 +62,11 @@ from kprof_core.host.hookspecs_activity import (  # noqa: F401
     activity_scope_exit,
 )
 from kprof_core.host.hookspecs_optional import (  # noqa: F401
+    capture_modules,
     demo_workload,
     exec_environment,
+    memory_install,
+    memory_remove,
     range_pop,
     range_push,
     report_notes,

@@ -1,5 +1,6 @@
-"""The optional hooks: mirroring ranges into the vendor's tools, the demo, the environment
-``kprof run`` starts a program with, and notes for the report. Part of the hook reference,
+"""The optional hooks: mirroring ranges into the vendor's tools, the demo, the modules whose
+import starts a backend under ``kprof run``, the environment ``kprof run`` starts a program
+with, notes for the report, and device memory. Part of the hook reference,
 ``kprof_core/host/hookspecs.py``, which imports them."""
 
 from __future__ import annotations
@@ -60,13 +61,29 @@ def demo_workload(backend: Backend, size: int) -> Any | None:
 
 
 @hookspec(firstresult=True)
+def capture_modules(backend: Backend) -> list[str] | None:
+    """The top-level modules whose import means the program uses this backend (``["pyopencl"]``).
+
+    ``kprof run`` neither describes the backend nor installs its capture until the program
+    imports one of them (a post-import hook on ``sys.meta_path``), so that a script that uses
+    no GPU library starts as fast as under ``python`` and loads no vendor module it did not
+    import; from that import on, the backend is part of the run's profile. ``kprof run
+    --backends NAME`` starts it at once, as ``kprof.profile()`` does every backend. Must not
+    import anything itself.
+
+    :param backend: The plugin's :class:`kprof.plugin.Backend`.
+    :returns: Module names, or ``None`` (start with the program, as before). Default: ``None``.
+    """
+
+
+@hookspec(firstresult=True)
 def exec_environment(backend: Backend) -> dict[str, str] | None:
     """Environment variables the profiled program must be started with, which cannot be set
     once it runs.
 
     For example ``LD_PRELOAD`` of an interposer the backend needs where it cannot hook the
-    vendor library at run time. ``kprof run`` asks every usable backend before it runs the
-    script and, where one asks for a value the environment lacks, starts itself again once
+    vendor library at run time. ``kprof run`` asks every backend it starts with the program
+    (``capture_modules``) before it runs the script and, where one asks for a value the environment lacks, starts itself again once
     with it (same interpreter, flags and arguments; ``KPROF_RUN_RESTARTED=1`` marks the
     restarted process). ``kprof.profile()`` in a running program cannot: the backend then says what it
     could not see (``report_notes``).
@@ -87,4 +104,37 @@ def report_notes(backend: Backend) -> list[str] | None:
 
     :param backend: The plugin's :class:`kprof.plugin.Backend`.
     :returns: The lines, or ``None`` (nothing to say). Default: ``None``.
+    """
+
+
+# -- Device memory (optional) -------------------------------------------------------------------
+#
+# A plugin that can see the vendor's allocations and frees reports each one, from its wrappers,
+# with ``kprof.plugin.allocated(backend, device, address, nbytes)`` and ``kprof.plugin.freed(
+# backend, device, address)``, on the allocating thread; kprof keeps them per profile
+# (``Profile.memory``: live bytes per device, the peak, allocations live at the end). Without
+# these hooks nothing is installed and nothing is recorded.
+
+
+@hookspec(firstresult=True)
+def memory_install(backend: Backend) -> bool | None:
+    """Start reporting allocations and frees.
+
+    Called with ``install_capture`` (after it), on the first profile that uses the backend;
+    undone by ``memory_remove`` before ``remove_capture``. Wrap the vendor's allocation and
+    free functions; the wrappers call ``kprof.plugin.allocated``/``freed`` (they record
+    nothing outside a profile, so calling them is enough).
+
+    :param backend: The plugin's :class:`kprof.plugin.Backend`.
+    :returns: ``True`` when the backend now reports memory; ``False`` or ``None`` when it
+        cannot (its library lacks the hook, another tool holds it). Default: ``None``.
+    """
+
+
+@hookspec(firstresult=True)
+def memory_remove(backend: Backend) -> None:
+    """Stop reporting allocations and frees: undo ``memory_install`` (called only after it
+    returned True).
+
+    :param backend: The plugin's :class:`kprof.plugin.Backend`. Default: nothing is done.
     """

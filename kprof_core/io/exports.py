@@ -204,7 +204,8 @@ _HOST_KEYS = ("kind", "name", "thread", "start_ns", "duration_ns")
 
 def to_json(p: ProfileData, path: Target | None = None) -> dict[str, Any] | None:
     """The profile as JSON-able data: ``meta``, ``clocks``, ``summary``, ``device`` and
-    ``host`` records (times in ns from the profile's start).
+    ``host`` records (times in ns from the profile's start), and ``memory``
+    (``Memory.to_dict()``) when the profile saw allocations.
 
     With ``path`` (a path or an open text file) it is streamed there as JSON and ``None`` is
     returned; without, the dict is returned.
@@ -213,6 +214,8 @@ def to_json(p: ProfileData, path: Target | None = None) -> dict[str, Any] | None
     if path is None:
         head["device"] = [_strip(r, _DEVICE_KEYS) for r in _device_rows(p)]
         head["host"] = [_strip(r, _HOST_KEYS) for r in _host_rows(p)]
+        if p.memory:  # only then: exports of profiles without memory stay as they were
+            head["memory"] = p.memory.to_dict()
         return head
     with open_text(path, "JSON export") as f:
         text = json.dumps(head, default=str)
@@ -227,6 +230,8 @@ def to_json(p: ProfileData, path: Target | None = None) -> dict[str, Any] | None
                 f.write(sep + json.dumps(_strip(r, keys)))
                 sep = ",\n"
             f.write("]")
+        if p.memory:
+            f.write(f', "memory": {json.dumps(p.memory.to_dict())}')
         f.write("}\n")
     return None
 

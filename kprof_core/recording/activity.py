@@ -83,8 +83,9 @@ def stats() -> dict[str, int]:
         return dict(_stats)
 
 
-def open_scope(rec: Recorder) -> tuple[int, list[Backend]]:
-    """Open a scope of ``rec`` on the calling thread; returns it and the backends that will
+def open_scope(rec: Recorder, only: list[Backend] | None = None) -> tuple[int, list[Backend]]:
+    """Open a scope of ``rec`` on the calling thread (for ``only`` of its backends, where
+    given: one that joined the profile while it ran); returns it and the backends that will
     deliver its records (to be closed with :func:`close_scope` on this thread)."""
     who = _who()
     with _lock:
@@ -98,7 +99,7 @@ def open_scope(rec: Recorder) -> tuple[int, list[Backend]]:
         if not rec.activity_serial:
             rec.activity_serial = next(_serials)
     opened: list[Backend] = []
-    for b in rec.backends:
+    for b in rec.backends if only is None else only:
         if not b.has_activity or b.broken is not None or not rec.device:
             continue
         try:

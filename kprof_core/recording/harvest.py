@@ -123,6 +123,11 @@ class Harvest:
         self.deferred: list[tuple[Backend, Any]] | None = None
         self.unreleased = 0  # tokens not given back: the deadline had passed
 
+    def add_backend(self, backend: Backend) -> None:
+        """A backend that joined the profile while it ran (``Recorder.add_backend``)."""
+        self.by_slot[backend.slot] = backend
+        self.backends.append(backend)
+
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows, oldest first; returns how many were taken.
 

@@ -22,6 +22,7 @@ from kprof_core.low_level.layout import (
     host_entry,
 )
 from kprof_core.recording import threads
+from kprof_core.recording.memory_log import MemoryLog
 from kprof_core.recording.placement import DeviceClock
 from kprof_core.recording.recorder_end import RecorderEnd
 from kprof_core.recording.recorder_ranges import RecorderRanges
@@ -69,6 +70,20 @@ class Recorder(RecorderRanges, RecorderEnd):
         self._bind_launch_path()
         _live.add(self)
 
+    def add_backend(self, backend: Backend) -> None:
+        """Record ``backend``'s work too from now on: its capture started while the profile
+        ran (``kprof run`` starts a backend when the program imports its library). Launches
+        already in flight through the old launch path reach the same pending list."""
+        if backend in self._selected:
+            return
+        self.rows.add_backend(backend)  # first: an entry of its slot must find it there
+        self.backends.append(backend)
+        self._selected = frozenset(self.backends)
+        if self.device and not self.synchronize:
+            self._timed = self._timed | {backend.slot}
+        self.has_activity = self.has_activity or (self.device and backend.has_activity)
+        self._bind_launch_path()
+
     def _after_fork_in_child(self, fork_ns: int) -> None:
         """In a child made by ``os.fork()`` inside the profile: start over with no inherited
         record side. The parent's pending tokens belong to devices (and device threads) the
@@ -93,6 +108,7 @@ class Recorder(RecorderRanges, RecorderEnd):
         # the child starts at the fork (annotations.range.__exit__, _cut_open_ranges).
         self.forked_ranges = dict.fromkeys(self.open_ranges, fork_ns)
         self.forks += 1
+        self.memory = MemoryLog(self.backends)  # the parent's allocations are not the child's
         self.pending_high_water = 0
         self._bind_launch_path()
         self._set_next_harvest(0 if self._closed else min(self.harvest_every, self.max_pending))

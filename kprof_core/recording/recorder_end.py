@@ -125,3 +125,4 @@ class RecorderEnd(RecorderState):
                 )
             for k, v in child.clocks.items():
                 self.clocks.setdefault(k, v)
+            self.memory.absorb(child.memory)

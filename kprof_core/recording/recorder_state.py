@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kprof_core.host.backend import Backend
 from kprof_core.recording.harvest import Harvest
+from kprof_core.recording.memory_log import MemoryLog
 from kprof_core.recording.placement import DeviceClock
 
 if TYPE_CHECKING:
@@ -96,6 +97,8 @@ class RecorderState:
         #: How many times this process was forked inside the profile (counted in the child):
         #: a ``kprof.kernel`` call that began before a fork leaves no row in the child.
         self.forks = 0
+        #: Allocations and frees the backends report (``kprof.plugin.allocated``/``freed``).
+        self.memory = MemoryLog(self.backends)
         self._native: Any = None  # the compiled launch path, where bound (recorder.py)
 
     def _new_rows(self) -> None:

@@ -20,6 +20,8 @@ Layout (see :mod:`.timeline` for which record goes on which track):
 - ``args``: ``kind``, ``queue``, ``thread``, ``bytes``, ``host_timed``; a launch the device
   never timed (unresolved) keeps its slice with ``unresolved: <why>`` and has no kernel slice
   nor flow. Host-timed records are drawn on their queue with host times.
+- Device memory (``Profile.memory``): a process ``device memory`` with one counter (``C``)
+  track per device, ``live bytes, <device>``, a point per allocation or free.
 - Metadata: ``process_name``, ``process_labels`` (host, pid, rank; the device clock's
   alignment method and error bound), ``process_sort_index``, ``thread_name``,
   ``thread_sort_index``.
@@ -241,7 +243,30 @@ def _write_profile(
                     )
                 if len(buf) >= FLUSH_EVERY:
                     ev.flush()
+    _write_memory(ev, p, label, shift, ids, meta)
     ev.flush()
+
+
+def _write_memory(
+    ev: _Events, p: ProfileData, label: str | None, shift: int, ids: list[int], meta: Any
+) -> None:
+    """Live bytes per device as counter (``C``) events, in a process of their own."""
+    m = p.memory
+    if not m:
+        return
+    pid = ids[0]
+    ids[0] += 1
+    meta("process_name", pid, {"name": f"{label}: device memory" if label else "device memory"})
+    meta("process_sort_index", pid, {"sort_index": pid})
+    names = [json.dumps(f"live bytes, {x}") for x in m.labels]
+    t = m.table
+    for s, d, live in zip(t.time, t.device, m.live_after):
+        ev.buf.append(
+            f'{{"ph":"C","cat":"memory","name":{names[d]},"pid":{pid},'
+            f'"ts":{(s + shift) / 1000:.3f},"args":{{"bytes":{live}}}}}'
+        )
+        if len(ev.buf) >= FLUSH_EVERY:
+            ev.flush()
 
 
 def export_chrome_trace(p: ProfileData, path: str | os.PathLike[str] | IO[str]) -> None:

@@ -91,7 +91,7 @@ def first_time(p: ProfileData) -> int:
     """The earliest time a profile holds (its start, or an earlier record), on its own clock."""
     t, h = p.table, p.host
     cands = [p.start_ns] if p.start_ns else []
-    for col in (t.launch_start, t.start, h.start):
+    for col in (t.launch_start, t.start, h.start, p.memory.table.time):
         if len(col):
             cands.append(min(col))
     return min(cands, default=0)

@@ -11,6 +11,7 @@ from kprof_core.data.summary import SummaryRow
 from kprof_core.data.timefmt import format_rate, format_time
 from kprof_core.renderers.analysis import analysis_lines, report_analysis, skipped_note
 from kprof_core.renderers.common import COLUMNS, footnotes, headline
+from kprof_core.renderers.memory import memory_lines
 from kprof_core.renderers.terminal import lines
 from kprof_core.renderers.timeline import DEVICE, HOST_RANGE, MARK, Timeline, Track, device_title
 
@@ -66,6 +67,8 @@ def render_summary(p: ProfileData) -> list[str]:
     if s.markers:
         out += ["", "Markers:", " Count  Marker", " ─────  ──────"]
         out += [f" {n:>5}  {name}" for name, n in s.markers]
+    if p.memory:
+        out += ["", *memory_lines(p.memory)]
     if s.device:
         a = report_analysis(p)
         out += ["", *(analysis_lines(a) if a else [skipped_note()])]

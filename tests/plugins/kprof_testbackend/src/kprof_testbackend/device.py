@@ -136,3 +136,26 @@ class PlainQueue(Queue):
         with _stats_lock:
             stats["launches"] += 1
         self._commands.put(("kernel", (name, int(duration_us * 1000))))
+
+
+# -- device memory: allocations at distinct addresses, freed explicitly --------------------------
+
+_addresses = itertools.count(0x10000, 0x1000)
+
+
+class Allocation:
+    """``nbytes`` of device memory at ``address``, until ``free()``."""
+
+    __slots__ = ("address", "nbytes")
+
+    def __init__(self, nbytes: int, address: int) -> None:
+        self.nbytes = nbytes
+        self.address = address
+
+    def free(self) -> None:
+        pass
+
+
+def alloc(nbytes: int, address: int | None = None) -> Allocation:
+    """Allocate ``nbytes`` (at ``address``, to reuse one, else at a new one)."""
+    return Allocation(nbytes, next(_addresses) if address is None else address)

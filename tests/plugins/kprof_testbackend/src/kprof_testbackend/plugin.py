@@ -115,6 +115,32 @@ def remove_capture(backend: kp.Backend) -> None:
 
 
 @kp.hookimpl
+def memory_install(backend: kp.Backend) -> bool:
+    patcher = backend.state["memory_patcher"] = kp.Patcher()
+    original_alloc, original_free = device.alloc, device.Allocation.free
+
+    def alloc(nbytes: int, address: int | None = None) -> device.Allocation:
+        a = original_alloc(nbytes, address)
+        kp.allocated(backend, "testdev 0", a.address, a.nbytes)
+        return a
+
+    def free(self: device.Allocation) -> None:
+        original_free(self)
+        kp.freed(backend, "testdev 0", self.address)
+
+    patcher.patch(device, "alloc", alloc)
+    patcher.patch(device.Allocation, "free", free)
+    return True
+
+
+@kp.hookimpl
+def memory_remove(backend: kp.Backend) -> None:
+    patcher = backend.state.pop("memory_patcher", None)
+    if patcher is not None:
+        patcher.restore()
+
+
+@kp.hookimpl
 def demo_workload(backend: kp.Backend, size: int) -> Any:
     q = device.Queue("demo")
 

@@ -1,0 +1,51 @@
+"""What a plugin calls to report device memory: ``kprof.plugin.allocated`` and ``freed``.
+
+A plugin whose ``memory_install`` hook returned True calls them from its wrappers of the
+vendor's allocation and free functions, on the thread that allocates; they record into the
+calling context's profile (``kprof.plugin.active()``), like launches, in its ``MemoryLog``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kprof_core.data.memory import ALLOC, FREE
+from kprof_core.recording.recorder_state import active
+
+if TYPE_CHECKING:
+    from kprof_core.host.backend import Backend
+
+
+def allocated(
+    backend: Backend,
+    device: str,
+    address: int,
+    nbytes: int,
+    time_ns: int | None = None,
+    site: str | None = None,
+) -> None:
+    """Report an allocation of ``nbytes`` at ``address`` on ``device`` to the calling
+    context's profile (nothing outside one). ``device``: the device's name as the plugin's
+    ``queue_info`` gives it; ``address``: the address or an int handle, unique among the
+    device's live allocations; ``time_ns``: when (``kprof.plugin.now()``; default: now);
+    ``site``: where in the user's code, when the plugin knows it."""
+    rec = active()
+    if rec is not None:
+        rec.memory.add(backend, ALLOC, device, address, nbytes, time_ns, site)
+
+
+def freed(
+    backend: Backend,
+    device: str,
+    address: int,
+    nbytes: int = -1,
+    time_ns: int | None = None,
+) -> None:
+    """Report that the allocation at ``address`` on ``device`` was freed (``nbytes``: its
+    size if the plugin knows it, else -1: kprof takes its allocation's)."""
+    rec = active()
+    if rec is not None:
+        rec.memory.add(backend, FREE, device, address, nbytes, time_ns, None)
+
+
+__all__ = ["allocated", "freed"]
