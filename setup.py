@@ -47,7 +47,12 @@ else:
             extension("kprof_opencl._clpreload", "kprof_opencl/_clpreload.c"),
             # The CUDA plugin's CUPTI reader: C buffer callbacks, decoding and the join in C.
             # Built without NVIDIA's headers (the offsets come from kprof_cuda/cupti_abi.py).
-            extension("kprof_cuda._cupti", "kprof_cuda/_cupti.c"),
+            extension(
+                "kprof_cuda._cupti",
+                "kprof_cuda/_cupti.c",
+                # Generated from kprof_cuda/cupti_layout.py (gen_cupti_header.py).
+                depends=("kprof_cuda/_cupti_layout.h",),
+            ),
         ],
         options={"bdist_wheel": {"py_limited_api": "cp310"}},
     )

@@ -40,7 +40,8 @@ def targets_table(r: dict[str, Any]) -> list[str]:
     idle = r.get("idle")
     if idle:
         add(
-            "no profile running, kprof loaded / no kprof",
+            "no profile running, kprof loaded / no kprof (wall"
+            + (f"; CPU {idle['cpu_ratio']:.3f}×)" if "cpu_ratio" in idle else ")"),
             "≤ 1.02",
             idle["ratio"],
             "{:.2f}×",

@@ -1,4 +1,4 @@
-"""kprof: time GPU kernels on the device, without synchronizing the host.
+"""kprof: time GPU kernels on the device, without synchronizing the host::
 
     with kprof.profile() as p:
         run_my_kernels()

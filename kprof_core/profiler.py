@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from kprof_core import envvars
 from kprof_core.host.backend import Backend
 from kprof_core.host.discovery import MAX_SECONDS, env_seconds, registry
 from kprof_core.recording import activity
@@ -19,7 +20,7 @@ from kprof_core.result import Profile
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ENV_TIMEOUT = "KPROF_RESOLVE_TIMEOUT"
+ENV_TIMEOUT = envvars.RESOLVE_TIMEOUT
 DEFAULT_TIMEOUT = 60.0
 
 # A backend's capture is installed while any profile that uses it is active, anywhere in the

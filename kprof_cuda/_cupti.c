@@ -12,6 +12,8 @@
  * reached through addresses Python found with ctypes (cupti_lib.py), and record fields are
  * read at the offsets Python passes in (cupti_abi.layout(), the one definition), which are
  * those common to every supported header version. Records are stepped by CUPTI itself.
+ * The row columns' and the offsets' indexes come from _cupti_layout.h, generated from
+ * cupti_layout.py (the one definition of both formats); LAYOUT says which this was built from.
  */
 #define PY_SSIZE_T_CLEAN
 #ifndef Py_LIMITED_API
@@ -23,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "_cupti_layout.h" /* generated from kprof_cuda/cupti_layout.py */
 
 typedef int cupti_result;
 typedef void (*request_fn)(uint8_t **, size_t *, size_t *);
@@ -39,15 +43,7 @@ static register_ts_t register_timestamp;
 enum { K_MEMCPY = 1, K_MEMSET = 2, K_DRIVER = 4, K_RUNTIME = 5, K_KERNEL = 10, K_EXT = 39 };
 static uint32_t ext_kind = 5;
 
-/* Offsets, in cupti_abi.layout()'s order. */
-enum {
-    KS, KE, KDEV, KCTX, KSTR, KGX, KGY, KGZ, KBX, KBY, KBZ, KCORR, KNAME, KGRAPH,
-    CKIND, CBYTES, CS, CE, CDEV, CCTX, CSTR, CCORR,
-    SBYTES, SS, SE, SDEV, SCTX, SSTR, SCORR,
-    ACBID, AS, AE, ACORR,
-    EKIND, EID, ECORR,
-    N_OFFSETS
-};
+/* Offsets, in cupti_abi.layout()'s order: O_* of the generated header. */
 static size_t off[N_OFFSETS];
 
 #define MAX_CBID 8192
@@ -69,10 +65,7 @@ static long long c_buffers, c_decoded, c_refused, c_records, c_unknown, c_foreig
     c_discarded_buffers;
 
 /* ---- rows --------------------------------------------------------------------------------- */
-enum {
-    R_SCOPE, R_KIND, R_NAME, R_QUEUE, R_DEVICE, R_STREAM, R_BEGIN, R_END, R_NBYTES, R_LB, R_LE,
-    R_CORR, R_GX, R_GY, R_GZ, R_BX, R_BY, R_BZ, N_COLS
-};
+/* Row columns: R_* of the generated header (kprof_cuda/cupti_layout.py). */
 typedef struct { int64_t v[N_COLS]; } row_t;
 /* A work record before the join: its row, and its context id (the queue's key). */
 typedef struct { row_t r; uint32_t ctx; } raw_t;
@@ -258,15 +251,15 @@ static int push_row(const row_t *r) {
 
 static void emit(raw_t *w, launch_t *l, int with_api) {
     w->r.v[R_SCOPE] = (int64_t)l->scope;
-    w->r.v[R_LB] = with_api ? l->lb : 0;
-    w->r.v[R_LE] = with_api ? l->le : 0;
+    w->r.v[R_LAUNCH_BEGIN] = with_api ? l->lb : 0;
+    w->r.v[R_LAUNCH_END] = with_api ? l->le : 0;
     w->r.v[R_QUEUE] = intern_queue((uint32_t)w->r.v[R_DEVICE], w->ctx, (uint32_t)w->r.v[R_STREAM]);
     push_row(&w->r);
 }
 
 /* 1: the row was emitted or is foreign (done with); 0: its launch is not complete yet. */
 static int resolve(raw_t *w, int final, const uint64_t *release, size_t n_release) {
-    launch_t *l = find_launch((uint32_t)w->r.v[R_CORR]);
+    launch_t *l = find_launch((uint32_t)w->r.v[R_CORRELATION]);
     int done = 0;
     if (l && (l->flags & L_API) && (l->flags & L_SCOPE)) {
         emit(w, l, 1);
@@ -324,15 +317,15 @@ static void decode(uint8_t *buf, size_t valid) {
         raw_t w;
         switch (kind) {
         case K_EXT: {
-            if (U32(rec, off[EKIND]) != ext_kind) break;
-            launch_t *l = get_launch(U32(rec, off[ECORR]));
-            if (l) { l->scope = U64(rec, off[EID]); l->flags |= L_SCOPE; }
+            if (U32(rec, off[O_EXT_EXTERNALKIND]) != ext_kind) break;
+            launch_t *l = get_launch(U32(rec, off[O_EXT_CORRELATIONID]));
+            if (l) { l->scope = U64(rec, off[O_EXT_EXTERNALID]); l->flags |= L_SCOPE; }
             break;
         }
         case K_DRIVER:
         case K_RUNTIME: {
             int rt = kind == K_RUNTIME;
-            uint32_t cbid = U32(rec, off[ACBID]), corr = U32(rec, off[ACORR]);
+            uint32_t cbid = U32(rec, off[O_API_CBID]), corr = U32(rec, off[O_API_CORRELATIONID]);
             if (cbid >= MAX_CBID || !work_api[rt][cbid]) {
                 /* A call that enqueues no device work: nothing will come for it. */
                 launch_t *l = find_launch(corr);
@@ -342,8 +335,8 @@ static void decode(uint8_t *buf, size_t valid) {
             launch_t *l = get_launch(corr);
             if (!l) break;
             l->flags |= L_API | (graph_api[rt][cbid] ? L_GRAPH : 0);
-            l->lb = (int64_t)U64(rec, off[AS]);
-            l->le = (int64_t)U64(rec, off[AE]);
+            l->lb = (int64_t)U64(rec, off[O_API_START]);
+            l->le = (int64_t)U64(rec, off[O_API_END]);
             break;
         }
         case K_KERNEL:
@@ -354,37 +347,41 @@ static void decode(uint8_t *buf, size_t valid) {
             int64_t *v = w.r.v;
             if (kind == K_KERNEL) {
                 v[R_KIND] = 0;
-                v[R_NAME] = intern_name(PTR(rec, off[KNAME]));
-                v[R_DEVICE] = U32(rec, off[KDEV]);
-                w.ctx = U32(rec, off[KCTX]);
-                v[R_STREAM] = U32(rec, off[KSTR]);
-                v[R_BEGIN] = (int64_t)U64(rec, off[KS]);
-                v[R_END] = (int64_t)U64(rec, off[KE]);
+                v[R_NAME] = intern_name(PTR(rec, off[O_KERNEL_NAME]));
+                v[R_DEVICE] = U32(rec, off[O_KERNEL_DEVICEID]);
+                w.ctx = U32(rec, off[O_KERNEL_CONTEXTID]);
+                v[R_STREAM] = U32(rec, off[O_KERNEL_STREAMID]);
+                v[R_BEGIN] = (int64_t)U64(rec, off[O_KERNEL_START]);
+                v[R_END] = (int64_t)U64(rec, off[O_KERNEL_END]);
                 v[R_NBYTES] = -1;
-                v[R_CORR] = U32(rec, off[KCORR]);
-                v[R_GX] = I32(rec, off[KGX]); v[R_GY] = I32(rec, off[KGY]); v[R_GZ] = I32(rec, off[KGZ]);
-                v[R_BX] = I32(rec, off[KBX]); v[R_BY] = I32(rec, off[KBY]); v[R_BZ] = I32(rec, off[KBZ]);
+                v[R_CORRELATION] = U32(rec, off[O_KERNEL_CORRELATIONID]);
+                v[R_GRID_X] = I32(rec, off[O_KERNEL_GRIDX]);
+                v[R_GRID_Y] = I32(rec, off[O_KERNEL_GRIDY]);
+                v[R_GRID_Z] = I32(rec, off[O_KERNEL_GRIDZ]);
+                v[R_BLOCK_X] = I32(rec, off[O_KERNEL_BLOCKX]);
+                v[R_BLOCK_Y] = I32(rec, off[O_KERNEL_BLOCKY]);
+                v[R_BLOCK_Z] = I32(rec, off[O_KERNEL_BLOCKZ]);
             } else if (kind == K_MEMCPY) {
-                uint8_t ck = *((const uint8_t *)rec + off[CKIND]);
+                uint8_t ck = *((const uint8_t *)rec + off[O_MEMCPY_COPYKIND]);
                 v[R_KIND] = 1;
                 v[R_NAME] = (ck >= 1 && ck <= 10) ? ck : 11;
-                v[R_DEVICE] = U32(rec, off[CDEV]);
-                w.ctx = U32(rec, off[CCTX]);
-                v[R_STREAM] = U32(rec, off[CSTR]);
-                v[R_BEGIN] = (int64_t)U64(rec, off[CS]);
-                v[R_END] = (int64_t)U64(rec, off[CE]);
-                v[R_NBYTES] = (int64_t)U64(rec, off[CBYTES]);
-                v[R_CORR] = U32(rec, off[CCORR]);
+                v[R_DEVICE] = U32(rec, off[O_MEMCPY_DEVICEID]);
+                w.ctx = U32(rec, off[O_MEMCPY_CONTEXTID]);
+                v[R_STREAM] = U32(rec, off[O_MEMCPY_STREAMID]);
+                v[R_BEGIN] = (int64_t)U64(rec, off[O_MEMCPY_START]);
+                v[R_END] = (int64_t)U64(rec, off[O_MEMCPY_END]);
+                v[R_NBYTES] = (int64_t)U64(rec, off[O_MEMCPY_BYTES]);
+                v[R_CORRELATION] = U32(rec, off[O_MEMCPY_CORRELATIONID]);
             } else {
                 v[R_KIND] = 1;
                 v[R_NAME] = 0;
-                v[R_DEVICE] = U32(rec, off[SDEV]);
-                w.ctx = U32(rec, off[SCTX]);
-                v[R_STREAM] = U32(rec, off[SSTR]);
-                v[R_BEGIN] = (int64_t)U64(rec, off[SS]);
-                v[R_END] = (int64_t)U64(rec, off[SE]);
-                v[R_NBYTES] = (int64_t)U64(rec, off[SBYTES]);
-                v[R_CORR] = U32(rec, off[SCORR]);
+                v[R_DEVICE] = U32(rec, off[O_MEMSET_DEVICEID]);
+                w.ctx = U32(rec, off[O_MEMSET_CONTEXTID]);
+                v[R_STREAM] = U32(rec, off[O_MEMSET_STREAMID]);
+                v[R_BEGIN] = (int64_t)U64(rec, off[O_MEMSET_START]);
+                v[R_END] = (int64_t)U64(rec, off[O_MEMSET_END]);
+                v[R_NBYTES] = (int64_t)U64(rec, off[O_MEMSET_BYTES]);
+                v[R_CORRELATION] = U32(rec, off[O_MEMSET_CORRELATIONID]);
             }
             if (!resolve(&w, 0, NULL, 0)) { add_pending(&w); waiting = 1; }
             break;
@@ -734,4 +731,12 @@ static struct PyModuleDef moduledef = {
     methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__cupti(void) { return PyModule_Create(&moduledef); }
+PyMODINIT_FUNC PyInit__cupti(void) {
+    PyObject *m = PyModule_Create(&moduledef);
+    /* The layout this module was built from: cupti_native refuses another. */
+    if (m && PyModule_AddStringConstant(m, "LAYOUT", KPROF_CUPTI_LAYOUT) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -306,7 +306,9 @@ class CuptiActivity:
 
 
 def _compiled() -> Any:
-    return kp.load_plugin_part("kprof_cuda", "_cupti")
+    from .cupti_native import compiled_reader
+
+    return compiled_reader()
 
 
 def _get_reader(c: Cupti) -> Any:

@@ -12,6 +12,8 @@ number here against the headers of each nvidia-cuda-cupti wheel installed.
 
 from __future__ import annotations
 
+from .cupti_layout import OFFSETS
+
 __all__ = [
     "API",
     "COPY_NAMES",
@@ -141,16 +143,7 @@ GRAPH_RUNTIME = frozenset((311, 312))
 
 
 def layout() -> tuple[int, ...]:
-    """The offsets the compiled reader is configured with, in its order (``_cupti.c``)."""
-    k, c, s, a, e = KERNEL, MEMCPY, MEMSET, API, EXT
-    return (
-        k["start"], k["end"], k["deviceId"], k["contextId"], k["streamId"],
-        k["gridX"], k["gridY"], k["gridZ"], k["blockX"], k["blockY"], k["blockZ"],
-        k["correlationId"], k["name"], k["graphId"],
-        c["copyKind"], c["bytes"], c["start"], c["end"], c["deviceId"], c["contextId"],
-        c["streamId"], c["correlationId"],
-        s["bytes"], s["start"], s["end"], s["deviceId"], s["contextId"], s["streamId"],
-        s["correlationId"],
-        a["cbid"], a["start"], a["end"], a["correlationId"],
-        e["externalKind"], e["externalId"], e["correlationId"],
-    )  # fmt: skip
+    """The offsets the compiled reader is configured with, in its order (``cupti_layout.OFFSETS``,
+    which ``_cupti.c``'s generated header enumerates)."""
+    tables = {"KERNEL": KERNEL, "MEMCPY": MEMCPY, "MEMSET": MEMSET, "API": API, "EXT": EXT}
+    return tuple(tables[record][field] for record, field in OFFSETS)

@@ -1,57 +1,26 @@
 """The join of CUPTI's records by correlation id on numpy arrays, for the pure-Python reader
-(``cupti_pure``; the compiled reader does the same in C, ``_cupti.c``), and the row columns
-both readers hand over."""
+(``cupti_pure``; the compiled reader does the same in C, ``_cupti.c``). It hands over the
+columns of ``cupti_layout.ROW_COLUMNS`` but the queue, which the reader interns."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["RAW_COLUMNS", "ROW_COLUMNS", "Join"]
+from .cupti_layout import ROW_COLUMNS
+
+__all__ = ["RAW_COLUMNS", "Join"]
 
 #: Launches kept while their records may still come (failed launches never get one).
 MAX_LAUNCHES = 1 << 20
 #: Work records kept while their correlation records have not come.
 MAX_PENDING_ROWS = 1 << 20
 
-#: The row columns both readers hand over, in this order (int64 each).
-ROW_COLUMNS = (
-    "scope",
-    "kind",
-    "name",
-    "queue",
-    "device",
-    "stream",
-    "begin",
-    "end",
-    "nbytes",
-    "launch_begin",
-    "launch_end",
-    "correlation",
-    "grid_x",
-    "grid_y",
-    "grid_z",
-    "block_x",
-    "block_y",
-    "block_z",
-)
-#: Columns of work records before the join: the row columns minus scope and launch times,
-# plus device, context, stream (the queue is interned after the join).
+#: Columns of work records before the join: the row columns but scope, queue and launch
+#: times, plus the context (the queue is interned after the join, from device, context and
+#: stream).
 RAW_COLUMNS = (
-    "correlation",
-    "kind",
-    "name",
-    "device",
+    *(c for c in ROW_COLUMNS if c not in ("scope", "queue", "launch_begin", "launch_end")),
     "context",
-    "stream",
-    "begin",
-    "end",
-    "nbytes",
-    "grid_x",
-    "grid_y",
-    "grid_z",
-    "block_x",
-    "block_y",
-    "block_z",
 )
 
 

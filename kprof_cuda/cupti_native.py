@@ -7,35 +7,24 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from kprof import plugin as kp
+
 from . import cupti_abi as abi
-from .cupti_join import ROW_COLUMNS
+from .cupti_layout import ROW_COLUMNS, SIGNATURE
 from .cupti_lib import Cupti
 from .cupti_records import Interner
 
-__all__ = ["NativeReader"]
+__all__ = ["NativeReader", "compiled_reader"]
 
-# The C reader's column order (its R_* enum): ROW_COLUMNS' names.
-_C_COLUMNS = (
-    "scope",
-    "kind",
-    "name",
-    "queue",
-    "device",
-    "stream",
-    "begin",
-    "end",
-    "nbytes",
-    "launch_begin",
-    "launch_end",
-    "correlation",
-    "grid_x",
-    "grid_y",
-    "grid_z",
-    "block_x",
-    "block_y",
-    "block_z",
-)
-assert sorted(_C_COLUMNS) == sorted(ROW_COLUMNS)
+
+def compiled_reader() -> ModuleType | None:
+    """The compiled reader module, or None where kprof runs pure Python, it is not built, or
+    it was built from another ``cupti_layout`` (its ``LAYOUT``: a stale build after the
+    formats changed; rebuild with ``pip install -e .``): the pure-Python reader runs then."""
+    mod = kp.load_plugin_part("kprof_cuda", "_cupti")
+    if mod is None or getattr(mod, "LAYOUT", None) != SIGNATURE:
+        return None
+    return mod
 
 
 class NativeReader:
@@ -94,7 +83,7 @@ class NativeReader:
         self.queues.extend(queues)
         if not cols[0]:
             return None
-        return dict(zip(_C_COLUMNS, cols))
+        return dict(zip(ROW_COLUMNS, cols))
 
     def waiting(self, scopes: tuple[int, ...]) -> int:
         return int(self.mod.waiting(scopes))

@@ -21,7 +21,8 @@ import numpy as np
 
 from . import cupti_abi as abi
 from .cupti_join import RAW_COLUMNS as _RAW
-from .cupti_join import ROW_COLUMNS, Join
+from .cupti_join import Join
+from .cupti_layout import ROW_COLUMNS
 from .cupti_lib import COMPLETE, REQUEST, Cupti
 from .cupti_records import Interner
 

@@ -79,6 +79,7 @@ class CudaPlugin(QueueHooks):
         self._nvtx: Any = None
         self._nvtx_loaded = False
         self._patcher: Patcher | None = None
+        self._memory_hook: Any = None  # CuPy's memory hook while entered (memory.py)
         #: The CUPTI activity path (None: events only). ``activity(self)`` builds it.
         self.activity: CuptiActivity | None = (
             activity(self)
@@ -162,6 +163,24 @@ class CudaPlugin(QueueHooks):
         import numpy
 
         self._patcher = install(self, backend, mod, numpy.ndarray)
+
+    @kp.hookimpl
+    def memory_install(self, backend: kp.Backend) -> bool:
+        mod = _modules.get(self._module)
+        if mod is None:  # CuPy not imported: nothing allocates through its pool yet
+            return False
+        from .memory import install
+
+        self._memory_hook = install(backend, mod, self._module, self._device_label)
+        return self._memory_hook is not None
+
+    @kp.hookimpl
+    def memory_remove(self, backend: kp.Backend) -> None:
+        hook, self._memory_hook = self._memory_hook, None
+        if hook is not None:
+            from .memory import remove
+
+            remove(hook)
 
     @kp.hookimpl
     def remove_capture(self, backend: kp.Backend) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from kprof import plugin as kp
 from kprof.plugin import hookimpl
 
-from . import clock, hook, observed
+from . import clock, hook, memory, observed
 from .queues import (
     _current,
     device_key,
@@ -260,6 +260,16 @@ def remove_capture(backend: kp.Backend) -> None:
     if patcher is not None:
         capture.remove(patcher, conflicts)
     observed.watcher.retire()  # no thread of kprof's outside a profile
+
+
+@hookimpl
+def memory_install(backend: kp.Backend) -> bool:
+    return memory.install(backend)
+
+
+@hookimpl
+def memory_remove(backend: kp.Backend) -> None:
+    memory.remove(backend)
 
 
 @hookimpl

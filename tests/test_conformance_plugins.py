@@ -113,6 +113,12 @@ class TestOpenCLConformance(BackendConformance):
 
         return kprof_opencl.use_queue(self.queue)
 
+    def allocate(self) -> tuple[int, Callable[[], None]]:
+        import pyopencl as cl
+
+        buf = cl.Buffer(self.queue.context, cl.mem_flags.READ_WRITE, 8192)
+        return 8192, buf.release
+
     def stall(self) -> Callable[[], None]:
         import pyopencl as cl
 

@@ -242,13 +242,61 @@ def _available() -> kprof.plugin.BackendInfo:
     )
 
 
+class FakeMemoryHook:
+    """CuPy's ``cupy.cuda.memory_hook.MemoryHook`` as documented: registered per thread by
+    ``with`` under its ``name`` (twice is a KeyError), its ``*_postprocess`` methods called
+    with keyword arguments."""
+
+    name = "FakeMemoryHook"
+    registered = threading.local()
+
+    @classmethod
+    def hooks(cls) -> dict[str, FakeMemoryHook]:
+        if not hasattr(cls.registered, "hooks"):
+            cls.registered.hooks = {}
+        return cls.registered.hooks  # type: ignore[no-any-return]
+
+    def __enter__(self) -> FakeMemoryHook:
+        hooks = self.hooks()
+        if self.name in hooks:
+            raise KeyError(f"MemoryHook {self.name} already exists")
+        hooks[self.name] = self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        del self.hooks()[self.name]
+
+    def malloc_postprocess(self, **kwargs: Any) -> None:
+        pass
+
+    def free_postprocess(self, **kwargs: Any) -> None:
+        pass
+
+
+_fake_pointers = itertools.count(0x7F0000000000, 0x10000)
+
+
 def fake_cupy_module(fake: FakeCuda) -> types.ModuleType:
-    """A stand-in for the ``cupy`` module: ``ndarray.get``/``set``, ``asarray``/``array``."""
+    """A stand-in for the ``cupy`` module: ``ndarray.get``/``set``, ``asarray``/``array``,
+    and ``cuda.memory_hook.MemoryHook``, called as CuPy's pool calls it: a block rounded up
+    to 512 bytes per array, given back when the array goes."""
     mod = types.ModuleType(MODULE)
 
     class ndarray:  # mirrors cupy.ndarray
         def __init__(self, nbytes: int) -> None:
             self.nbytes = nbytes
+            self._block = (next(_fake_pointers), -(-max(nbytes, 1) // 512) * 512)
+            self._device = fake.get_device()
+            ptr, size = self._block
+            for h in list(FakeMemoryHook.hooks().values()):
+                h.malloc_postprocess(
+                    device_id=self._device, size=nbytes, mem_size=size, mem_ptr=ptr, pmem_id=ptr
+                )
+
+        def __del__(self) -> None:
+            ptr, size = self._block
+            for h in list(FakeMemoryHook.hooks().values()):
+                h.free_postprocess(device_id=self._device, mem_size=size, mem_ptr=ptr, pmem_id=ptr)
 
         def get(
             self, stream: Any = None, order: str = "C", out: Any = None, blocking: bool = True
@@ -274,6 +322,9 @@ def fake_cupy_module(fake: FakeCuda) -> types.ModuleType:
         return ndarray(np.asarray(obj).nbytes)
 
     mod.ndarray = ndarray  # type: ignore[attr-defined]
+    mod.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        memory_hook=types.SimpleNamespace(MemoryHook=FakeMemoryHook)
+    )
     mod.asarray = asarray  # type: ignore[attr-defined]
     mod.array = array  # type: ignore[attr-defined]
     return mod
@@ -712,3 +763,39 @@ def test_nvtx_absent_means_no_mirroring(monkeypatch: pytest.MonkeyPatch) -> None
 
     monkeypatch.setitem(sys.modules, "nvtx", None)  # type: ignore[arg-type]
     assert nvtx_mod.load() is None
+
+
+# -- device memory through CuPy's memory hook ----------------------------------------------------
+
+
+def test_cupys_pool_blocks_are_allocations_and_frees(env: Any) -> None:
+    mod = env.mod
+    dev = "fakecuda CUDA 0 (Fake GPU)"
+    with kprof.profile() as p:
+        a = mod.ndarray(1000)  # a 1024-byte block
+        b = mod.ndarray(4096)
+        del a
+        c = mod.ndarray(1)  # 512
+    assert [(e.kind, e.nbytes) for e in p.memory.events] == [
+        ("alloc", 1024),
+        ("alloc", 4096),
+        ("free", 1024),
+        ("alloc", 512),
+    ]
+    assert p.memory.peak == {dev: 5120} and p.memory.live_bytes_at_end == {dev: 4608}
+    assert [x.address for x in p.memory.live_at_end] == [b._block[0], c._block[0]]
+    assert FakeMemoryHook.hooks() == {}  # left at the end
+    del b, c
+    with kprof.profile() as p2:  # entered again for the next profile
+        d = mod.ndarray(10)
+    assert [e.nbytes for e in p2.memory.events] == [512]
+    del d
+
+
+def test_without_cupy_imported_no_memory_is_reported(
+    env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(sys.modules, MODULE)
+    with kprof.profile() as p:
+        env.mod.ndarray(100)
+    assert not p.memory and FakeMemoryHook.hooks() == {}

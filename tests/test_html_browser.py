@@ -303,3 +303,36 @@ def test_tooltip_zoom_and_pan(
     assert fixed == pytest.approx(t, abs=1), "the time under the cursor stays under it"
     assert out["pan"] == pytest.approx(100, rel=1e-6) and out["width"] == pytest.approx(0, abs=1e-3)
     assert out["hidden"] == "none"
+
+
+def test_device_memory_is_a_counter_track_that_renders(
+    chromium: str, testbackends: Any, tdq: Callable[..., Any], tmp_path: Path
+) -> None:
+    from kprof_testbackend import device
+
+    q = tdq()
+    with kprof.profile(backends="testdev") as p:
+        with q:
+            q.launch("k", 100)
+        a = device.alloc(1000)
+        device.alloc(3000)
+        a.free()
+        q.finish()
+    page = tmp_path / "memory.html"
+    p.export_html(page)
+    m = DATA.search(page.read_text())
+    assert m is not None
+    [proc] = [
+        x for x in json.loads(m.group(1))["profiles"][0]["processes"] if x["kind"] == "memory"
+    ]
+    [track] = proc["tracks"]
+    assert (proc["name"], track["name"], track["kind"]) == (
+        "device memory",
+        "live bytes, testdev 0",
+        "counter",
+    )
+    assert track["v"] == [1000, 4000, 3000] and track["max"] == 4000
+    dom = rendered(chromium, page, tmp_path)
+    assert dom.status.get("data-errors") == "0", dom.status
+    assert dom.procs[-1] == "device memory" and dom.rows[-1] == "live bytes, testdev 0"
+    screenshot(chromium, page, tmp_path)

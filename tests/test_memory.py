@@ -14,7 +14,7 @@ import kprof
 from kprof import plugin as kp
 from kprof_core.low_level import native
 
-DEV = "testdev testdev 0"
+DEV = "testdev 0"
 
 
 @pytest.fixture(params=[True, False], ids=["compiled", "pure"])

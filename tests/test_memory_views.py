@@ -15,7 +15,7 @@ import kprof
 from kprof_core.low_level import native
 from kprof_core.renderers import memory as memory_view
 
-DEV = "testdev testdev 0"
+DEV = "testdev 0"
 
 
 @pytest.fixture(params=[True, False], ids=["compiled", "pure"])
@@ -112,3 +112,59 @@ def test_json_and_dataframe_hold_the_events_and_figures(p: kprof.Profile) -> Non
     assert isinstance(df, pandas.DataFrame)
     assert list(df["live_bytes"]) == [1000, 1500, 500, 2500, 2800, 2500]
     assert list(df["kind"]) == ["alloc", "alloc", "free", "alloc", "alloc", "free"]
+
+
+# -- .kprof files -------------------------------------------------------------------------------
+
+
+def test_memory_is_saved_and_loads_back_exactly(p: kprof.Profile, tmp_path: Any) -> None:
+    from kprof_core.io.storage import peek_version
+
+    path = tmp_path / "m.kprof"
+    p.save(path)
+    data = path.read_bytes()
+    assert peek_version(data) == 2
+    q = kprof.load(path)
+    assert q.memory.events == p.memory.events and q.memory.labels == [DEV]
+    assert q.memory.peak == {DEV: 2800} and q.memory.live_at_end == p.memory.live_at_end
+    assert list(q.memory.table.address) == list(p.memory.table.address)
+    assert "Still allocated at the end" in str(q)
+    p.save(path, compress=False)
+    assert kprof.load(path).memory.events == p.memory.events
+
+
+def test_a_profile_without_memory_is_still_a_version_1_file(testbackends: Any) -> None:
+    from kprof_core.io.storage import dumps, peek_version
+
+    with kprof.profile(backends="testnots") as p:
+        pass
+    assert peek_version(dumps(p)) == 1
+    assert not kprof.load(io.BytesIO(dumps(p))).memory
+
+
+def test_a_damaged_memory_part_is_refused(p: kprof.Profile) -> None:
+    from kprof_core.io.storage import dumps
+
+    data = dumps(p, compress=False)
+    with pytest.raises(kprof.ProfileFileError, match="truncated"):
+        kprof.load(io.BytesIO(data[:-9]))
+    flipped = data[:-3] + bytes([data[-3] ^ 1]) + data[-2:]  # in the last column, site
+    with pytest.raises(kprof.ProfileFileError, match=r"column memory\.site checksum mismatch"):
+        kprof.load(io.BytesIO(flipped))
+    p.memory.table.device[-1] = 7  # one device only: written as it is, refused when read
+    with pytest.raises(kprof.ProfileFileError, match="a memory device index is out of range"):
+        kprof.load(io.BytesIO(dumps(p)))
+
+
+def test_combined_ranks_keep_each_ranks_memory_apart(testbackends: Any) -> None:
+    ps = []
+    for rank, sizes in ((0, (100, 200)), (1, (1000,))):
+        with kprof.profile(backends="testdev") as p:
+            for n in sizes:
+                device.alloc(n)
+        p.meta.update(rank=rank, world_size=2)
+        ps.append(p)
+    both = kprof.combine(ps)
+    assert both.memory.peak == {f"rank 0: {DEV}": 300, f"rank 1: {DEV}": 1000}
+    assert sorted(a.nbytes for a in both.memory.live_at_end) == [100, 200, 1000]
+    assert len(both.memory.events) == 3

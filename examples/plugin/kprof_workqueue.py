@@ -1,4 +1,4 @@
-"""kprof backend plugin for workqueue: a complete small plugin (kprof's README shows it).
+"""kprof backend plugin for workqueue: a complete small plugin (the docs' plugin tutorial shows it).
 
 Device timing: record_timestamp puts a pooled Timestamp on the current queue; device_times
 reads the device clock (absolute, so no elapsed_time is needed); align_clock maps that clock

@@ -11,6 +11,7 @@ import threading
 import traceback
 from typing import Any
 
+from kprof_core import envvars
 from kprof_core.cli.common import add_output_options, write_outputs
 from kprof_core.host import imports
 from kprof_core.renderers.terminal import print_text, say
@@ -45,7 +46,7 @@ def end_profile(prof: Any, p: Any) -> bool:
     return False
 
 
-REEXEC = "KPROF_RUN_RESTARTED"  # set in the restarted process: never restarted twice
+REEXEC = envvars.RUN_RESTARTED  # set in the restarted process: never restarted twice
 
 
 def _exec_environment(usable: list[Any]) -> dict[str, str]:

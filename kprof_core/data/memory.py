@@ -60,9 +60,16 @@ class MemoryTable:
     def __len__(self) -> int:
         return len(self.time)
 
-    def extend(self, other: MemoryTable, device_map: list[int], site_map: list[int]) -> None:
-        """Append ``other``'s rows, its device and site indices mapped to this table's."""
-        self.time.extend(other.time)
+    def extend(
+        self,
+        other: MemoryTable,
+        device_map: list[int],
+        site_map: list[int],
+        time: array[int] | None = None,
+    ) -> None:
+        """Append ``other``'s rows, its device and site indices mapped to this table's (and
+        its times replaced by ``time``, when given: shifted onto another clock)."""
+        self.time.extend(other.time if time is None else time)
         self.device.extend(device_map[d] for d in other.device)
         self.kind.extend(other.kind)
         self.nbytes.extend(other.nbytes)
@@ -102,8 +109,13 @@ _Resolved = tuple["array[int]", "array[int]", dict[tuple[int, int], int], int]
 
 
 def device_label(backend: str, device: str) -> str:
-    """A memory device as views name it: ``"OpenCL <device>"``."""
-    return f"{_TITLES.get(backend, backend)} {device}"
+    """A memory device as views name it, as ``device_title`` names queues' devices:
+    ``"OpenCL <device>"``, or the device alone when it starts with the backend's title, or
+    when the backend is ``""`` (devices of several ranks, named in full by ``combine``)."""
+    if not backend:
+        return device
+    title = _TITLES.get(backend, backend)
+    return device if device.lower().startswith(title.lower()) else f"{title} {device}"
 
 
 class Memory:

@@ -39,7 +39,7 @@ class SummaryRow:
 
     @property
     def label(self) -> str:
-        """The name as the report shows it (`` *`` when host-timed, `` ~`` when approximate)."""
+        """The name as the report shows it (``*`` appended when host-timed, ``~`` when approximate)."""
         return (
             f"{self.name} *"
             if self.host_timed

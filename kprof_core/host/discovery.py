@@ -11,14 +11,15 @@ from typing import Any, TypeVar, cast
 
 import pluggy
 
+from kprof_core import envvars
 from kprof_core.host import defaults, hookspecs
 from kprof_core.host.backend import RESOLVED_HOOKS, Backend, BackendInfo, KprofError
 from kprof_core.host.markers import PROJECT
 
 ENTRY_POINT_GROUP = "kprof.backends"
-ENV_DISABLE_AUTOLOAD = "KPROF_DISABLE_PLUGIN_AUTOLOAD"
-ENV_PLUGINS = "KPROF_PLUGINS"
-ENV_DISCOVERY_TIMEOUT = "KPROF_DISCOVERY_TIMEOUT"
+ENV_DISABLE_AUTOLOAD = envvars.DISABLE_PLUGIN_AUTOLOAD
+ENV_PLUGINS = envvars.PLUGINS
+ENV_DISCOVERY_TIMEOUT = envvars.DISCOVERY_TIMEOUT
 #: Seconds a plugin's import, and then its describe_backend, may take before the backend is
 #: listed as ``error: did not answer in N s`` and not used (a wedged driver must not hang
 #: ``kprof backends``). Generous: CUDA's first initialization on a large node takes seconds.

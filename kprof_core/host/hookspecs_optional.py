@@ -45,7 +45,7 @@ def range_pop(backend: Backend) -> None:
 def demo_workload(backend: Backend, size: int) -> Any | None:
     """One step of ``kprof demo``'s reference workload, set up and ready to run.
 
-    One step enqueues, without waiting, ``mul2`` (x *= 2) then ``add`` (z = x + y), launched so
+    One step enqueues, without waiting, ``mul2`` (``x *= 2``) then ``add`` (``z = x + y``), launched so
     that the plugin's capture (or ``kprof.kernel``) records them. Set up buffers and compile
     before returning, so that a step measures launches only. ``kprof demo`` uses the first
     available backend that returns one; ``kprof.testing.BackendConformance`` its default

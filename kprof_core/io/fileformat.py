@@ -23,6 +23,13 @@ of the stored bytes. Encodings: ``raw`` (int64 little-endian), or ``shuffle8+zli
 ``k`` of every value grouped together for k = 0..7, then zlib-compressed: timestamps share
 their high bytes, so this compresses them about eight-fold, and decodes at memory speed).
 
+Format version 2 is version 1 followed by the device-memory table (``Profile.memory``): the
+header adds ``counts["memory"]`` (events) and ``memory`` ({"devices": [[backend, device]],
+"sites": [str]}), and ``columns`` ends with the table ``"memory"``'s columns ``time``,
+``device``, ``kind``, ``nbytes``, ``address``, ``site`` (``MemoryTable.COLUMNS``). It is written
+only for profiles that hold memory events (others are version 1, as before), and read by
+``read_v2.py``, which hands the version 1 part to ``read_v1``.
+
 The file ends right after the last column. Readers are kept per format version, so files of
 older versions stay readable when the format changes; a newer version is refused with a
 message saying to upgrade kprof.
@@ -38,7 +45,7 @@ from kprof_core.data.records import HostTable
 from kprof_core.host.backend import KprofError
 
 MAGIC = b"\x89KPROF\r\n"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest version written (1 where a profile holds no memory)
 PREFIX = struct.Struct("<8sI")  # magic, version
 V1_FRAME = struct.Struct("<II")  # header length, header crc32
 RAW, SHUFFLED = "raw", "shuffle8+zlib"

@@ -15,6 +15,7 @@ import zlib
 from array import array
 from typing import Any, Protocol, TypeVar
 
+from kprof_core.data.memory import MemoryTable
 from kprof_core.data.profile_data import ProfileData
 from kprof_core.data.records import DeviceTable, HostTable
 from kprof_core.host.backend import KprofError
@@ -34,6 +35,7 @@ from kprof_core.io.fileformat import (
     shuffle,
 )
 from kprof_core.io.read_v1 import read_v1
+from kprof_core.io.read_v2 import read_v2
 
 P = TypeVar("P", bound=ProfileData)
 
@@ -51,6 +53,8 @@ def _le_bytes(col: array[int]) -> bytes:
 def _columns(profile: ProfileData) -> list[tuple[str, str, array[int]]]:
     cols = [("device", c, getattr(profile.table, c)) for c in DeviceTable.COLUMNS]
     cols += [("host", c, getattr(profile.host, c)) for c in HostTable.COLUMNS]
+    if profile.memory:  # last: version 2 is version 1 followed by the memory table
+        cols += [("memory", c, getattr(profile.memory.table, c)) for c in MemoryTable.COLUMNS]
     return cols
 
 
@@ -67,8 +71,9 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
         raise check.fail("the profile ends before it starts (is it still running?)")
     blobs: list[bytes] = []
     columns: list[dict[str, Any]] = []
+    nmem = len(profile.memory)
     for table, name, col in _columns(profile):
-        expected = ndev if table == "device" else nhost
+        expected = {"device": ndev, "host": nhost}.get(table, nmem)
         if len(col) != expected:
             raise KprofError(
                 f"cannot save: column {table}.{name} has {len(col)} rows, expected {expected}"
@@ -107,6 +112,14 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
     }
     if profile.details:  # only then: files without details stay byte-identical to version 1's
         header["details"] = sorted([row, text] for row, text in profile.details.items())
+    version = 1
+    if nmem:  # only then version 2: files without memory stay readable by older kprof
+        version = 2
+        header["counts"] = {"device": ndev, "host": nhost, "memory": nmem}
+        header["memory"] = {
+            "devices": [list(d) for d in profile.memory.devices],
+            "sites": list(profile.memory.sites),
+        }
     try:
         hbytes = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("ascii")
     except (TypeError, ValueError) as exc:
@@ -116,7 +129,7 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
         ) from None
     return b"".join(
         [
-            PREFIX.pack(MAGIC, FORMAT_VERSION),
+            PREFIX.pack(MAGIC, version),
             V1_FRAME.pack(len(hbytes), zlib.crc32(hbytes)),
             hbytes,
             *blobs,
@@ -247,7 +260,7 @@ class _Reader(Protocol):
 
 #: One reader per format version this kprof can read; a new version adds an entry and keeps
 #: the old ones, so old files stay readable.
-READERS: dict[int, _Reader] = {1: read_v1}
+READERS: dict[int, _Reader] = {1: read_v1, 2: read_v2}
 
 
 def peek_version(data: bytes) -> int | None:

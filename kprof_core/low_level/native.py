@@ -13,9 +13,10 @@ import os
 import sysconfig
 from types import ModuleType
 
+from kprof_core import envvars
 from kprof_core.low_level.layout import SIGNATURE
 
-ENV = "KPROF_PURE_PYTHON"
+ENV = envvars.PURE_PYTHON
 
 _module: ModuleType | None = None
 _why: str = ""

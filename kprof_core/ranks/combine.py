@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kprof_core.data.memory import Memory, MemoryTable
 from kprof_core.data.provenance import source_label
 from kprof_core.data.records import QueueRecord, ThreadRecord
 from kprof_core.data.timefmt import format_time
@@ -155,6 +156,8 @@ def shift_profile(p: Profile, delta_ns: int) -> None:
         setattr(t, c, _shifted(getattr(t, c), delta_ns))
     h.start, h.end = _shifted(h.start, delta_ns), _shifted(h.end, delta_ns)
     p.start_ns, p.end_ns = (int(v) for v in _shifted(array("q", [p.start_ns, p.end_ns]), delta_ns))
+    p.memory.table.time = _shifted(p.memory.table.time, delta_ns)
+    p.memory.start_ns = p.start_ns
     anchor = p.meta.get("wall_anchor")
     if isinstance(anchor, dict) and isinstance(anchor.get("perf_ns"), int):
         p.meta["wall_anchor"] = {**anchor, "perf_ns": anchor["perf_ns"] + delta_ns}
@@ -208,6 +211,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     names: dict[str, int] = {}
     queues: dict[QueueRecord, int] = {}
     threads: dict[ThreadRecord, int] = {}
+    mem, mem_devices, mem_sites = MemoryTable(), dict[tuple[str, str], int](), dict[str, int]()
     sources: list[dict[str, Any]] = []
     queue_source: list[int] = []
     thread_source: list[int] = []
@@ -288,6 +292,13 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         oh.end.extend(_shifted(h.end, off))
         for key, clock in p.clocks.items():
             out.clocks[key if prefix is None else f"{prefix}/{key}"] = clock
+        m = p.memory  # each rank's devices apart, named as its queues are
+        dmap = [
+            intern(mem_devices, (b, dv) if prefix is None else ("", f"{prefix}: {lab}"))
+            for (b, dv), lab in zip(m.devices, m.labels)
+        ]
+        smap = [intern(mem_sites, x) for x in m.sites]
+        mem.extend(m.table, dmap, smap, _shifted(m.table.time, off))
 
     out.names = list(names)
     out.queues = list(queues)
@@ -296,6 +307,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     for p, pl in zip(profiles, placements):
         spans.extend(_shifted(array("q", [p.start_ns, p.end_ns]), pl.offset_ns))
     out.start_ns, out.end_ns = min(spans[::2]), max(spans[1::2])
+    out.memory = Memory(mem, list(mem_devices), list(mem_sites), out.start_ns)
     ref = next(
         (p for p, pl in zip(profiles, placements) if pl.offset_ns == 0 and pl.error_ns == 0), None
     )

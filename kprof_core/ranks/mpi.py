@@ -35,13 +35,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kprof_core import envvars
 from kprof_core.host.backend import KprofError
 from kprof_core.ranks.combine import combine, shift_profile
 from kprof_core.ranks.merge import merge_report
 from kprof_core.ranks.summary import CrossRankRow, cross_rank_summary
 from kprof_core.result import Profile
 
-ENV_SKEW = "KPROF_TEST_CLOCK_SKEW_NS"
+ENV_SKEW = envvars.TEST_CLOCK_SKEW_NS
 DEFAULT_ROUNDS = 16
 _TAG = 0x6B70  # 'kp': keeps kprof's messages apart from the application's
 

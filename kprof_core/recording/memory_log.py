@@ -9,6 +9,7 @@ tuple per event keeps the row whole when threads report at once (one C call unde
 
 from __future__ import annotations
 
+import struct
 import warnings
 from array import array
 from collections.abc import Sequence
@@ -30,12 +31,17 @@ class MemoryLog:
 
     def __init__(self, backends: Sequence[Backend]) -> None:
         self.rows = array("q")
-        self.backends = frozenset(backends)
+        # Per backend the profile uses: device name -> index. Emptied when the profile ends,
+        # so one lookup answers "is this the profile's backend, still open?".
+        self._open: dict[Backend, dict[str, int]] = {b: {} for b in backends}
         self.devices: dict[tuple[str, str], int] = {}
         self.sites: dict[str, int] = {}
-        self.closed = False
         self.bad = 0  # events refused for a malformed value (warned once, at the end)
         self.bad_example = ""
+        # One C call appends a whole row (atomic under the GIL, so threads reporting at once
+        # cannot interleave columns); packing checks every value is an int64 on the way.
+        self._put = self.rows.frombytes
+        self._pack = struct.Struct(f"{STRIDE}q").pack
 
     def add(
         self,
@@ -47,37 +53,30 @@ class MemoryLog:
         time_ns: int | None,
         site: str | None,
     ) -> None:
-        if self.closed or backend not in self.backends:
+        devs = self._open.get(backend)
+        if devs is None:  # not the profile's backend, or the profile ended
             return
-        if (
-            type(address) is not int
-            or type(nbytes) is not int
-            or nbytes < -1
-            or (kind == ALLOC and nbytes < 0)
-            or not -_HIGH <= address < _WRAP
-        ):
-            self._refuse(backend, f"address {address!r:.40}, nbytes {nbytes!r:.40}")
-            return
-        key = (backend.name, device)
-        dev = self.devices.get(key)
+        dev = devs.get(device)
         if dev is None:
             if type(device) is not str:
                 self._refuse(backend, f"device {device!r:.40} is not a str")
                 return
-            dev = self.devices.setdefault(key, len(self.devices))
-        s = -1
-        if site is not None:
-            s = self.sites.get(site, -1)
-            if s < 0:
-                s = self.sites.setdefault(str(site), len(self.sites))
-        if address >= _HIGH:
-            address -= _WRAP
+            dev = devs[device] = self.devices.setdefault((backend.name, device), len(self.devices))
+        s = -1 if site is None else self.sites.setdefault(str(site), len(self.sites))
         if time_ns is None:
             time_ns = perf_counter_ns()
-        elif type(time_ns) is not int:
-            self._refuse(backend, f"time_ns {time_ns!r:.40} is not an int")
-            return
-        self.rows.extend((time_ns, dev, kind, nbytes, address, s))
+        try:
+            if nbytes < 0 and (kind == ALLOC or nbytes != -1):
+                raise ValueError
+            self._put(self._pack(time_ns, dev, kind, nbytes, address, s))
+        except (struct.error, TypeError, ValueError):
+            # An address above 2**63 (a 64-bit pointer's top half) is kept, as int64 wraps it.
+            if type(address) is int and _HIGH <= address < _WRAP and type(nbytes) is int:
+                self.add(backend, kind, device, address - _WRAP, nbytes, time_ns, site)
+                return
+            self._refuse(
+                backend, f"address {address!r:.40}, nbytes {nbytes!r:.40}, time {time_ns!r:.40}"
+            )
 
     def _refuse(self, backend: Backend, what: str) -> None:
         self.bad += 1
@@ -85,7 +84,7 @@ class MemoryLog:
 
     def absorb(self, child: MemoryLog) -> None:
         """A finished nested profile's events, so that the outer profile has them too."""
-        if self.closed or not child.rows:
+        if not self._open or not child.rows:
             return
         dmap = [self.devices.setdefault(k, len(self.devices)) for k in child.devices]
         smap = [self.sites.setdefault(k, len(self.sites)) for k in child.sites]
@@ -96,7 +95,7 @@ class MemoryLog:
 
     def close(self, start_ns: int) -> Memory:
         """The profile ended: later events are dropped; its events as a ``Memory``."""
-        self.closed = True
+        self._open = {}
         if self.bad:
             warnings.warn(
                 f"kprof: {self.bad} memory event(s) refused for a malformed value (first: "

@@ -52,7 +52,7 @@ class Recorder(RecorderRanges, RecorderEnd):
 
     Plugins call :meth:`launch`; everything else is kprof's. Thread-safe: any number of
     threads may launch while one of them harvests. The record side (pending entries, the
-    tables they become) is its ``rows``, a :class:`Harvest` used through its public methods.
+    tables they become) is its ``rows``, a ``Harvest`` used through its public methods.
     """
 
     def __init__(

@@ -86,7 +86,7 @@ class RecorderState:
         self.activity_missing = 0
         #: backend name -> (records its tracer dropped while this profile ran, why).
         self.activity_dropped: dict[str, tuple[int, str]] = {}
-        #: ``kprof.range``s entered and not yet exited: id(frame) -> frame, a tuple (name, t0,
+        #: The ``kprof.range`` blocks entered and not yet exited: id(frame) -> frame, a tuple (name, t0,
         #: begun, thread, recorder), t0 being the host range's start, taken before the
         #: timestamps. A range's exit takes its frame out; the profile's end takes what is left
         #: and records it up to the end (``_cut_open_ranges``).

@@ -170,6 +170,29 @@ def _write_profile(f: IO[str], p: ProfileData, label: str | None, shift: int) ->
                 _numbers(f, (_flags(p, it) for it in items))
             f.write("}")
         f.write("]}")
+    _write_memory(f, p, label, shift, bool(tl.processes))
+    f.write("]}")
+
+
+def _write_memory(f: IO[str], p: ProfileData, label: str | None, shift: int, comma: bool) -> None:
+    """Live bytes per device as a process of counter tracks (kind ``"counter"``): ``s`` the
+    times of its allocations and frees, ``v`` the live bytes after each, ``max`` the peak."""
+    m = p.memory
+    if not m:
+        return
+    name = f"{label}: device memory" if label else "device memory"
+    f.write(("," if comma else "") + f'{{"name":{_js(name)},"kind":"memory","tracks":[')
+    t, after = m.table, m.live_after
+    for d, dev in enumerate(m.labels):
+        rows = [i for i, x in enumerate(t.device) if x == d]
+        f.write(
+            ("," if d else "") + f'{{"name":{_js("live bytes, " + dev)},"kind":"counter",'
+            f'"depth":2,"md":0,"max":{max((after[i] for i in rows), default=0)},"s":'
+        )
+        _numbers(f, (t.time[i] + shift for i in rows))
+        f.write(',"v":')
+        _numbers(f, (after[i] for i in rows))
+        f.write(',"d":[],"n":[],"k":[],"z":[]}')
     f.write("]}")
 
 

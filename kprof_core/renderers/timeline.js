@@ -91,7 +91,7 @@
         rows.push({tr: tr, proc: proc, prof: prof, y: y, h: h});
         nItems += tr.s.length;
         if (tr.s.length) dataStart = Math.min(dataStart, tr.s[0]);
-        for (var i = 0; i < tr.s.length; i++) dataEnd = Math.max(dataEnd, tr.s[i] + tr.d[i]);
+        for (var i = 0; i < tr.s.length; i++) dataEnd = Math.max(dataEnd, tr.s[i] + (tr.d[i] || 0));
         y += h;
       });
     });
@@ -147,6 +147,7 @@
     drawn = 0;
     var t = ctx;
     for (var r = 0; r < rows.length; r++) {
+      if (rows[r].tr.kind === "counter") { drawCounter(rows[r], scale); continue; }
       var row = rows[r], tr = row.tr, names = row.prof.names;
       var s = tr.s, d = tr.d, z = tr.z, k = tr.k, f = tr.f;
       var last = [], lastMark = [];  // per depth: the rightmost pixel drawn so far
@@ -186,6 +187,22 @@
       }
     }
   }
+  // A counter (live bytes of a device): a step line from each event to the next, filled.
+  function drawCounter(row, scale) {
+    var tr = row.tr, s = tr.s, v = tr.v, n = s.length, top = row.y + PAD, h = row.h - 2 * PAD;
+    if (!n || !tr.max) return;
+    var t = ctx, i = Math.max(0, bisect(s, t0) - 1), base = top + h;
+    t.fillStyle = "#b2ddff";
+    for (; i < n && s[i] <= t1; i++) {
+      var x0 = Math.max((s[i] - t0) * scale, -2);
+      var x1 = i + 1 < n ? Math.min((s[i + 1] - t0) * scale, width + 2) : width + 2;
+      var yy = base - (v[i] / tr.max) * h;
+      if (x1 > x0) t.fillRect(x0, yy, Math.max(x1 - x0, 1), base - yy);
+      drawn++;
+    }
+    t.fillStyle = "#667085";
+    t.fillText("peak " + fmtBytes(tr.max), 4, top + 7);
+  }
   function redraw() { if (!pending) { pending = true; window.requestAnimationFrame(draw); } }
 
   // -- interaction -----------------------------------------------------------------------------
@@ -195,7 +212,7 @@
   }
   function itemAt(px, py) {
     var row = rowAt(py);
-    if (!row) return null;
+    if (!row || row.tr.kind === "counter") return null;
     var tr = row.tr, s = tr.s, d = tr.d, z = tr.z;
     var depth = Math.floor((py - row.y - PAD) / ROW);
     var scale = width / (t1 - t0), t = t0 + px / scale, tol = 3 / scale;

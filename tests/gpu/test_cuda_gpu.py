@@ -556,6 +556,32 @@ def test_cupti_three_threads_on_three_streams(cuda: kprof.plugin.Backend, spin: 
 
 
 @needs_cupti
+def test_cupti_graph_launches_every_node(cuda: kprof.plugin.Backend, spin: Any, empty: Any) -> None:
+    """A CUDA graph of three kernels, the last 20 ms long, launched 5 times and the profile
+    ended at once: every node of every launch is a row, with its launch (CUPTI does not say
+    how many node records a graph launch has; the end waits for the devices they ran on)."""
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        s.begin_capture()
+        empty((1,), (1,), ())
+        spin(*spin_args(MS // 10))
+        spin(*spin_args(20 * MS))
+        g = s.end_capture()
+    g.launch(stream=s)  # uploaded outside the profile
+    s.synchronize()
+    with profile() as p:
+        for _ in range(5):
+            g.launch(stream=s)
+    names = sorted(k.name for k in p.kernels if k.kind == "kernel")
+    assert names == ["empty_k"] * 5 + ["spin_ns"] * 10, names
+    # Each row has its graph launch's API record (the call's host interval).
+    assert all(k.error is None and k.launch_end_ns > k.launch_start_ns for k in p.kernels)
+    long = sorted(k.duration_ns for k in p.kernels if k.name == "spin_ns")[5:]
+    assert all(d >= 20 * MS for d in long), long
+    FIGURES["cupti_graph_launches"] = {"launches": 5, "nodes": 3, "rows": len(names)}
+
+
+@needs_cupti
 def test_cupti_copies(cuda: kprof.plugin.Backend) -> None:
     """With CUPTI, ``ndarray.get`` is one row (CUPTI's), not two."""
     d = cupy.ones(1 << 22, dtype=cupy.float32)

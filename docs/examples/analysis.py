@@ -1,0 +1,28 @@
+"""A loop of tiny kernels with the host's own work between them: launch-bound."""
+
+import numpy as np
+import pyopencl as cl
+
+import kprof
+import kprof_opencl
+
+ctx = cl.Context([kprof_opencl.default_device()])
+q = kprof_opencl.profiling_queue(ctx)
+scale = cl.Kernel(
+    cl.Program(
+        ctx, "__kernel void scale(__global int *x, int a) { x[get_global_id(0)] *= a; }"
+    ).build(),
+    "scale",
+)
+x = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * 64)
+scale(q, (64,), None, x, np.int32(1))  # compile before the profile
+q.finish()
+
+with kprof.profile() as p:
+    for _ in range(200):
+        scale(q, (64,), None, x, np.int32(1))  # a tiny kernel...
+        sum(range(3000))  # ...and the host's own work per step
+    q.finish()
+print(p.analysis())
+a = p.analysis()
+print(a.kind in ("launch-bound", "unexplained idle"), a.device().busy_ns < a.device().idle_ns)

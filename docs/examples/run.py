@@ -1,0 +1,115 @@
+"""Run every example of the docs and write the output each printed beside it (``NAME.out.txt``).
+
+    python docs/examples/run.py            # rewrite every output
+    python docs/examples/run.py NAME...    # only these
+
+The pages include the example and its output from these files; ``tests/test_docs_site.py``
+runs each example again and compares what it prints with the committed output, numbers with
+a unit (times, percentages) masked, since they differ from run to run while every name,
+count and row must not.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+#: Each example: its name and the command that runs it (in a fresh directory, the example's
+#: files copied there). Later ones may use what earlier ones wrote: they share the directory.
+PY = sys.executable
+PYTEST = [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_kernels.py"]
+EXAMPLES: dict[str, list[str]] = {
+    "first_profile": [PY, "first_profile.py"],
+    "show_first": [PY, "-m", "kprof", "show", "first.kprof"],
+    "reading": [PY, "reading.py"],
+    "analysis": [PY, "analysis.py"],
+    "diff": [PY, "-m", "kprof", "diff", "base.kprof", "new.kprof", "--fail-above", "1.10"],
+    "pytest_save": [*PYTEST, "--kprof-save", ".kprof-baseline"],
+    "pytest_compare": [
+        *["env", "N=4194304", *PYTEST],
+        *["--kprof-compare", ".kprof-baseline", "--kprof-fail-above", "1.10"],
+    ],
+}
+#: The exit status each example must end with where it is not 0.
+EXIT: dict[str, int] = {"diff": 1, "pytest_compare": 1}
+#: Copied into the examples' directory. base.kprof and new.kprof are two real runs of the
+#: reference workload on PoCL, kept so that ``kprof diff``'s verdicts are the same on every run:
+#: ``kprof demo --steps 20 -o base.kprof``, then ``--size 8388608 -o new.kprof``.
+FILES = [
+    "first_profile.py",
+    "reading.py",
+    "analysis.py",
+    "test_kernels.py",
+    "base.kprof",
+    "new.kprof",
+]
+
+_NUMBER = re.compile(
+    r"(?:<\s?)?-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?(?:ns|µs|ms|s|%|x)(?![A-Za-z])|\bp[=<]\d[\d.e-]*"
+)
+_VERDICT = re.compile(
+    r"\s*(launch-bound|device-bound|dependency-bound|unexplained idle|no device work)\b"
+)
+
+_DEVICE = re.compile(r"pthread-[^,:]*?(?=,|:|\s{2,}|$)")
+
+
+def normalize(text: str) -> list[str]:
+    """The lines of ``text`` with timings masked, spaces collapsed, in sorted order (rows of
+    equal standing swap places from run to run as their times do)."""
+    out = []
+    for line in text.splitlines():
+        if _VERDICT.match(line):  # the analysis' verdict follows the machine's load
+            line = "<verdict>"
+        line = _NUMBER.sub("#", line)
+        line = _DEVICE.sub("<cpu>", line)  # PoCL names the machine's CPU
+        if "of busy)" in line:  # an analysis row: the queue depth follows the load too
+            line = re.sub(r"\d+(\.\d+)?", "#", line)
+        line = re.sub(r"[─]+", "─", line)
+        line = " ".join(line.split())
+        if line:
+            out.append(line)
+    return sorted(out)
+
+
+def run_all(names: list[str] | None = None) -> dict[str, str]:
+    """Run the examples (all, or ``names`` and what they depend on: everything before them)
+    and return what each printed."""
+    wanted = (
+        list(EXAMPLES) if not names else list(EXAMPLES)[: 1 + max(map(list(EXAMPLES).index, names))]
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    env["KPROF_PLUGINS"] = "opencl"
+    env["COLUMNS"] = "100"
+    outputs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in FILES:
+            (Path(tmp) / f).write_bytes((HERE / f).read_bytes())
+        for name in wanted:
+            proc = subprocess.run(
+                EXAMPLES[name], cwd=tmp, env=env, capture_output=True, text=True, timeout=300
+            )
+            if proc.returncode != EXIT.get(name, 0):
+                raise RuntimeError(
+                    f"docs example {name} exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
+                )
+            outputs[name] = proc.stdout
+    return outputs
+
+
+def main(argv: list[str]) -> int:
+    for name, text in run_all(argv or None).items():
+        if not argv or name in argv:
+            (HERE / f"{name}.out.txt").write_text(text)
+            print(f"wrote docs/examples/{name}.out.txt")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,82 @@
+"""Regenerate the docs' pictures from real profiles: ``python docs/screenshots.py``.
+
+Profiles ``examples/opencl_pipeline.py`` on PoCL's CPU device (after one run that fills PoCL's
+kernel cache) (two threads, two queues, copies,
+kernels and ranges) with ``kprof run --html``, writes ``kprof diff``'s page for the two runs
+in ``docs/examples/``, and photographs each page in headless Chromium (Debian's ``chromium``)
+at a fixed size into ``docs/_static/screenshots/``, where the docs and README.md take them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "_static" / "screenshots"
+SIZE = (1400, 800)
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    sys.exit("chromium is not installed (apt-get install -y --no-install-recommends chromium)")
+
+
+def photograph(page: Path, png: Path, tmp: Path) -> None:
+    cmd = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        f"--user-data-dir={tmp / 'chromium-profile'}",
+        f"--window-size={SIZE[0]},{SIZE[1]}",
+        "--virtual-time-budget=3000",  # the page draws its timeline from a script: let it run
+        f"--screenshot={png}",
+        page.as_uri(),
+    ]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=180)
+
+
+def kprof(*args: str, cwd: Path, ok: tuple[int, ...] = (0,)) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    env["KPROF_PLUGINS"] = "opencl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kprof", *args], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    if proc.returncode not in ok:
+        sys.exit(f"kprof {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}")
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        pipeline = str(ROOT / "examples" / "opencl_pipeline.py")
+        # Once without kprof: PoCL compiles the kernels into its cache, so that the profiled run
+        # shows the pipeline rather than a compiler.
+        subprocess.run([sys.executable, pipeline], check=True, capture_output=True, timeout=300)
+        kprof("run", "--html", str(tmp / "timeline.html"), pipeline, cwd=tmp)
+        # Relative names: the page's labels are the files' names.
+        examples = ROOT / "docs" / "examples"
+        diff = ["diff", "base.kprof", "new.kprof", "--html", str(tmp / "diff.html")]
+        kprof(*diff, cwd=examples, ok=(0, 1))
+        for page in ("timeline", "diff"):
+            photograph(tmp / f"{page}.html", OUT / f"{page}.png", tmp)
+            print(f"wrote {(OUT / f'{page}.png').relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""The CUPTI readers' shared formats are defined once (``kprof_cuda/cupti_layout.py``): the
+compiled reader's header is generated from it and current, a build from another layout is
+refused, and both readers' column lists are that one."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kprof_cuda import cupti_abi, cupti_join, cupti_layout, cupti_native, gen_cupti_header
+from kprof_cuda.cupti_layout import OFFSETS, ROW_COLUMNS, SIGNATURE
+
+C_SOURCE = Path(cupti_native.__file__).with_name("_cupti.c")
+
+
+def test_the_committed_header_is_current() -> None:
+    assert gen_cupti_header.HEADER.read_text(encoding="utf-8") == cupti_layout.c_header(), (
+        "kprof_cuda/_cupti_layout.h is out of date: "
+        "run python -m kprof_cuda.gen_cupti_header and rebuild"
+    )
+    assert gen_cupti_header.main(["--check"]) == 0
+
+
+def test_check_fails_on_a_stale_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stale = tmp_path / "_cupti_layout.h"
+    stale.write_text(cupti_layout.c_header().replace("R_SCOPE = 0", "R_SCOPE = 1"))
+    monkeypatch.setattr(gen_cupti_header, "HEADER", stale)
+    assert gen_cupti_header.main(["--check"]) == 1
+    assert "out of date" in capsys.readouterr().out
+    assert gen_cupti_header.main([]) == 0  # rewrites it
+    assert stale.read_text() == cupti_layout.c_header()
+
+
+def test_the_header_enumerates_every_column_and_offset_in_order() -> None:
+    text = gen_cupti_header.HEADER.read_text(encoding="utf-8")
+    rows = re.findall(r"^\s+R_(\w+) = (\d+),$", text, re.M)
+    assert [(c.lower(), int(i)) for c, i in rows] == [(c, i) for i, c in enumerate(ROW_COLUMNS)]
+    offs = re.findall(r"^\s+(O_\w+) = (\d+),$", text, re.M)
+    assert [(n, int(i)) for n, i in offs] == [
+        (cupti_layout.c_name(r, f), i) for i, (r, f) in enumerate(OFFSETS)
+    ]
+    assert f"N_COLS = {len(ROW_COLUMNS)}" in text and f"N_OFFSETS = {len(OFFSETS)}" in text
+
+
+def test_the_c_reader_restates_neither_format() -> None:
+    """_cupti.c includes the generated header and defines no R_/O_ enumerator itself."""
+    src = C_SOURCE.read_text(encoding="utf-8")
+    assert '#include "_cupti_layout.h"' in src
+    assert not re.search(r"\b(R|O)_[A-Z_]+\s*=", src)
+    assert not re.search(r"enum\s*\{\s*R_", src) and not re.search(r"enum\s*\{\s*(KS|O_)", src)
+
+
+def test_layout_is_the_offsets_of_cupti_abi_in_the_readers_order() -> None:
+    tables = {"KERNEL": cupti_abi.KERNEL, "MEMCPY": cupti_abi.MEMCPY, "MEMSET": cupti_abi.MEMSET}
+    tables |= {"API": cupti_abi.API, "EXT": cupti_abi.EXT}
+    got = cupti_abi.layout()
+    assert len(got) == len(OFFSETS)
+    assert got[OFFSETS.index(("KERNEL", "correlationId"))] == 92
+    assert got[OFFSETS.index(("EXT", "externalId"))] == 8
+    assert all(got[i] == tables[r][f] for i, (r, f) in enumerate(OFFSETS))
+
+
+def test_the_pure_join_columns_derive_from_the_row_columns() -> None:
+    raw = set(cupti_join.RAW_COLUMNS)
+    assert raw == set(ROW_COLUMNS) - {"scope", "queue", "launch_begin", "launch_end"} | {"context"}
+
+
+def test_the_built_reader_has_this_layout() -> None:
+    mod = pytest.importorskip("kprof_cuda._cupti", reason="the compiled reader is not built here")
+    assert mod.LAYOUT == SIGNATURE, "rebuild: pip install -e ."
+
+
+def test_a_reader_built_from_another_layout_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    def load(stamp: str | None) -> object:
+        fake = SimpleNamespace() if stamp is None else SimpleNamespace(LAYOUT=stamp)
+        monkeypatch.setattr(cupti_native.kp, "load_plugin_part", lambda package, name: fake)
+        return fake
+
+    fake = load(SIGNATURE)
+    assert cupti_native.compiled_reader() is fake
+    load(SIGNATURE.replace("scope,kind", "kind,scope"))
+    assert cupti_native.compiled_reader() is None  # the pure-Python reader runs
+    load(None)  # built before the layout was stamped
+    assert cupti_native.compiled_reader() is None
+    monkeypatch.setattr(cupti_native.kp, "load_plugin_part", lambda package, name: None)
+    assert cupti_native.compiled_reader() is None

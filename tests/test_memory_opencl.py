@@ -1,0 +1,73 @@
+"""Device memory on PoCL, real (issue 23): PyOpenCL buffers and ``pyopencl.array``
+allocations made and released in a profile give exact peaks and live-at-end."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import kprof
+from kprof_core.low_level import native
+
+cl = pytest.importorskip("pyopencl")
+cla = pytest.importorskip("pyopencl.array")
+np = pytest.importorskip("numpy")
+
+
+@pytest.fixture(scope="module")
+def ctx() -> Any:
+    import kprof_opencl
+
+    dev = kprof_opencl.default_device()
+    if dev is None:
+        pytest.fail("OpenCL finds no device here (pip install pocl-binary-distribution)")
+    return cl.Context([dev])
+
+
+@pytest.fixture(params=[True, False], ids=["compiled", "pure"])
+def path(request: Any) -> Iterator[None]:
+    native.use_compiled(request.param)
+    try:
+        yield
+    finally:
+        native.use_compiled(True)
+
+
+def test_buffers_and_arrays_made_and_released(ctx: Any, path: None) -> None:
+    mf = cl.mem_flags
+    q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    dev = "OpenCL " + " + ".join(d.name.strip() for d in ctx.devices)
+    before = cl.Buffer(ctx, mf.READ_WRITE, 64)  # made before: its release is not counted
+    with kprof.profile(backends="opencl") as p:
+        a = cl.Buffer(ctx, mf.READ_WRITE, 1000)
+        x = cla.zeros(q, 1024, np.float32)  # 4096 bytes through pyopencl.Buffer
+        h = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.zeros(10, np.float32))
+        a.release()
+        del x
+        gc.collect()  # the array's buffer is freed when the object goes
+        before.release()
+        q.finish()
+    m = p.memory
+    assert [(e.kind, e.nbytes) for e in m.events] == [
+        ("alloc", 1000),
+        ("alloc", 4096),
+        ("alloc", 40),
+        ("free", 1000),
+        ("free", 4096),
+    ]
+    assert m.labels == [dev] and m.peak == {dev: 5136} and m.unmatched_frees == 0
+    assert [(e.device, e.nbytes, e.address) for e in m.live_at_end] == [(dev, 40, h.int_ptr)]
+    assert isinstance(h, cl.Buffer) and cl.Buffer is cl._cl.Buffer  # put back after
+    h.release()  # after the profile: nothing recorded, nothing raised
+
+
+def test_a_buffer_released_twice_counts_once(ctx: Any, path: None) -> None:
+    with kprof.profile(backends="opencl") as p:
+        b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 256)
+        b.release()
+        del b
+        gc.collect()
+    assert [(e.kind, e.nbytes) for e in p.memory.events] == [("alloc", 256), ("free", 256)]
