@@ -53,7 +53,17 @@ def bench(quick: bool) -> dict[str, Any]:
         assert len(p.memory) == n
         return ns
 
+    def empty(*args: Any) -> None:
+        pass
+
+    def call_loop() -> float:  # the machine's speed: an empty Python call with the same args
+        t0 = time.perf_counter_ns()
+        for i in range(n):
+            empty(backend, "testdev 0", i, 64)
+        return (time.perf_counter_ns() - t0) / n
+
     out: dict[str, Any] = {"events_per_round": n, "rounds": rounds}
+    out["empty_call_ns"] = statistics.median(call_loop() for _ in range(rounds))
     for label, compiled in recorder_paths().items():
         runs = _paired({"on": on_path(compiled, in_profile), "off": report_loop}, rounds)
         out[f"record_ns_{label}"] = statistics.median(

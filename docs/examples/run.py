@@ -29,6 +29,7 @@ EXAMPLES: dict[str, list[str]] = {
     "show_first": [PY, "-m", "kprof", "show", "first.kprof"],
     "reading": [PY, "reading.py"],
     "analysis": [PY, "analysis.py"],
+    "memory": [PY, "memory.py"],
     "diff": [PY, "-m", "kprof", "diff", "base.kprof", "new.kprof", "--fail-above", "1.10"],
     "pytest_save": [*PYTEST, "--kprof-save", ".kprof-baseline"],
     "pytest_compare": [
@@ -45,6 +46,7 @@ FILES = [
     "first_profile.py",
     "reading.py",
     "analysis.py",
+    "memory.py",
     "test_kernels.py",
     "base.kprof",
     "new.kprof",

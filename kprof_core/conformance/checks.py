@@ -8,7 +8,7 @@ import threading
 from kprof_core.conformance.checks_tokens import TokenChecks
 from kprof_core.conformance.driver import is_int
 from kprof_core.conformance.rules import ClockReport, Skipped, fail
-from kprof_core.conformance.watch import is_module, plugin_module, snapshot
+from kprof_core.conformance.watch import is_module, is_patch, plugin_module, snapshot
 from kprof_core.host.backend import Alignment, BackendInfo, QueueInfo
 from kprof_core.profiler import capture_installed, profile
 from kprof_core.recording.recorder import now
@@ -164,7 +164,7 @@ class Conformance(TokenChecks):
         finally:
             self._call("remove_capture")
         after = snapshot(own)
-        patched = [k for k in installed if k in before and installed[k][0] is not before[k][0]]
+        patched = [k for k in installed if k in before and is_patch(before[k][0], installed[k][0])]
         added = [
             k
             for k in installed
@@ -265,7 +265,9 @@ class Conformance(TokenChecks):
         finally:
             self._call("remove_capture")
         after = snapshot(own)
-        wrong = sorted(v[1] for k, v in before.items() if k not in after or after[k][0] is not v[0])
+        wrong = sorted(
+            v[1] for k, v in before.items() if is_patch(v[0], after[k][0] if k in after else None)
+        )
         if wrong:
             raise fail("memory_remove", "restores the very same objects", ", ".join(wrong))
         if not on:

@@ -128,6 +128,14 @@ def is_module(x: Any) -> bool:
     return isinstance(x, type(sys))
 
 
+def is_patch(before: Any, now: Any) -> bool:
+    """Whether an attribute that changed from ``before`` to ``now`` was patched. Libraries
+    rebind their own data all the time (hypothesis's garbage-collection timings, counters,
+    caches), so a patch is a callable put in place or taken away: plugins wrap functions,
+    methods and classes. A plugin that leaves a data value behind is not caught by this."""
+    return now is not before and (callable(before) or callable(now))
+
+
 def snapshot(own: tuple[str, ...]) -> dict[tuple[int, str], tuple[Any, str, Any]]:
     """Every attribute of every loaded module and of every class defined in one, by owner and
     name: (value, dotted name, owner). Owners are held, so their ids stay unique."""

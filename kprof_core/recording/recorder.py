@@ -22,6 +22,7 @@ from kprof_core.low_level.layout import (
     host_entry,
 )
 from kprof_core.recording import threads
+from kprof_core.recording.bounds import Bounds
 from kprof_core.recording.memory_log import MemoryLog
 from kprof_core.recording.placement import DeviceClock
 from kprof_core.recording.recorder_end import RecorderEnd
@@ -63,9 +64,15 @@ class Recorder(RecorderRanges, RecorderEnd):
         synchronize: bool = False,
         timeout: float = 60.0,
         parent: Recorder | None = None,
+        bounds: Bounds | None = None,
     ) -> None:
         super().__init__(
-            backends, device=device, synchronize=synchronize, timeout=timeout, parent=parent
+            backends,
+            device=device,
+            synchronize=synchronize,
+            timeout=timeout,
+            parent=parent,
+            bounds=bounds,
         )
         self._bind_launch_path()
         _live.add(self)

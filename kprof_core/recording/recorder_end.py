@@ -59,6 +59,8 @@ class RecorderEnd(RecorderState):
     def _end(self, deadline: float | None = None) -> None:
         """Called once, holding the lock: the tables become final."""
         self._cut_open_ranges(self._closed_ns)
+        if self.bounds is not None:  # before placing: only what is kept is placed
+            self.bounds.apply(self.rows.table, self.rows.errors, self.rows.details, end=True)
         self.rows.finished = True
         self.rows.drop_late()
         self.rows.end(deadline)

@@ -322,13 +322,16 @@ def test_hip_error_while_resolving(
     inner, outer = data["inner"], data["records"]
     # What was resolved before the error is kept (the nested profile's rows).
     assert len(inner) == 3 and all(r["error"] is None for r in inner)
-    assert all(at_least(r["duration"], 200) for r in inner)
+    # Lower bounds only: a record enqueued after a preempted host thread starts late on the
+    # double's host-based stream clock, so an upper bound here is a wall-time margin (it
+    # failed under load). The rows' identity below is exact.
+    assert all(r["duration"] >= 200 * US - EXACT_NS for r in inner)
     assert [r["duration"] for r in outer[:3]] == [r["duration"] for r in inner]
     # The failing record says which HIP call failed, and how. A device error costs that record
     # only: the next one (the error was injected once) is timed, and HIP stays in use.
     failed, after = outer[3], outer[4]
     assert failed["error"] == message and failed["duration"] == 0
-    assert after["error"] is None and at_least(after["duration"], 300)
+    assert after["error"] is None and after["duration"] >= 300 * US - EXACT_NS
     assert data["broken"] is None
     assert message in data["report"]
     # The user's HIP calls keep working, and later profiles still time them.
