@@ -168,6 +168,31 @@ def targets_table(r: dict[str, Any]) -> list[str]:
                 "{:.3f} s",
                 v <= 0.15,
             )
+    sp = r.get("step")
+    if sp:
+        add(
+            "kprof.step() outside any profile, minus an empty call (paired)",
+            "-",
+            sp["step_outside_minus_plain_call_ns"],
+            "{:.0f} ns",
+            None,
+        )
+        v = sp["loop_ratio_between_windows"]
+        add(
+            "tiny launch + kprof.step() between windows / unprofiled",
+            "≤ 1.02",
+            v,
+            "{:.3f}×",
+            v <= 1.02,
+        )
+        v = sp["memory_ratio_windows"]
+        add(
+            f"peak memory, {sp['memory_windows']} windows / 1 window",
+            "≤ 1.2",
+            v,
+            "{:.2f}×",
+            v <= 1.2,
+        )
     lines = ["| what | target | measured | met? |", "| --- | --- | --- | --- |"]
     for what, target, value, ok in rows:
         met = "-" if ok is None else ("yes" if ok else "**no**")

@@ -19,7 +19,8 @@ from kprof_core.profiler import profile
 from kprof_core.ranks import mpi
 from kprof_core.ranks.combine import combine
 from kprof_core.recording.annotations import kernel, mark, propagate, range
-from kprof_core.result import Profile, Summary, load
+from kprof_core.result import Profile, Summary, drift, load
+from kprof_core.windows import Schedule, save_windows, schedule, step
 
 
 def backends() -> list[Backend]:
@@ -58,11 +59,13 @@ __all__ = [
     "Profile",
     "ProfileFileError",
     "RangeRecord",
+    "Schedule",
     "Summary",
     "SummaryRow",
     "__version__",
     "backends",
     "combine",
+    "drift",
     "format_time",
     "get_backend",
     "kernel",
@@ -73,5 +76,8 @@ __all__ = [
     "propagate",
     "range",
     "register_backend",
+    "save_windows",
+    "schedule",
+    "step",
     "unregister_backend",
 ]

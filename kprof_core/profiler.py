@@ -2,36 +2,31 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from kprof_core import envvars
+from kprof_core.capture_users import (  # tests read the counts here
+    _capture_users as _capture_users,
+)
+from kprof_core.capture_users import _install, _uninstall
+from kprof_core.capture_users import _installed as _installed
+from kprof_core.capture_users import capture_installed as capture_installed
 from kprof_core.host.backend import Backend
 from kprof_core.host.discovery import MAX_SECONDS, env_seconds, registry
-from kprof_core.recording import activity
+from kprof_core.recording import activity, bounds
 from kprof_core.recording.annotations import around
 from kprof_core.recording.recorder import Recorder, now
 from kprof_core.recording.recorder_state import _ACTIVE
-from kprof_core.recording.threads import OwnedLock
 from kprof_core.result import Profile
+from kprof_core.windows import Schedule, Windows, check_schedule
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 ENV_TIMEOUT = envvars.RESOLVE_TIMEOUT
 DEFAULT_TIMEOUT = 60.0
-
-# A backend's capture is installed while any profile that uses it is active, anywhere in the
-# process: installed by the first, removed by the last (profiles may use different backends).
-_capture_lock = OwnedLock()  # see threads.OwnedLock: a signal handler never waits on it
-# Backends whose users a profile exited in a signal handler gave up while the interrupted
-# code held _capture_lock: released by that code before it lets the lock go.
-_deferred_releases: list[list[Backend]] = []
-_capture_users: dict[Backend, int] = {}
-_installed: set[Backend] = set()  # remove_capture only what install_capture did install
-_memory_on: set[Backend] = set()  # memory_remove only where memory_install returned True
 
 
 def resolve_timeout(value: float | None) -> float:
@@ -50,129 +45,6 @@ def resolve_timeout(value: float | None) -> float:
             f"{MAX_SECONDS:g}, not {value!r}"
         )
     return float(value)
-
-
-def _after_fork_in_child() -> None:
-    """A child starts with free locks: another thread of the parent may have held one at the
-    fork, and that thread does not exist in the child (it would never release it)."""
-    global _capture_lock
-    _capture_lock = OwnedLock()
-    _deferred_releases.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _install(backends: list[Backend]) -> bool:
-    """Count one more user of each backend, installing capture where it is the first; False
-    (nothing done) when the calling thread is inside kprof's own install or removal: a
-    profile entered in a signal handler then, which records without installing anything."""
-    if _capture_lock.held_here():
-        return False
-    with _capture_lock:
-        counted: list[Backend] = []
-        try:
-            for b in backends:
-                users = _capture_users.get(b, 0)
-                _capture_users[b] = users + 1
-                counted.append(b)
-                if users or b.broken is not None:
-                    continue
-                try:
-                    b.install_capture(b)
-                    _installed.add(b)
-                except Exception as exc:
-                    b.disable(f"install_capture raised {type(exc).__name__}: {exc}")
-                    _remove_quietly(b)  # undo whatever it did install
-                    continue
-                if b.has_memory:
-                    _install_memory(b)
-        except BaseException:
-            # Interrupted (Ctrl-C in a slow install_capture): undo this profile's share
-            # entirely, the interrupted backend's partial install included, then go on up.
-            if counted and counted[-1] not in _installed and _capture_users.get(counted[-1]) == 1:
-                _remove_quietly(counted[-1])
-            _release(counted)
-            raise
-        finally:
-            _release_deferred()
-    return True
-
-
-def _install_memory(b: Backend) -> None:
-    """``memory_install``, optional: a plugin failing there keeps its capture, without memory."""
-    try:
-        if b.memory_install(b) is True:
-            _memory_on.add(b)
-    except Exception as exc:
-        warnings.warn(
-            f"kprof: backend {b.name!r} ({b.plugin_label}) failed to install its memory "
-            f"tracking ({type(exc).__name__}: {exc}); its allocations are not recorded",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-
-
-def _release_deferred() -> None:
-    while _deferred_releases:
-        _release(_deferred_releases.pop())
-
-
-def _remove_quietly(b: Backend) -> None:
-    try:
-        b.remove_capture(b)
-    except Exception:
-        pass
-
-
-def _release(backends: list[Backend]) -> BaseException | None:
-    """Drop one user of each backend; remove capture where it was the last. Every backend is
-    handled even when a plugin raises: an ``Exception`` is warned about, the first
-    ``BaseException`` (``KeyboardInterrupt`` from ``remove_capture``) is returned for the
-    caller to raise once the profile is safe."""
-    pending: BaseException | None = None
-    for b in reversed(backends):
-        users = _capture_users.pop(b, 0) - 1
-        if users > 0:
-            _capture_users[b] = users
-            continue
-        if b not in _installed:
-            continue
-        _installed.discard(b)
-        try:
-            if b in _memory_on:
-                _memory_on.discard(b)
-                b.memory_remove(b)
-            b.remove_capture(b)
-        except Exception as exc:
-            warnings.warn(
-                f"kprof: backend {b.name!r} ({b.plugin_label}) failed to remove its capture: "
-                f"{type(exc).__name__}: {exc}",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-        except BaseException as exc:
-            pending = pending or exc
-    return pending
-
-
-def _uninstall(backends: list[Backend]) -> BaseException | None:
-    if _capture_lock.held_here():
-        # A signal handler exiting a profile while this thread installs or removes capture:
-        # the interrupted code releases these before it lets the lock go.
-        _deferred_releases.append(backends)
-        return None
-    with _capture_lock:
-        try:
-            return _release(backends)
-        finally:
-            _release_deferred()
-
-
-def capture_installed() -> bool:
-    """Whether automatic capture is installed right now (some profile is active)."""
-    return bool(_capture_users)
 
 
 def _notes(rec: Recorder) -> list[str]:
@@ -200,6 +72,16 @@ class profile:
     the end (default 60, or ``KPROF_RESOLVE_TIMEOUT``); records whose work had not completed
     by then are marked unresolved, with the reason, and the profile ends normally.
 
+    ``schedule``: record only some steps of a loop, each run of them a window of its own
+    (``kprof.schedule(...)``; steps end at ``kprof.step()``). Each finished window is a
+    ``Profile`` with its steps in ``meta["window"]``, handed to ``on_window`` (for example
+    ``kprof.save_windows(dir)``) or, without it, kept in the yielded profile's ``windows``;
+    the yielded profile itself records nothing. Between windows no recorder runs.
+
+    ``max_records``: keep at most this many device rows, the latest (``keep="last"``, a ring)
+    or the first (``keep="first"``); ``min_duration_ns``: drop kernels and copies shorter
+    than this. What was dropped is counted in ``meta["bounds"]`` and said in the report.
+
     Only the context that entered the profile is recorded: code it calls, asyncio tasks it
     creates, and threads that run their target through ``kprof.propagate``.
     """
@@ -211,7 +93,17 @@ class profile:
         synchronize: bool = False,
         backends: Iterable[str] | None = None,
         timeout: float | None = None,
+        schedule: Schedule | None = None,
+        on_window: Callable[[Profile], Any] | None = None,
+        max_records: int | None = None,
+        keep: str = "last",
+        min_duration_ns: int | None = None,
     ) -> None:
+        bounds.check(max_records, keep, min_duration_ns)
+        self.max_records, self.keep, self.min_duration_ns = max_records, keep, min_duration_ns
+        check_schedule(schedule, on_window)
+        self.schedule, self.on_window = schedule, on_window
+        self._windows: Windows | None = None
         for arg, value in (("device", device), ("trace", trace), ("synchronize", synchronize)):
             if not isinstance(value, bool):
                 raise TypeError(f"profile({arg}=...) must be True or False, not {value!r}")
@@ -236,8 +128,10 @@ class profile:
         self.result: Profile | None = None
 
     def __enter__(self) -> Profile:
-        if self._recorder is not None:
+        if self._recorder is not None or self._windows is not None:
             raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
+        if self.schedule is not None:
+            return self._enter_scheduled(self.schedule)
         return self.enter_with(registry.usable(self._backend_names))
 
     def enter_with(self, backends: list[Backend]) -> Profile:
@@ -256,6 +150,11 @@ class profile:
             synchronize=self.synchronize,
             timeout=self.timeout,
             parent=parent,
+            bounds=(
+                None
+                if self.max_records is None and not self.min_duration_ns
+                else bounds.Bounds(self.max_records, self.keep, self.min_duration_ns)
+            ),
         )
         result = Profile(trace=self.trace, backends=[b.name for b in backends])
         # Raises only after undoing itself: nothing to clean up here.
@@ -267,6 +166,38 @@ class profile:
             scope, opened = activity.open_scope(rec)
             self._scope = (scope, opened, threading.get_ident())
         return result
+
+    def _window(self) -> profile:
+        return profile(
+            self.device,
+            self.trace,
+            self.synchronize,
+            self._backend_names,
+            self.timeout,
+            max_records=self.max_records,
+            keep=self.keep,
+            min_duration_ns=self.min_duration_ns,
+        )
+
+    def _hold(self) -> Callable[[], None]:
+        """Keep this profile's backends' capture installed until the returned call."""
+        backends = registry.usable(self._backend_names)
+        if not _install(backends):
+            return lambda: None
+
+        def release() -> None:
+            interrupted = _uninstall(backends)
+            if interrupted is not None:
+                raise interrupted
+
+        return release
+
+    def _enter_scheduled(self, sched: Schedule) -> Profile:
+        registry.usable(self._backend_names)  # an unknown backend name raises here, not later
+        self.result = Profile(trace=self.trace, backends=[])
+        self._windows = Windows(sched, self._window, self._hold, self.result, self.on_window)
+        self._windows.enter(now)
+        return self.result
 
     def add_backend(self, backend: Backend) -> bool:
         """Start ``backend``'s capture in this active profile, which records the backend's work
@@ -292,6 +223,10 @@ class profile:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         # Returns None: an exception raised in the block propagates unchanged.
+        if self._windows is not None:
+            w, self._windows = self._windows, None
+            w.exit(now)
+            return
         rec, result = self._recorder, self.result
         assert rec is not None and result is not None
         result.end_ns = now()
@@ -330,6 +265,8 @@ class profile:
             notes = _notes(rec)  # before remove_capture: what the capture could not see
             interrupted = _uninstall(rec.backends) if self._counted else None
             result._load(rec)
+            if rec.bounds is not None:
+                result.meta["bounds"] = rec.bounds.describe(result.names)
             result.memory = rec.memory.close(result.start_ns)
             if notes:
                 result.meta["notes"] = notes
@@ -346,7 +283,16 @@ class profile:
 
         def block() -> profile:
             return profile(
-                self.device, self.trace, self.synchronize, self._backend_names, self.timeout
+                self.device,
+                self.trace,
+                self.synchronize,
+                self._backend_names,
+                self.timeout,
+                self.schedule,
+                self.on_window,
+                self.max_records,
+                self.keep,
+                self.min_duration_ns,
             )
 
         def keep(wrapper: Any, p: Profile) -> None:

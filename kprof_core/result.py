@@ -9,10 +9,13 @@ ever imports ``Profile`` back.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import IO, Any, overload
 
 from kprof_core.analysis.compare import DEFAULT_ALPHA, Comparison, DiffRow
 from kprof_core.analysis.compare import diff as _diff
+from kprof_core.analysis.drift import Drift, window_label
+from kprof_core.analysis.drift import drift as _drift
 from kprof_core.analysis.idle import Analysis, analyse
 from kprof_core.data.profile_data import Durations, ProfileData, Summary
 from kprof_core.io import exports, storage
@@ -20,11 +23,23 @@ from kprof_core.renderers.analysis import analysis_html, analysis_lines
 from kprof_core.renderers.chrome import write_chrome_trace
 from kprof_core.renderers.console import render
 from kprof_core.renderers.diff import diff_html, render_diff
+from kprof_core.renderers.drift import drift_lines
 from kprof_core.renderers.html import write_html
 from kprof_core.renderers.notebook import notebook_html
 from kprof_core.renderers.terminal import lines
 
-__all__ = ["Analysis", "DiffRow", "Durations", "Profile", "ProfileDiff", "Summary", "load", "loads"]
+__all__ = [
+    "Analysis",
+    "DiffRow",
+    "Durations",
+    "Profile",
+    "ProfileDiff",
+    "Summary",
+    "WindowDrift",
+    "drift",
+    "load",
+    "loads",
+]
 
 
 class ProfileDiff(Comparison):
@@ -45,6 +60,34 @@ class ProfileDiff(Comparison):
         return diff_html(self)
 
 
+class WindowDrift(Drift):
+    """How the windows of one run drift (``kprof.drift``); print it for the table."""
+
+    def report(self) -> str:
+        """The printed table (``kprof drift``)."""
+        return lines(drift_lines(self))
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the report
+        p.text(self.report())
+
+
+def drift(
+    windows: Sequence[ProfileData],
+    labels: Sequence[str] | None = None,
+    alpha: float = DEFAULT_ALPHA,
+) -> WindowDrift:
+    """Every window's device time per call against the first window's, name by name: the
+    median in each, the ratio, and the windows where the change stands out of the spread (the
+    Mann-Whitney U test of ``Profile.diff``, at ``alpha`` over all windows together); see
+    :mod:`kprof_core.analysis.drift`. ``labels`` name the windows (default: their steps)."""
+    if labels is None:
+        labels = [window_label(w, f"window {i + 1}") for i, w in enumerate(windows)]
+    return _drift(windows, labels, alpha, WindowDrift)
+
+
 class ProfileAnalysis(Analysis):
     """Where the devices' time went (``Profile.analysis()``); print it for the section."""
 
@@ -63,7 +106,15 @@ class ProfileAnalysis(Analysis):
 
 
 class Profile(ProfileData):
-    __doc__ = ProfileData.__doc__
+    __doc__ = (ProfileData.__doc__ or "").rstrip() + (
+        "\n    - ``windows``: the finished windows of a ``kprof.profile(schedule=...)`` without\n"
+        '      ``on_window`` (each a ``Profile``, its steps in ``meta["window"]``).\n    '
+    )
+
+    def __init__(self, trace: bool = False, backends: list[str] | None = None) -> None:
+        super().__init__(trace, backends)
+        #: The finished windows of a ``kprof.profile(schedule=...)`` without ``on_window``.
+        self.windows: list[Profile] = []
 
     def analysis(self, range: str | None = None) -> ProfileAnalysis:
         """Why the device waits: busy and idle time per device and per queue over the
@@ -96,8 +147,19 @@ class Profile(ProfileData):
         storage.save(self, path, compress=compress)
 
     def report(self, trace: bool | None = None) -> str:
-        """The printed report: the summary, and the trace when ``trace`` (default: as profiled)."""
-        return render(self, self.trace if trace is None else trace)
+        """The printed report: the summary, and the trace when ``trace`` (default: as profiled);
+        a scheduled profile's is its windows' reports, each under its steps."""
+        trace = self.trace if trace is None else trace
+        if "windows" not in self.meta:
+            return render(self, trace)
+        info = self.meta["windows"]
+        head = (
+            f"kprof: {self.meta.get('steps', 0)} steps, {info['schedule']}: "
+            f"{info['delivered']} window(s)"
+        )
+        if len(self.windows) < info["delivered"]:
+            head += " (handed to on_window, not kept here)"
+        return "\n\n".join([head, *(w.report(trace) for w in self.windows)])
 
     def __str__(self) -> str:
         return self.report()

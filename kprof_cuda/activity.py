@@ -183,6 +183,7 @@ class CuptiActivity:
         reader.buffer_size, reader.max_buffers = BUFFER_SIZE, MAX_BUFFERS
         c.refresh_version()
         reader.refuse_ok = c.api_version >= abi.REFUSE_BUFFERS_FROM_API
+        reader.restart_clock()
         if reader.compiled:
             reader.max_rows = MAX_ROWS
         self.drain.reset(reader)

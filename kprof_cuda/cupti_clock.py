@@ -69,8 +69,10 @@ class Clock:
             if reader is None or not reader.compiled
             else "this CUPTI has no cuptiActivityRegisterTimestampCallback"
         )
+        # The readers hand CUPTI's default clock less their base (see cupti_join.rebase).
+        base = int(getattr(reader, "time_base", 0) or 0)
         return kp.Alignment(
-            device_ns + offset,
+            device_ns + base + offset,
             error,
             f"cuptiGetTimestamp sampled against perf_counter_ns "
             f"(narrowest of {CLOCK_SAMPLES} brackets; {why})",

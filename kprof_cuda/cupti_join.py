@@ -8,7 +8,7 @@ import numpy as np
 
 from .cupti_layout import ROW_COLUMNS
 
-__all__ = ["RAW_COLUMNS", "Join"]
+__all__ = ["RAW_COLUMNS", "TIME_COLUMNS", "Join", "rebase"]
 
 #: Launches kept while their records may still come (failed launches never get one).
 MAX_LAUNCHES = 1 << 20
@@ -22,6 +22,25 @@ RAW_COLUMNS = (
     *(c for c in ROW_COLUMNS if c not in ("scope", "queue", "launch_begin", "launch_end")),
     "context",
 )
+
+
+#: The row columns that hold CUPTI timestamps (launch times are 0 when the API record was lost).
+TIME_COLUMNS = ("begin", "end", "launch_begin", "launch_end")
+
+
+def rebase(cols: dict[str, np.ndarray], base: int) -> None:
+    """Subtract ``base`` from the timestamps of ``cols`` (in place; a launch time of 0, meaning
+    unknown, stays 0). CUPTI's default clock on Linux is CLOCK_REALTIME: about 1.8e18 ns since
+    1970, beyond the ±2**59 ns kprof keeps of a plugin's values; relative to a base taken when
+    the reader started they are small, and ``cupti_clock`` adds the base back when placing."""
+    if not base:
+        return
+    for c in TIME_COLUMNS:
+        col = cols[c]
+        if c.startswith("launch"):
+            cols[c] = np.where(col != 0, col - base, 0)
+        else:
+            cols[c] = col - base
 
 
 class Join:

@@ -40,6 +40,7 @@ class NativeReader:
         self.names = Interner()
         self.queues: list[tuple[int, int, int]] = []
         self.timestamp_callback = False
+        self.time_base = 0
         mod.configure(
             (
                 cupti.address("cuptiActivityGetNextRecord"),
@@ -59,6 +60,14 @@ class NativeReader:
         # CUPTI's records on the host's monotonic clock; a CUPTI without the callback keeps
         # its own clock, calibrated (Profile.clocks says which).
         self.timestamp_callback = self.mod.register_timestamp() == 0
+        # Without the callback CUPTI keeps its default clock (CLOCK_REALTIME), beyond kprof's
+        # value limit: timestamps are handed relative to this base (cupti_clock adds it back).
+        self.restart_clock()
+
+    def restart_clock(self) -> None:
+        """The first profile starts: timestamps are handed relative to CUPTI's clock now
+        (unless they are on the host clock already)."""
+        self.time_base = 0 if self.timestamp_callback else self.cupti.timestamp()
 
     def apply_limits(self) -> None:
         """Hand the limits set on this object to the C reader now (else at the next take)."""
@@ -83,7 +92,16 @@ class NativeReader:
         self.queues.extend(queues)
         if not cols[0]:
             return None
-        return dict(zip(ROW_COLUMNS, cols))
+        out = dict(zip(ROW_COLUMNS, cols))
+        if self.time_base:
+            import numpy as np
+
+            from .cupti_join import TIME_COLUMNS, rebase
+
+            times = {c: np.frombuffer(out[c], np.int64) for c in TIME_COLUMNS}
+            rebase(times, self.time_base)
+            out.update({c: times[c].tobytes() for c in TIME_COLUMNS})
+        return out
 
     def waiting(self, scopes: tuple[int, ...]) -> int:
         return int(self.mod.waiting(scopes))

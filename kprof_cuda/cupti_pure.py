@@ -21,7 +21,7 @@ import numpy as np
 
 from . import cupti_abi as abi
 from .cupti_join import RAW_COLUMNS as _RAW
-from .cupti_join import Join
+from .cupti_join import Join, rebase
 from .cupti_layout import ROW_COLUMNS
 from .cupti_lib import COMPLETE, REQUEST, Cupti
 from .cupti_records import Interner
@@ -69,6 +69,9 @@ class PureReader:
             "records": 0,
         }
         self.ext_kind = abi.EXT_KIND_CUSTOM2
+        #: Subtracted from every timestamp handed over (CUPTI's default clock, CLOCK_REALTIME,
+        #: is beyond kprof's value limit; ``cupti_clock`` adds it back): CUPTI's clock now.
+        self.time_base = cupti.timestamp()
         # ctypes keeps no reference to these: the reader does, for the process's life.
         self._request_cb = REQUEST(self._requested)
         self._complete_cb = COMPLETE(self._completed)
@@ -128,6 +131,10 @@ class PureReader:
             self._free.append(mem)
 
     # -- decoding (a Python thread, holding the GIL once per batch) ----------------------------
+
+    def restart_clock(self) -> None:
+        """The first profile starts: timestamps are handed relative to CUPTI's clock now."""
+        self.time_base = self.cupti.timestamp()
 
     def apply_limits(self) -> None:
         """The limits are read where used: nothing to hand over (the compiled reader's twin)."""
@@ -210,6 +217,7 @@ class PureReader:
             qmap[j] = q
         out = {c: rows[c] for c in ROW_COLUMNS if c in rows}
         out["queue"] = qmap[inv.reshape(-1)]
+        rebase(out, self.time_base)
         return {c: np.ascontiguousarray(out[c], np.int64) for c in ROW_COLUMNS}
 
     def _walk(self, addr: int, valid: int) -> tuple[list[int], list[int]]:

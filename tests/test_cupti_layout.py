@@ -1,6 +1,7 @@
 """The CUPTI readers' shared formats are defined once (``kprof_cuda/cupti_layout.py``): the
 compiled reader's header is generated from it and current, a build from another layout is
-refused, and both readers' column lists are that one."""
+refused, and both readers' column lists are that one; the compiled reader's time columns
+without a timestamp callback (relative to a base, which the alignment adds back)."""
 
 from __future__ import annotations
 
@@ -89,3 +90,56 @@ def test_a_reader_built_from_another_layout_is_refused(monkeypatch: pytest.Monke
     assert cupti_native.compiled_reader() is None
     monkeypatch.setattr(cupti_native.kp, "load_plugin_part", lambda package, name: None)
     assert cupti_native.compiled_reader() is None
+
+
+def test_a_compiled_reader_without_timestamp_callback_hands_times_from_a_base() -> None:
+    """A CUPTI without cuptiActivityRegisterTimestampCallback keeps its default clock
+    (CLOCK_REALTIME, ~1.8e18 ns: beyond kprof's ±2**59 ns): the compiled reader's times are
+    handed relative to CUPTI's clock when the profile started, unknown launch times stay 0,
+    and the alignment adds the base back."""
+    from array import array
+
+    from kprof_cuda import cupti_clock
+
+    wall = 1_796_406_750_845_814_298
+    now = [wall]
+
+    class FakeCupti:
+        api_version = 28
+
+        def address(self, name: str) -> int:
+            return 1
+
+        def check(self, code: int, what: str) -> None:
+            assert code == 0, what
+
+        def timestamp(self) -> int:
+            return now[0]
+
+    row = {c: 0 for c in ROW_COLUMNS} | {"begin": wall + 5_000, "end": wall + 15_000}
+    row |= {"launch_begin": wall + 1_000, "launch_end": wall + 3_000}
+    lost = dict(row, launch_begin=0, launch_end=0)  # its API record was lost
+    cols = tuple(array("q", [row[c], lost[c]]).tobytes() for c in ROW_COLUMNS)
+    mod = SimpleNamespace(
+        configure=lambda *a: None,
+        register=lambda: 0,
+        register_timestamp=lambda: -1,  # this CUPTI has no timestamp callback
+        set_limits=lambda *a: None,
+        take=lambda final, release: (cols, [], []),
+    )
+    reader = cupti_native.NativeReader(mod, FakeCupti())  # type: ignore[arg-type]
+    reader.register()
+    assert not reader.timestamp_callback and reader.time_base == wall
+    got = reader.take()
+    assert got is not None
+    t = {c: array("q", got[c]).tolist() for c in ("begin", "end", "launch_begin", "launch_end")}
+    assert t == {
+        "begin": [5_000, 5_000],
+        "end": [15_000, 15_000],
+        "launch_begin": [1_000, 0],
+        "launch_end": [3_000, 0],
+    }
+    clock = cupti_clock.Clock()
+    clock.offset = (-wall + 42, 0)  # perf_counter_ns = CUPTI's clock - wall + 42
+    a = clock.align(reader, 5_000, None)
+    assert a.host_ns == 5_042, a

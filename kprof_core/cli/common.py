@@ -40,6 +40,21 @@ def load_profile(path: str) -> Profile:
         raise CommandError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
 
+def window_files(paths: list[str]) -> list[str]:
+    """The ``.kprof`` files of ``paths`` (a directory: every ``.kprof`` in it, by name; the
+    names ``kprof.save_windows`` and ``kprof run -o`` give sort in window order)."""
+    out: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            found = sorted(f for f in os.listdir(p) if f.endswith(".kprof"))
+            if not found:
+                raise CommandError(f"{p}: no .kprof files in this directory")
+            out += [os.path.join(p, f) for f in found]
+        else:
+            out.append(p)
+    return out
+
+
 def wrote(path: str) -> None:
     say(f"kprof: wrote {path}")
 

@@ -1,4 +1,5 @@
-"""The ``kprof`` command: ``backends``, ``demo``, ``run``, ``merge``, ``show`` and ``diff``, one
+"""The ``kprof`` command: ``backends``, ``demo``, ``run``, ``merge``, ``show``, ``diff`` and
+``drift``, one
 module each beside this one (each with ``add_parser`` and ``command``)."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ import argparse
 from collections.abc import Sequence
 
 from kprof_core._version import __version__
-from kprof_core.cli import backends, demo, diff, merge, run, show
+from kprof_core.cli import backends, demo, diff, drift, merge, run, show
 from kprof_core.host.backend import KprofError
 from kprof_core.renderers.terminal import say, silence_stdout
 
@@ -19,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kprof {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    for command in (backends, demo, run, merge, show, diff):
+    for command in (backends, demo, run, merge, show, diff, drift):
         command.add_parser(sub)
     return parser
 

@@ -138,7 +138,18 @@ def command(args: argparse.Namespace) -> int:
             return 2
         target_desc = script
     backends = [b for b in args.backends.split(",") if b] if args.backends else None
-    prof = profile(device=not args.no_device, trace=args.print_trace, backends=backends)
+    try:
+        sched = _schedule(args)
+    except ValueError as exc:
+        say(f"kprof run: {exc}")
+        return 2
+    prof = profile(
+        device=not args.no_device,
+        trace=args.print_trace,
+        backends=backends,
+        schedule=sched,
+        on_window=None if sched is None else _window_writer(args),
+    )
     # Load the plugins before the script's directory goes on sys.path: a file there must not
     # be imported in place of an installed plugin.
     later: list[tuple[Any, list[str]]] = []
@@ -155,7 +166,10 @@ def command(args: argparse.Namespace) -> int:
     # As python does: sys.path[0] is the script's directory, or the working directory for -m.
     sys.path.insert(0, os.getcwd() if args.module else os.path.dirname(os.path.abspath(script)))
     code = 0
-    p = prof.__enter__() if backends is not None else prof.enter_with(usable)
+    # With --steps each window is a profile of its own, entered at its first step with every
+    # usable backend (by then the program has imported its libraries).
+    named = backends is not None or sched is not None
+    p = prof.__enter__() if named else prof.enter_with(usable)
     notes: list[str] = []
     starts = [_start_later(prof, b, notes) for b, _mods in later]
     for (_b, mods), start in zip(later, starts):
@@ -173,8 +187,11 @@ def command(args: argparse.Namespace) -> int:
             _forked_child_paths(args)
         # Files first: a reader that went away (`| head`) or a script that closed sys.stdout
         # must not cost them.
-        write_outputs(p, args)
-        print_text(p.report())
+        if sched is None:
+            write_outputs(p, args)
+            print_text(p.report())
+        else:  # the windows were written and printed as they ended
+            print_text(p.report().split("\n\n")[0])
         if code:
             say(f"kprof run: {target_desc} exited with code {code}")
         if interrupted:
@@ -204,6 +221,52 @@ def command(args: argparse.Namespace) -> int:
         sys.argv = saved_argv
         sys.path[:] = saved_path
     return finish(code)
+
+
+def _schedule(args: argparse.Namespace) -> Any:
+    """The schedule ``--steps``/``--every``/``--windows`` ask for, or None."""
+    from kprof_core.windows import steps_schedule
+
+    if args.steps is None:
+        if args.every is not None or args.windows is not None:
+            raise ValueError("--every and --windows need --steps FIRST:LAST")
+        return None
+    first, sep, last = args.steps.partition(":")
+    try:
+        a, b = int(first), int(last)
+    except ValueError:
+        raise ValueError(f"--steps {args.steps!r}: expected FIRST:LAST, e.g. 100:110") from None
+    if not sep:
+        raise ValueError(f"--steps {args.steps!r}: expected FIRST:LAST, e.g. 100:110")
+    if args.windows is not None and args.windows < 1:
+        raise ValueError(f"--windows {args.windows}: must be at least 1")
+    return steps_schedule(a, b, args.every, args.windows or 0)
+
+
+def window_path(path: str, index: int) -> str:
+    """``out.kprof`` -> ``out-w0003.kprof`` for window 3 (``{window}`` in the path: there)."""
+    if "{window}" in path:
+        return path.replace("{window}", f"{index:04d}")
+    root, ext = os.path.splitext(path)
+    return f"{root}-w{index:04d}{ext}"
+
+
+def _window_writer(args: argparse.Namespace) -> Any:
+    """``on_window`` for ``kprof run --steps``: each window's files (named by
+    ``window_path``) written and its report printed as it ends; nothing kept."""
+
+    def write(w: Any) -> None:
+        index = w.meta["window"]["index"]
+        per = argparse.Namespace(
+            **{
+                k: (window_path(v, index) if k in ("output", "html", "trace_file") and v else v)
+                for k, v in vars(args).items()
+            }
+        )
+        write_outputs(w, per)
+        print_text(w.report())
+
+    return write
 
 
 def _exit_after(finish: Any, real_exit: Any) -> Any:
@@ -238,6 +301,17 @@ def add_parser(sub: Any) -> None:
     r.add_argument("-m", dest="module", action="store_true", help="run a module (like python -m)")
     r.add_argument("--backends", metavar="A,B", help="only these backends (comma-separated)")
     r.add_argument("--no-device", action="store_true", help="host records only (device=False)")
+    r.add_argument(
+        "--steps",
+        metavar="FIRST:LAST",
+        help="record only steps FIRST to LAST-1 (steps end at kprof.step()); one window",
+    )
+    r.add_argument(
+        "--every", type=int, metavar="N", help="with --steps: a window again every N steps"
+    )
+    r.add_argument(
+        "--windows", type=int, metavar="K", help="with --steps --every: at most K windows"
+    )
     add_output_options(r)
     r.add_argument("script", help="the script (or module, with -m)")
     r.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
-from kprof_core.cli.common import EXIT_BAD_INPUT, CommandError, load_profile, wrote
+from kprof_core.cli.common import EXIT_BAD_INPUT, CommandError, load_profile, window_files, wrote
 from kprof_core.renderers.terminal import say
 
 
 def command(args: argparse.Namespace) -> int:
     """Print a saved profile as ``print(p)`` did (``-t`` adds the trace), or its JSON; write
-    the exports asked for."""
+    the exports asked for. A directory of windows (``.kprof`` files): one line each."""
+    if os.path.isdir(args.file) and any(f.endswith(".kprof") for f in os.listdir(args.file)):
+        return _list(args.file)
     try:
         p = load_profile(args.file)
     except CommandError as exc:
@@ -38,12 +41,28 @@ def command(args: argparse.Namespace) -> int:
     return code
 
 
+def _list(directory: str) -> int:
+    """Each ``.kprof`` of ``directory`` (the windows of a run) with its headline."""
+    from kprof_core.renderers.common import headline
+
+    try:
+        files = window_files([directory])
+        for f in files:
+            print(f"{os.path.basename(f)}  {headline(load_profile(f))}")
+    except CommandError as exc:
+        say(f"kprof show: {exc}")
+        return EXIT_BAD_INPUT
+    return 0
+
+
 def add_parser(sub: Any) -> None:
     """Register ``kprof show``."""
     s = sub.add_parser(
         "show", help="print or export a saved profile, as print(p) and the exports would"
     )
-    s.add_argument("file", help="a saved profile (.kprof)")
+    s.add_argument(
+        "file", help="a saved profile (.kprof), or a directory of windows (one line each)"
+    )
     s.add_argument(
         "-t",
         "--print-trace",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -296,6 +296,31 @@ class Details(MutableMapping[int, str]):
 
     def __len__(self) -> int:
         return len(self._texts) + sum(b[1] for b in self._blocks if b[0] not in self._texts)
+
+    def renumber(
+        self, a: int, b: int, new_row: Callable[[int], int | None], shift: int = 0
+    ) -> None:
+        """After rows were taken out of the table (``recording/bounds.py``): rows ``a`` to
+        ``b - 1`` become ``new_row(i)`` (None: gone), rows from ``b`` on move by ``shift``.
+        Blocks wholly outside ``a .. b - 1`` move as blocks; rows of the others become texts."""
+        texts: dict[int, str] = {}
+        for i, v in self._texts.items():
+            j = i if i < a else (new_row(i) if i < b else i + shift)
+            if j is not None:
+                texts[j] = v
+        blocks = []
+        for first, n, fmt, cols in self._blocks:
+            if first + n <= a:
+                blocks.append((first, n, fmt, cols))
+            elif first >= b:
+                blocks.append((first + shift, n, fmt, cols))
+            else:
+                for i in range(first, first + n):
+                    j = i if i < a else (new_row(i) if i < b else i + shift)
+                    if j is not None and i not in self._texts:
+                        texts[j] = fmt.format(*(c[i - first] for c in cols))
+        self._texts, self._blocks = texts, blocks
+        self._firsts = [blk[0] for blk in blocks]
 
 
 class HostTable:

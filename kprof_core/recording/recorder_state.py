@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from kprof_core.host.backend import Backend
+from kprof_core.recording.bounds import Bounds
 from kprof_core.recording.harvest import Harvest
 from kprof_core.recording.memory_log import MemoryLog
 from kprof_core.recording.placement import DeviceClock
@@ -58,9 +59,11 @@ class RecorderState:
         synchronize: bool = False,
         timeout: float = 60.0,
         parent: Recorder | None = None,
+        bounds: Bounds | None = None,
     ) -> None:
         self.backends = list(backends)
         self.timeout = timeout
+        self.bounds = bounds
         self._new_rows()
         self._selected = frozenset(self.backends)
         self.device = device
@@ -91,6 +94,12 @@ class RecorderState:
         #: timestamps. A range's exit takes its frame out; the profile's end takes what is left
         #: and records it up to the end (``_cut_open_ranges``).
         self.open_ranges: dict[int, tuple[Any, ...]] = {}
+        #: In a child made by ``os.fork()``: the open ranges begun before the fork, id(frame)
+        #: -> the fork's time, where the child's part of each begins (host only).
+        self.forked_ranges: dict[int, int] = {}
+        #: How many times this process was forked inside the profile (counted in the child):
+        #: a ``kprof.kernel`` call that began before a fork leaves no row in the child.
+        self.forks = 0
         #: Allocations and frees the backends report (``kprof.plugin.allocated``/``freed``).
         self.memory = MemoryLog(self.backends)
         self._native: Any = None  # the compiled launch path, where bound (recorder.py)
@@ -178,6 +187,8 @@ class RecorderState:
             # Still too far behind: wait for the oldest work, which bounds live device tokens.
             while len(incoming) > self.max_pending and not self._closed:
                 self.rows.harvest(wait=True, limit=len(incoming) - self.max_pending // 2)
+            if self.bounds is not None:
+                self._bound()
             # When nothing was done, try again only after another harvest_every launches.
             self._set_next_harvest(min(len(incoming) + self.harvest_every, self.max_pending))
         if self._closed:
@@ -190,6 +201,17 @@ class RecorderState:
                 # (Other threads that run in a copy of its context keep dropping late work.)
                 if _ACTIVE.get() is self:
                     _ACTIVE.set(self.open_outer())
+
+    def _bound(self) -> None:
+        """Cut the rows past the profile's bounds (``bounds.py``), unless another thread
+        holds the tables now (it harvests: the next back-pressure cuts)."""
+        rows, b = self.rows, self.bounds
+        if b is not None and rows.lock.acquire(blocking=False):
+            try:
+                if not rows.finished:
+                    b.apply(rows.table, rows.errors, rows.details, end=False)
+            finally:
+                rows.lock.release()
 
     def _late(self) -> None:
         """Entries that arrived after the profile ended (a thread that outlived it)."""

@@ -5,6 +5,7 @@ from here, never another renderer's helpers."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from kprof_core.data.profile_data import ProfileData, Summary
 from kprof_core.data.timefmt import format_time
@@ -28,14 +29,52 @@ APPROXIMATE_FOOTNOTE = (
 
 
 def headline(p: ProfileData) -> str:
-    """``Profiled 1.2 s, recording 3 ranges, 10 kernels and 2 copies.``"""
+    """``Profiled 1.2 s, recording 3 ranges, 10 kernels and 2 copies.``, after ``Window 2,
+    steps 100-109:`` for a window of a scheduled profile."""
     nr, nd = p.counts
     nc = p.copies
     nk = nd - nc
     return (
-        f"Profiled {format_time(p.span_ns)}, recording {nr} range{'s' * (nr != 1)}, "
+        window_title(p.meta)
+        + f"Profiled {format_time(p.span_ns)}, recording {nr} range{'s' * (nr != 1)}, "
         f"{nk} kernel{'s' * (nk != 1)} and {nc} cop{'ies' if nc != 1 else 'y'}."
     )
+
+
+def window_title(meta: dict[str, Any]) -> str:
+    """``Window 2, steps 100-109: `` for a window's meta, else nothing."""
+    w = meta.get("window")
+    if not isinstance(w, dict):
+        return ""
+    partial = " (partial: the profile ended in it)" if w.get("partial") else ""
+    return f"Window {w.get('index')}, steps {w.get('first_step')}-{w.get('last_step')}{partial}: "
+
+
+def bounds_notes(meta: dict[str, Any]) -> list[str]:
+    """What ``profile(max_records=..., min_duration_ns=...)`` dropped, in words (never
+    silent: the tables lack those rows)."""
+    b = meta.get("bounds")
+    if not isinstance(b, dict):
+        return []
+    out = []
+    if "max_records" in b:
+        which = "latest" if b.get("keep") == "last" else "first"
+        out.append(
+            f"max_records={b['max_records']}: kept the {which} {b['max_records']} device "
+            f"records, dropped {b.get('dropped', 0)} "
+            f"({format_time(b.get('dropped_device_ns', 0))} of device time): "
+            "the tables lack them"
+        )
+    short = b.get("short")
+    if isinstance(short, dict) and "min_duration_ns" in b:
+        n = sum(v[0] for v in short.values())
+        ns = sum(v[1] for v in short.values())
+        out.append(
+            f"min_duration_ns={b['min_duration_ns']}: dropped {n} kernels and copies shorter "
+            f"than {format_time(b['min_duration_ns'])} ({format_time(ns)} of device time in "
+            f"all; per name in meta['bounds']['short'])"
+        )
+    return out
 
 
 def footnotes(s: Summary) -> list[str]:

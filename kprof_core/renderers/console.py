@@ -10,7 +10,7 @@ from kprof_core.data.records import APPROXIMATE, HOST_TIMED, QueueRecord
 from kprof_core.data.summary import SummaryRow
 from kprof_core.data.timefmt import format_rate, format_time
 from kprof_core.renderers.analysis import analysis_lines, report_analysis, skipped_note
-from kprof_core.renderers.common import COLUMNS, footnotes, headline
+from kprof_core.renderers.common import COLUMNS, bounds_notes, footnotes, headline
 from kprof_core.renderers.memory import memory_lines
 from kprof_core.renderers.terminal import lines
 from kprof_core.renderers.timeline import DEVICE, HOST_RANGE, MARK, Timeline, Track, device_title
@@ -77,6 +77,7 @@ def render_summary(p: ProfileData) -> list[str]:
     said = p.meta.get("notes")  # what backends said the profile may lack (report_notes)
     if isinstance(said, list):
         out += [x for n in said if isinstance(n, str) for x in ("", f" ! {n}")]
+    out += [x for n in bounds_notes(p.meta) for x in ("", f" ! {n}")]
     unresolved = p.unresolved
     if unresolved:
         reasons: dict[str, int] = {}

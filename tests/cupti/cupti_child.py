@@ -236,6 +236,25 @@ def records_become_rows(env: Env) -> None:
     assert ev["args"]["detail"].startswith("grid (4, 2, 1) block (256, 1, 1)")
 
 
+def cuptis_default_clock_is_the_wall_clock(env: Env) -> None:
+    """CUPTI's default clock on Linux is CLOCK_REALTIME (the docs of
+    cuptiActivityRegisterTimestampCallback): about 1.8e18 ns since 1970, beyond the ±2**59 ns
+    kprof keeps of a plugin's values. Without kprof's timestamp callback (the pure reader)
+    the rows keep their times: handed relative to a base, placed back with it."""
+    offset = time.time_ns() - time.monotonic_ns()  # the double's clock is then the wall clock
+    assert offset > 2**59
+    lib.cuptidouble_set_clock_offset(offset)
+    with kprof.profile() as p:
+        _corr, begin = launch(duration=10_000)
+    r = rows(p)
+    assert [(x["duration"], x["detail"] is not None) for x in r] == [(10_000, True)], r
+    (clock,) = p.clocks.values()
+    if lib.cuptidouble_has_timestamp_callback():
+        offset = 0  # the compiled reader's records are on the host clock already
+    assert abs(r[0]["start"] - (begin - offset)) <= clock.error_ns, (r[0]["start"], begin - offset)
+    assert r[0]["launch_end"] - r[0]["launch_start"] == 2000
+
+
 def two_profiles_on_two_threads(env: Env) -> None:
     """Each profile gets exactly the kernels its own thread launched."""
     out: dict[int, Any] = {}
@@ -685,6 +704,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
     f.__name__: f
     for f in (
         records_become_rows,
+        cuptis_default_clock_is_the_wall_clock,
         two_profiles_on_two_threads,
         outside_the_profile_is_not_recorded,
         propagated_thread,

@@ -24,6 +24,7 @@ import build as cupti_build  # noqa: E402
 # The scenarios of cupti_child.py (importing it would load the double into this process).
 SCENARIOS = (
     "records_become_rows",
+    "cuptis_default_clock_is_the_wall_clock",
     "two_profiles_on_two_threads",
     "outside_the_profile_is_not_recorded",
     "propagated_thread",

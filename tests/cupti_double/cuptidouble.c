@@ -463,7 +463,8 @@ void cuptidouble_reset(void) {
     api_enable_calls = 0;
     busy = CUPTI_SUCCESS;
     clock_offset = 0;
-    timestamp_fn = NULL;
+    /* A registered timestamp callback stays, as in CUPTI (nothing unregisters it): a tool's
+     * reader registers it once per process. */
     api_version = CUPTI_API_VERSION;
     refused = 0;
     dropped = 0;
