@@ -1,8 +1,9 @@
 """``os.fork()`` inside a profile (issue 25, item 5): the child starts with no inherited
 record side and records only its own work; leaving the block it does not wait for the
-parent's tokens (whose device thread it does not have); under ``kprof run`` a child that
-exits normally writes its own file, beside the parent's, never over it. Run in child
-processes, on both recorder paths."""
+parent's tokens (whose device thread it does not have); a ``kprof.range`` open across the
+fork is the child's from the fork on (host only), a ``kprof.kernel`` call that forked leaves
+no row in the child; under ``kprof run`` a child that exits normally writes its own file,
+beside the parent's, never over it. Run in child processes, on both recorder paths."""
 
 from __future__ import annotations
 
@@ -95,6 +96,107 @@ def test_a_forked_child_records_only_its_own_work(pure: bool) -> None:
     ]
     assert parent["unresolved"] == []
     assert child["pid"] != parent["pid"]
+
+
+RANGE_ACROSS_THE_FORK = """
+import json, os, threading, warnings
+import kprof
+from kprof_testbackend import device
+from kprof_testbackend.instant import InstantClock, InstantQueue
+
+class Mirrored(InstantClock):  # a vendor tool's range stack (NVTX-like), per process
+    stack = []
+    @kprof.plugin.hookimpl
+    def range_push(self, backend, name):
+        self.stack.append(name)
+    @kprof.plugin.hookimpl
+    def range_pop(self, backend):
+        self.stack.pop()
+
+plugin = Mirrored()
+kprof.register_backend(plugin, "inst")
+q = device.Queue()  # a device thread: it does not exist in the child
+q.hang.clear()
+entered, leave = threading.Event(), threading.Event()
+
+def elsewhere():
+    with kprof.range("elsewhere"):  # open in another thread at the fork
+        entered.set()
+        leave.wait()
+
+warnings.simplefilter("ignore")  # the range left open is cut at the end, with a warning
+with kprof.profile(backends=["testdev", "inst"], timeout=5) as p, plugin.using(
+    InstantQueue("iq")
+):
+    th = threading.Thread(target=kprof.propagate(elsewhere))
+    th.start()
+    entered.wait()
+    kprof.range("left-open").__enter__()  # never exited: cut at the profile's end
+    with kprof.range("outer"):
+        with q:
+            q.launch("hang")  # not done at the fork; never done in the child
+            before = kprof.plugin.now()
+            pid = kprof.kernel(os.fork, name="forking-call")()  # a call that forks
+        me = "child" if pid == 0 else "parent"
+        after = kprof.plugin.now()
+        with kprof.range(f"{me}-inner"):
+            pass
+    kprof.mark(f"{me}-after")
+    if pid:
+        q.hang.set()
+        leave.set()
+        th.join()
+host = {r.name: (p.start_ns + r.start_ns, r.duration_ns) for r in p.ranges}
+out = {
+    "ranges": sorted(r.name for r in p.ranges),
+    "device_ranges": sorted((r.name, r.backend) for r in p.device_ranges),
+    "kernels": sorted((k.name, k.backend) for k in p.kernels),
+    "markers": [m.name for m in p.markers],
+    "unresolved": [r.name for r in p.unresolved],
+    "stack": plugin.stack,
+    # The child's part of a range begun before the fork starts at the fork.
+    "from_the_fork": [
+        before <= host[n][0] <= after for n in ("outer", "left-open") if n in host
+    ],
+}
+if pid:
+    os.waitpid(pid, 0)  # the child's line first, whole
+print(me, json.dumps(out), flush=True)
+if pid == 0:
+    os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_a_range_open_across_the_fork_is_the_childs_from_the_fork(pure: bool) -> None:
+    """A ``kprof.range`` entered before ``os.fork()`` and exited in the child was dropped
+    there (the child had none of its time); a ``kprof.kernel`` call that forked made the
+    child wait the whole timeout for the parent's start timestamp and list the call as
+    unresolved. Now the child records the range from the fork on, on the host (its device
+    timestamps are the parent's), the call leaves no row in the child, the vendor tool's
+    range stack is balanced in both, and a range open in another thread (which the child
+    does not have) is the parent's only."""
+    out = run_script(RANGE_ACROSS_THE_FORK, pure)
+    got = dict(line.split(" ", 1) for line in out.splitlines())
+    child, parent = json.loads(got["child"]), json.loads(got["parent"])
+    assert child == {
+        "ranges": ["child-inner", "left-open", "outer"],
+        "device_ranges": [["child-inner", "inst"]],
+        "kernels": [],
+        "markers": ["child-after"],
+        "unresolved": [],
+        "stack": ["left-open"],  # as the code left it (never exited)
+        "from_the_fork": [True, True],
+    }
+    assert parent == {
+        "ranges": ["elsewhere", "left-open", "outer", "parent-inner"],
+        "device_ranges": [["outer", "inst"], ["parent-inner", "inst"]],
+        "kernels": [["forking-call", "inst"], ["forking-call", "testdev"], ["hang", "testdev"]],
+        "markers": ["parent-after"],
+        "unresolved": [],
+        "stack": ["left-open"],
+        "from_the_fork": [False, False],
+    }
 
 
 CHILD_EXITS = """

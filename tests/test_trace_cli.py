@@ -109,10 +109,17 @@ def test_the_readme_example_on_pocl(opencl_device: None, tmp_path: Path) -> None
     ]
     assert len(device) == 4 * 6 and len(c.flows) == 4 * 6
     procs = sorted(c.processes.values())
-    assert len(procs) == 2 and procs[0].startswith("OpenCL ") and procs[1].startswith("host ")
+    assert len(procs) == 3 and procs[0].startswith("OpenCL ") and procs[2].startswith("host ")
+    assert procs[1] == "device memory"  # its buffers, a counter track (no thread of its own)
+    assert [name for _pid, name in c.counters] == [f"live bytes, {procs[0]}"]
     assert _rows_are_two_threads_and_their_queues(list(c.threads.values()))
     data = embedded_data((tmp_path / "t.html").read_text())
-    rows = [tr["name"] for proc in data["profiles"][0]["processes"] for tr in proc["tracks"]]
+    rows = [
+        tr["name"]
+        for proc in data["profiles"][0]["processes"]
+        for tr in proc["tracks"]
+        if tr["kind"] != "counter"
+    ]
     assert _rows_are_two_threads_and_their_queues(rows)
 
 
@@ -134,5 +141,7 @@ def test_the_readme_example_timeline_renders_in_chromium(
     assert r.returncode == 0, r.stderr
     dom = rendered(chromium, tmp_path / "t.html", tmp_path)
     assert dom.status.get("data-errors") == "0" and dom.status.get("data-state") == "ready"
-    assert _rows_are_two_threads_and_their_queues(dom.rows)
+    assert _rows_are_two_threads_and_their_queues(
+        [r for r in dom.rows if not r.startswith("live bytes, ")]  # the memory counter track
+    )
     screenshot(chromium, tmp_path / "t.html", tmp_path)

@@ -93,7 +93,8 @@ def test_the_chrome_trace_is_valid_on_pocl(profile: kprof.Profile) -> None:
     copies = c.all_slices("copy")
     assert {e["args"]["bytes"] for e in copies} == {(1 << 14) * 4}
     procs = sorted(c.processes.values())
-    assert procs[0].startswith("OpenCL ") and procs[1].startswith("host ")
+    assert procs[0].startswith("OpenCL ") and procs[-1].startswith("host ")
+    assert procs[1:-1] == ["device memory"]  # the pipeline's buffers
     labels: Any = [
         e["args"]["labels"]
         for e in json.loads(f.getvalue())["traceEvents"]

@@ -33,6 +33,7 @@ REQUIRED = {
     "s": {"name", "cat", "ph", "ts", "pid", "tid", "id"},
     "f": {"name", "cat", "ph", "ts", "pid", "tid", "id", "bp"},
     "M": {"name", "ph", "pid", "args"},
+    "C": {"name", "ph", "ts", "pid", "args"},
 }
 METADATA = {
     "process_name",
@@ -57,6 +58,9 @@ class Checked:
     )
     instants: list[dict[str, Any]] = field(default_factory=list)
     flows: dict[int, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
+    counters: dict[tuple[int, str], list[dict[str, Any]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
 
     def track_of(self, name: str, cat: str | None = None) -> set[tuple[int, int]]:
         return {
@@ -110,6 +114,13 @@ def validate(doc: Any) -> Checked:
             elif e["name"] == "thread_name":
                 assert type(e["tid"]) is int
                 c.threads[(e["pid"], e["tid"])] = e["args"]["name"]
+            continue
+        if ph == "C":  # a counter (device memory): numbers by series name, per process
+            assert e["args"] and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in e["args"].values()
+            ), e
+            assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0, e
+            c.counters[(e["pid"], e["name"])].append(e)
             continue
         assert type(e["tid"]) is int, e
         assert isinstance(e["name"], str) and e["name"], e

@@ -81,6 +81,13 @@ class range:  # the public name mirrors KernelAbstractions' ranges
         if rec.open_ranges.pop(id(frame), None) is None:
             rec.cut_range_exits(frame)  # its profile ended first and recorded it
             return
+        if rec.forked_ranges and (since := rec.forked_ranges.pop(id(frame), None)) is not None:
+            # Entered before an os.fork() and exited in the child: the child's part of it,
+            # from the fork, on the host (its timestamps are the parent's); the vendor
+            # tool's range is popped all the same (Recorder._after_fork_in_child).
+            rec.cut_range_exits(frame)
+            rec.host_range(name, since, now(), thread)
+            return
         h1 = rec.device_range_end(name, RANGE, begun, t0) if begun else now()
         rec.host_range(name, t0, h1, thread)
 
@@ -171,12 +178,18 @@ def kernel(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any
         if rec is None:
             return fn(*args, **kwargs)
         t0 = now()  # before the timestamps: the launch window encloses them (see range)
+        forks = rec.forks
         begun = rec.device_range_begin(label)
         try:
             return fn(*args, **kwargs)
         finally:
             # The device row carries the host call too (as a launch), so no host range here.
-            if begun:
+            if rec.forks != forks:
+                # The call forked, and this is the child: its start timestamp is the
+                # parent's, on a device the child does not drive (waiting for it cost the
+                # child's end the whole timeout). No row; the vendor tool's range is popped.
+                rec.cut_range_exits((label, t0, begun, None, rec))
+            elif begun:
                 rec.device_range_end(label, KERNEL, begun, t0)
             elif rec.device:
                 rec.host_timed(label, KERNEL, t0, now())

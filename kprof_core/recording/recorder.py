@@ -30,7 +30,7 @@ from kprof_core.recording.recorder_ranges import RecorderRanges
 from kprof_core.recording.recorder_state import _live, active, now
 from kprof_core.recording.sites import NoCatcher
 from kprof_core.recording.sites import catcher as site_catcher
-from kprof_core.recording.threads import _running_loop, _tls
+from kprof_core.recording.threads import _running_loop, _tls, thread_key
 from kprof_core.recording.threads import who as _who
 
 if TYPE_CHECKING:
@@ -40,9 +40,10 @@ __all__ = ["COPY", "KERNEL", "RANGE", "DeviceClock", "Recorder", "active", "now"
 
 
 def _forked() -> None:
+    fork_ns = now()
     for rec in list(_live):
         if not rec.rows.finished:
-            rec._after_fork_in_child()
+            rec._after_fork_in_child(fork_ns)
 
 
 if hasattr(os, "register_at_fork"):
@@ -96,17 +97,30 @@ class Recorder(RecorderRanges, RecorderEnd):
         self.has_activity = self.has_activity or (self.device and backend.has_activity)
         self._bind_launch_path()
 
-    def _after_fork_in_child(self) -> None:
+    def _after_fork_in_child(self, fork_ns: int) -> None:
         """In a child made by ``os.fork()`` inside the profile: start over with no inherited
         record side. The parent's pending tokens belong to devices (and device threads) the
         child does not have, and its rows are the parent's: keeping them made the child wait
         the whole timeout for them at its end and report the parent's work as its own (a
         merge of parent and child files then counted it twice). The child records only what
-        it does after the fork."""
+        it does after the fork.
+
+        Ranges the forking thread had open go on in the child from ``fork_ns``, on the host
+        only (their device timestamps are the parent's): the child's time inside them is its
+        own work, and it leaves them as the code goes on. Other threads' ranges are dropped
+        (those threads do not exist in the child)."""
         start_ns = self.rows.start_ns
         self._new_rows()
         self.rows.start_ns = start_ns
-        self.open_ranges.clear()  # begun in the parent, with the parent's tokens
+        me = thread_key()
+        for key, frame in list(self.open_ranges.items()):
+            who = frame[3]
+            if (who[0] if isinstance(who, tuple) else who) != me:
+                del self.open_ranges[key]
+        # The frames stay (their ids must stay unique while they are open); their part in
+        # the child starts at the fork (annotations.range.__exit__, _cut_open_ranges).
+        self.forked_ranges = dict.fromkeys(self.open_ranges, fork_ns)
+        self.forks += 1
         self.memory = MemoryLog(self.backends)  # the parent's allocations are not the child's
         self.pending_high_water = 0
         self._bind_launch_path()

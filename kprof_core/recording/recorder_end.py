@@ -77,9 +77,14 @@ class RecorderEnd(RecorderState):
         device timestamps, which have no end, are given back."""
         cut: list[str] = []
         while self.open_ranges:
-            _key, frame = self.open_ranges.popitem()
+            key, frame = self.open_ranges.popitem()
             name, h0, begun, who, _rec = frame
             cut.append(name)
+            since = self.forked_ranges.pop(key, None)
+            if since is not None:
+                # Begun before an os.fork() (this is the child): its part from the fork; its
+                # timestamps are the parent's, not given back here.
+                h0, begun = since, None
             for b, _q, tok in begun or ():
                 self._release(b, tok, None)
             self.rows.take(host_entry(ENTRY_HOST_RANGE, name, who, h0, max(h0, end_ns)), None)

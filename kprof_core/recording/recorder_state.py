@@ -105,6 +105,12 @@ class RecorderState:
         #: timestamps. A range's exit takes its frame out; the profile's end takes what is left
         #: and records it up to the end (``_cut_open_ranges``).
         self.open_ranges: dict[int, tuple[Any, ...]] = {}
+        #: In a child made by ``os.fork()``: the open ranges begun before the fork, id(frame)
+        #: -> the fork's time, where the child's part of each begins (host only).
+        self.forked_ranges: dict[int, int] = {}
+        #: How many times this process was forked inside the profile (counted in the child):
+        #: a ``kprof.kernel`` call that began before a fork leaves no row in the child.
+        self.forks = 0
         #: Allocations and frees the backends report (``kprof.plugin.allocated``/``freed``).
         self.memory = MemoryLog(self.backends)
         self._native: Any = None  # the compiled launch path, where bound (recorder.py)

@@ -61,6 +61,11 @@ def forget_ended() -> None:
         thread_names.pop(_ended.pop(), None)
 
 
+def thread_key() -> int | None:
+    """The calling thread's key, or None if it has made no kprof call yet."""
+    return getattr(_tls, "key", None)
+
+
 def who() -> Any:
     """The launching thread's key, with its asyncio task's name when a task is running."""
     try:
