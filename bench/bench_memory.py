@@ -3,6 +3,7 @@ costs per allocation (issue 23: at most 1 µs with memory hooks, nothing without
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -71,6 +72,7 @@ def bench(quick: bool) -> dict[str, Any]:
         )
 
     cl, ctx, *_ = opencl()
+    os.environ["KPROF_OPENCL_MEMORY"] = "1"  # buffer reporting is off unless asked
     m = 2_000 if quick else 20_000
     flags = cl.mem_flags.READ_WRITE
 

@@ -32,6 +32,7 @@ SITES = "KPROF_SITES"
 RUN_RESTARTED = "KPROF_RUN_RESTARTED"
 CUPTI_LIBRARY = "KPROF_CUPTI_LIBRARY"
 OPENCL_HOOK = "KPROF_OPENCL_HOOK"
+OPENCL_MEMORY = "KPROF_OPENCL_MEMORY"
 TEST_CLOCK_SKEW_NS = "KPROF_TEST_CLOCK_SKEW_NS"
 
 _SECONDS = (
@@ -94,6 +95,15 @@ VARIABLES: tuple[EnvVar, ...] = (
         "``preload``: the OpenCL backend never writes an ICD dispatch table and uses the "
         "``LD_PRELOAD`` interposer that ``kprof run`` preloads instead (for an ICD whose table "
         "misbehaves when written).",
+    ),
+    EnvVar(
+        OPENCL_MEMORY,
+        "",
+        "``1``: the OpenCL backend reports the device memory of PyOpenCL buffers "
+        "(``Profile.memory``). While a profile runs, ``pyopencl.Buffer`` is then a subclass of "
+        "PyOpenCL's own, so a buffer made before the profile is not an instance of "
+        "``pyopencl.Buffer`` until it ends (``pyopencl.capture_call`` asks): off by default, "
+        "because a profiled program must behave as it did.",
     ),
     EnvVar(
         RUN_RESTARTED,

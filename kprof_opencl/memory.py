@@ -7,12 +7,15 @@ first. ``pyopencl.array`` allocations without an allocator go through ``pyopencl
 they are seen too. Why a subclass: PyOpenCL's buffer is a compiled type whose methods cannot be
 replaced and whose instances take no weak reference; a subclass costs one Python ``__init__``
 per buffer and no object besides. Not seen: buffers made in C++ (``pyopencl.tools``' memory
-pools, sub-buffers, SVM), and buffers made before the profile are not of the subclass (their
-``isinstance(b, pyopencl.Buffer)`` is False while a profile runs; PyOpenCL itself never asks).
+pools, sub-buffers, SVM), and buffers made before the profile are not of the subclass: their
+``isinstance(b, pyopencl.Buffer)`` is False while a profile runs (``pyopencl.capture_call``
+asks, and so may a user's code). That changes the program, so it is off unless
+``KPROF_OPENCL_MEMORY=1``.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from kprof import plugin as kp
@@ -29,7 +32,13 @@ def _context_device(names: dict[int, str], context: Any) -> str:
     return name
 
 
+#: ``1`` turns buffer reporting on (kprof_core/envvars.py documents it).
+ENV_MEMORY = "KPROF_OPENCL_MEMORY"
+
+
 def install(backend: kp.Backend) -> bool:
+    if os.environ.get(ENV_MEMORY) != "1":
+        return False
     try:
         import pyopencl as cl
     except ImportError:

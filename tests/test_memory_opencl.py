@@ -28,7 +28,8 @@ def ctx() -> Any:
 
 
 @pytest.fixture(params=[True, False], ids=["compiled", "pure"])
-def path(request: Any) -> Iterator[None]:
+def path(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("KPROF_OPENCL_MEMORY", "1")  # off by default (see the last test)
     native.use_compiled(request.param)
     try:
         yield
@@ -71,3 +72,22 @@ def test_a_buffer_released_twice_counts_once(ctx: Any, path: None) -> None:
         del b
         gc.collect()
     assert [(e.kind, e.nbytes) for e in p.memory.events] == [("alloc", 256), ("free", 256)]
+
+
+def test_buffers_are_not_watched_unless_asked(ctx: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default a profile leaves ``pyopencl.Buffer`` alone: a buffer made before it is still
+    an instance inside it (``pyopencl.capture_call`` asks), and no memory is reported."""
+    monkeypatch.delenv("KPROF_OPENCL_MEMORY", raising=False)
+    before = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
+    base = cl.Buffer
+    with kprof.profile(backends=["opencl"]) as p:
+        assert cl.Buffer is base and isinstance(before, cl.Buffer)
+        inside = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 128)
+        inside.release()
+    assert p.memory.events == [] and p.memory.peak == {}
+    monkeypatch.setenv("KPROF_OPENCL_MEMORY", "1")
+    with kprof.profile(backends=["opencl"]) as p:
+        assert cl.Buffer is not base and not isinstance(before, cl.Buffer)  # the cost of asking
+        cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 128).release()
+    assert [e.kind for e in p.memory.events] == ["alloc", "free"]
+    before.release()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -37,8 +38,12 @@ def pipeline() -> ModuleType:
 @pytest.fixture(scope="module")
 def profile(pipeline: ModuleType) -> kprof.Profile:
     pipeline.main(steps=1, n=1024)  # compile and warm up outside the profile
-    with kprof.profile(trace=True, backends=["opencl"]) as p:
-        pipeline.main(steps=3, n=1 << 14)
+    os.environ["KPROF_OPENCL_MEMORY"] = "1"  # the buffers too: a memory counter track
+    try:
+        with kprof.profile(trace=True, backends=["opencl"]) as p:
+            pipeline.main(steps=3, n=1 << 14)
+    finally:
+        del os.environ["KPROF_OPENCL_MEMORY"]
     return p
 
 

@@ -1,5 +1,9 @@
 """Device memory on PoCL: arrays made in a loop, one buffer never released."""
 
+import os
+
+os.environ["KPROF_OPENCL_MEMORY"] = "1"  # OpenCL buffers are reported only when asked
+
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cla
