@@ -37,7 +37,11 @@ else:
                 "kprof_core.low_level._crecorder",
                 "kprof_core/low_level/_crecorder.c",
                 # Generated from kprof_core/low_level/layout.py (gen_header.py).
-                depends=("kprof_core/low_level/_layout.h", "kprof_core/low_level/_idle.h"),
+                depends=(
+                    "kprof_core/low_level/_layout.h",
+                    "kprof_core/low_level/_idle.h",
+                    "kprof_core/low_level/_sites.h",
+                ),
             ),
             # The OpenCL plugin's batch reader of event times (the harvest, off the launch path).
             extension("kprof_opencl._clnative", "kprof_opencl/_clnative.c"),

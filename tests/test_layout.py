@@ -9,6 +9,7 @@ found even where Python would tolerate it at run time.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -269,3 +270,20 @@ def test_the_built_recorder_matches_when_it_is_in_use() -> None:
     if mod is None:
         pytest.skip(f"the compiled recorder is not in use: {native.describe()}")
     assert mod.LAYOUT == layout.SIGNATURE
+
+
+def test_every_local_header_ships_in_the_sdist() -> None:
+    """A header a C source includes is in setup.py's ``depends`` (what the sdist ships): else
+    the wheel built from the sdist silently lacks that extension (optional=True), as the
+    compiled recorder once did when ``_sites.h`` was added."""
+    if not (TREE / "setup.py").exists():
+        pytest.skip("no source tree here (the installed wheel's test run)")
+    setup = (TREE / "setup.py").read_text(encoding="utf-8")
+    missing = []
+    for package in PACKAGES:
+        for source in sorted((TREE / package).rglob("*.c")):
+            for header in re.findall(r'^#include "([^"]+)"', source.read_text(), re.M):
+                path = (source.parent / header).relative_to(TREE).as_posix()
+                if f'"{path}"' not in setup:
+                    missing.append(f"{source.relative_to(TREE)} includes {path}")
+    assert not missing, "add to the extension's depends in setup.py:\n" + "\n".join(missing)
