@@ -97,12 +97,10 @@ def read_v1(data: bytes, pos: int, name: str, cls: type[P]) -> P:
     return p
 
 
-def read_frame(
-    data: bytes, pos: int, name: str, cls: type[P], tables: dict[str, tuple[str, ...]]
-) -> tuple[P, dict[str, Any], Checker]:
-    """A profile of the columns ``tables`` lists (every field checked), its header and
-    checker, for the caller to read what its version adds."""
-    r = Checker(name, CorruptProfileError)
+def read_header(data: bytes, pos: int, r: Checker) -> tuple[dict[str, Any], int]:
+    """The JSON header at ``pos`` (its frame's length and checksum checked) and the position
+    after it: the header of every version since 1."""
+    name = r.name
     if len(data) < pos + V1_FRAME.size:
         raise CorruptProfileError(f"{name}: truncated kprof file (it ends inside the header)")
     hlen, hcrc = V1_FRAME.unpack_from(data, pos)
@@ -128,6 +126,16 @@ def read_frame(
         raise r.fail("header is not JSON kprof reads: it nests too deeply") from None
     if not isinstance(header, dict):
         raise r.fail("header is not a JSON object")
+    return header, pos
+
+
+def read_frame(
+    data: bytes, pos: int, name: str, cls: type[P], tables: dict[str, tuple[str, ...]]
+) -> tuple[P, dict[str, Any], Checker]:
+    """A profile of the columns ``tables`` lists (every field checked), its header and
+    checker, for the caller to read what its version adds."""
+    r = Checker(name, CorruptProfileError)
+    header, pos = read_header(data, pos, r)
 
     counts = r.get(header, "counts", dict)
     ndev, nhost = r.get(counts, "device", int), r.get(counts, "host", int)

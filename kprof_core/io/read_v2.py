@@ -12,30 +12,14 @@ from kprof_core.data.memory import MEMORY_KINDS, STRIDE, Memory, MemoryTable
 from kprof_core.data.profile_data import ProfileData
 from kprof_core.io.filecheck import TIME_LIMIT, Checker
 from kprof_core.io.fileformat import V1_FRAME, CorruptProfileError
-from kprof_core.io.read_v1 import _decode, _finite_float, _no_constant, read_v1
+from kprof_core.io.read_v1 import _decode, read_header, read_v1
 
 P = TypeVar("P", bound=ProfileData)
 
 
 def read_v2(data: bytes, pos: int, name: str, cls: type[P]) -> P:
     r = Checker(name, CorruptProfileError)
-    if len(data) < pos + V1_FRAME.size:
-        raise CorruptProfileError(f"{name}: truncated kprof file (it ends inside the header)")
-    hlen, hcrc = V1_FRAME.unpack_from(data, pos)
-    body = pos + V1_FRAME.size + hlen
-    hbytes = data[pos + V1_FRAME.size : body]
-    if len(hbytes) < hlen:
-        raise CorruptProfileError(f"{name}: truncated kprof file (it ends inside the header)")
-    if zlib.crc32(hbytes) != hcrc:
-        raise r.fail("header checksum mismatch")
-    try:
-        header = json.loads(
-            hbytes.decode("ascii"), parse_constant=_no_constant, parse_float=_finite_float
-        )
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise r.fail(f"header is not JSON kprof reads: {exc}") from None
-    if not isinstance(header, dict):
-        raise r.fail("header is not a JSON object")
+    header, body = read_header(data, pos, r)
     mem = r.get(header, "memory", dict)
     counts = r.get(header, "counts", dict)
     n = r.get(counts, "memory", int)

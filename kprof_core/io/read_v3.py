@@ -12,7 +12,7 @@ from kprof_core.data.profile_data import ProfileData
 from kprof_core.data.sites import Site
 from kprof_core.io.filecheck import Checker
 from kprof_core.io.fileformat import V1_FRAME, CorruptProfileError
-from kprof_core.io.read_v1 import _decode, _finite_float, _no_constant, read_v1
+from kprof_core.io.read_v1 import _decode, read_header, read_v1
 from kprof_core.io.read_v2 import read_v2
 
 P = TypeVar("P", bound=ProfileData)
@@ -20,23 +20,7 @@ P = TypeVar("P", bound=ProfileData)
 
 def read_v3(data: bytes, pos: int, name: str, cls: type[P]) -> P:
     r = Checker(name, CorruptProfileError)
-    if len(data) < pos + V1_FRAME.size:
-        raise CorruptProfileError(f"{name}: truncated kprof file (it ends inside the header)")
-    hlen, hcrc = V1_FRAME.unpack_from(data, pos)
-    at = pos + V1_FRAME.size + hlen
-    hbytes = data[pos + V1_FRAME.size : at]
-    if len(hbytes) < hlen:
-        raise CorruptProfileError(f"{name}: truncated kprof file (it ends inside the header)")
-    if zlib.crc32(hbytes) != hcrc:
-        raise r.fail("header checksum mismatch")
-    try:
-        header = json.loads(
-            hbytes.decode("ascii"), parse_constant=_no_constant, parse_float=_finite_float
-        )
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise r.fail(f"header is not JSON kprof reads: {exc}") from None
-    if not isinstance(header, dict):
-        raise r.fail("header is not a JSON object")
+    header, at = read_header(data, pos, r)
     sites = [
         Site(f, line, fn)
         for f, line, fn in r.rows(header.pop("sites", []), "sites", (str, int, str))
