@@ -23,6 +23,16 @@ class CommandError(Exception):
     """A one-line reason for a command to stop with exit code 2."""
 
 
+def gate_problem(command: str, fail_above: float | None, alpha: float) -> str | None:
+    """What is wrong with a comparison's ``--fail-above`` and ``--alpha`` (``kprof diff``,
+    ``kprof drift``), as the line to say; None when both are usable."""
+    if fail_above is not None and not fail_above > 0:
+        return f"kprof {command}: --fail-above takes a ratio such as 1.10, not {fail_above}"
+    if not 0 < alpha < 1:
+        return f"kprof {command}: --alpha takes a probability such as 0.01, not {alpha}"
+    return None
+
+
 def load_profile(path: str) -> Profile:
     """A saved profile, or ``CommandError`` saying why the file cannot be read (the one
     reading of a profile for every command: show, diff, merge)."""

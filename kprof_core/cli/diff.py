@@ -8,7 +8,14 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kprof_core.cli.common import EXIT_BAD_INPUT, EXIT_SLOWER, CommandError, load_profile, wrote
+from kprof_core.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_SLOWER,
+    CommandError,
+    gate_problem,
+    load_profile,
+    wrote,
+)
 from kprof_core.renderers.common import first_time
 from kprof_core.renderers.terminal import say
 
@@ -30,11 +37,9 @@ def side_by_side(profiles: Sequence[Profile]) -> list[Profile]:
 def command(args: argparse.Namespace) -> int:
     """Compare two saved profiles; with ``--fail-above R``, exit 1 when a kernel, copy or
     device range got significantly slower by more than ``R`` (median per call)."""
-    if args.fail_above is not None and not args.fail_above > 0:
-        say(f"kprof diff: --fail-above takes a ratio such as 1.10, not {args.fail_above}")
-        return EXIT_BAD_INPUT
-    if not 0 < args.alpha < 1:
-        say(f"kprof diff: --alpha takes a probability such as 0.01, not {args.alpha}")
+    problem = gate_problem("diff", args.fail_above, args.alpha)
+    if problem is not None:
+        say(problem)
         return EXIT_BAD_INPUT
     try:
         before, after = load_profile(args.base), load_profile(args.new)

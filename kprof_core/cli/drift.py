@@ -12,6 +12,7 @@ from kprof_core.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_SLOWER,
     CommandError,
+    gate_problem,
     load_profile,
     window_files,
 )
@@ -24,11 +25,9 @@ def command(args: argparse.Namespace) -> int:
     from kprof_core.analysis.drift import window_label
     from kprof_core.result import drift
 
-    if args.fail_above is not None and not args.fail_above > 0:
-        say(f"kprof drift: --fail-above takes a ratio such as 1.10, not {args.fail_above}")
-        return EXIT_BAD_INPUT
-    if not 0 < args.alpha < 1:
-        say(f"kprof drift: --alpha takes a probability such as 0.01, not {args.alpha}")
+    problem = gate_problem("drift", args.fail_above, args.alpha)
+    if problem is not None:
+        say(problem)
         return EXIT_BAD_INPUT
     try:
         files = window_files(args.paths)
