@@ -96,3 +96,25 @@ def test_the_trees_totals_are_the_summarys() -> None:
 def test_an_empty_profile_is_a_bare_root() -> None:
     root = device_tree(kprof.Profile())
     assert shape(root) == ["root", "all device work", 0, 0, []] and root.share == 0.0
+
+
+def test_a_launch_stack_is_a_chain_of_site_nodes_outermost_first() -> None:
+    from array import array
+
+    p = built()
+    main, loop = Site("/src/main.py", 9, "main"), Site("/src/loop.py", 4, "run")
+    p.stacks = ((main, loop, X1), (main, Y2))
+    # Rows 0 and 2 (a under x.py:1) came through main > run; row 1 (b) from main directly.
+    p.table.stack = array("q", [0, 1, 0, -1, -1, -1, -1, -1, -1])  # type: ignore[attr-defined]
+    step = device_tree(p).children[0]
+    assert shape(step)[:4] == ["range", "step", 4579, 5]
+    [outer, inner] = step.children
+    assert shape(outer) == [
+        "site", "main.py:9 main", 4500, 3, [
+            ["site", "y.py:2 g", 3000, 1, [["kernel", "b", 3000, 1, []]]],
+            ["site", "loop.py:4 run", 1500, 2, [
+                ["site", "x.py:1 f", 1500, 2, [["kernel", "a", 1500, 2, []]]],
+            ]],
+        ],
+    ]  # fmt: skip
+    assert inner.name == "inner" and outer.site == main

@@ -10,8 +10,9 @@ Ranges' own device rows are not counted: their time is the work's, counted alrea
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from kprof_core.data.records import (
@@ -23,6 +24,7 @@ from kprof_core.data.records import (
     HostTable,
 )
 from kprof_core.data.sites import Site
+from kprof_core.data.stacks import frames_of
 
 if TYPE_CHECKING:
     from kprof_core.data.profile_data import ProfileData
@@ -106,13 +108,6 @@ def _enclosing(ranges: Ranges, s: int, e: int) -> tuple[str, ...]:
     return paths[j] if j >= 0 else ()
 
 
-def frames(data: ProfileData, row: int) -> tuple[Site, ...]:
-    """The frames of a device row's launch, outermost first (its launch site alone until
-    stacks are recorded; empty when unknown)."""
-    site = data.table.site[row]
-    return (data.sites[site],) if site >= 0 else ()
-
-
 def device_tree(data: ProfileData) -> TreeNode:
     """The device-time tree of a profile (see the module's docstring). Its root's
     ``total_ns`` and ``calls`` equal the per-name summary's device totals."""
@@ -121,13 +116,25 @@ def device_tree(data: ProfileData) -> TreeNode:
     # Rows grouped by what decides their place (ranges, launch site, name): frames are
     # resolved once per group, not per row.
     # key -> [a row of the group, calls, device time]
-    groups: dict[tuple[tuple[str, ...], int, int, int], list[int]] = {}
-    for i, (nid, kind, flags, thread, ls, le, dur, site) in enumerate(
-        zip(t.name, t.kind, t.flags, t.thread, t.launch_start, t.launch_end, t.duration, t.site)
+    groups: dict[tuple[tuple[str, ...], int, int, int, int], list[int]] = {}
+    stack_col: Iterable[int] = getattr(t, "stack", None) or repeat(-1)
+    for i, (nid, kind, flags, thread, ls, le, dur, site, stack) in enumerate(
+        zip(
+            t.name,
+            t.kind,
+            t.flags,
+            t.thread,
+            t.launch_start,
+            t.launch_end,
+            t.duration,
+            t.site,
+            stack_col,
+        )
     ):
         if kind == RANGE or flags & UNRESOLVED:
             continue
-        key = (_enclosing(ranges.get(thread, NO_RANGES), ls, le), site, nid, flags & MARKS)
+        path = _enclosing(ranges.get(thread, NO_RANGES), ls, le)
+        key = (path, stack, site, nid, flags & MARKS)
         group = groups.get(key)
         if group is None:
             groups[key] = [i, 1, dur]
@@ -136,11 +143,11 @@ def device_tree(data: ProfileData) -> TreeNode:
             group[2] += dur
     root = TreeNode(ROOT, "all device work")
     index: dict[tuple[object, ...], TreeNode] = {}
-    for (path, _site, nid, marks), (row, calls, total) in groups.items():
+    for (path, _stack, _site, nid, marks), (row, calls, total) in groups.items():
         node = root
         at: tuple[object, ...] = ()
         steps: list[tuple[str, str, Site | None]] = [(RANGE_NODE, n, None) for n in path]
-        steps += [(SITE_NODE, f.label, f) for f in frames(data, row)]
+        steps += [(SITE_NODE, f.label, f) for f in frames_of(data, "device", row)]
         mark = " *" if marks & HOST_TIMED else " ~" if marks & APPROXIMATE else ""
         steps.append((KERNEL_NODE, names[nid] + mark, None))
         root.total_ns += total
