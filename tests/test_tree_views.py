@@ -3,6 +3,9 @@ totals against the summary's; built from tables with known times (no device need
 
 from __future__ import annotations
 
+from array import array
+from pathlib import Path
+
 import kprof
 from kprof_core.data.records import (
     HOST_TIMED,
@@ -99,7 +102,6 @@ def test_an_empty_profile_is_a_bare_root() -> None:
 
 
 def test_a_launch_stack_is_a_chain_of_site_nodes_outermost_first() -> None:
-    from array import array
 
     p = built()
     main, loop = Site("/src/main.py", 9, "main"), Site("/src/loop.py", 4, "run")
@@ -118,3 +120,24 @@ def test_a_launch_stack_is_a_chain_of_site_nodes_outermost_first() -> None:
         ],
     ]  # fmt: skip
     assert inner.name == "inner" and outer.site == main
+
+
+def test_the_html_page_and_the_notebook_show_the_tree(tmp_path: Path) -> None:
+    import re
+
+    p = built()
+    nb = p._repr_html_()
+    assert nb is not None
+    page = tmp_path / "t.html"
+    p.export_html(page)
+    for text in (nb, page.read_text()):
+        lines = re.findall(r'data-kind="(\w+)" data-ns="(\d+)" data-calls="(\d+)"', text)
+        nodes = [(n.kind, str(n.total_ns), str(n.calls)) for n in device_tree(p).walk()]
+        assert lines == nodes, "the tree lists every node, parents first"
+        assert text.count('class="kprof-box"') == 11  # the nodes of at least 0.1 %
+        assert "<h3>Device time by range, line and kernel</h3>" in text
+    # Nothing to split (no ranges, no sites): no tree, the device table says it all.
+    plain = built()
+    plain.host = type(plain.host)()
+    plain.table.site = array("q", [-1] * len(plain.table))
+    assert "kprof-tree" not in (plain._repr_html_() or "")
