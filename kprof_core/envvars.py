@@ -35,6 +35,8 @@ CUPTI_LIBRARY = "KPROF_CUPTI_LIBRARY"
 OPENCL_HOOK = "KPROF_OPENCL_HOOK"
 OPENCL_MEMORY = "KPROF_OPENCL_MEMORY"
 TEST_CLOCK_SKEW_NS = "KPROF_TEST_CLOCK_SKEW_NS"
+STEPS = "KPROF_STEPS"
+WINDOW_SIGNAL = "KPROF_WINDOW_SIGNAL"
 
 _SECONDS = (
     " Seconds above 0 and at most a week (604800); a value that is not (``soon``, ``-1``, "
@@ -113,6 +115,21 @@ VARIABLES: tuple[EnvVar, ...] = (
         "PyOpenCL's own, so a buffer made before the profile is not an instance of "
         "``pyopencl.Buffer`` until it ends (``pyopencl.capture_call`` asks): off by default, "
         "because a profiled program must behave as it did.",
+    ),
+    EnvVar(
+        STEPS,
+        "",
+        "``FIRST:LAST`` (``100:110``): ``kprof run`` records only these steps of a script that "
+        "calls ``kprof.step()``, as ``--steps FIRST:LAST`` does, when its command line has "
+        "neither ``--steps`` nor ``--signal`` (a job script that cannot be changed).",
+    ),
+    EnvVar(
+        WINDOW_SIGNAL,
+        "",
+        "``1`` (or ``true``, ``yes``, ``on``): ``kprof run`` opens a window when the process "
+        "gets ``SIGUSR2`` and closes it at the next, each at the next ``kprof.step()``, as "
+        "``--signal`` does, when its command line has neither ``--steps`` nor ``--signal``. "
+        "Not with ``KPROF_STEPS``. A value that is not a boolean is an error.",
     ),
     EnvVar(
         RUN_RESTARTED,

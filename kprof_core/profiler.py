@@ -23,7 +23,7 @@ from kprof_core.recording.recorder import Recorder, now
 from kprof_core.recording.recorder_state import _ACTIVE
 from kprof_core.recording.sites import stack_depth
 from kprof_core.result import Profile
-from kprof_core.windows import Schedule, Windows, check_schedule
+from kprof_core.windows import NEVER, Schedule, Windows, check_schedule, check_signal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -97,6 +97,10 @@ class profile:
     ``Profile`` with its steps in ``meta["window"]``, handed to ``on_window`` (for example
     ``kprof.save_windows(dir)``) or, without it, kept in the yielded profile's ``windows``;
     the yielded profile itself records nothing. Between windows no recorder runs.
+    ``window_signal=True`` (or a signal number; True is ``SIGUSR2``), instead of a schedule:
+    each signal the process gets opens or closes a window at the next ``kprof.step()`` (the
+    handler only takes note); the previous handler is back when the profile ends. Main
+    thread only, as every signal handler.
 
     ``max_records``: keep at most this many device rows, the latest (``keep="last"``, a ring)
     or the first (``keep="first"``); ``min_duration_ns``: drop kernels and copies shorter
@@ -121,6 +125,7 @@ class profile:
         *,
         sites: bool | None = None,
         site_skip: Iterable[str] = (),
+        window_signal: bool | int = False,
         stacks: bool | int | None = None,
     ) -> None:
         if stacks is None:
@@ -138,7 +143,8 @@ class profile:
         self.sites = sites
         bounds.check(max_records, keep, min_duration_ns)
         self.max_records, self.keep, self.min_duration_ns = max_records, keep, min_duration_ns
-        check_schedule(schedule, on_window)
+        self.window_signal = check_signal(window_signal, schedule)
+        check_schedule(schedule, on_window, self.window_signal is not None)
         self.schedule, self.on_window = schedule, on_window
         self._windows: Windows | None = None
         for arg, value in (
@@ -172,7 +178,7 @@ class profile:
     def __enter__(self) -> Profile:
         if self._recorder is not None or self._windows is not None:
             raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
-        if self.schedule is not None:
+        if self.schedule is not None or self.window_signal is not None:
             return self._enter_scheduled(self.schedule)
         return self.enter_with(registry.usable(self._backend_names))
 
@@ -240,10 +246,14 @@ class profile:
 
         return release
 
-    def _enter_scheduled(self, sched: Schedule) -> Profile:
+    def _enter_scheduled(self, sched: Schedule | None) -> Profile:
         registry.usable(self._backend_names)  # an unknown backend name raises here, not later
         self.result = Profile(trace=self.trace, backends=[])
-        self._windows = Windows(sched, self._window, self._hold, self.result, self.on_window)
+        self._windows = Windows(
+            sched or NEVER, self._window, self._hold, self.result, self.on_window
+        )
+        if self.window_signal is not None:
+            self._windows.on_signal(self.window_signal)
         self._windows.enter(now)
         return self.result
 
@@ -343,6 +353,8 @@ class profile:
                 self.min_duration_ns,
                 sites=self.sites,
                 site_skip=self.site_skip,
+                window_signal=self.window_signal or False,
+                stacks=self.stacks,
             )
 
         def keep(wrapper: Any, p: Profile) -> None:

@@ -240,6 +240,11 @@ def _frames(raw: int) -> tuple[Site, tuple[Site, ...] | None]:
     return _site(raw), None
 
 
+def site_of(raw: int) -> Site:
+    """The ``Site`` a raw id stands for (a stack's: its innermost frame)."""
+    return _frames(raw)[0]
+
+
 def raw_of(site: Site) -> int:
     """A raw id standing for an already resolved ``site`` (nested profiles' rows)."""
     i = _RESOLVED.get(site)

@@ -40,6 +40,7 @@ from kprof_core.renderers.timeline import (
     device_title,
     thread_title,
 )
+from kprof_core.renderers.tree_html import tree_html
 
 if TYPE_CHECKING:
     from kprof_core.data.profile_data import ProfileData
@@ -127,7 +128,7 @@ def _write_profile(f: IO[str], p: ProfileData, label: str | None, shift: int) ->
     t, h = p.table, p.host
     f.write(
         f'{{"label":{_js(label)},"start_ns":{p.start_ns + shift},"names":{_js(p.names)},'
-        '"processes":['
+        f'"sites":{_js([[s.label, s.location] for s in p.sites])},"processes":['
     )
     for pi, proc in enumerate(tl.processes):
         if proc.kind == "host":
@@ -165,6 +166,10 @@ def _write_profile(f: IO[str], p: ProfileData, label: str | None, shift: int) ->
             if track.kind == "queue" and any(t.nbytes[it >> 2] >= 0 for it in items):
                 f.write(',"b":')
                 _numbers(f, (t.nbytes[it >> 2] for it in items))
+            sites = [h.site[it >> 2] if it & 3 >= HOST_RANGE else t.site[it >> 2] for it in items]
+            if p.sites and max(sites, default=-1) >= 0:
+                f.write(',"st":')  # each entry's launch site, an index into "sites"
+                _numbers(f, sites)
             if any(_flags(p, it) for it in items):
                 f.write(',"f":')
                 _numbers(f, (_flags(p, it) for it in items))
@@ -269,6 +274,10 @@ def summary_html(p: ProfileData, label: str | None) -> str:
                 "Device-side ranges (device time of the work enqueued inside each)", s.device_ranges
             )
         )
+    if s.device:
+        tree = tree_html(p)
+        if tree:
+            out.append(tree)
     if s.markers:
         out.append(
             '<h3>Markers</h3><table><thead><tr><th>Count</th><th class="name">Marker'
