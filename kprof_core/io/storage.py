@@ -81,8 +81,9 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
             raise KprofError(
                 f"cannot save: column {table}.{name} has {len(col)} rows, expected {expected}"
             )
-        if name == "site":
-            check.between(col, -1, len(profile.sites) - 1, f"{table}.site")
+        if name == "site":  # the memory table's index its own sites (strings)
+            sites = profile.memory.sites if table == "memory" else profile.sites
+            check.between(col, -1, len(sites) - 1, f"{table}.site")
         raw = _le_bytes(col)
         encoding = RAW
         if compress and raw:

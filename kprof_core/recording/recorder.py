@@ -90,6 +90,7 @@ class Recorder(RecorderRanges, RecorderEnd):
         if backend in self._selected:
             return
         self.rows.add_backend(backend)  # first: an entry of its slot must find it there
+        self.memory.add_backend(backend)
         self.backends.append(backend)
         self._selected = frozenset(self.backends)
         if self.device and not self.synchronize:
@@ -224,6 +225,8 @@ class Recorder(RecorderRanges, RecorderEnd):
         # The catcher of launch sites: compiled with the compiled launch path, else Python.
         self._sites = site_catcher(self._skip, mod) if self.sites_on else NoCatcher()
         self._site = self._sites.capture
+        # An allocation's site is caught as a launch's (memory_log.py): None with sites off.
+        self.memory.catch = self._site if self.sites_on else None
         # Where Recorder.launch was replaced (the conformance kit watches every launch so),
         # the replacement is called, as it would be without the compiled recorder.
         if mod is None or type(self).launch is not Recorder._launch_py:

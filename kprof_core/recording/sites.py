@@ -169,6 +169,11 @@ def _site(raw: int) -> Site:
     return Site(code.co_filename, _line(code, lasti), name)
 
 
+def site_of(raw: int) -> Site:
+    """The ``Site`` a raw id stands for."""
+    return _site(raw)
+
+
 def raw_of(site: Site) -> int:
     """A raw id standing for an already resolved ``site`` (nested profiles' rows)."""
     i = _RESOLVED.get(site)
