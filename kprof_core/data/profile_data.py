@@ -141,6 +141,7 @@ class ProfileData:
         self.table, self.host = rec.table, rec.host
         self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
         self.sites = rec.sites
+        self.stacks = rec.stacks
         self.errors, self.clocks = rec.errors, rec.clocks
         self.details = rec.details
         self.dropped = dict(getattr(rec, "activity_dropped", {}))
