@@ -31,7 +31,7 @@ def test_each_launch_carries_its_stack_id_and_the_trace_one_table(tmp_path: Path
     main = Site("/src/main.py", 9, "main")
     p.stacks = ((main, X1), (main, Y2))
     # Row 0 has a stack; the others only their site (frames_of: the site alone).
-    p.table.stack = array("q", [0] + [-1] * (len(p.table) - 1))  # type: ignore[attr-defined]
+    p.table.stack = array("q", [0] + [-1] * (len(p.table) - 1))
     data = trace(tmp_path, p)
     other = data["otherData"]
     assert other["frames"][0] == {

@@ -162,7 +162,7 @@ class Stacks:
         """Each row's stack id in the file (-1: unknown); ``frames_of`` is asked once per
         distinct (stack, site) of the table, not per row."""
         t = p.table if table == "device" else p.host
-        stack_col: Sequence[int] | None = getattr(t, "stack", None)
+        stack_col = t.stack  # empty: no row has a stack
         if not stack_col or max(stack_col) < 0:
             # Sites alone: one id per site, mapped column-wise (site -1 reads the last: -1).
             by_site = [self._id((site,)) for site in p.sites] + [-1]
