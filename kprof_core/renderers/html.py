@@ -30,6 +30,7 @@ from kprof_core.renderers.common import (
     headline,
     host_name,
     offset_of,
+    window_words,
 )
 from kprof_core.renderers.timeline import (
     DEVICE,
@@ -93,6 +94,8 @@ def write_html(
     if len(profiles) == 1:
         p0 = profiles[0]
         title = f"kprof timeline: {names[0] or host_name(p0, None)}"
+        window = window_words(p0.meta)
+        title += f", {window}" if window else ""
     else:
         title = f"kprof timeline: {len(profiles)} profiles"
     page = (HERE / "timeline.html").read_text(encoding="utf-8")
@@ -252,10 +255,18 @@ def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> 
     return "".join(out)
 
 
+def _of_window(p: ProfileData) -> str:
+    """`` of window 2, steps 100-109`` for a window of a scheduled profile, else nothing."""
+    w = window_words(p.meta)
+    return f" of {w}" if w else ""
+
+
 def summary_html(p: ProfileData, label: str | None) -> str:
     s = p.summary()
     out = [
-        f"<h2>{html.escape(label)}</h2>" if label else "<h2>Summary</h2>",
+        f"<h2>{html.escape(label)}</h2>"
+        if label
+        else f"<h2>Summary{html.escape(_of_window(p))}</h2>",
         f"<p>{html.escape(headline(p))}</p>",
     ]
     out.append(
