@@ -154,6 +154,20 @@ def test_the_committed_perfetto_header_is_current() -> None:
     assert gen_header.main(["--check"]) == 0
 
 
+def test_the_compiled_encoder_runs_where_the_compiled_parts_do() -> None:
+    if native.compiled() is None:
+        assert protowire.encoder() is protowire
+        return
+    assert COMPILED is not None, "the compiled parts run but _perfetto was not built"
+    assert COMPILED.SIGNATURE == perfetto_fields.SIGNATURE
+    assert protowire.encoder() is COMPILED
+    native.use_compiled(False)
+    try:
+        assert protowire.encoder() is protowire
+    finally:
+        native.use_compiled(True)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_synthetic_profile_is_its_chrome_trace(seed: int) -> None:
     p = synthetic(
