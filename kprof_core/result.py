@@ -160,6 +160,8 @@ class Profile(ProfileData):
         )
         if len(self.windows) < info["delivered"]:
             head += " (handed to on_window, not kept here)"
+        if "note" in info:
+            head += f"\n ! {info['note']}"
         return "\n\n".join([head, *(w.report(trace) for w in self.windows)])
 
     def __str__(self) -> str:

@@ -101,6 +101,8 @@ class ProfileData:
       values the tables' ``name``, ``queue`` and ``thread`` columns index.
     - ``sites``: the launch sites (``kprof.Site``: file, line, function) the tables' ``site``
       columns index (-1: unknown), sorted; ``summary(by="line")`` gives device time per site.
+    - ``stacks``: the launch stacks (``profile(stacks=True)``): per stack id, its frames as
+      ``kprof.Site``s, outermost first; ``kprof_core.data.stacks.frames_of`` reads a row's.
     - ``errors``: device row index -> why that row has no device time.
     - ``details``: device row index -> what the backend said about that row (a kernel's grid and
       block, its stream; rows from activity records such as CUPTI's).
@@ -123,6 +125,8 @@ class ProfileData:
         self.queues: list[QueueRecord] = []
         self.threads: list[ThreadRecord] = []
         self.sites: list[Site] = []
+        #: Stack id -> its frames, outermost first (``profile(stacks=True)``); ``frames_of``.
+        self.stacks: tuple[tuple[Site, ...], ...] = ()
         self.errors: dict[int, str] = {}
         #: Row -> what the backend said about that device row (a kernel's grid and block).
         self.details: MutableMapping[int, str] = {}
@@ -137,6 +141,7 @@ class ProfileData:
         self.table, self.host = rec.table, rec.host
         self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
         self.sites = rec.sites
+        self.stacks = rec.stacks
         self.errors, self.clocks = rec.errors, rec.clocks
         self.details = rec.details
         self.dropped = dict(getattr(rec, "activity_dropped", {}))
