@@ -33,6 +33,7 @@ class Slice:
     end_flow: int | None = None
     args: dict[str, Any] = field(default_factory=dict)
     site: tuple[str, str, int] | None = None
+    stack: tuple[tuple[str, str, int], ...] | None = None  # outermost first
 
 
 @dataclass
@@ -99,7 +100,9 @@ def decode(data: bytes) -> Decoded:
         d.sequences.add(seq)
         if seq not in state:
             assert pk.sequence_flags & CLEARED, f"sequence {seq} starts without clearing state"
-            state[seq] = {"name": {}, "cat": {}, "ann": {}, "src": {}}
+            state[seq] = {
+                k: {} for k in ("name", "cat", "ann", "src", "fn", "path", "frame", "stack")
+            }
         st = state[seq]
         if pk.HasField("interned_data"):
             i = pk.interned_data
@@ -113,6 +116,13 @@ def decode(data: bytes) -> Decoded:
                     st[key][e.iid] = e.name
             for s in i.source_locations:
                 st["src"][s.iid] = (s.file_name, s.function_name, s.line_number)
+            for key, strings in (("fn", i.function_names), ("path", i.source_paths)):
+                for x in strings:
+                    st[key][x.iid] = x.str.decode()
+            for f in i.frames:
+                st["frame"][f.iid] = (f.function_name_id, f.source_path_iid, f.line_number)
+            for c in i.callstacks:
+                st["stack"][c.iid] = list(c.frame_ids)
         if not pk.HasField("track_event"):
             continue
         ev, ts = pk.track_event, pk.timestamp
@@ -138,6 +148,14 @@ def decode(data: bytes) -> Decoded:
         if ev.source_location_iid:
             assert ev.source_location_iid in st["src"], "source location not interned"
             s.site = st["src"][ev.source_location_iid]
+        if ev.callstack_iid:
+            assert ev.callstack_iid in st["stack"], "callstack not interned"
+            frames = []
+            for f in st["stack"][ev.callstack_iid]:
+                fn, path, line = st["frame"][f]
+                frames.append((st["path"][path], st["fn"][fn], line))
+            s.stack = tuple(frames)
+            assert s.site == frames[-1], "a callstack's innermost frame is the slice's site"
         assert len(ev.flow_ids) <= 1 and len(ev.terminating_flow_ids) <= 1
         s.flow = ev.flow_ids[0] if ev.flow_ids else None
         s.end_flow = ev.terminating_flow_ids[0] if ev.terminating_flow_ids else None

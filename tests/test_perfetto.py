@@ -95,28 +95,48 @@ def _same_as_chrome(d: Decoded, doc: Any) -> None:
     }
     assert dict(d.counters) == chrome_counters
     assert set(d.units.values()) <= {pb.CounterDescriptor.UNIT_SIZE_BYTES}
-    # What the Chrome trace says in args, the Perfetto trace says in annotations and sites.
-    for k, evs in c.slices.items():
-        args = Counter()
+    # What the Chrome trace says in args, the Perfetto trace says in annotations, source
+    # locations and callstacks (a site alone: a source location, no callstack).
+    frames = doc["otherData"].get("frames", [])
+    stacks = doc["otherData"].get("stacks", [])
+
+    def chain(sid: int | None) -> Any:
+        if sid is None:
+            return None
+        return tuple(
+            (frames[f]["file"], frames[f]["function"], frames[f]["line"]) for f in stacks[sid]
+        )
+
+    by_track: dict[tuple[int, int], list[Any]] = {k: list(v) for k, v in c.slices.items()}
+    for e in c.instants:
+        by_track.setdefault((e["pid"], e["tid"]), []).append(e)
+    for k, evs in by_track.items():
+        args: Counter[Any] = Counter()
         for e in evs:
             a = {
                 x: e["args"][x]
                 for x in ("bytes", "host_timed", "unresolved", "detail")
-                if x in e["args"]
+                if x in e.get("args", {})
             }
-            site = (e["args"]["file"], e["args"]["line"]) if "file" in e["args"] else None
-            args[(e["name"], ns(e["ts"]), tuple(sorted(a.items())), site)] += 1
+            args[
+                (
+                    e["name"],
+                    ns(e["ts"]),
+                    tuple(sorted(a.items())),
+                    chain(e.get("args", {}).get("stack")),
+                )
+            ] += 1
+        name = track(*k)
         mine = Counter(
             (
                 s.name,
                 s.ts,
                 tuple(sorted(s.args.items())),
-                # The Chrome trace drops an unresolved launch's site; this one keeps it.
-                (s.site[0], s.site[2]) if s.site and "unresolved" not in s.args else None,
+                s.stack or ((s.site,) if s.site else None),
             )
-            for s in d.slices[track(*k)]
+            for s in [*d.slices.get(name, []), *d.instants.get(name, [])]
         )
-        assert mine == args, track(*k)
+        assert mine == args, name
 
 
 def test_the_fields_are_perfettos() -> None:
@@ -126,6 +146,7 @@ def test_the_fields_are_perfettos() -> None:
     wire = {
         FD.TYPE_FIXED64: perfetto_fields.FIXED64,
         FD.TYPE_STRING: perfetto_fields.LEN,
+        FD.TYPE_BYTES: perfetto_fields.LEN,
         FD.TYPE_MESSAGE: perfetto_fields.LEN,
     }
     for message, fields in perfetto_fields.FIELDS.items():
@@ -208,10 +229,12 @@ def test_slices_are_the_profiles_rows_at_their_times() -> None:
     assert len(flows(d)) == 360
 
 
+@pytest.mark.parametrize("stacks", [False, True], ids=["sites", "stacks"])
 def test_a_real_profile_with_sites_memory_and_threads(
-    testbackends: Any, tdq: Callable[..., Any]
+    testbackends: Any, tdq: Callable[..., Any], stacks: bool
 ) -> None:
-    """Recorded on each path, written by each encoder: the Chrome trace's content."""
+    """Recorded on each path, written by each encoder: the Chrome trace's content; launch
+    stacks as interned callstacks (a site alone as a source location)."""
     for compiled in (True, False):
         native.use_compiled(compiled)
         try:
@@ -222,7 +245,7 @@ def test_a_real_profile_with_sites_memory_and_threads(
                     for _ in range(3):
                         q.launch("k2", 50)
 
-            with kprof.profile(backends="testdev", sites=True) as p:
+            with kprof.profile(backends="testdev", sites=True, stacks=stacks) as p:
                 with q1, kprof.range("step"):
                     t = threading.Thread(target=kprof.propagate(worker), name="helper")
                     t.start()
@@ -240,6 +263,11 @@ def test_a_real_profile_with_sites_memory_and_threads(
         assert [x[1] for x in d.counters["device memory / live bytes, testdev 0"]] == [1000, 0]
         sites = {s.site for s in d.all_slices("launch")}
         assert sites and all(s is not None and s[0] == __file__ for s in sites)
+        chains = {s.stack for s in d.all_slices("launch")}
+        if stacks:  # this test's frame, under pytest's: several frames, the site last
+            assert all(c is not None and len(c) > 1 and c[-1][0] == __file__ for c in chains)
+        else:
+            assert chains == {None}
         assert d.processes[1] == f"host {p.meta['host']} pid {os.getpid()}"
 
 
@@ -309,6 +337,7 @@ def test_an_unwritable_path_leaves_no_file(tmp_path: Path) -> None:
             st.integers(0, 2),  # kind
             st.integers(-1, 300),  # site
             st.integers(-1, 2**40),  # nbytes
+            st.integers(-1, 300),  # callstack
         ),
         min_size=1,
         max_size=30,
@@ -337,7 +366,7 @@ def test_both_encoders_write_the_same_bytes_for_any_columns(
 
     table = tuple(array("q", col).tobytes() for col in zip(*rows))
     host = tuple(
-        array("q", col).tobytes() for col in zip(*[(r[0], r[1], r[5], r[7]) for r in rows])
+        array("q", col).tobytes() for col in zip(*[(r[0], r[1], r[5], r[7], r[9]) for r in rows])
     )
     codes = array("q", [(i % len(rows)) << 2 | tag for i, tag in items]).tobytes()
     got = []
@@ -356,7 +385,7 @@ def test_both_encoders_refuse_bad_input_alike() -> None:
     from array import array
 
     one = array("q", [0]).tobytes()
-    table, host = (one,) * 9, (one,) * 4
+    table, host = (one,) * 10, (one,) * 5
     for enc in (COMPILED, protowire):
         with pytest.raises(IndexError):
             enc.track_events(len, array("q", [5 << 2]).tobytes(), table, host, {}, 1, 0, 0, 1)
@@ -364,4 +393,4 @@ def test_both_encoders_refuse_bad_input_alike() -> None:
         with pytest.raises(ValueError):
             enc.track_events(len, array("q", [1]).tobytes(), bad_kind, host, {}, 1, 0, 0, 1)
         with pytest.raises(ValueError):
-            enc.track_events(len, one, table[:8], host, {}, 1, 0, 0, 1)
+            enc.track_events(len, one, table[:9], host, {}, 1, 0, 0, 1)

@@ -248,13 +248,14 @@ track_events(PyObject *self, PyObject *args)
         ev->n = 0;
         if (reserve(ev, 128) < 0)
             goto done;
-        int64_t name, site = -1, flow_key = 0;
+        int64_t name, site = -1, flow_key = 0, callstack = -1;
         if (tag == KPF_ITEM_LAUNCH) {
             s = t[KPF_T_LAUNCH_START][i];
             int64_t d = t[KPF_T_LAUNCH_END][i] - s;
             e = s + (d > 0 ? d : 0);
             name = t[KPF_T_NAME][i];
             site = t[KPF_T_SITE][i];
+            callstack = t[KPF_T_CALLSTACK][i];
             put_varint(ev, KPF_TRACKEVENT_CATEGORY_IIDS);
             put_varint(ev, KPF_CAT_LAUNCH);
             int unres = (t[KPF_T_FLAGS][i] & KPF_FLAG_UNRESOLVED) != 0;
@@ -293,10 +294,11 @@ track_events(PyObject *self, PyObject *args)
             e = s + (d > 0 ? d : 0);
             name = h[KPF_H_NAME][i];
             site = h[KPF_H_SITE][i];
+            callstack = h[KPF_H_CALLSTACK][i];
             put_varint(ev, KPF_TRACKEVENT_CATEGORY_IIDS);
             put_varint(ev, tag == KPF_ITEM_MARK ? KPF_CAT_MARKER : KPF_CAT_KIND0 + KPF_KIND_RANGE);
         }
-        if (reserve(ev, 64) < 0)
+        if (reserve(ev, 96) < 0)
             goto done;
         put_varint(ev, KPF_TRACKEVENT_TYPE);
         put_varint(ev, tag == KPF_ITEM_MARK ? KPF_TYPE_INSTANT : KPF_TYPE_SLICE_BEGIN);
@@ -311,6 +313,10 @@ track_events(PyObject *self, PyObject *args)
         if (flow_key) {
             put_varint(ev, (uint64_t)flow_key);
             put_fixed64(ev, (uint64_t)(flow_base + i + 1));
+        }
+        if (callstack >= 0) {
+            put_varint(ev, KPF_TRACKEVENT_CALLSTACK_IID);
+            put_varint(ev, (uint64_t)(callstack + 1));
         }
         /* Close what ended by now (an instant is drawn inside what is open at its time), as
          * packets of their own: {type END, track_uuid}. The event above waits in w.ev. */

@@ -19,6 +19,7 @@
 #define KPF_TRACKEVENT_COUNTER_VALUE 240
 #define KPF_TRACKEVENT_SOURCE_LOCATION_IID 272
 #define KPF_TRACKEVENT_FLOW_IDS 377
+#define KPF_TRACKEVENT_CALLSTACK_IID 448
 #define KPF_TRACKEVENT_TERMINATING_FLOW_IDS 385
 #define KPF_TRACKDESCRIPTOR_UUID 8
 #define KPF_TRACKDESCRIPTOR_NAME 18
@@ -39,12 +40,24 @@
 #define KPF_INTERNEDDATA_EVENT_NAMES 18
 #define KPF_INTERNEDDATA_DEBUG_ANNOTATION_NAMES 26
 #define KPF_INTERNEDDATA_SOURCE_LOCATIONS 34
+#define KPF_INTERNEDDATA_FUNCTION_NAMES 42
+#define KPF_INTERNEDDATA_FRAMES 50
+#define KPF_INTERNEDDATA_CALLSTACKS 58
+#define KPF_INTERNEDDATA_SOURCE_PATHS 146
 #define KPF_EVENTNAME_IID 8
 #define KPF_EVENTNAME_NAME 18
 #define KPF_SOURCELOCATION_IID 8
 #define KPF_SOURCELOCATION_FILE_NAME 18
 #define KPF_SOURCELOCATION_FUNCTION_NAME 26
 #define KPF_SOURCELOCATION_LINE_NUMBER 32
+#define KPF_INTERNEDSTRING_IID 8
+#define KPF_INTERNEDSTRING_STR 18
+#define KPF_FRAME_IID 8
+#define KPF_FRAME_FUNCTION_NAME_ID 16
+#define KPF_FRAME_SOURCE_PATH_IID 40
+#define KPF_FRAME_LINE_NUMBER 48
+#define KPF_CALLSTACK_IID 8
+#define KPF_CALLSTACK_FRAME_IDS 16
 #define KPF_DEBUGANNOTATION_NAME_IID 8
 #define KPF_DEBUGANNOTATION_BOOL_VALUE 16
 #define KPF_DEBUGANNOTATION_INT_VALUE 32
@@ -75,7 +88,7 @@
 #define KPF_FLAG_UNRESOLVED 2
 #define KPF_FLAG_APPROXIMATE 8
 
-#define KPF_TABLE_LEN 9
+#define KPF_TABLE_LEN 10
 #define KPF_T_LAUNCH_START 0
 #define KPF_T_LAUNCH_END 1
 #define KPF_T_START 2
@@ -85,12 +98,14 @@
 #define KPF_T_KIND 6
 #define KPF_T_SITE 7
 #define KPF_T_NBYTES 8
-#define KPF_HOST_LEN 4
+#define KPF_T_CALLSTACK 9
+#define KPF_HOST_LEN 5
 #define KPF_H_START 0
 #define KPF_H_END 1
 #define KPF_H_NAME 2
 #define KPF_H_SITE 3
+#define KPF_H_CALLSTACK 4
 
-#define KPF_SIGNATURE "Trace.packet=1/2;TracePacket.timestamp=8/0;TracePacket.trusted_packet_sequence_id=10/0;TracePacket.track_event=11/2;TracePacket.interned_data=12/2;TracePacket.sequence_flags=13/0;TracePacket.track_descriptor=60/2;TrackEvent.category_iids=3/0;TrackEvent.debug_annotations=4/2;TrackEvent.type=9/0;TrackEvent.name_iid=10/0;TrackEvent.track_uuid=11/0;TrackEvent.counter_value=30/0;TrackEvent.source_location_iid=34/0;TrackEvent.flow_ids=47/1;TrackEvent.terminating_flow_ids=48/1;TrackDescriptor.uuid=1/0;TrackDescriptor.name=2/2;TrackDescriptor.process=3/2;TrackDescriptor.thread=4/2;TrackDescriptor.parent_uuid=5/0;TrackDescriptor.counter=8/2;ProcessDescriptor.pid=1/0;ProcessDescriptor.legacy_sort_index=3/0;ProcessDescriptor.process_name=6/2;ProcessDescriptor.process_labels=8/2;ThreadDescriptor.pid=1/0;ThreadDescriptor.tid=2/0;ThreadDescriptor.legacy_sort_index=3/0;ThreadDescriptor.thread_name=5/2;CounterDescriptor.unit=3/0;InternedData.event_categories=1/2;InternedData.event_names=2/2;InternedData.debug_annotation_names=3/2;InternedData.source_locations=4/2;EventName.iid=1/0;EventName.name=2/2;SourceLocation.iid=1/0;SourceLocation.file_name=2/2;SourceLocation.function_name=3/2;SourceLocation.line_number=4/0;DebugAnnotation.name_iid=1/0;DebugAnnotation.bool_value=2/0;DebugAnnotation.int_value=4/0;DebugAnnotation.string_value=6/2;TYPE_SLICE_BEGIN=1,TYPE_SLICE_END=2,TYPE_INSTANT=3,TYPE_COUNTER=4,SEQ_INCREMENTAL_STATE_CLEARED=1,SEQ_NEEDS_INCREMENTAL_STATE=2,UNIT_SIZE_BYTES=3;cat:launch,marker,kernel,copy,range;ann:bytes,host_timed,approximate,unresolved,detail;items:LAUNCH=0,DEVICE=1,HOST_RANGE=2,MARK=3;flags:HOST_TIMED=1,UNRESOLVED=2,APPROXIMATE=8;range:2;table:launch_start,launch_end,start,duration,flags,name,kind,site,nbytes;host:start,end,name,site"
+#define KPF_SIGNATURE "Trace.packet=1/2;TracePacket.timestamp=8/0;TracePacket.trusted_packet_sequence_id=10/0;TracePacket.track_event=11/2;TracePacket.interned_data=12/2;TracePacket.sequence_flags=13/0;TracePacket.track_descriptor=60/2;TrackEvent.category_iids=3/0;TrackEvent.debug_annotations=4/2;TrackEvent.type=9/0;TrackEvent.name_iid=10/0;TrackEvent.track_uuid=11/0;TrackEvent.counter_value=30/0;TrackEvent.source_location_iid=34/0;TrackEvent.flow_ids=47/1;TrackEvent.callstack_iid=56/0;TrackEvent.terminating_flow_ids=48/1;TrackDescriptor.uuid=1/0;TrackDescriptor.name=2/2;TrackDescriptor.process=3/2;TrackDescriptor.thread=4/2;TrackDescriptor.parent_uuid=5/0;TrackDescriptor.counter=8/2;ProcessDescriptor.pid=1/0;ProcessDescriptor.legacy_sort_index=3/0;ProcessDescriptor.process_name=6/2;ProcessDescriptor.process_labels=8/2;ThreadDescriptor.pid=1/0;ThreadDescriptor.tid=2/0;ThreadDescriptor.legacy_sort_index=3/0;ThreadDescriptor.thread_name=5/2;CounterDescriptor.unit=3/0;InternedData.event_categories=1/2;InternedData.event_names=2/2;InternedData.debug_annotation_names=3/2;InternedData.source_locations=4/2;InternedData.function_names=5/2;InternedData.frames=6/2;InternedData.callstacks=7/2;InternedData.source_paths=18/2;EventName.iid=1/0;EventName.name=2/2;SourceLocation.iid=1/0;SourceLocation.file_name=2/2;SourceLocation.function_name=3/2;SourceLocation.line_number=4/0;InternedString.iid=1/0;InternedString.str=2/2;Frame.iid=1/0;Frame.function_name_id=2/0;Frame.source_path_iid=5/0;Frame.line_number=6/0;Callstack.iid=1/0;Callstack.frame_ids=2/0;DebugAnnotation.name_iid=1/0;DebugAnnotation.bool_value=2/0;DebugAnnotation.int_value=4/0;DebugAnnotation.string_value=6/2;TYPE_SLICE_BEGIN=1,TYPE_SLICE_END=2,TYPE_INSTANT=3,TYPE_COUNTER=4,SEQ_INCREMENTAL_STATE_CLEARED=1,SEQ_NEEDS_INCREMENTAL_STATE=2,UNIT_SIZE_BYTES=3;cat:launch,marker,kernel,copy,range;ann:bytes,host_timed,approximate,unresolved,detail;items:LAUNCH=0,DEVICE=1,HOST_RANGE=2,MARK=3;flags:HOST_TIMED=1,UNRESOLVED=2,APPROXIMATE=8;range:2;table:launch_start,launch_end,start,duration,flags,name,kind,site,nbytes,callstack;host:start,end,name,site,callstack"
 
 #endif

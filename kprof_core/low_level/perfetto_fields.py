@@ -11,7 +11,8 @@ exports the ``SIGNATURE`` it was built with and is refused when it differs.
 kprof's own interning ids (the same in every sequence): categories (``CATEGORIES``: a device
 row of kind ``k`` has ``CAT_KIND0 + k``, a host range ``CAT_KIND0 + RANGE``), debug annotation
 names (``ANNOTATIONS``), event names (a profile's name index + 1) and source locations (its
-site index + 1).
+site index + 1); callstacks, frames, function names and source paths are numbered from 1
+per profile by the writer.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ FIELDS: dict[str, dict[str, tuple[int, int]]] = {
         "counter_value": (30, VARINT),
         "source_location_iid": (34, VARINT),
         "flow_ids": (47, FIXED64),
+        "callstack_iid": (56, VARINT),
         "terminating_flow_ids": (48, FIXED64),
     },
     "TrackDescriptor": {
@@ -78,6 +80,10 @@ FIELDS: dict[str, dict[str, tuple[int, int]]] = {
         "event_names": (2, LEN),
         "debug_annotation_names": (3, LEN),
         "source_locations": (4, LEN),
+        "function_names": (5, LEN),
+        "frames": (6, LEN),
+        "callstacks": (7, LEN),
+        "source_paths": (18, LEN),
     },
     # EventCategory, EventName and DebugAnnotationName share this shape.
     "EventName": {"iid": (1, VARINT), "name": (2, LEN)},
@@ -87,6 +93,16 @@ FIELDS: dict[str, dict[str, tuple[int, int]]] = {
         "function_name": (3, LEN),
         "line_number": (4, VARINT),
     },
+    # InternedString: function names and source paths (``str`` is bytes).
+    "InternedString": {"iid": (1, VARINT), "str": (2, LEN)},
+    "Frame": {
+        "iid": (1, VARINT),
+        "function_name_id": (2, VARINT),
+        "source_path_iid": (5, VARINT),
+        "line_number": (6, VARINT),
+    },
+    # Frames outermost first (Perfetto: "bottom frame first"), as kprof's stacks.
+    "Callstack": {"iid": (1, VARINT), "frame_ids": (2, VARINT)},
     "DebugAnnotation": {
         "name_iid": (1, VARINT),
         "bool_value": (2, VARINT),
@@ -136,8 +152,9 @@ TABLE_COLUMNS = (
     "kind",
     "site",
     "nbytes",
+    "callstack",  # not a table column: the row's callstack iid - 1 (-1: none), per profile
 )
-HOST_COLUMNS = ("start", "end", "name", "site")
+HOST_COLUMNS = ("start", "end", "name", "site", "callstack")
 #: The record flags the encoder reads (``data/records.py``).
 FLAGS = {"HOST_TIMED": HOST_TIMED, "UNRESOLVED": UNRESOLVED, "APPROXIMATE": APPROXIMATE}
 

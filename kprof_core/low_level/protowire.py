@@ -7,12 +7,13 @@ sequence_flags: SEQ_NEEDS_INCREMENTAL_STATE}``, fields in that order. Per item o
 (``renderers/timeline.py``: ``row << 2 | tag``, sorted, nesting strictly):
 
 - a launch: ``SLICE_BEGIN`` (category ``launch``, its name, its source location where the row
-  has a site, ``flow_ids`` = ``flow_base + row + 1`` unless unresolved) at the launch's start,
-  ``SLICE_END`` at its end;
+  has a site, ``flow_ids`` = ``flow_base + row + 1`` unless unresolved, its ``callstack_iid``
+  where the ``callstack`` column has one) at the launch's start, ``SLICE_END`` at its end;
 - a device row: ``SLICE_BEGIN`` (category its kind, annotations ``bytes``, ``host_timed`` or
   ``approximate``, ``terminating_flow_ids`` unless it is a range's device time), ``SLICE_END``;
-- a host range: ``SLICE_BEGIN`` (category ``range``, source location), ``SLICE_END``;
-- a marker: ``INSTANT`` (category ``marker``).
+- a host range: ``SLICE_BEGIN`` (category ``range``, source location, callstack),
+  ``SLICE_END``;
+- a marker: ``INSTANT`` (category ``marker``, source location, callstack).
 
 ``extras`` maps an item to encoded ``TrackEvent`` fields appended to its begin (the
 ``unresolved`` reason, a row's ``detail``), consulted only when not empty. The ends are
@@ -95,6 +96,7 @@ K_SOURCE = key(_TE, "source_location_iid")
 K_ANNOTATION = key(_TE, "debug_annotations")
 K_FLOW = key(_TE, "flow_ids")
 K_END_FLOW = key(_TE, "terminating_flow_ids")
+K_STACK = key(_TE, "callstack_iid")
 K_ANN_NAME = key("DebugAnnotation", "name_iid")
 K_ANN_INT = key("DebugAnnotation", "int_value")
 K_ANN_BOOL = key("DebugAnnotation", "bool_value")
@@ -143,8 +145,8 @@ def track_events(
     tcols, hcols = [_column(c) for c in table], [_column(c) for c in host]
     if len({len(c) for c in tcols}) != 1 or len({len(c) for c in hcols}) != 1:
         raise ValueError("track_events: the table or host columns differ in length")
-    ls, le, st, du, fl, nm, kd, si, nb = tcols
-    hs, he, hn, hsi = hcols
+    ls, le, st, du, fl, nm, kd, si, nb, cs = tcols
+    hs, he, hn, hsi, hcs = hcols
     rows = (len(ls), len(ls), len(hs), len(hs))
     seq = K_SEQ + varint(sequence)
     tail = K_SEQ_FLAGS + varint(pf.ENUMS["SEQ_NEEDS_INCREMENTAL_STATE"])
@@ -178,7 +180,7 @@ def track_events(
 
     # Fields in number order (canonical protobuf, as Perfetto's own writer emits them):
     # category_iids 3, debug_annotations 4, type 9, name_iid 10, track_uuid 11,
-    # source_location_iid 34, flow_ids 47, terminating_flow_ids 48.
+    # source_location_iid 34, flow_ids 47, terminating_flow_ids 48, callstack_iid 56.
     for code in _column(items):
         i, tg = code >> 2, code & 3
         if not 0 <= i < rows[tg]:
@@ -199,6 +201,8 @@ def track_events(
                 ev += K_SOURCE + varint(si[i] + 1)
             if not unresolved:
                 ev += fixed64(K_FLOW, flow_base + i + 1)
+            if cs[i] >= 0:
+                ev += K_STACK + varint(cs[i] + 1)
         elif tg == _DEVICE:
             s = st[i]
             e = s + max(0, du[i])
@@ -225,12 +229,16 @@ def track_events(
             ev = kind_cat[range_kind] + begin + K_NAME + varint(hn[i] + 1) + track
             if hsi[i] >= 0:
                 ev += K_SOURCE + varint(hsi[i] + 1)
+            if hcs[i] >= 0:
+                ev += K_STACK + varint(hcs[i] + 1)
         else:
             s = hs[i]
             close(s, True)  # an instant is drawn inside what is open at its time
             ev = marker_cat + instant + K_NAME + varint(hn[i] + 1) + track
             if hsi[i] >= 0:
                 ev += K_SOURCE + varint(hsi[i] + 1)
+            if hcs[i] >= 0:
+                ev += K_STACK + varint(hcs[i] + 1)
             put(s + shift, ev)
             continue
         close(s, False)

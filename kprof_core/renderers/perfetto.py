@@ -9,8 +9,10 @@ on which track), as ``TracePacket`` protobuf (fields: ``low_level/perfetto_field
 - One packet sequence per profile (``trusted_packet_sequence_id`` = its position from 1): its
   first packet clears the incremental state (``SEQ_INCREMENTAL_STATE_CLEARED``) and interns the
   categories and annotation names; then its event names (iid = name index + 1) and launch sites
-  as ``SourceLocation``s (iid = site index + 1); every event packet after them says
-  ``SEQ_NEEDS_INCREMENTAL_STATE`` and refers to names by iid.
+  as ``SourceLocation``s (iid = site index + 1); with launch stacks (``profile(stacks=True)``),
+  their function names, source paths, frames and ``Callstack``s (frames outermost first, the
+  site last), which launches, ranges and markers refer to by ``callstack_iid``. Every event
+  packet after them says ``SEQ_NEEDS_INCREMENTAL_STATE`` and refers to them by iid.
 - Slices as ``SLICE_BEGIN``/``SLICE_END`` pairs, markers as ``INSTANT``s, a flow from each
   launch to its device record (``flow_ids`` on the launch, ``terminating_flow_ids`` on the
   kernel or copy: ``id`` as in the Chrome trace); see :mod:`kprof_core.low_level.protowire`.
@@ -27,11 +29,13 @@ each host process's labels say it (``time 0: perf_counter_ns B``).
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import IO, TYPE_CHECKING, Any
 
-from kprof_core.data.records import UNRESOLVED
+from kprof_core.data.records import UNRESOLVED, Interner
+from kprof_core.data.stacks import frames_of
 from kprof_core.io.exports import BinaryTarget, open_binary
 from kprof_core.low_level import perfetto_fields as pf
 from kprof_core.low_level import protowire as w
@@ -91,8 +95,11 @@ def _interned(seq: int, entries: list[bytes], first: bool = False) -> bytes:
     return w.packet(body + w.number(K_FLAGS, _CLEARED if first else _NEEDS))
 
 
-def _intern(write: Callable[[bytes], Any], p: ProfileData, seq: int) -> None:
-    """The sequence's first packet (state cleared), then its names and sites in batches."""
+def _intern(
+    write: Callable[[bytes], Any], p: ProfileData, seq: int, stacks: list[list[bytes]]
+) -> None:
+    """The sequence's first packet (state cleared), then its names and sites in batches, then
+    ``stacks``' entries (each list a kind of its own, in field order: no packet mixes two)."""
     cat, nm, ann, src = (
         _K("InternedData", f)
         for f in ("event_categories", "event_names", "debug_annotation_names", "source_locations")
@@ -119,8 +126,59 @@ def _intern(write: Callable[[bytes], Any], p: ProfileData, seq: int) -> None:
         )
         for i, s in enumerate(p.sites, 1)
     ]
-    for lo in range(0, len(batches), INTERN_BATCH):
-        write(_interned(seq, batches[lo : lo + INTERN_BATCH]))
+    for entries in (batches, *stacks):
+        for lo in range(0, len(entries), INTERN_BATCH):
+            write(_interned(seq, entries[lo : lo + INTERN_BATCH]))
+
+
+def _callstacks(p: ProfileData) -> tuple[array[int], array[int], list[list[bytes]]]:
+    """Each device and host row's callstack iid - 1 (-1: none), and the interned entries
+    (function names, source paths, frames, callstacks) they refer to. Only for profiles with
+    stacks (``profile(stacks=True)``): a site alone is the row's source location."""
+    t, h = p.table, p.host
+    if not any(x >= 0 for x in t.stack) and not any(x >= 0 for x in h.stack):
+        return array("q", [-1]) * len(t), array("q", [-1]) * len(h), []
+    functions, paths, frames, stacks = Interner(), Interner(), Interner(), Interner()
+    cols = []
+    for which, tab in (("device", t), ("host", h)):
+        known: dict[tuple[int, int], int] = {}
+        col = array("q")
+        stack_col = tab.stack if len(tab.stack) else array("q", [-1]) * len(tab)
+        for i, key in enumerate(zip(stack_col, tab.site)):
+            sid = known.get(key)
+            if sid is None:
+                fs = frames_of(p, which, i)  # type: ignore[arg-type]
+                sid = known[key] = stacks(tuple(frames(f) for f in fs)) if fs else -1
+            col.append(sid)
+        cols.append(col)
+    fn_key, path_key = _K("InternedData", "function_names"), _K("InternedData", "source_paths")
+    s_iid, s_str = _K("InternedString", "iid"), _K("InternedString", "str")
+    fn_entries: list[bytes] = []
+    path_entries: list[bytes] = []
+    frame_entries: list[bytes] = []
+    for i, site in enumerate(frames.values, 1):
+        fn, path = functions(site.function), paths(site.file)
+        if fn == len(fn_entries):
+            fn_entries.append(
+                w.nested(fn_key, w.number(s_iid, fn + 1) + w.text(s_str, site.function))
+            )
+        if path == len(path_entries):
+            path_entries.append(
+                w.nested(path_key, w.number(s_iid, path + 1) + w.text(s_str, site.file))
+            )
+        frame = w.number(_K("Frame", "iid"), i) + w.number(_K("Frame", "function_name_id"), fn + 1)
+        frame += w.number(_K("Frame", "source_path_iid"), path + 1)
+        frame += w.number(_K("Frame", "line_number"), site.line)
+        frame_entries.append(w.nested(_K("InternedData", "frames"), frame))
+    c_iid, c_frame = _K("Callstack", "iid"), _K("Callstack", "frame_ids")
+    stack_entries = [
+        w.nested(
+            _K("InternedData", "callstacks"),
+            w.number(c_iid, i) + b"".join(w.number(c_frame, f + 1) for f in fs),
+        )
+        for i, fs in enumerate(stacks.values, 1)
+    ]
+    return cols[0], cols[1], [fn_entries, path_entries, frame_entries, stack_entries]
 
 
 def _process(uuid: int, pid: int, name: str, labels: list[str]) -> bytes:
@@ -170,7 +228,8 @@ def _write_profile(
 ) -> None:
     """One profile's sequence: interned data, descriptors, each track's events, memory."""
     shift = off - base
-    _intern(write, p, seq)
+    device_stacks, host_stacks, stack_entries = _callstacks(p)
+    _intern(write, p, seq, stack_entries)
     tl = Timeline(p)
     clocks = {k: c.describe() for k, c in p.clocks.items()}
     host_labels = [f"host {p.meta.get('host', '?')}", f"pid {p.meta.get('pid', '?')}"]
@@ -200,8 +259,10 @@ def _write_profile(
             ids[1] += 1
             ids[2] += 1
     t, h = p.table, p.host
-    tcols = tuple(getattr(t, c).tobytes() for c in pf.TABLE_COLUMNS)
-    hcols = tuple(getattr(h, c).tobytes() for c in pf.HOST_COLUMNS)
+    tcols = tuple(getattr(t, c).tobytes() for c in pf.TABLE_COLUMNS[:-1])
+    tcols += (device_stacks.tobytes(),)
+    hcols = tuple(getattr(h, c).tobytes() for c in pf.HOST_COLUMNS[:-1])
+    hcols += (host_stacks.tobytes(),)
     extras = _extras(p)
     for track, uuid in tracks:
         enc.track_events(
