@@ -302,7 +302,7 @@ def test_summary_by_line_sums_device_time_per_site() -> None:
     assert rows[0].stats.percent == pytest.approx(3.5)  # of the 10 µs span
     # The same device time as the per-name summary, split another way.
     assert sum(r.stats.total_ns for r in rows) == sum(r.total_ns for r in built().summary().device)
-    with pytest.raises(ValueError, match='"name" or "line"'):
+    with pytest.raises(ValueError, match='"name", "line" or "stack"'):
         built().summary(by="file")  # type: ignore[call-overload]
 
 

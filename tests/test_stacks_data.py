@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from array import array
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hostile import assemble, split, with_column
@@ -133,3 +136,184 @@ def test_exports_carry_the_stack() -> None:
         "",
     ]
     assert "stacks" not in (sites_only().to_json() or {})
+
+
+# -- views: summary(by="stack"), the tree as text, speedscope ----------------------------------
+
+
+def test_summary_by_stack_sums_device_time_per_stack() -> None:
+    p = with_stacks()
+    p.table.duration[0] = 300
+    rows = p.summary(by="stack")
+    assert [(r.stack, r.stats.calls, r.stats.total_ns) for r in rows] == [
+        ((OUTER, MID, LEAF), 1, 300),
+        ((), 1, 100),  # ties by name: "(site unknown)" first
+        ((OUTER, MID), 1, 100),
+    ]
+    assert rows[0].stats.name == "main.py:10 main > train.py:20 step > model.py:30 forward"
+    assert rows[1].stats.name == "(site unknown)"
+    assert [k.name for k in rows[0].kernels] == ["a"]
+    # Only sites known: one frame per row, as by="line" groups them.
+    only = sites_only().summary(by="stack")
+    assert [(r.stack, r.stats.total_ns) for r in only] == [((), 100), ((LEAF,), 100), ((MID,), 100)]
+    total = sum(r.total_ns for r in p.summary().device)
+    assert sum(r.stats.total_ns for r in rows) == total == 500
+
+
+def test_the_tree_prints_ranges_then_frames_then_kernels() -> None:
+    p = with_stacks()
+    p.table.duration[0] = 300
+    text = str(p.tree()).splitlines()
+    assert text[0].startswith("Device time as a tree")
+    body = [line[29:] for line in text[3:]]  # after time, share and calls
+    assert body == [
+        "all device work",
+        "└─ range a",
+        "   ├─ main.py:10 main",
+        "   │  └─ train.py:20 step",
+        "   │     ├─ model.py:30 forward",
+        "   │     │  └─ kernel a",
+        "   │     └─ kernel a",
+        "   └─ kernel a",
+    ]
+    assert text[3].split()[:3] == ["500", "ns", "100.0%"] and text[3].split()[3] == "3"
+    assert text[5].split()[:4] == ["400", "ns", "80.0%", "2"]
+    shares = p.tree().report(min_share=50).splitlines()
+    # Each 20% "kernel a" is counted on a line of its own, in its place.
+    assert [x[29:] for x in shares[3:]] == [
+        *body[:5],
+        "   │     │  └─ kernel a",
+        "   │     └─ (1 more under 50%)",
+        "   └─ (1 more under 50%)",
+    ]
+
+
+def tree_totals(node: Any) -> list[tuple[int, int]]:
+    """Every node's (device time, calls) against its children's sums (kernels are leaves)."""
+    out = []
+    for n in node.walk():
+        if n.children:
+            out.append(
+                (
+                    n.total_ns - sum(c.total_ns for c in n.children),
+                    n.calls - sum(c.calls for c in n.children),
+                )
+            )
+    return out
+
+
+def test_the_trees_totals_equal_the_summarys() -> None:
+    for p in (with_stacks(), sites_only()):
+        root = p.tree().root
+        s = p.summary()
+        assert root.total_ns == sum(r.total_ns for r in s.device)
+        assert root.calls == sum(r.calls for r in s.device)
+        assert set(tree_totals(root)) == {(0, 0)}  # each node is the sum of its children
+
+
+#: speedscope's file format, as its published schema states it for a sampled profile
+#: (https://www.speedscope.app/file-format-schema.json, from src/lib/file-format-spec.ts):
+#: the file's required fields, frames with an optional file, line and column, and a sampled
+#: profile's samples (lists of frame indexes) and weights.
+SPEEDSCOPE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["$schema", "shared", "profiles"],
+    "properties": {
+        "$schema": {"const": "https://www.speedscope.app/file-format-schema.json"},
+        "shared": {
+            "type": "object",
+            "required": ["frames"],
+            "properties": {
+                "frames": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["name"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "name": {"type": "string"},
+                            "file": {"type": "string"},
+                            "line": {"type": "number"},
+                            "col": {"type": "number"},
+                        },
+                    },
+                }
+            },
+        },
+        "profiles": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    "type",
+                    "name",
+                    "unit",
+                    "startValue",
+                    "endValue",
+                    "samples",
+                    "weights",
+                ],
+                "properties": {
+                    "type": {"const": "sampled"},
+                    "name": {"type": "string"},
+                    "unit": {
+                        "enum": [
+                            "none",
+                            "nanoseconds",
+                            "microseconds",
+                            "milliseconds",
+                            "seconds",
+                            "bytes",
+                        ]
+                    },
+                    "startValue": {"type": "number"},
+                    "endValue": {"type": "number"},
+                    "samples": {
+                        "type": "array",
+                        "items": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                    },
+                    "weights": {"type": "array", "items": {"type": "number"}},
+                },
+            },
+        },
+        "name": {"type": "string"},
+        "activeProfileIndex": {"type": "number"},
+        "exporter": {"type": "string"},
+    },
+}
+
+
+def check_speedscope(doc: dict[str, Any]) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(doc, SPEEDSCOPE_SCHEMA)
+    nframes = len(doc["shared"]["frames"])
+    for prof in doc["profiles"]:
+        # What the schema cannot say: indexes within the frames, a weight per sample, and
+        # endValue no less than startValue.
+        assert all(i < nframes for s in prof["samples"] for i in s)
+        assert len(prof["weights"]) == len(prof["samples"])
+        assert prof["endValue"] >= prof["startValue"]
+
+
+def test_the_speedscope_file_follows_the_format_and_weighs_device_time(tmp_path: Path) -> None:
+    p = with_stacks()
+    p.table.duration[0] = 300
+    p.export_speedscope(tmp_path / "p.speedscope.json")
+    doc = json.loads((tmp_path / "p.speedscope.json").read_text())
+    check_speedscope(doc)
+    (prof,) = doc["profiles"]
+    assert sum(prof["weights"]) == sum(r.total_ns for r in p.summary().device) == 500
+    frames = doc["shared"]["frames"]
+    paths = [[frames[i]["name"] for i in s] for s in prof["samples"]]
+    assert paths == [
+        ["range a", "main", "step", "forward", "a"],
+        ["range a", "main", "step", "a"],
+        ["range a", "a"],
+    ]
+    assert prof["weights"] == [300, 100, 100]
+    assert frames[1] == {"name": "main", "file": "/src/main.py", "line": 10}
+    # The schema check refuses what speedscope would.
+    bad = json.loads(json.dumps(doc))
+    bad["shared"]["frames"][0]["line"] = "10"
+    with pytest.raises(Exception, match="is not of type 'number'"):
+        check_speedscope(bad)

@@ -23,6 +23,7 @@ stack becomes text once at the end, its innermost frame the row's site.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from array import array
@@ -234,10 +235,30 @@ def _frames(raw: int) -> tuple[Site, tuple[Site, ...] | None]:
     key = KEYS[raw]
     if isinstance(key, StackKey):
         stack = tuple(_site(r) for r in reversed(key))
-        return stack[-1], stack
+        return stack[-1], _without_runner(stack)
     if isinstance(key, ResolvedStack):
         return key[-1], tuple(key)
     return _site(raw), None
+
+
+#: Where ``kprof run`` and ``python -m`` run a program from: their frames sit above every
+#: stack of the program, the same for all, and are left out (the outermost ones only).
+_CORE = os.path.dirname(os.path.abspath(__file__ or ""))  # .../kprof_core/recording
+_RUNNER_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(_CORE)), pkg) + os.sep
+    for pkg in ("kprof_core", "kprof")
+)
+
+
+def _without_runner(stack: tuple[Site, ...]) -> tuple[Site, ...]:
+    """``stack`` (outermost first) without the frames of the runner above the program."""
+    k = 0
+    while k < len(stack) - 1 and (
+        stack[k].file.startswith(("<frozen runpy>", *_RUNNER_DIRS))
+        or stack[k].file.endswith(os.sep + "runpy.py")
+    ):
+        k += 1
+    return stack[k:]
 
 
 def site_of(raw: int) -> Site:
