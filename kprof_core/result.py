@@ -151,14 +151,16 @@ class Profile(ProfileData):
         a = analyse(self, range)
         return ProfileAnalysis(**{f: getattr(a, f) for f in a.__dataclass_fields__})
 
-    def diff(self, other: ProfileData, alpha: float | None = None) -> ProfileDiff:
+    def diff(self, other: ProfileData, alpha: float | None = None, by: str = "name") -> ProfileDiff:
         """How ``other`` (after) differs from this profile (before), name by name.
 
         Per name: calls, median and total time before and after, the ratio of the medians, and
         whether the change stands out of the run-to-run spread of the per-call durations (a
         Mann-Whitney U test at ``alpha``, default 0.01); see :mod:`kprof_core.analysis.compare`.
+        ``by="line"``: a row per name and launch site (profiles taken with ``sites=True``), so
+        that the same kernel launched from two places is two rows.
         """
-        return _diff(self, other, DEFAULT_ALPHA if alpha is None else alpha, ProfileDiff)
+        return _diff(self, other, DEFAULT_ALPHA if alpha is None else alpha, ProfileDiff, by)
 
     # -- output -------------------------------------------------------------------------------------
 
