@@ -394,3 +394,88 @@ def test_both_encoders_refuse_bad_input_alike() -> None:
             enc.track_events(len, array("q", [1]).tobytes(), bad_kind, host, {}, 1, 0, 0, 1)
         with pytest.raises(ValueError):
             enc.track_events(len, one, table[:9], host, {}, 1, 0, 0, 1)
+
+
+# -- the command line: kprof run / show / merge --perfetto ---------------------------------------
+
+
+def test_show_and_merge_write_what_the_api_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kprof_core.cli.main import main
+    from kprof_core.ranks.combine import source_labels
+    from kprof_core.ranks.merge import _rank_key, aligned_views
+
+    files = []
+    for rank in (0, 1):
+        p = synthetic(100, seed=rank)
+        p.meta = {**p.meta, "rank": rank}
+        files.append(tmp_path / f"r{rank}.kprof")
+        p.save(files[-1])
+    out = tmp_path / "one.pftrace"
+    assert main(["show", str(files[0]), "--perfetto", str(out)]) == 0
+    assert f"kprof: wrote {out}" in capsys.readouterr().err
+    assert out.read_bytes() == _both(kprof.load(files[0]))
+
+    merged, chrome = tmp_path / "all.pftrace", tmp_path / "all.json"
+    assert (
+        main(["merge", str(files[1]), str(files[0]), "--perfetto", str(merged), "-o", str(chrome)])
+        == 0
+    )
+    loaded = sorted((kprof.load(f) for f in files), key=_rank_key)
+    views, labels = aligned_views(loaded), source_labels(loaded)
+    assert merged.read_bytes() == _both(views, labels)
+    import json
+
+    d = decode(merged.read_bytes())
+    _same_as_chrome(d, json.loads(chrome.read_text()))
+    assert d.sequences == {1, 2}
+    assert sorted(d.processes.values())[:2] == ["rank 0", "rank 0: testdev synth 0"]
+
+
+def test_run_writes_a_perfetto_trace(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "work.py"
+    script.write_text(
+        textwrap.dedent("""
+        import kprof
+        from kprof_testbackend import device
+
+        q = device.Queue()
+        with q, kprof.range("step"):
+            q.launch("k1", 100)
+            q.launch("k2", 100)
+        q.finish()
+    """)
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kprof",
+            "run",
+            "--backends",
+            "testdev",
+            "--perfetto",
+            "t.pftrace",
+            "-o",
+            "t.kprof",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "kprof: wrote t.pftrace" in r.stderr
+    d = decode((tmp_path / "t.pftrace").read_bytes())
+    assert sorted(s.name for s in d.all_slices("kernel")) == ["k1", "k2"]
+    assert len(flows(d)) == 2
+    # The file is the saved profile's export: nothing is lost on the way.
+    assert (tmp_path / "t.pftrace").read_bytes() == _both(kprof.load(tmp_path / "t.kprof"))
