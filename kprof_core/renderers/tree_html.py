@@ -139,7 +139,7 @@ def tree_html(p: ProfileData) -> str:
         return ""
     out = [
         STYLE,
-        '<h3 id="kprof-tree">Device time by range, line and kernel</h3>',
+        '<h3 class="kprof-tree-title">Device time by range, line and kernel</h3>',
         '<div class="kprof-tree"><div class="kprof-line kprof-head"><span class="kt">Time</span>'
         '<span class="ks">Share</span><span class="kc">Calls</span>'
         '<span class="kn">Range › line › kernel</span></div>',
