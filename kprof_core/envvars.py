@@ -29,6 +29,7 @@ DISCOVERY_TIMEOUT = "KPROF_DISCOVERY_TIMEOUT"
 RESOLVE_TIMEOUT = "KPROF_RESOLVE_TIMEOUT"
 PURE_PYTHON = "KPROF_PURE_PYTHON"
 SITES = "KPROF_SITES"
+STACKS = "KPROF_STACKS"
 RUN_RESTARTED = "KPROF_RUN_RESTARTED"
 CUPTI_LIBRARY = "KPROF_CUPTI_LIBRARY"
 OPENCL_HOOK = "KPROF_OPENCL_HOOK"
@@ -84,6 +85,14 @@ VARIABLES: tuple[EnvVar, ...] = (
         "``1`` (or ``true``, ``yes``, ``on``): profiles keep each record's launch site, the "
         "line of the user's code behind it (``profile(sites=...)`` wins). Off by default for "
         "its cost per launch (BENCHMARKS.md). A value that is not a boolean is an error.",
+    ),
+    EnvVar(
+        STACKS,
+        "",
+        "``1`` (or ``true``, ``yes``, ``on``): profiles keep each record's launch stack, the "
+        "Python frames behind it up to 32 deep (implies sites); a number from 2 to 256: that "
+        "depth. ``profile(stacks=...)`` wins. Off by default for its cost per launch "
+        "(BENCHMARKS.md). A value that is neither is an error.",
     ),
     EnvVar(
         CUPTI_LIBRARY,

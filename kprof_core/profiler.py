@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -20,6 +21,7 @@ from kprof_core.recording import activity, bounds
 from kprof_core.recording.annotations import around
 from kprof_core.recording.recorder import Recorder, now
 from kprof_core.recording.recorder_state import _ACTIVE
+from kprof_core.recording.sites import stack_depth
 from kprof_core.result import Profile
 from kprof_core.windows import NEVER, Schedule, Windows, check_schedule, check_signal
 
@@ -61,6 +63,14 @@ def _notes(rec: Recorder) -> list[str]:
     return notes
 
 
+def _env_stacks() -> int:
+    """``KPROF_STACKS``: a boolean (depth 32 when on) or a depth."""
+    raw = os.environ.get(envvars.STACKS, "").strip()
+    if raw.isdigit() and int(raw) > 1:  # "1" is a boolean's on
+        return stack_depth(int(raw), f"{envvars.STACKS}={raw!r}")
+    return stack_depth(env_flag(envvars.STACKS))
+
+
 class profile:
     """Profile the code in a ``with`` block (or a decorated function).
 
@@ -77,7 +87,10 @@ class profile:
     plugin's, the standard library's or a library's that kprof skips by default (PyOpenCL,
     CuPy, reikna, loopy, NumPy, pytools, hip-python). ``site_skip``: more module prefixes whose frames are not
     yours (``("mylib", "company.gpu")``): a launch from inside them is given the line that
-    called into them.
+    called into them. ``stacks``: keep each record's whole Python stack too, up to 32 frames
+    (``True``) or the depth given (1 to 256), from the launch site outwards (default off, or
+    ``KPROF_STACKS``); implies ``sites``. ``p.tree()``, ``p.summary(by="stack")`` and
+    ``p.export_speedscope`` read them.
 
     ``schedule``: record only some steps of a loop, each run of them a window of its own
     (``kprof.schedule(...)``; steps end at ``kprof.step()``). Each finished window is a
@@ -113,9 +126,13 @@ class profile:
         sites: bool | None = None,
         site_skip: Iterable[str] = (),
         window_signal: bool | int = False,
+        stacks: bool | int | None = None,
     ) -> None:
+        if stacks is None:
+            stacks = _env_stacks()
+        self.stacks = stack_depth(stacks)
         if sites is None:
-            sites = env_flag(envvars.SITES)
+            sites = env_flag(envvars.SITES) or self.stacks > 0
         if isinstance(site_skip, str):
             site_skip = [site_skip]
         self.site_skip = list(site_skip)
@@ -183,6 +200,7 @@ class profile:
             parent=parent,
             sites=self.sites,
             site_skip=self.site_skip,
+            stacks=self.stacks,
             bounds=(
                 None
                 if self.max_records is None and not self.min_duration_ns
@@ -210,6 +228,9 @@ class profile:
             max_records=self.max_records,
             keep=self.keep,
             min_duration_ns=self.min_duration_ns,
+            sites=self.sites,
+            site_skip=self.site_skip,
+            stacks=self.stacks,
         )
 
     def _hold(self) -> Callable[[], None]:
@@ -333,6 +354,7 @@ class profile:
                 sites=self.sites,
                 site_skip=self.site_skip,
                 window_signal=self.window_signal or False,
+                stacks=self.stacks,
             )
 
         def keep(wrapper: Any, p: Profile) -> None:

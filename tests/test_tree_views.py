@@ -3,8 +3,13 @@ totals against the summary's; built from tables with known times (no device need
 
 from __future__ import annotations
 
+import inspect
 from array import array
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import kprof
 from kprof_core.data.records import (
@@ -18,6 +23,9 @@ from kprof_core.data.records import (
 )
 from kprof_core.data.sites import Site
 from kprof_core.data.tree import TreeNode, device_tree
+from kprof_core.low_level import native
+
+HERE = str(Path(__file__))
 
 T0 = 1_000_000
 X1, Y2 = Site("/src/x.py", 1, "f"), Site("/src/y.py", 2, "g")
@@ -107,7 +115,7 @@ def test_a_launch_stack_is_a_chain_of_site_nodes_outermost_first() -> None:
     main, loop = Site("/src/main.py", 9, "main"), Site("/src/loop.py", 4, "run")
     p.stacks = ((main, loop, X1), (main, Y2))
     # Rows 0 and 2 (a under x.py:1) came through main > run; row 1 (b) from main directly.
-    p.table.stack = array("q", [0, 1, 0, -1, -1, -1, -1, -1, -1])  # type: ignore[attr-defined]
+    p.table.stack = array("q", [0, 1, 0, -1, -1, -1, -1, -1, -1])
     step = device_tree(p).children[0]
     assert shape(step)[:4] == ["range", "step", 4579, 5]
     [outer, inner] = step.children
@@ -141,3 +149,56 @@ def test_the_html_page_and_the_notebook_show_the_tree(tmp_path: Path) -> None:
     plain.host = type(plain.host)()
     plain.table.site = array("q", [-1] * len(plain.table))
     assert "kprof-tree" not in (plain._repr_html_() or "")
+
+
+@pytest.fixture(params=["compiled", "pure"])
+def path(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "compiled" and native.compiled() is None:
+        pytest.skip("the compiled recorder is not built here")
+    native.use_compiled(request.param == "compiled")
+    try:
+        yield request.param
+    finally:
+        native.use_compiled(True)
+
+
+def inner(q: Any) -> None:
+    q.launch("k", 50)  # inner's launch
+
+
+def outer(q: Any) -> None:
+    inner(q)  # first call
+    inner(q)  # second call
+
+
+def test_a_captured_stack_is_a_chain_from_the_range_to_the_kernel(
+    path: str, testbackends: Any, tdq: Callable[..., Any]
+) -> None:
+    q = tdq()
+    with kprof.profile(stacks=True) as p, q:
+        with kprof.range("step"):
+            outer(q)  # the test's call
+    root = device_tree(p)
+    assert root.total_ns == sum(r.total_ns for r in p.summary().device) and root.calls == 2
+    [step] = root.children
+    # Down the frames outside this file (pytest's) to this test's line.
+    node = step
+    while not (node.site and node.site.file == HERE):
+        [node] = node.children
+    here = "test_tree_views.py"
+
+    def at(fn: Any, text: str) -> str:
+        lines, first = inspect.getsourcelines(fn)
+        return f"{here}:{first + next(i for i, s in enumerate(lines) if text in s)}"
+
+    test = test_a_captured_stack_is_a_chain_from_the_range_to_the_kernel
+    assert node.name == at(test, "the test's call") + f" {test.__name__}"
+    launch = f"{at(inner, 'launch')} inner"
+    got = [
+        (c.name, [(g.name, [(k.kind, k.name, k.calls) for k in g.children]) for g in c.children])
+        for c in node.children
+    ]
+    assert sorted(got) == [
+        (f"{at(outer, 'first call')} outer", [(launch, [("kernel", "k", 1)])]),
+        (f"{at(outer, 'second call')} outer", [(launch, [("kernel", "k", 1)])]),
+    ]

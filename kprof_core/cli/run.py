@@ -120,7 +120,7 @@ def _forked_child_paths(args: argparse.Namespace) -> None:
     """In a child the script forked (``os.fork()`` inside the profile, which then ended in
     the child: ``sys.exit`` there), the output paths get the child's pid unless they have
     ``{pid}``: parent and child wrote the same file, the last one replacing the other."""
-    for attr in ("output", "html", "trace_file"):
+    for attr in ("output", "html", "trace_file", "speedscope"):
         path = getattr(args, attr, None)
         if path and "{pid}" not in path:
             root, ext = os.path.splitext(path)
@@ -153,6 +153,8 @@ def command(args: argparse.Namespace) -> int:
         schedule=sched,
         on_window=_window_writer(args) if windowed else None,
         window_signal=signalled,
+        sites=True if args.sites else None,
+        stacks=args.stacks,
     )
     # Load the plugins before the script's directory goes on sys.path: a file there must not
     # be imported in place of an installed plugin.
@@ -194,6 +196,8 @@ def command(args: argparse.Namespace) -> int:
         if not windowed:
             write_outputs(p, args)
             print_text(p.report())
+            if args.tree:
+                print_text("\n" + p.tree().report())
         else:  # the windows were written and printed as they ended
             print_text(p.report().split("\n\n")[0])
         if code:
@@ -286,7 +290,11 @@ def _window_writer(args: argparse.Namespace) -> Any:
         index = w.meta["window"]["index"]
         per = argparse.Namespace(
             **{
-                k: (window_path(v, index) if k in ("output", "html", "trace_file") and v else v)
+                k: (
+                    window_path(v, index)
+                    if k in ("output", "html", "trace_file", "speedscope") and v
+                    else v
+                )
                 for k, v in vars(args).items()
             }
         )
@@ -322,6 +330,15 @@ def _exit_after(finish: Any, real_exit: Any) -> Any:
     return _exit
 
 
+def _depth(text: str) -> int:
+    """``--stacks N``: a depth from 1 to 256."""
+    from kprof_core.recording.sites import MAX_STACK_DEPTH
+
+    if not text.isdigit() or not 1 <= int(text) <= MAX_STACK_DEPTH:
+        raise argparse.ArgumentTypeError(f"a depth from 1 to {MAX_STACK_DEPTH}, not {text!r}")
+    return int(text)
+
+
 def add_parser(sub: Any) -> None:
     """Register ``kprof run``."""
     r = sub.add_parser("run", help="profile a Python script, as python -m cProfile does")
@@ -344,6 +361,19 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="SIGUSR2 (kill -USR2 PID) opens a window, the next one closes it, each at the "
         "next kprof.step()",
+    )
+    r.add_argument(
+        "--sites",
+        action="store_true",
+        help="keep each record's launch site, the line of your code behind it",
+    )
+    r.add_argument(
+        "--stacks",
+        nargs="?",
+        const=True,
+        type=_depth,
+        metavar="DEPTH",
+        help="keep each record's Python stack too (32 frames deep, or DEPTH)",
     )
     add_output_options(r)
     r.add_argument("script", help="the script (or module, with -m)")

@@ -7,7 +7,14 @@ import os
 import sys
 from typing import Any
 
-from kprof_core.cli.common import EXIT_BAD_INPUT, CommandError, load_profile, window_files, wrote
+from kprof_core.cli.common import (
+    EXIT_BAD_INPUT,
+    CommandError,
+    add_tree_options,
+    load_profile,
+    window_files,
+    wrote,
+)
 from kprof_core.renderers.terminal import say
 
 
@@ -30,7 +37,11 @@ def command(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     # Files first: a reader that went away (`| head`) must not cost them (as in kprof run).
     code = 0
-    for path, export in ((args.trace_file, p.export_chrome_trace), (args.html, p.export_html)):
+    for path, export in (
+        (args.trace_file, p.export_chrome_trace),
+        (args.html, p.export_html),
+        (args.speedscope, p.export_speedscope),
+    ):
         if not path:
             continue
         try:
@@ -45,6 +56,8 @@ def command(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(p.report(True if args.print_trace else None))
+        if args.tree:
+            print("\n" + p.tree().report())
     return code
 
 
@@ -117,6 +130,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument(
         "--trace", dest="trace_file", metavar="FILE.json", help="write a Chrome/Perfetto trace"
     )
+    add_tree_options(s)
     s.add_argument("--json", action="store_true", help="print the records as JSON instead")
     s.add_argument(
         "--window",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from kprof_core.data.records import DeviceTable, HostTable
@@ -29,11 +28,9 @@ def frames_of(data: ProfileData, table: Literal["device", "host"], row: int) -> 
         t = data.host
     else:
         raise ValueError(f'frames_of(table=...) takes "device" or "host", not {table!r}')
-    stack_col: Sequence[int] | None = getattr(t, "stack", None)
-    stacks: Sequence[Stack] = data.stacks
-    if stack_col is not None:
-        sid = stack_col[row]
+    if t.stack:  # empty when no row has a stack
+        sid = t.stack[row]
         if sid >= 0:
-            return stacks[sid]
+            return data.stacks[sid]
     s = t.site[row]
     return (data.sites[s],) if s >= 0 else ()

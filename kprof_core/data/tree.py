@@ -117,7 +117,7 @@ def device_tree(data: ProfileData) -> TreeNode:
     # resolved once per group, not per row.
     # key -> [a row of the group, calls, device time]
     groups: dict[tuple[tuple[str, ...], int, int, int, int], list[int]] = {}
-    stack_col: Iterable[int] = getattr(t, "stack", None) or repeat(-1)
+    stack_col: Iterable[int] = t.stack or repeat(-1)  # empty: no row has a stack
     for i, (nid, kind, flags, thread, ls, le, dur, site, stack) in enumerate(
         zip(
             t.name,

@@ -68,6 +68,7 @@ class Recorder(RecorderRanges, RecorderEnd):
         parent: Recorder | None = None,
         sites: bool = True,
         site_skip: Sequence[str] = (),
+        stacks: int = 0,
         bounds: Bounds | None = None,
     ) -> None:
         super().__init__(
@@ -78,6 +79,7 @@ class Recorder(RecorderRanges, RecorderEnd):
             parent=parent,
             sites=sites,
             site_skip=site_skip,
+            stacks=stacks,
             bounds=bounds,
         )
         self._bind_launch_path()
@@ -223,7 +225,9 @@ class Recorder(RecorderRanges, RecorderEnd):
         mod = native.compiled()
         self._native: Any = None
         # The catcher of launch sites: compiled with the compiled launch path, else Python.
-        self._sites = site_catcher(self._skip, mod) if self.sites_on else NoCatcher()
+        self._sites = (
+            site_catcher(self._skip, mod, self.stack_depth) if self.sites_on else NoCatcher()
+        )
         self._site = self._sites.capture
         # An allocation's site is caught as a launch's (memory_log.py): None with sites off.
         self.memory.catch = self._site if self.sites_on else None
