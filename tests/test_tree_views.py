@@ -202,3 +202,13 @@ def test_a_captured_stack_is_a_chain_from_the_range_to_the_kernel(
         (f"{at(outer, 'first call')} outer", [(launch, [("kernel", "k", 1)])]),
         (f"{at(outer, 'second call')} outer", [(launch, [("kernel", "k", 1)])]),
     ]
+
+
+def test_the_tree_in_a_notebook_is_the_html_tree() -> None:
+    p = built()
+    text = p.tree()._repr_html_()
+    assert text.startswith("<style>") and '<details data-kind="root" data-ns="4603"' in text
+    assert text.count('class="kprof-box"') == 11
+    assert kprof.Profile().tree()._repr_html_() == (
+        "<p>No device work with a device time was recorded.</p>"
+    )
