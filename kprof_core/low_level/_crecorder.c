@@ -21,6 +21,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
 
 /* The entry, activity entry and fast-queue formats, generated from layout.py (one home). */
@@ -344,7 +345,13 @@ new_launch_path(PyObject *module, PyObject *args)
 static int
 as_i64(PyObject *o, int64_t *out)
 {
+#if LONG_MAX == INT64_MAX
+    /* PyLong_AsLong: CPython 3.11's PyLong_AsLongLong goes through _PyLong_AsByteArray for
+     * every int of more than one digit (the host times: two per launch). */
+    long v = PyLong_AsLong(o);
+#else
     long long v = PyLong_AsLongLong(o);
+#endif
     if (v == -1 && PyErr_Occurred()) {
         PyErr_Clear();
         return 0;
@@ -668,6 +675,16 @@ PyInit__crecorder(void)
         return NULL;
     /* native.py compares it with layout.SIGNATURE and refuses this module when they differ. */
     if (PyModule_AddStringConstant(m, "LAYOUT", KPROF_LAYOUT_SIGNATURE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* For kprof_opencl._clnative's launcher: the C function behind LaunchPath.launch, and the
+     * function pointer its method objects carry (to recognise them), called without packing
+     * arguments (PyObject_Vectorcall is not in the 3.10 limited API). */
+    static void *launch_capi[2] = {(void *)lp_launch, (void *)lp_launch};
+    PyObject *cap = PyCapsule_New(launch_capi, "kprof_core.low_level._crecorder._launch_capi", NULL);
+    if (cap == NULL || PyModule_AddObject(m, "_launch_capi", cap) < 0) {
+        Py_XDECREF(cap);
         Py_DECREF(m);
         return NULL;
     }
