@@ -179,7 +179,41 @@ def child_opencl() -> dict[str, float]:
         assert len(p.device_ranges) == n
         out[f"cl_range_loop_{label}"] = (t1 - t0) / n
 
-    steps = [plain, markers]
+    def wrapper() -> None:
+        """The compiled launch wrapper (``_clnative.Launcher``) and the recorder's launch,
+        around a stand-in for the native enqueue (a C callable taking any arguments): kprof's
+        own work per launch, without PoCL's (whose threads share the cores)."""
+        import itertools
+
+        from kprof_opencl import capture
+
+        class Obj:
+            pass
+
+        kernel, queue = Obj(), Obj()
+        kernel._kprof_name = "k"  # type: ignore[attr-defined]
+        queue._kprof_profiles = True  # type: ignore[attr-defined]
+        native.use_compiled(True)
+        backend = kprof.get_backend("opencl")
+        launch = capture._compiled(itertools.chain, lambda *a: None, backend)
+        saved = Recorder.harvest_every, Recorder.max_pending
+        Recorder.harvest_every = Recorder.max_pending = 10**9
+        try:
+            with kprof.profile(backends=["opencl"]):
+                rec = kprof.plugin.active()
+                assert rec is not None
+                t0 = tt()
+                for _ in range(n):
+                    launch(queue, kernel, g, None, None, None, False, False)
+                t1 = tt()
+                assert len(rec._incoming) == n
+                rec._incoming.clear()  # the stand-in tokens are no events to read
+                rec._live_queues.clear()
+        finally:
+            Recorder.harvest_every, Recorder.max_pending = saved
+        out["cl_wrapper_compiled"] = (t1 - t0) / n
+
+    steps = [plain, markers, wrapper]
     for label, compiled in (("compiled", True), ("pure", False)):
         steps.append(lambda label=label, compiled=compiled: launches(label, compiled))
         steps.append(lambda label=label, compiled=compiled: ranges(label, compiled))

@@ -443,11 +443,134 @@ new_launcher(PyObject *module, PyObject *args)
     return (PyObject *)self;
 }
 
+/* -- kprof.range's hooks in C ---------------------------------------------------------------
+ *
+ * The twins of plugin.py's current_queue and record_timestamp hooks, which kprof's compiled
+ * range (kprof_core/low_level/_range.h) calls instead of them (`kprof_compiled` on each hook
+ * function): each saves a Python frame per call, three per range. Their common case only:
+ * record_timestamp calls the Python hook itself for a queue without a cached profiling flag or
+ * without profiling (observed markers). */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *current;  /* queues._current: the thread-local holding the current queue */
+    PyObject *python;   /* the Python hook, for every other case */
+    PyObject *marker;   /* pyopencl._cl._enqueue_marker_with_wait_list, once looked up */
+    int stamp;          /* 0: current_queue, 1: record_timestamp */
+} Hook;
+
+static PyObject *str_pyopencl, *str_marker_fn;
+
+static int
+hk_traverse(Hook *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->current);
+    Py_VISIT(self->python);
+    Py_VISIT(self->marker);
+    return 0;
+}
+
+static int
+hk_clear(Hook *self)
+{
+    Py_CLEAR(self->current);
+    Py_CLEAR(self->python);
+    Py_CLEAR(self->marker);
+    return 0;
+}
+
+static void
+hk_dealloc(Hook *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    hk_clear(self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+hk_call(Hook *self, PyObject *args, PyObject *kwargs)
+{
+    if (kwargs != NULL || PyTuple_Size(args) != 1)
+        return PyObject_Call(self->python, args, kwargs);
+    if (!self->stamp) {  /* current_queue: none until PyOpenCL is imported */
+        PyObject *mod = PyDict_GetItemWithError(PyImport_GetModuleDict(), str_pyopencl);
+        if (mod == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            Py_RETURN_NONE;
+        }
+        return PyObject_GetAttr(self->current, str_queue);
+    }
+    PyObject *q = PyObject_GetAttr(self->current, str_queue);
+    if (q == NULL || q == Py_None)
+        return q;
+    PyObject *prof = cached(q, str_kprof_profiles);
+    int profiles = prof == NULL ? -1 : PyObject_IsTrue(prof);
+    Py_XDECREF(prof);
+    if (profiles != 1) {
+        Py_DECREF(q);
+        return PyErr_Occurred() ? NULL : PyObject_Call(self->python, args, NULL);
+    }
+    if (self->marker == NULL) {
+        PyObject *cl = PyImport_ImportModule("pyopencl._cl");
+        self->marker = cl == NULL ? NULL : PyObject_GetAttr(cl, str_marker_fn);
+        Py_XDECREF(cl);
+        if (self->marker == NULL) {
+            Py_DECREF(q);
+            return NULL;
+        }
+    }
+    /* With no wait list a marker waits for everything enqueued before it on the queue. */
+    PyObject *ev = PyObject_CallFunctionObjArgs(self->marker, q, Py_None, NULL);
+    Py_DECREF(q);
+    return ev;
+}
+
+static PyType_Slot hk_slots[] = {
+    {Py_tp_dealloc, hk_dealloc},
+    {Py_tp_traverse, hk_traverse},
+    {Py_tp_clear, hk_clear},
+    {Py_tp_call, hk_call},
+    {0, NULL},
+};
+
+static PyType_Spec hk_spec = {
+    "kprof_opencl._clnative.Hook", sizeof(Hook), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    hk_slots,
+};
+
+static PyObject *HookType;
+
+static PyObject *
+new_hook(PyObject *module, PyObject *args)
+{
+    PyObject *current, *python;
+    int stamp;
+    if (!PyArg_ParseTuple(args, "OOp:range_hook", &current, &python, &stamp))
+        return NULL;
+    Hook *self = (Hook *)PyType_GenericAlloc((PyTypeObject *)HookType, 0);
+    if (self == NULL)
+        return NULL;
+    Py_INCREF(current);
+    self->current = current;
+    Py_INCREF(python);
+    self->python = python;
+    self->stamp = stamp;
+    return (PyObject *)self;
+}
+
 static PyMethodDef methods[] = {
     {"bind", bind, METH_VARARGS,
      "bind(clGetEventInfo_address, clGetEventProfilingInfo_address)"},
     {"launcher", new_launcher, METH_VARARGS,
      "launcher(original, python_wrapper, active, now, current, backend, kind) -> Launcher"},
+    {"range_hook", new_hook, METH_VARARGS,
+     "range_hook(current, python_hook, stamp) -> the current_queue (stamp false) or "
+     "record_timestamp hook in C, for kprof's compiled range"},
     {"read", read_times, METH_VARARGS,
      "read(starts, stops) -> (begins, ends) as native int64 bytes, for the longest prefix of "
      "complete, readable events"},
@@ -469,8 +592,13 @@ PyInit__clnative(void)
     str_launch = PyUnicode_InternFromString("launch");
     if (!str_int_ptr || !str_kprof_name || !str_kprof_profiles || !str_queue || !str_launch)
         return NULL;
+    str_pyopencl = PyUnicode_InternFromString("pyopencl");
+    str_marker_fn = PyUnicode_InternFromString("_enqueue_marker_with_wait_list");
+    if (!str_pyopencl || !str_marker_fn)
+        return NULL;
     LauncherType = PyType_FromSpec(&ln_spec);
-    if (LauncherType == NULL)
+    HookType = PyType_FromSpec(&hk_spec);
+    if (LauncherType == NULL || HookType == NULL)
         return NULL;
     return PyModule_Create(&moduledef);
 }

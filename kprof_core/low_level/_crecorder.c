@@ -62,6 +62,9 @@ typedef struct {
     /* Caches of the last launch's backend and queue (most launches repeat them): */
     PyObject *last_backend, *last_slot;  /* the backend and its slot, if timed */
     PyObject *last_queue, *last_qk;      /* the queue and id(queue), kept in `live` */
+    /* kprof.range's compiled path (_range.h): (backend, current_queue, record_timestamp or
+     * None) per backend, or None where every range takes the Python path (recorder.py). */
+    PyObject *range_plan;
 } LaunchPath;
 
 /* Each thread's key (kprof_core.recording.threads: `_tls.key`), once read: the key never changes for a
@@ -89,6 +92,7 @@ lp_traverse(LaunchPath *self, visitproc visit, void *arg)
     Py_VISIT(self->last_slot);
     Py_VISIT(self->last_queue);
     Py_VISIT(self->last_qk);
+    Py_VISIT(self->range_plan);
     return 0;
 }
 
@@ -108,6 +112,7 @@ lp_clear(LaunchPath *self)
     Py_CLEAR(self->last_slot);
     Py_CLEAR(self->last_queue);
     Py_CLEAR(self->last_qk);
+    Py_CLEAR(self->range_plan);
     return 0;
 }
 
@@ -288,6 +293,9 @@ static PyMethodDef lp_methods[] = {
 static PyMemberDef lp_members[] = {
     {"next_harvest", T_PYSSIZET, offsetof(LaunchPath, next_harvest), 0,
      "Call pressure() once this many entries are pending."},
+    {"range_plan", T_OBJECT, offsetof(LaunchPath, range_plan), 0,
+     "kprof.range's compiled path: (backend, current_queue, record_timestamp or None) per "
+     "backend, or None (every range takes the Python path)."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -339,6 +347,10 @@ new_launch_path(PyObject *module, PyObject *args)
     }
     return (PyObject *)self;
 }
+
+/* kprof.range's entry and exit (RangeBase), using LaunchPath and lp_who above. */
+#include <time.h>
+#include "_range.h"
 
 /* -- the harvest's bookkeeping, column-wise ------------------------------------------------ */
 
@@ -626,6 +638,10 @@ static PyMethodDef module_methods[] = {
     {"launch_path", new_launch_path, METH_VARARGS,
      "launch_path(incoming, live_queues, timed_slots, slow, pressure, tls, running_loop, who, "
      "next_harvest, sites) -> LaunchPath"},
+    {"range_bind", range_bind, METH_VARARGS,
+     "range_bind(active, now, outside, kind_range, entry_host_range, flag_approximate, "
+     "flag_host_timed): what "
+     "RangeBase's compiled path needs of kprof_core.recording.annotations."},
     {"site_catcher", new_site_catcher, METH_VARARGS,
      "site_catcher(skip, keys) -> SiteCatcher: see kprof_core.recording.sites."},
     {"run_columns", run_columns, METH_VARARGS,
@@ -675,6 +691,10 @@ PyInit__crecorder(void)
         return NULL;
     /* native.py compares it with layout.SIGNATURE and refuses this module when they differ. */
     if (PyModule_AddStringConstant(m, "LAYOUT", KPROF_LAYOUT_SIGNATURE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (range_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }
