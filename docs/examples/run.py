@@ -30,6 +30,7 @@ EXAMPLES: dict[str, list[str]] = {
     "reading": [PY, "reading.py"],
     "analysis": [PY, "analysis.py"],
     "memory": [PY, "memory.py"],
+    "stacks": [PY, "stacks.py"],
     "diff": [PY, "-m", "kprof", "diff", "base.kprof", "new.kprof", "--fail-above", "1.10"],
     "pytest_save": [*PYTEST, "--kprof-save", ".kprof-baseline"],
     "pytest_compare": [
@@ -47,13 +48,15 @@ FILES = [
     "reading.py",
     "analysis.py",
     "memory.py",
+    "stacks.py",
     "test_kernels.py",
     "base.kprof",
     "new.kprof",
 ]
 
 _NUMBER = re.compile(
-    r"(?:<\s?)?-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?(?:ns|µs|ms|s|%|x)(?![A-Za-z])|\bp[=<]\d[\d.e-]*"
+    r"(?:<\s?)?-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?(?:(?:[KMGT]i?)?B/s|ns|µs|ms|s|%|x)(?![A-Za-z])"
+    r"|\bp[=<]\d[\d.e-]*"
 )
 _VERDICT = re.compile(
     r"\s*(launch-bound|device-bound|dependency-bound|unexplained idle|no device work)\b"
