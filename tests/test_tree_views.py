@@ -143,7 +143,7 @@ def test_the_html_page_and_the_notebook_show_the_tree(tmp_path: Path) -> None:
         nodes = [(n.kind, str(n.total_ns), str(n.calls)) for n in device_tree(p).walk()]
         assert lines == nodes, "the tree lists every node, parents first"
         assert text.count('class="kprof-box"') == 11  # the nodes of at least 0.1 %
-        assert "<h3>Device time by range, line and kernel</h3>" in text
+        assert '<h3 id="kprof-tree">Device time by range, line and kernel</h3>' in text
     # Nothing to split (no ranges, no sites): no tree, the device table says it all.
     plain = built()
     plain.host = type(plain.host)()
