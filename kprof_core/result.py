@@ -19,6 +19,7 @@ from kprof_core.analysis.drift import drift as _drift
 from kprof_core.analysis.idle import Analysis, analyse
 from kprof_core.data.profile_data import ProfileData
 from kprof_core.data.summary import Durations, Summary
+from kprof_core.data.tree import TreeNode, device_tree
 from kprof_core.io import exports, storage
 from kprof_core.renderers.analysis import analysis_html, analysis_lines
 from kprof_core.renderers.chrome import write_chrome_trace
@@ -27,7 +28,9 @@ from kprof_core.renderers.diff import diff_html, render_diff
 from kprof_core.renderers.drift import drift_lines
 from kprof_core.renderers.html import write_html
 from kprof_core.renderers.notebook import notebook_html
+from kprof_core.renderers.speedscope import write_speedscope
 from kprof_core.renderers.terminal import lines
+from kprof_core.renderers.tree_text import tree_lines
 
 __all__ = [
     "Analysis",
@@ -35,12 +38,32 @@ __all__ = [
     "Durations",
     "Profile",
     "ProfileDiff",
+    "ProfileTree",
     "Summary",
     "WindowDrift",
     "drift",
     "load",
     "loads",
 ]
+
+
+class ProfileTree:
+    """Device time as a tree (``Profile.tree()``); print it. ``root``: the ``TreeNode`` at
+    its top (``kind``, ``name``, ``site``, ``total_ns``, ``share``, ``calls``, ``children``),
+    whose totals equal the summary's device totals."""
+
+    def __init__(self, root: TreeNode) -> None:
+        self.root = root
+
+    def report(self, min_share: float = 0.0) -> str:
+        """The tree as text; nodes under ``min_share`` percent are counted, not shown."""
+        return lines(tree_lines(self.root, min_share))
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the tree
+        p.text(self.report())
 
 
 class ProfileDiff(Comparison):
@@ -128,14 +151,16 @@ class Profile(ProfileData):
         a = analyse(self, range)
         return ProfileAnalysis(**{f: getattr(a, f) for f in a.__dataclass_fields__})
 
-    def diff(self, other: ProfileData, alpha: float | None = None) -> ProfileDiff:
+    def diff(self, other: ProfileData, alpha: float | None = None, by: str = "name") -> ProfileDiff:
         """How ``other`` (after) differs from this profile (before), name by name.
 
         Per name: calls, median and total time before and after, the ratio of the medians, and
         whether the change stands out of the run-to-run spread of the per-call durations (a
         Mann-Whitney U test at ``alpha``, default 0.01); see :mod:`kprof_core.analysis.compare`.
+        ``by="line"``: a row per name and launch site (profiles taken with ``sites=True``), so
+        that the same kernel launched from two places is two rows.
         """
-        return _diff(self, other, DEFAULT_ALPHA if alpha is None else alpha, ProfileDiff)
+        return _diff(self, other, DEFAULT_ALPHA if alpha is None else alpha, ProfileDiff, by)
 
     # -- output -------------------------------------------------------------------------------------
 
@@ -160,6 +185,8 @@ class Profile(ProfileData):
         )
         if len(self.windows) < info["delivered"]:
             head += " (handed to on_window, not kept here)"
+        if "note" in info:
+            head += f"\n ! {info['note']}"
         return "\n\n".join([head, *(w.report(trace) for w in self.windows)])
 
     def __str__(self) -> str:
@@ -181,6 +208,26 @@ class Profile(ProfileData):
     def export_chrome_trace(self, path: str | os.PathLike[str] | IO[str]) -> None:
         """Write a Chrome trace / Perfetto JSON file (open it in ui.perfetto.dev)."""
         write_chrome_trace(path, [self])
+
+    def export_perfetto(self, path: str | os.PathLike[str] | IO[bytes]) -> None:
+        """Write Perfetto's native trace format (``.pftrace``; open it in ui.perfetto.dev):
+        the Chrome trace's tracks, slices, flows and counters as protobuf with interned
+        names, several times smaller and faster to load than JSON. Streamed to disk."""
+        from kprof_core.renderers.perfetto import write_perfetto
+
+        write_perfetto(path, [self])
+
+    def tree(self) -> ProfileTree:
+        """Device time as a tree: ``kprof.range`` blocks, then the lines of code that launched
+        (outermost frame first: the whole stack with ``profile(stacks=True)``, the launch site
+        alone with ``sites=True``), then kernels, each with device time, share and calls.
+        Print it; its ``root`` is the ``TreeNode`` the HTML and notebook views draw."""
+        return ProfileTree(device_tree(self))
+
+    def export_speedscope(self, path: str | os.PathLike[str] | IO[str]) -> None:
+        """Write the device-time tree as a speedscope file (open it in www.speedscope.app):
+        a sampled profile weighted by device nanoseconds, frames with file and line."""
+        write_speedscope(path, self)
 
     def export_html(self, path: str | os.PathLike[str] | IO[str]) -> None:
         """Write a self-contained HTML timeline (zoom, pan, tooltips) with the summary tables."""

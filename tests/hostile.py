@@ -61,8 +61,9 @@ def assemble(header: dict[str, Any], stored: Iterable[bytes]) -> bytes:
     for key, raw in _LITERAL.items():
         text = text.replace(json.dumps(key), raw)
     h = text.encode("ascii")
-    # Version 3 when the tables carry launch sites (their columns listed), else 1.
-    version = 3 if any(c.get("name") == "site" for c in header["columns"]) else 1
+    # Version 4 when the tables carry stacks, 3 when launch sites (their columns listed), else 1.
+    names = {c.get("name") for c in header["columns"]}
+    version = 4 if "stack" in names else 3 if "site" in names else 1
     return (
         storage.MAGIC + struct.pack("<III", version, len(h), zlib.crc32(h)) + h + b"".join(stored)
     )

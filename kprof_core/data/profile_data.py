@@ -34,7 +34,7 @@ from kprof_core.data.records import (
     RangeRecord,
     ThreadRecord,
 )
-from kprof_core.data.site_summary import SiteRow, site_rows
+from kprof_core.data.site_summary import SiteRow, StackRow, site_rows, stack_rows
 from kprof_core.data.sites import Site
 from kprof_core.data.summary import Durations, Summary, _split, rows_of
 
@@ -101,6 +101,8 @@ class ProfileData:
       values the tables' ``name``, ``queue`` and ``thread`` columns index.
     - ``sites``: the launch sites (``kprof.Site``: file, line, function) the tables' ``site``
       columns index (-1: unknown), sorted; ``summary(by="line")`` gives device time per site.
+    - ``stacks``: the launch stacks (``profile(stacks=True)``): per stack id, its frames as
+      ``kprof.Site``s, outermost first; ``kprof_core.data.stacks.frames_of`` reads a row's.
     - ``errors``: device row index -> why that row has no device time.
     - ``details``: device row index -> what the backend said about that row (a kernel's grid and
       block, its stream; rows from activity records such as CUPTI's).
@@ -123,6 +125,8 @@ class ProfileData:
         self.queues: list[QueueRecord] = []
         self.threads: list[ThreadRecord] = []
         self.sites: list[Site] = []
+        #: Stack id -> its frames, outermost first (``profile(stacks=True)``); ``frames_of``.
+        self.stacks: tuple[tuple[Site, ...], ...] = ()
         self.errors: dict[int, str] = {}
         #: Row -> what the backend said about that device row (a kernel's grid and block).
         self.details: MutableMapping[int, str] = {}
@@ -137,6 +141,7 @@ class ProfileData:
         self.table, self.host = rec.table, rec.host
         self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
         self.sites = rec.sites
+        self.stacks = rec.stacks
         self.errors, self.clocks = rec.errors, rec.clocks
         self.details = rec.details
         self.dropped = dict(getattr(rec, "activity_dropped", {}))
@@ -359,14 +364,19 @@ class ProfileData:
     def summary(self, by: Literal["name"] = ...) -> Summary: ...
     @overload
     def summary(self, by: Literal["line"]) -> list[SiteRow]: ...
-    def summary(self, by: str = "name") -> Summary | list[SiteRow]:
+    @overload
+    def summary(self, by: Literal["stack"]) -> list[StackRow]: ...
+    def summary(self, by: str = "name") -> Summary | list[SiteRow] | list[StackRow]:
         """Per-name statistics of the host side, the device side and device ranges; with
         ``by="line"``, the device time of kernels and copies per launch site (``SiteRow``s,
-        largest total first, with the kernels launched from each)."""
+        largest total first, with the kernels launched from each); with ``by="stack"``, the
+        same per launch stack (``StackRow``s; ``profile(stacks=True)``)."""
         if by == "line":
             return site_rows(self.table, self.names, self.sites, self.span_ns)
+        if by == "stack":
+            return stack_rows(self.table, self.names, self.sites, self.stacks, self.span_ns)
         if by != "name":
-            raise ValueError(f'summary(by=...) takes "name" or "line", not {by!r}')
+            raise ValueError(f'summary(by=...) takes "name", "line" or "stack", not {by!r}')
         d, span = self.durations(), self.span_ns
         return Summary(
             span,

@@ -170,6 +170,10 @@ class Interner:
         return len(self.values)
 
 
+#: The ``stack`` columns' array type: 32-bit, as stack ids are few (one per distinct stack).
+STACK_TYPE = "i"
+
+
 class DeviceTable:
     """Device records, one column per field."""
 
@@ -190,6 +194,7 @@ class DeviceTable:
     def __init__(self) -> None:
         for c in self.COLUMNS:
             setattr(self, c, array("q"))
+        self.stack = array(STACK_TYPE)
 
     name: array[int]
     kind: array[int]
@@ -203,6 +208,11 @@ class DeviceTable:
     flags: array[int]
     #: The launch site: an index into the profile's ``sites`` (once resolved), -1 for none.
     site: array[int]
+    #: The launch stack: an index into the profile's ``stacks``, -1 for none. Not one of the
+    #: ``COLUMNS`` rows are recorded with: made at the profile's end from the raw ids in
+    #: ``site``, and empty when no row has a stack (``profile(stacks=False)``). 32-bit
+    #: (``STACK_TYPE``): 4 bytes a record (files store it as int64, as every column).
+    stack: array[int]
 
     def append(
         self,
@@ -345,6 +355,7 @@ class HostTable:
     def __init__(self) -> None:
         for c in self.COLUMNS:
             setattr(self, c, array("q"))
+        self.stack = array(STACK_TYPE)
 
     name: array[int]
     kind: array[int]
@@ -352,6 +363,7 @@ class HostTable:
     start: array[int]
     end: array[int]
     site: array[int]  # as DeviceTable.site
+    stack: array[int]  # as DeviceTable.stack
 
     def trim(self) -> None:
         """As ``DeviceTable.trim``."""

@@ -9,6 +9,11 @@ record views ``p.kernels``, ``p.ranges`` are):
   and ``detail``: what the backend said about the row (a CUDA kernel's grid and block);
 - host records: ranges and markers.
 
+Each record's launch site is in ``file``, ``line`` and ``function``, and its launch stack
+(``profile(stacks=True)``) in ``stack``: in JSON an index into the header's ``stacks`` (each a
+list of frames, outermost first), in CSV and DataFrames the frames as text, outermost first,
+``;`` between them (``/src/train.py:12 main;/src/model.py:30 forward``), as folded stacks are.
+
 Files are written through :func:`open_text`: a path that cannot be written raises
 :class:`ExportError` (an ``OSError``) saying so, no partial file is left behind, and the
 profile itself is never changed by an export.
@@ -30,9 +35,12 @@ from kprof_core.data.records import APPROXIMATE, HOST_TIMED, KIND_NAMES, UNRESOL
 
 if TYPE_CHECKING:
     from kprof_core.data.profile_data import ProfileData
+    from kprof_core.data.sites import Site
 
 #: Where an export goes: a path, or an open text file (written to, not closed).
 Target = Union[str, "os.PathLike[str]", TextIO, IO[str]]
+#: Where a binary export goes: a path, or an open binary file (written to, not closed).
+BinaryTarget = Union[str, "os.PathLike[str]", IO[bytes]]
 
 #: The columns of ``to_csv`` and ``to_dataframe``, in order.
 COLUMNS = (
@@ -55,6 +63,7 @@ COLUMNS = (
     "file",
     "line",
     "function",
+    "stack",
 )
 
 FORMAT = "kprof.records/1"
@@ -74,11 +83,30 @@ def open_text(target: Target, what: str) -> Iterator[IO[str]]:
     if not isinstance(target, (str, os.PathLike)):
         yield target
         return
-    path = os.fspath(target)
+    # A lone surrogate in a name (possible in str, not in UTF-8) is written as \udXXX.
+    with _atomic(os.fspath(target), what, "w") as f:
+        yield f
+
+
+@contextlib.contextmanager
+def open_binary(target: BinaryTarget, what: str) -> Iterator[IO[bytes]]:
+    """:func:`open_text` for binary formats (the Perfetto trace): a path is written
+    atomically, an open binary file as is."""
+    if not isinstance(target, (str, os.PathLike)):
+        yield target
+        return
+    with _atomic(os.fspath(target), what, "wb") as f:
+        yield f
+
+
+@contextlib.contextmanager
+def _atomic(path: str, what: str, mode: str) -> Iterator[Any]:
     tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        # A lone surrogate in a name (possible in str, not in UTF-8) is written as \udXXX.
-        f = open(tmp, "w", encoding="utf-8", errors="backslashreplace", newline="")  # closed below
+        if "b" in mode:
+            f = open(tmp, mode)  # closed below
+        else:
+            f = open(tmp, mode, encoding="utf-8", errors="backslashreplace", newline="")
     except OSError as exc:
         raise _export_error(exc, what, path) from exc
     try:
@@ -114,6 +142,25 @@ def _site(p: ProfileData, i: int) -> dict[str, Any]:
     return {"file": s.file, "line": s.line, "function": s.function}
 
 
+def _stack(col: Any, i: int) -> int | None:
+    """A row's stack id (None: none known)."""
+    return col[i] if col and col[i] >= 0 else None
+
+
+def folded(stack: tuple[Site, ...]) -> str:
+    """A stack as one line of text, outermost frame first, ``;`` between frames."""
+    return ";".join(f"{s.file}:{s.line} {s.function}" for s in stack)
+
+
+def _as_text(p: ProfileData, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Rows with their stack as text (CSV and DataFrames)."""
+    texts = [folded(s) for s in p.stacks]
+    for r in rows:
+        if r["stack"] is not None:
+            r["stack"] = texts[r["stack"]]
+        yield r
+
+
 def _device_rows(p: ProfileData, order: Any = None) -> Iterator[dict[str, Any]]:
     t, names, queues, o = p.table, p.names, p.queues, p.start_ns
     labels = [th.label for th in p.threads]
@@ -138,6 +185,7 @@ def _device_rows(p: ProfileData, order: Any = None) -> Iterator[dict[str, Any]]:
             "error": p.errors.get(i, "unresolved") if flags & UNRESOLVED else None,
             "detail": p.details.get(i),
             **_site(p, t.site[i]),
+            "stack": _stack(t.stack, i),
         }
 
 
@@ -163,6 +211,7 @@ def _host_rows(p: ProfileData, order: Any = None) -> Iterator[dict[str, Any]]:
             "error": None,
             "detail": None,
             **_site(p, h.site[j]),
+            "stack": _stack(h.stack, j),
         }
 
 
@@ -197,6 +246,7 @@ def _header(p: ProfileData) -> dict[str, Any]:
             }
             for c in p.clocks.values()
         ],
+        **({"stacks": [[asdict(f) for f in st] for st in p.stacks]} if p.stacks else {}),
         "summary": {
             "host": [asdict(r) for r in s.host],
             "device": [asdict(r) for r in s.device],
@@ -212,7 +262,17 @@ def _strip(row: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 # A device record's keys are the CSV columns after "record" (which table the row came from).
 _DEVICE_KEYS = COLUMNS[1:]
-_HOST_KEYS = ("kind", "name", "thread", "start_ns", "duration_ns", "file", "line", "function")
+_HOST_KEYS = (
+    "kind",
+    "name",
+    "thread",
+    "start_ns",
+    "duration_ns",
+    "file",
+    "line",
+    "function",
+    "stack",
+)
 
 
 def to_json(p: ProfileData, path: Target | None = None) -> dict[str, Any] | None:
@@ -277,7 +337,7 @@ def to_csv(p: ProfileData, path: Target | None = None) -> str | None:
         # with "\n" line ends) cannot split a row.
         w = csv.writer(f, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
         w.writerow(COLUMNS)
-        for r in iter_rows(p):
+        for r in _as_text(p, iter_rows(p)):
             w.writerow([_cell(r[c]) for c in COLUMNS])
 
     if path is None:
@@ -302,7 +362,7 @@ def to_dataframe(p: ProfileData) -> Any:
             "pip install pandas (or use to_csv() / to_json(), which need nothing)"
         ) from exc
     cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
-    for r in iter_rows(p):
+    for r in _as_text(p, iter_rows(p)):
         for c in COLUMNS:
             cols[c].append(r[c])
     data: dict[str, Any] = dict(cols)

@@ -36,6 +36,13 @@ tables each a ``site`` column (-1: none known). It is written only for profiles 
 sites (``profile(sites=True)``), and read by ``read_v3.py``, which takes the sites off and
 hands the rest to the reader of version 2 or 1.
 
+Format version 4 is version 3 with launch stacks: the header adds ``frames`` ([file, line,
+function], every distinct frame of the stacks) and ``stacks`` (per stack, the indexes of its
+frames in ``frames``, outermost first), and the device and host tables each a ``stack``
+column (indexes into ``stacks``, -1: none). It is written only for profiles that hold stacks
+(``profile(stacks=True)``), and read by ``read_v4.py``, which takes the stacks off and hands
+the rest to ``read_v3``.
+
 The file ends right after the last column. Readers are kept per format version, so files of
 older versions stay readable when the format changes; a newer version is refused with a
 message saying to upgrade kprof.
@@ -51,7 +58,7 @@ from kprof_core.data.records import HostTable
 from kprof_core.host.backend import KprofError
 
 MAGIC = b"\x89KPROF\r\n"
-FORMAT_VERSION = 3  # the newest version written (1 or 2 where a profile holds no sites)
+FORMAT_VERSION = 4  # the newest version written (1 to 3 where a profile holds no stacks)
 PREFIX = struct.Struct("<8sI")  # magic, version
 V1_FRAME = struct.Struct("<II")  # header length, header crc32
 RAW, SHUFFLED = "raw", "shuffle8+zlib"

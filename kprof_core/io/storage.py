@@ -37,6 +37,7 @@ from kprof_core.io.fileformat import (
 from kprof_core.io.read_v1 import read_v1
 from kprof_core.io.read_v2 import read_v2
 from kprof_core.io.read_v3 import read_v3
+from kprof_core.io.read_v4 import read_v4
 
 P = TypeVar("P", bound=ProfileData)
 
@@ -56,6 +57,12 @@ def _columns(profile: ProfileData) -> list[tuple[str, str, array[int]]]:
     keep = (lambda c: True) if profile.sites else (lambda c: c != "site")
     cols = [("device", c, getattr(profile.table, c)) for c in DeviceTable.COLUMNS if keep(c)]
     cols += [("host", c, getattr(profile.host, c)) for c in HostTable.COLUMNS if keep(c)]
+    if profile.stacks:  # version 4: a stack column per table
+        # Stored as int64, as every column (held as 32-bit ints in memory: STACK_TYPE).
+        cols += [
+            ("device", "stack", array("q", profile.table.stack)),
+            ("host", "stack", array("q", profile.host.stack)),
+        ]
     if profile.memory:  # last: version 2 is version 1 followed by the memory table
         cols += [("memory", c, getattr(profile.memory.table, c)) for c in MemoryTable.COLUMNS]
     return cols
@@ -81,8 +88,11 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
             raise KprofError(
                 f"cannot save: column {table}.{name} has {len(col)} rows, expected {expected}"
             )
-        if name == "site":
-            check.between(col, -1, len(profile.sites) - 1, f"{table}.site")
+        if name == "site":  # the memory table's index its own sites (strings)
+            sites = profile.memory.sites if table == "memory" else profile.sites
+            check.between(col, -1, len(sites) - 1, f"{table}.site")
+        if name == "stack":
+            check.between(col, -1, len(profile.stacks) - 1, f"{table}.stack")
         raw = _le_bytes(col)
         encoding = RAW
         if compress and raw:
@@ -128,6 +138,13 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
     if profile.sites:  # only then version 3: version 2 (or 1) plus the launch sites
         version = 3
         header["sites"] = [[s.file, s.line, s.function] for s in profile.sites]
+    if profile.stacks:  # only then version 4: version 3 plus the launch stacks
+        if not profile.sites:
+            raise KprofError("cannot save: the profile has stacks but no sites")
+        version = 4
+        frames = {f: i for i, f in enumerate(sorted({f for s in profile.stacks for f in s}))}
+        header["frames"] = [[s.file, s.line, s.function] for s in frames]
+        header["stacks"] = [[frames[f] for f in s] for s in profile.stacks]
     try:
         hbytes = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("ascii")
     except (TypeError, ValueError) as exc:
@@ -268,7 +285,7 @@ class _Reader(Protocol):
 
 #: One reader per format version this kprof can read; a new version adds an entry and keeps
 #: the old ones, so old files stay readable.
-READERS: dict[int, _Reader] = {1: read_v1, 2: read_v2, 3: read_v3}
+READERS: dict[int, _Reader] = {1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
 
 
 def peek_version(data: bytes) -> int | None:

@@ -643,7 +643,8 @@ static PyMethodDef module_methods[] = {
      "flag_host_timed): what "
      "RangeBase's compiled path needs of kprof_core.recording.annotations."},
     {"site_catcher", new_site_catcher, METH_VARARGS,
-     "site_catcher(skip, keys) -> SiteCatcher: see kprof_core.recording.sites."},
+     "site_catcher(skip, keys, depth=0, stack_type=None) -> SiteCatcher: see "
+     "kprof_core.recording.sites."},
     {"run_columns", run_columns, METH_VARARGS,
      "The harvest's bookkeeping of a run of entries, column-wise: see harvest_columns.run_columns."},
     {"checked_rel_dur", checked_rel_dur, METH_VARARGS,

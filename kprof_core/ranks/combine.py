@@ -24,7 +24,7 @@ from typing import Any
 
 from kprof_core.data.memory import Memory, MemoryTable
 from kprof_core.data.provenance import source_label
-from kprof_core.data.records import Interner, QueueRecord, ThreadRecord
+from kprof_core.data.records import STACK_TYPE, Interner, QueueRecord, ThreadRecord
 from kprof_core.data.timefmt import format_time
 from kprof_core.host.backend import KprofError
 from kprof_core.io.filecheck import TIME_LIMIT
@@ -133,6 +133,13 @@ def clock_placements(profiles: Sequence[Profile]) -> list[ClockPlacement]:
     return [pl for pl in out if pl is not None]
 
 
+def _stacks(col: array[int], stack_map: list[int], n: int) -> array[int]:
+    """A table's ``stack`` column in the merged profile's ids (-1 for every row without)."""
+    if not col:
+        return array(STACK_TYPE, (-1,)) * n
+    return array(STACK_TYPE, [-1 if v < 0 else stack_map[v] for v in col])
+
+
 def _shifted(col: array[int], delta: int) -> array[int]:
     if not delta:
         return array("q", col)
@@ -210,6 +217,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     )
     names: dict[str, int] = {}
     sites = Interner()  # launch sites are the same text in every rank: never prefixed
+    stacks = Interner()  # and so are stacks
     queues: dict[QueueRecord, int] = {}
     threads: dict[ThreadRecord, int] = {}
     mem, mem_devices, mem_sites = MemoryTable(), dict[tuple[str, str], int](), dict[str, int]()
@@ -250,6 +258,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         nmap = [intern(names, n) for n in p.names]
         site_map = {i: sites(site) for i, site in enumerate(p.sites)}
         site_map[-1] = -1
+        stack_map = [stacks(s) for s in p.stacks]
         qmap = [
             intern(
                 queues,
@@ -284,6 +293,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         d.nbytes.extend(t.nbytes)
         d.flags.extend(t.flags)
         d.site.extend(array("q", [site_map[v] for v in t.site]))
+        d.stack.extend(_stacks(t.stack, stack_map, len(t)))
         for row, msg in p.errors.items():
             out.errors[first + row] = msg
         for row, text in p.details.items():
@@ -295,6 +305,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         oh.start.extend(_shifted(h.start, off))
         oh.end.extend(_shifted(h.end, off))
         oh.site.extend(array("q", [site_map[v] for v in h.site]))
+        oh.stack.extend(_stacks(h.stack, stack_map, len(h)))
         for key, clock in p.clocks.items():
             out.clocks[key if prefix is None else f"{prefix}/{key}"] = clock
         m = p.memory  # each rank's devices apart, named as its queues are
@@ -307,6 +318,9 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
 
     out.names = list(names)
     out.sites = sites.values
+    out.stacks = tuple(stacks.values)
+    if not out.stacks:  # no rank recorded stacks: the columns stay empty, as such a profile's
+        out.table.stack, out.host.stack = array(STACK_TYPE), array(STACK_TYPE)
     out.queues = list(queues)
     out.threads = list(threads)
     spans = array("q")

@@ -7,12 +7,12 @@ import warnings
 from typing import TYPE_CHECKING
 
 from kprof_core import _clock
-from kprof_core.data.records import PLACED
+from kprof_core.data.records import PLACED, DeviceTable, HostTable
 from kprof_core.low_level.layout import ENTRY_HOST_RANGE, host_entry
 from kprof_core.recording import threads
 from kprof_core.recording.recorder_state import RecorderState, _live, now
 from kprof_core.recording.sites import raw_of as raw_site
-from kprof_core.recording.sites import resolve_tables
+from kprof_core.recording.sites import raw_of_stack, resolve_tables
 
 if TYPE_CHECKING:
     from kprof_core.recording.recorder import Recorder
@@ -69,7 +69,7 @@ class RecorderEnd(RecorderState):
             self.rows.end(deadline)
         finally:
             # Launch sites to text, once per distinct raw site: the columns then index them.
-            self.sites = resolve_tables(self.rows.table, self.rows.host)
+            self.sites, self.stacks = resolve_tables(self.rows.table, self.rows.host)
 
     def _cut_open_ranges(self, end_ns: int) -> None:
         """Ranges still open as the profile ends (in a thread that outlived it, or a block the
@@ -111,7 +111,13 @@ class RecorderEnd(RecorderState):
             # The child's sites are resolved: they join this table as raw ids again.
             smap = {i: raw_site(s) for i, s in enumerate(child.sites)}
             smap[-1] = -1
+            stmap = [raw_of_stack(st) for st in child.stacks]
             ct = child.table
+
+            def raw(t: DeviceTable | HostTable, i: int) -> int:
+                sid = t.stack[i] if t.stack else -1
+                return stmap[sid] if sid >= 0 else smap[t.site[i]]
+
             for i in range(len(ct)):
                 row = self.table.append(
                     nmap[ct.name[i]],
@@ -124,7 +130,7 @@ class RecorderEnd(RecorderState):
                     ct.duration[i],
                     ct.nbytes[i],
                     ct.flags[i] | PLACED,
-                    smap[ct.site[i]],
+                    raw(ct, i),
                 )
                 if i in child.errors:
                     self.errors[row] = child.errors[i]
@@ -138,7 +144,7 @@ class RecorderEnd(RecorderState):
                     tmap[ch.thread[i]],
                     ch.start[i],
                     ch.end[i],
-                    smap[ch.site[i]],
+                    raw(ch, i),
                 )
             for k, v in child.clocks.items():
                 self.clocks.setdefault(k, v)

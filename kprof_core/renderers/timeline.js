@@ -1,8 +1,9 @@
 /* kprof's HTML timeline: rows per thread and per queue, zoom (wheel), pan (drag), tooltips.
  *
  * The data (in #kprof-data) is columnar, per track: s (start, ns from the trace's base), d
- * (duration, ns), n (name index), k (kind), z (nesting depth), optional b (bytes, -1: none) and
- * f (flags: 1 host-timed, 2 unresolved), items sorted by start; md is the longest duration. Only
+ * (duration, ns), n (name index), k (kind), z (nesting depth), optional b (bytes, -1: none),
+ * f (flags: 1 host-timed, 2 unresolved) and st (launch site: an index into the profile's
+ * sites, [label, file:line], -1: none), items sorted by start; md is the longest duration. Only
  * what is visible is drawn: a binary search finds the first item that can reach the view, and
  * items narrower than a pixel that fall where something is already drawn are skipped.
  */
@@ -237,6 +238,11 @@
       var rate = tr.d[i] > 0 ? " (" + fmtBytes(tr.b[i] * 1e9 / tr.d[i]) + "/s)" : "";
       lines.push("<span class=k>bytes</span> " + fmtBytes(tr.b[i]) + rate);
     }
+    if (tr.st && tr.st[i] >= 0) {
+      var site = hit.row.prof.sites[tr.st[i]];
+      lines.push("<span class=k>site</span> " + escapeHtml(site[0]) +
+                 " <span class=k>" + escapeHtml(site[1]) + "</span>");
+    }
     if (tr.f && tr.f[i] & 1) lines.push("timed on the host, synchronizing: no device timestamps");
     if (tr.f && tr.f[i] & 4) lines.push("approximate: completion observed on the host (queue without profiling)");
     if (tr.f && tr.f[i] & 2) lines.push("unresolved: the device never gave a time (see below)");
@@ -298,4 +304,43 @@
     status.setAttribute("data-state", "ready");
     status.textContent = rows.length + " rows, " + nItems + " entries over " + fmtTime(span);
   }
+})();
+
+/* The flame graphs of the summary (renderers/tree_html.py): a click on a box zooms to it. Each
+ * box has its level and its place (data-left, data-width, in percent of the whole graph); the
+ * boxes inside the clicked one's span above it are its descendants, those below it that span
+ * it its ancestors (drawn across, dimmed), the rest are hidden. The root shows all again.
+ */
+(function () {
+  "use strict";
+  var EPS = 1e-3;  // places are written with 4 decimals
+  Array.prototype.forEach.call(document.querySelectorAll(".kprof-flame"), function (graph) {
+    var boxes = Array.prototype.map.call(graph.querySelectorAll(".kprof-box"), function (el) {
+      return {el: el, level: +el.getAttribute("data-level"),
+              left: +el.getAttribute("data-left"), width: +el.getAttribute("data-width")};
+    });
+    function zoom(b) {
+      var w = Math.max(b.width, 1e-9);
+      boxes.forEach(function (x) {
+        var show, above = false, left = 0, width = 100;
+        if (x.level <= b.level) {
+          show = x.left <= b.left + EPS && x.left + x.width >= b.left + b.width - EPS;
+          above = x !== b;
+        } else {
+          show = x.left >= b.left - EPS && x.left + x.width <= b.left + b.width + EPS;
+          left = (x.left - b.left) / w * 100;
+          width = x.width / w * 100;
+        }
+        x.el.style.display = show ? "" : "none";
+        x.el.classList.toggle("kprof-above", show && above && b.level > 0);
+        if (show) { x.el.style.left = left.toFixed(4) + "%"; x.el.style.width = width.toFixed(4) + "%"; }
+      });
+      graph.setAttribute("data-zoom", b.level ? b.el.textContent : "");
+    }
+    graph.setAttribute("data-zoomable", "");
+    graph.addEventListener("click", function (e) {
+      var el = e.target.closest ? e.target.closest(".kprof-box") : null;
+      for (var i = 0; el && i < boxes.length; i++) if (boxes[i].el === el) { zoom(boxes[i]); return; }
+    });
+  });
 })();
