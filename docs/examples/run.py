@@ -30,6 +30,7 @@ EXAMPLES: dict[str, list[str]] = {
     "reading": [PY, "reading.py"],
     "analysis": [PY, "analysis.py"],
     "memory": [PY, "memory.py"],
+    "stacks": [PY, "stacks.py"],
     "diff": [PY, "-m", "kprof", "diff", "base.kprof", "new.kprof", "--fail-above", "1.10"],
     "training_loop": [PY, "training_loop.py"],
     "show_windows": [PY, "-m", "kprof", "show", "run"],
@@ -51,6 +52,7 @@ FILES = [
     "reading.py",
     "analysis.py",
     "memory.py",
+    "stacks.py",
     "test_kernels.py",
     "training_loop.py",
     "base.kprof",
@@ -59,13 +61,17 @@ FILES = [
 ]
 
 _NUMBER = re.compile(
-    r"(?:<\s?)?-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?(?:ns|µs|ms|s|%|x)(?![A-Za-z])|\bp[=<]\d[\d.e-]*"
+    r"(?:<\s?)?-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\s?(?:(?:[KMGT]i?)?B/s|ns|µs|ms|s|%|x)(?![A-Za-z])"
+    r"|\bp[=<]\d[\d.e-]*"
 )
 _VERDICT = re.compile(
     r"\s*(launch-bound|device-bound|dependency-bound|unexplained idle|no device work)\b"
 )
 
 _DEVICE = re.compile(r"pthread-[^,:]*?(?=,|:|\s{2,}|$)")
+
+
+_EARLY = "(negative launch-to-start delays"
 
 
 def normalize(text: str) -> list[str]:
@@ -81,7 +87,7 @@ def normalize(text: str) -> list[str]:
             line = re.sub(r"\d+(\.\d+)?", "#", line)
         line = re.sub(r"[─]+", "─", line)
         line = " ".join(line.split())
-        if line:
+        if line and not line.startswith(_EARLY):  # said only when the load makes it so
             out.append(line)
     return sorted(out)
 
