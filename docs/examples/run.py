@@ -71,6 +71,9 @@ _VERDICT = re.compile(
 _DEVICE = re.compile(r"pthread-[^,:]*?(?=,|:|\s{2,}|$)")
 
 
+_EARLY = "(negative launch-to-start delays"
+
+
 def normalize(text: str) -> list[str]:
     """The lines of ``text`` with timings masked, spaces collapsed, in sorted order (rows of
     equal standing swap places from run to run as their times do)."""
@@ -84,7 +87,7 @@ def normalize(text: str) -> list[str]:
             line = re.sub(r"\d+(\.\d+)?", "#", line)
         line = re.sub(r"[─]+", "─", line)
         line = " ".join(line.split())
-        if line:
+        if line and not line.startswith(_EARLY):  # said only when the load makes it so
             out.append(line)
     return sorted(out)
 
