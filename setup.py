@@ -41,6 +41,7 @@ else:
                     "kprof_core/low_level/_layout.h",
                     "kprof_core/low_level/_idle.h",
                     "kprof_core/low_level/_sites.h",
+                    "kprof_core/low_level/_range.h",
                 ),
             ),
             # The Perfetto trace's encoder (Profile.export_perfetto): one track's packets in C.

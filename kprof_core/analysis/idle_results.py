@@ -207,7 +207,7 @@ def notes(devices: list[GroupAnalysis], skipped: dict[str, int], errors: list[in
         # end) before clEnqueueNDRangeKernel returns, and a descheduled launching thread
         # returns late by milliseconds. Seen on PyOpenCL's own examples.
         out.append(
-            "a negative launch-to-start delay is work the device began before its launch call"
-            " returned (on " + ", ".join(early) + ")"
+            "negative launch-to-start delays on " + ", ".join(early) + ": the device began"
+            " that work before its launch call returned"
         )
     return out
