@@ -27,8 +27,10 @@ def bench(quick: bool) -> dict[str, Any]:
 
     ``record_ns_<path>``: kprof's cost per reported event, ``kprof.plugin.allocated`` in a
     profile minus the same call outside one (which returns at once), per recorder path.
-    ``opencl_buffer_delta_ns``: a PyOpenCL ``Buffer`` made and released in a profile (the
-    tracking subclass, two events) minus the same outside any profile (PoCL). ``no_hooks_ratio``:
+    ``opencl_buffer_delta_ns_hook`` / ``_subclass``: a PyOpenCL ``Buffer`` made and released in
+    a profile (two events; through the dispatch-table hook, or the fallback subclass) minus the
+    same outside any profile (PoCL); ``opencl_buffer_hook_over_subclass``: the per-round ratio
+    of the two profiled loops. ``no_hooks_ratio``:
     the test backend's allocation and free in a profile of a backend without memory hooks
     (``testnots``) over the same with no profile: nothing is installed, so ~1.
     """
@@ -89,27 +91,43 @@ def bench(quick: bool) -> dict[str, Any]:
     clock = time.perf_counter_ns
 
     cl, ctx, *_ = opencl()
-    os.environ["KPROF_OPENCL_MEMORY"] = "1"  # buffer reporting is off unless asked
+    os.environ["KPROF_OPENCL_MEMORY"] = "1"
     m = 2_000 if quick else 20_000
     flags = cl.mem_flags.READ_WRITE
 
     def buffers() -> float:
-        make = cl.Buffer  # looked up per round: the tracking subclass while a profile runs
+        make = cl.Buffer  # looked up per round: the tracking subclass while one runs (fallback)
         t0 = time.perf_counter_ns()
         for _ in range(m):
             make(ctx, flags, 4096).release()
         return (time.perf_counter_ns() - t0) / m
 
-    def buffers_profiled() -> float:
-        with kprof.profile(backends="opencl") as p:
-            ns = buffers()
-        assert len(p.memory) == 2 * m
-        return ns
+    def buffers_profiled(subclass: bool) -> Callable[[], float]:
+        def run() -> float:
+            # KPROF_OPENCL_HOOK=preload: no table written, so memory falls back to the subclass.
+            if subclass:
+                os.environ["KPROF_OPENCL_HOOK"] = "preload"
+            try:
+                with kprof.profile(backends="opencl") as p:
+                    ns = buffers()
+            finally:
+                os.environ.pop("KPROF_OPENCL_HOOK", None)
+            assert len(p.memory) == 2 * m
+            return ns
 
-    runs = _paired({"on": buffers_profiled, "off": buffers}, rounds)
+        return run
+
+    runs = _paired(
+        {"hook": buffers_profiled(False), "subclass": buffers_profiled(True), "off": buffers},
+        rounds,
+    )
     out["opencl_buffer_ns"] = statistics.median(runs["off"])
-    out["opencl_buffer_delta_ns"] = statistics.median(
-        a - b for a, b in zip(runs["on"], runs["off"])
+    for variant in ("hook", "subclass"):
+        out[f"opencl_buffer_delta_ns_{variant}"] = statistics.median(
+            a - b for a, b in zip(runs[variant], runs["off"])
+        )
+    out["opencl_buffer_hook_over_subclass"] = statistics.median(
+        a / b for a, b in zip(runs["hook"], runs["subclass"])
     )
 
     def allocs() -> float:

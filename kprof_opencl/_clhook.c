@@ -96,6 +96,11 @@ enum {
     S_CREATE_QUEUE_WITH_PROPERTIES = 123,
     S_SVM_MEMCPY = 129,
     S_SVM_MEMFILL = 130,
+    S_CREATE_BUFFER = 14,
+    S_SET_MEM_DESTRUCTOR_CALLBACK = 83,
+    S_SVM_ALLOC = 126,
+    S_SVM_FREE = 127,
+    S_ENQUEUE_SVM_FREE = 128,
     N_SLOTS = 131,
 };
 
@@ -117,6 +122,7 @@ typedef struct {
     void **table;
     void *orig[N_SLOTS];
     int hooked;
+    int mem_hooked;
     int max_slot; /* slots past the ICD's OpenCL version are left alone */
 } Table;
 
@@ -1363,6 +1369,339 @@ py_quiet(PyObject *module, PyObject *fn)
     return (PyObject *)self;
 }
 
+
+/* -- device memory: buffers and SVM allocations, whoever makes them ----------------------------
+ * clCreateBuffer and clSVMAlloc are hooked while a profile records memory (mem_hook): the
+ * allocation is handed to Python (`py_mem_alloc`, under the GIL, on the creating thread, so
+ * the recorder can take the Python caller's site) with the host time of the call. The end of a
+ * buffer is its destruction, which the driver reports through clSetMemObjectDestructorCallback
+ * (OpenCL 1.1) on a thread and under locks of its own: the callback only appends (address,
+ * time) to `pending` under `mem_lock`, never touching Python; clSVMFree and clEnqueueSVMFree
+ * append the same way. Python drains `pending` (mem_drain) before each allocation it is handed
+ * (a freed handle may come back from the driver for the next buffer) and at the profile's end.
+ * Sub-buffers (clCreateSubBuffer) are views of their parent's memory: not counted. A callback
+ * registered in an earlier profile carries that profile's generation and is dropped. */
+
+typedef struct {
+    void *addr;
+    int64_t t;
+} MemFree;
+
+static MemFree *pending;
+static size_t pending_len, pending_cap;
+static long long n_mem_dropped;
+static uintptr_t mem_gen; /* the generation recording now; 0: none */
+static PyObject *py_mem_alloc; /* alloc(context, address, nbytes, time_ns) */
+static PyObject *py_mem_free;  /* free(address, time_ns) */
+#if HOOK_SUPPORTED
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+#endif
+
+static void
+mem_push(void *addr, int64_t t, uintptr_t gen)
+{
+#if HOOK_SUPPORTED
+    pthread_mutex_lock(&mem_lock);
+    if (gen == mem_gen && gen != 0) {
+        if (pending_len == pending_cap) {
+            size_t cap = pending_cap ? pending_cap * 2 : 256;
+            MemFree *p = (MemFree *)realloc(pending, cap * sizeof *p);
+            if (p != NULL) {
+                pending = p;
+                pending_cap = cap;
+            }
+        }
+        if (pending_len < pending_cap) {
+            pending[pending_len].addr = addr;
+            pending[pending_len].t = t;
+            pending_len++;
+        }
+        else {
+            n_mem_dropped++;
+        }
+    }
+    pthread_mutex_unlock(&mem_lock);
+#endif
+}
+
+static void CL_API_CALL
+on_mem_destroyed(cl_mem mem, void *user)
+{
+    mem_push(mem, now_ns(), (uintptr_t)user);
+}
+
+/* mem_drain() -> [(address, time_ns), ...]: the ends seen since the last drain, in order. */
+static PyObject *
+py_mem_drain(PyObject *module, PyObject *unused)
+{
+#if HOOK_SUPPORTED
+    pthread_mutex_lock(&mem_lock);
+    MemFree *got = pending;
+    size_t n = pending_len;
+    pending = NULL;
+    pending_len = pending_cap = 0;
+    pthread_mutex_unlock(&mem_lock);
+#else
+    MemFree *got = NULL;
+    size_t n = 0;
+#endif
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out != NULL && i < n; i++) {
+        PyObject *item = Py_BuildValue("(NL)", PyLong_FromVoidPtr(got[i].addr),
+                                       (long long)got[i].t);
+        if (item == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SetItem(out, (Py_ssize_t)i, item);
+    }
+    free(got);
+    return out;
+}
+
+/* Under no lock of the driver's: on the thread that made the allocation. The ends queued
+ * so far go first (a freed handle may come back from the driver for this allocation). */
+static void
+mem_deliver(void *ctx, void *addr, size_t size, int64_t t)
+{
+    if (!Py_IsInitialized() || mem_gen == 0)
+        return;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *et, *evalue, *etb;
+    PyErr_Fetch(&et, &evalue, &etb);
+    if (pending_len != 0 && py_mem_free != NULL) { /* a racy peek: a miss waits for the next */
+#if HOOK_SUPPORTED
+        pthread_mutex_lock(&mem_lock);
+        MemFree *got = pending;
+        size_t n = pending_len;
+        pending = NULL;
+        pending_len = pending_cap = 0;
+        pthread_mutex_unlock(&mem_lock);
+#else
+        MemFree *got = NULL;
+        size_t n = 0;
+#endif
+        for (size_t i = 0; i < n; i++) {
+            PyObject *r = PyObject_CallFunction(py_mem_free, "NL", PyLong_FromVoidPtr(got[i].addr),
+                                                (long long)got[i].t);
+            if (r == NULL)
+                PyErr_WriteUnraisable(py_mem_free);
+            Py_XDECREF(r);
+        }
+        free(got);
+    }
+    if (py_mem_alloc != NULL) {
+        PyObject *r = PyObject_CallFunction(py_mem_alloc, "NNnL", PyLong_FromVoidPtr(ctx),
+                                            PyLong_FromVoidPtr(addr), (Py_ssize_t)size,
+                                            (long long)t);
+        if (r == NULL)
+            PyErr_WriteUnraisable(py_mem_alloc);
+        Py_XDECREF(r);
+    }
+    PyErr_Restore(et, evalue, etb);
+    PyGILState_Release(gil);
+}
+
+typedef cl_mem(CL_API_CALL *create_buffer_t)(cl_context, cl_bitfield, size_t, void *, cl_int *);
+typedef cl_int(CL_API_CALL *set_destructor_t)(cl_mem, void(CL_API_CALL *)(cl_mem, void *),
+                                              void *);
+
+static cl_mem CL_API_CALL
+h_create_buffer(cl_context ctx, cl_bitfield flags, size_t size, void *host, cl_int *errcode)
+{
+    create_buffer_t f = (create_buffer_t)original(ctx, S_CREATE_BUFFER);
+    uintptr_t gen = mem_gen;
+    int64_t t = now_ns();
+    cl_mem m = f(ctx, flags, size, host, errcode);
+    if (m == NULL || gen == 0)
+        return m;
+    set_destructor_t set = (set_destructor_t)original(m, S_SET_MEM_DESTRUCTOR_CALLBACK);
+    /* Without the callback its end would never be seen: then it is not counted at all. */
+    if (set != NULL && set(m, on_mem_destroyed, (void *)gen) == CL_SUCCESS)
+        mem_deliver(ctx, m, size, t);
+    return m;
+}
+
+typedef void *(CL_API_CALL *svm_alloc_t)(cl_context, cl_bitfield, size_t, cl_uint);
+typedef void(CL_API_CALL *svm_free_t)(cl_context, void *);
+typedef cl_int(CL_API_CALL *enqueue_svm_free_t)(cl_command_queue, cl_uint, void *[],
+                                                void(CL_API_CALL *)(cl_command_queue, cl_uint,
+                                                                    void *[], void *),
+                                                void *, cl_uint, const cl_event *, cl_event *);
+
+static void *CL_API_CALL
+h_svm_alloc(cl_context ctx, cl_bitfield flags, size_t size, cl_uint alignment)
+{
+    svm_alloc_t f = (svm_alloc_t)original(ctx, S_SVM_ALLOC);
+    int64_t t = now_ns();
+    void *p = f(ctx, flags, size, alignment);
+    if (p != NULL && mem_gen != 0)
+        mem_deliver(ctx, p, size, t);
+    return p;
+}
+
+static void CL_API_CALL
+h_svm_free(cl_context ctx, void *ptr)
+{
+    svm_free_t f = (svm_free_t)original(ctx, S_SVM_FREE);
+    if (ptr != NULL)
+        mem_push(ptr, now_ns(), mem_gen);
+    f(ctx, ptr);
+}
+
+/* Counted as freed when enqueued, as PyOpenCL's enqueue_release is: the driver frees the
+ * memory when the queue gets there. */
+static cl_int CL_API_CALL
+h_enqueue_svm_free(cl_command_queue q, cl_uint n, void *ptrs[],
+                   void(CL_API_CALL *fn)(cl_command_queue, cl_uint, void *[], void *), void *user,
+                   cl_uint n_wait, const cl_event *wait, cl_event *event)
+{
+    enqueue_svm_free_t f = (enqueue_svm_free_t)original(q, S_ENQUEUE_SVM_FREE);
+    int64_t t = now_ns();
+    uintptr_t gen = mem_gen;
+    cl_int err = f(q, n, ptrs, fn, user, n_wait, wait, event);
+    if (err == CL_SUCCESS && ptrs != NULL)
+        for (cl_uint i = 0; i < n; i++)
+            if (ptrs[i] != NULL)
+                mem_push(ptrs[i], t, gen);
+    return err;
+}
+
+static const Hook MEM_HOOKS[] = {
+    {S_CREATE_BUFFER, (void *)h_create_buffer, 11, "clCreateBuffer"},
+    {S_SVM_ALLOC, (void *)h_svm_alloc, 20, "clSVMAlloc"},
+    {S_SVM_FREE, (void *)h_svm_free, 20, "clSVMFree"},
+    {S_ENQUEUE_SVM_FREE, (void *)h_enqueue_svm_free, 20, "clEnqueueSVMFree"},
+};
+#define N_MEM_HOOKS ((int)(sizeof MEM_HOOKS / sizeof MEM_HOOKS[0]))
+
+/* mem_hook(table_address, version, alloc, free) -> entries hooked: a new generation records.
+ * alloc(context, address, nbytes, time_ns) and free(address, time_ns) are called under the GIL
+ * on the allocating thread; ends still queued at the profile's end come from mem_drain(). */
+static PyObject *
+py_mem_hook(PyObject *module, PyObject *args)
+{
+    PyObject *addr, *alloc, *freefn;
+    int version;
+    if (!PyArg_ParseTuple(args, "OiOO:mem_hook", &addr, &version, &alloc, &freefn))
+        return NULL;
+    if (!HOOK_SUPPORTED) {
+        PyErr_SetString(PyExc_NotImplementedError, "the hook is not built for this platform");
+        return NULL;
+    }
+    void **t = (void **)address_of(addr);
+    if (t == NULL)
+        return NULL;
+    Table *h = find_table(t);
+    if (h == NULL) {
+        if (n_tables == MAX_TABLES) {
+            PyErr_SetString(PyExc_RuntimeError, "too many OpenCL dispatch tables");
+            return NULL;
+        }
+        h = &tables[n_tables];
+        memset(h, 0, sizeof *h);
+        h->table = t;
+        n_tables++;
+    }
+    if (h->mem_hooked) {
+        PyErr_SetString(PyExc_RuntimeError, "this dispatch table's memory entries are hooked");
+        return NULL;
+    }
+    if (version < 11 || t[S_SET_MEM_DESTRUCTOR_CALLBACK] == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "no clSetMemObjectDestructorCallback (OpenCL 1.1)");
+        return NULL;
+    }
+    PyObject *done = PyList_New(0);
+    if (done == NULL)
+        return NULL;
+    for (int i = 0; i < N_MEM_HOOKS; i++) {
+        const Hook *k = &MEM_HOOKS[i];
+        if (k->since > version || t[k->slot] == NULL)
+            continue;
+        if (t[k->slot] != k->fn)
+            h->orig[k->slot] = t[k->slot];
+        PyObject *s = PyUnicode_FromString(k->name);
+        if (s == NULL || PyList_Append(done, s) < 0) {
+            Py_XDECREF(s);
+            Py_DECREF(done);
+            return NULL;
+        }
+        Py_DECREF(s);
+    }
+    Py_INCREF(alloc);
+    Py_XSETREF(py_mem_alloc, alloc);
+    Py_INCREF(freefn);
+    Py_XSETREF(py_mem_free, freefn);
+#if HOOK_SUPPORTED
+    static uintptr_t last_gen;
+    pthread_mutex_lock(&mem_lock);
+    mem_gen = ++last_gen;
+    pthread_mutex_unlock(&mem_lock);
+#endif
+    for (int i = 0; i < N_MEM_HOOKS; i++) {
+        const Hook *k = &MEM_HOOKS[i];
+        if (h->orig[k->slot] != NULL && k->since <= version)
+            __atomic_store_n(&t[k->slot], k->fn, __ATOMIC_SEQ_CST);
+    }
+    h->mem_hooked = 1;
+    return done;
+}
+
+/* mem_unhook(table_address) -> entries someone else replaced meanwhile (left as they are).
+ * Ends the generation once no table is hooked: later ends are not this profile's. */
+static PyObject *
+py_mem_unhook(PyObject *module, PyObject *addr)
+{
+    void **t = (void **)address_of(addr);
+    if (t == NULL)
+        return NULL;
+    Table *h = find_table(t);
+    if (h == NULL || !h->mem_hooked) {
+        PyErr_SetString(PyExc_RuntimeError, "this dispatch table's memory entries are not hooked");
+        return NULL;
+    }
+    PyObject *conflicts = PyList_New(0);
+    if (conflicts == NULL)
+        return NULL;
+    for (int i = 0; i < N_MEM_HOOKS; i++) {
+        const Hook *k = &MEM_HOOKS[i];
+        if (h->orig[k->slot] == NULL)
+            continue;
+        void *expected = k->fn;
+        if (!__atomic_compare_exchange_n(&t[k->slot], &expected, h->orig[k->slot], 0,
+                                         __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            PyObject *s = PyUnicode_FromString(k->name);
+            if (s != NULL) {
+                PyList_Append(conflicts, s);
+                Py_DECREF(s);
+            }
+        }
+    }
+    h->mem_hooked = 0;
+    int any = 0;
+    for (int i = 0; i < n_tables; i++)
+        any |= tables[i].mem_hooked;
+    if (!any) {
+#if HOOK_SUPPORTED
+        pthread_mutex_lock(&mem_lock);
+        mem_gen = 0;
+        free(pending);
+        pending = NULL;
+        pending_len = pending_cap = 0;
+        pthread_mutex_unlock(&mem_lock);
+#endif
+        Py_CLEAR(py_mem_alloc);
+        Py_CLEAR(py_mem_free);
+    }
+    return conflicts;
+}
+
+static PyObject *
+py_mem_stats(PyObject *module, PyObject *unused)
+{
+    return Py_BuildValue("{s:L,s:n,s:i}", "dropped", n_mem_dropped, "pending",
+                         (Py_ssize_t)pending_len, "on", (int)(mem_gen != 0));
+}
+
 static PyObject *
 py_stats(PyObject *module, PyObject *unused)
 {
@@ -1388,6 +1727,15 @@ py_slots(PyObject *module, PyObject *unused)
         }
         Py_DECREF(v);
     }
+    for (int i = 0; i < N_MEM_HOOKS; i++) {
+        PyObject *v = PyLong_FromLong(MEM_HOOKS[i].slot);
+        if (v == NULL || PyDict_SetItemString(d, MEM_HOOKS[i].name, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
     return d;
 }
 
@@ -1405,6 +1753,11 @@ static PyMethodDef methods[] = {
      "stamp(event_handle) -> Stamp: when the command ran, from the driver's callbacks"},
     {"quiet", py_quiet, METH_O,
      "quiet(fn): fn, whose OpenCL enqueues the hook leaves to the caller to record"},
+    {"mem_hook", py_mem_hook, METH_VARARGS,
+     "mem_hook(table_address, version, alloc, free) -> entries: buffers and SVM recorded"},
+    {"mem_unhook", py_mem_unhook, METH_O, "mem_unhook(table_address) -> entries replaced"},
+    {"mem_drain", py_mem_drain, METH_NOARGS, "[(address, time_ns)]: ends since the last drain"},
+    {"mem_stats", py_mem_stats, METH_NOARGS, "memory hook counts: dropped, pending, on"},
     {"stats", py_stats, METH_NOARGS, "counts: enqueues seen and recorded, names cached"},
     {"slots", py_slots, METH_NOARGS, "{entry name: slot in the ICD dispatch table}"},
     {NULL, NULL, 0, NULL},

@@ -1,19 +1,20 @@
-"""Device memory of PyOpenCL buffers (the ``memory_install`` hook).
+"""Device memory of PyOpenCL buffers (the ``memory_install`` hook): the fallback subclass.
 
-While installed, ``pyopencl.Buffer`` is a subclass of PyOpenCL's own that reports each buffer
-made (``kprof.plugin.allocated``: its ``cl_mem`` handle, its size, its context's device) and
-its end (``freed``): ``release()``, or the object's deallocation (``__del__``), whichever comes
-first. ``pyopencl.array`` allocations without an allocator go through ``pyopencl.Buffer``, so
-they are seen too. Shared virtual memory (OpenCL 2.0, where the device has
-``svm_capabilities``): ``pyopencl.SVMAllocation`` and the class ``svm_empty``, ``csvm_empty``,
-``fsvm_empty`` and their ``*_like`` allocate through are subclassed the same way (the address
-is ``svm_ptr``; the end is ``release()``, ``enqueue_release()`` or deallocation). Why a subclass: PyOpenCL's buffer is a compiled type whose methods cannot be
-replaced and whose instances take no weak reference; a subclass costs one Python ``__init__``
-per buffer and no object besides. Not seen: buffers made in C++ (``pyopencl.tools``' memory
-pools and their SVM pools, sub-buffers), and buffers made before the profile are not of the subclass: their
-``isinstance(b, pyopencl.Buffer)`` is False while a profile runs (``pyopencl.capture_call``
-asks, and so may a user's code). That changes the program, so it is off unless
-``KPROF_OPENCL_MEMORY=1``.
+Where kprof can hook the ICD's dispatch table, buffers and SVM allocations are recorded there
+(memory_hook.py): every one of the process, nothing in Python changed. Where it cannot (pure
+Python, compiled parts not built, a table the hook refuses, ``KPROF_OPENCL_HOOK=preload``),
+``KPROF_OPENCL_MEMORY=1`` makes ``pyopencl.Buffer`` a subclass of PyOpenCL's own while a
+profile runs, reporting each buffer made (``kprof.plugin.allocated``: its ``cl_mem`` handle,
+its size, its context's device) and its end (``freed``): ``release()`` or the object's
+deallocation, whichever comes first. ``pyopencl.array`` allocations without an allocator go
+through ``pyopencl.Buffer``, so they are seen too. Shared virtual memory (OpenCL 2.0):
+``pyopencl.SVMAllocation`` and the class ``svm_empty`` and its relatives allocate through are
+subclassed the same way (the address is ``svm_ptr``; the end is ``release()``,
+``enqueue_release()`` or deallocation). A subclass because PyOpenCL's buffer is a compiled type
+whose methods cannot be replaced. Not transparent, hence only when asked: buffers made before
+the profile fail ``isinstance(b, pyopencl.Buffer)`` while it runs, ``type(Buffer.from_int_ptr(
+b.int_ptr)) is type(b)`` is False (PyOpenCL's test_int_ptr and SVM tests fail), and buffers
+made in C++ or C (``pyopencl.tools`` pools, C libraries) are not seen.
 """
 
 from __future__ import annotations
@@ -35,17 +36,30 @@ def _context_device(names: dict[int, str], context: Any) -> str:
     return name
 
 
-#: ``1`` turns buffer reporting on (kprof_core/envvars.py documents it).
+#: ``0`` off; ``1`` on with the subclass fallback (kprof_core/envvars.py documents it).
 ENV_MEMORY = "KPROF_OPENCL_MEMORY"
 
 
 def install(backend: kp.Backend) -> bool:
-    if os.environ.get(ENV_MEMORY) != "1":
+    """On by default through the dispatch-table hook (transparent: memory_hook.py), where
+    every platform allows it (compiled parts, Linux, a writable table in the ICD, not
+    ``KPROF_OPENCL_HOOK=preload``). The subclass below is not transparent: only where the hook
+    cannot be installed and ``KPROF_OPENCL_MEMORY=1`` asks for memory anyway. ``0``: off."""
+    asked = os.environ.get(ENV_MEMORY, "")
+    if asked == "0":
         return False
     try:
         import pyopencl as cl
     except ImportError:
         return False
+    from . import memory_hook
+
+    if memory_hook.install(backend):
+        return True
+    return asked == "1" and _install_subclass(backend, cl)
+
+
+def _install_subclass(backend: kp.Backend, cl: Any) -> bool:
     base = cl.Buffer
     # The base's own __init__, called directly: super().__init__ costs ~1.5 µs more per
     # buffer on nanobind's types (measured, bench/bench_memory.py).
@@ -139,6 +153,9 @@ def _install_svm(backend: kp.Backend, cl: Any, names: dict[int, str], patcher: A
 
 
 def remove(backend: kp.Backend) -> None:
+    from . import memory_hook
+
+    memory_hook.remove(backend)
     patcher = backend.state.pop("memory_patcher", None)
     if patcher is not None:
         patcher.restore()

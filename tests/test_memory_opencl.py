@@ -29,7 +29,7 @@ def ctx() -> Any:
 
 @pytest.fixture(params=[True, False], ids=["compiled", "pure"])
 def path(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("KPROF_OPENCL_MEMORY", "1")  # off by default (see the last test)
+    monkeypatch.setenv("KPROF_OPENCL_MEMORY", "1")  # the pure path: the subclass fallback
     native.use_compiled(request.param)
     try:
         yield
@@ -74,21 +74,41 @@ def test_a_buffer_released_twice_counts_once(ctx: Any, path: None) -> None:
     assert [(e.kind, e.nbytes) for e in p.memory.events] == [("alloc", 256), ("free", 256)]
 
 
-def test_buffers_are_not_watched_unless_asked(ctx: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """By default a profile leaves ``pyopencl.Buffer`` alone: a buffer made before it is still
-    an instance inside it (``pyopencl.capture_call`` asks), and no memory is reported."""
+def test_memory_is_on_by_default_where_hooked_and_off_with_0(
+    ctx: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default buffers are reported through the dispatch-table hook, ``pyopencl.Buffer``
+    left alone (a buffer made before is still an instance inside: ``pyopencl.capture_call``
+    asks); the pure path cannot hook and does not fall back to the subclass unless asked
+    (``1``); ``0`` reports nothing."""
+    from kprof_opencl import hook
+
+    hooked = hook.module() is not None and all(p.table is not None for p in hook.survey())
     monkeypatch.delenv("KPROF_OPENCL_MEMORY", raising=False)
     before = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
     base = cl.Buffer
+    for compiled in (True, False):
+        native.use_compiled(compiled)
+        try:
+            with kprof.profile(backends=["opencl"]) as p:
+                assert cl.Buffer is base and isinstance(before, cl.Buffer)
+                cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 128).release()
+        finally:
+            native.use_compiled(True)
+        seen = [e.kind for e in p.memory.events]
+        assert seen == (["alloc", "free"] if compiled and hooked else [])
+    monkeypatch.setenv("KPROF_OPENCL_MEMORY", "0")
     with kprof.profile(backends=["opencl"]) as p:
-        assert cl.Buffer is base and isinstance(before, cl.Buffer)
-        inside = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 128)
-        inside.release()
+        cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 128).release()
     assert p.memory.events == [] and p.memory.peak == {}
     monkeypatch.setenv("KPROF_OPENCL_MEMORY", "1")
-    with kprof.profile(backends=["opencl"]) as p:
-        assert cl.Buffer is not base and not isinstance(before, cl.Buffer)  # the cost of asking
-        cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 128).release()
+    native.use_compiled(False)  # no hook: the subclass, and its cost
+    try:
+        with kprof.profile(backends=["opencl"]) as p:
+            assert cl.Buffer is not base and not isinstance(before, cl.Buffer)
+            cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 128).release()
+    finally:
+        native.use_compiled(True)
     assert [e.kind for e in p.memory.events] == ["alloc", "free"]
     before.release()
 

@@ -109,9 +109,9 @@ def test_the_readme_example_on_pocl(opencl_device: None, tmp_path: Path) -> None
     ]
     assert len(device) == 4 * 6 and len(c.flows) == 4 * 6
     procs = sorted(c.processes.values())
-    # No memory track: OpenCL buffers are reported only with KPROF_OPENCL_MEMORY=1.
-    assert len(procs) == 2 and procs[0].startswith("OpenCL ") and procs[1].startswith("host ")
-    assert not c.counters
+    # The buffers' memory track too: OpenCL memory is on by default through the table hook.
+    assert len(procs) == 3 and procs[0].startswith("OpenCL ") and procs[2].startswith("host ")
+    assert procs[1] == "device memory" and c.counters
     assert _rows_are_two_threads_and_their_queues(list(c.threads.values()))
     data = embedded_data((tmp_path / "t.html").read_text())
     rows = [

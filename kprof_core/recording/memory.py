@@ -16,6 +16,7 @@ from kprof_core.recording.recorder_state import active
 
 if TYPE_CHECKING:
     from kprof_core.host.backend import Backend
+    from kprof_core.recording.recorder import Recorder
 
 
 def allocated(
@@ -58,10 +59,14 @@ def freed(
     address: int,
     nbytes: int = -1,
     time_ns: int | None = None,
+    recorder: Recorder | None = None,
 ) -> None:
     """Report that the allocation at ``address`` on ``device`` was freed (``nbytes``: its
-    size if the plugin knows it, else -1: kprof takes its allocation's)."""
-    rec = active()
+    size if the plugin knows it, else -1: kprof takes its allocation's). ``recorder``: the
+    profile to report to (``active()`` where the allocation was made) when the free is
+    learnt later or elsewhere (a driver's callback, delivered at the profile's end); default:
+    the calling context's."""
+    rec = active() if recorder is None else recorder
     if rec is None:
         return
     log = rec.memory

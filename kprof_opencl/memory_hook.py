@@ -1,0 +1,100 @@
+"""Device memory through the dispatch-table hook (``_clhook``'s ``mem_hook``): transparent.
+
+Every buffer of the process is made by the ICD's ``clCreateBuffer`` and every SVM allocation
+by its ``clSVMAlloc``, whoever calls them (PyOpenCL, its memory pools, C libraries), so hooking
+those entries sees them all without touching a Python class: ``pyopencl.Buffer`` stays
+PyOpenCL's own (``isinstance``, ``type(Buffer.from_int_ptr(...))`` unchanged). An allocation
+reaches ``kprof.plugin.allocated`` on the creating thread, with the Python caller's site where
+the profile records sites. A buffer's end is its destruction, reported by the driver through
+``clSetMemObjectDestructorCallback`` and queued in C (never Python on the driver's thread);
+SVM's end is ``clSVMFree`` or ``clEnqueueSVMFree``. Queued ends reach ``freed`` with their
+own times before the next allocation and at the profile's end.
+
+Not counted: sub-buffers (views of their parent's memory), images, buffers made before the
+profile (their end is not registered: a buffer made before and freed inside the profile is
+neither an allocation nor a free of it), ``clCreateBufferWithProperties`` (OpenCL 3.0: its
+slot lies past the part of the table kprof checks is writable).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kprof import plugin as kp
+
+from . import hook
+
+
+def install(backend: kp.Backend) -> bool:
+    """Hook the memory entries of every platform; False (nothing changed) unless all allow it."""
+    mod = hook.module()
+    if mod is None:
+        return False
+    try:
+        platforms = hook.survey()
+    except Exception:
+        return False
+    if not platforms or any(p.table is None or p.version < 11 for p in platforms):
+        return False
+    import pyopencl as cl
+
+    from .memory import _context_device
+
+    names: dict[int, str] = {}
+    # address -> (device, the profile it was reported to), for the allocations seen: its end
+    # goes to that profile, wherever and whenever the driver reports it.
+    live: dict[int, tuple[str, Any]] = {}
+    allocated, freed, drain, active = kp.allocated, kp.freed, mod.mem_drain, kp.active
+    from_ptr = cl.Context.from_int_ptr
+
+    def free(addr: int, t: int) -> None:
+        got = live.pop(addr, None)
+        if got is not None:
+            freed(backend, got[0], addr, -1, t, got[1])
+
+    def ended() -> None:
+        for addr, t in drain():
+            free(addr, t)
+
+    def alloc(ctx: int, addr: int, nbytes: int, t: int) -> None:
+        rec = active()
+        if rec is None:  # a thread outside the profile: not its memory
+            return
+        dev = names.get(ctx)
+        if dev is None:
+            dev = _context_device(names, from_ptr(ctx, retain=True))
+        live[addr] = (dev, rec)
+        allocated(backend, dev, addr, nbytes, t)
+
+    tables: list[int] = []
+    try:
+        for p in platforms:
+            if p.table is not None and p.table not in tables:
+                mod.mem_hook(p.table, p.version, alloc, free)
+                tables.append(p.table)
+    except Exception:
+        for t in tables:
+            mod.mem_unhook(t)
+        return False
+    backend.state["memory_tables"] = (tables, ended)
+    return True
+
+
+def remove(backend: kp.Backend) -> bool:
+    """Deliver the ends still queued and restore the entries; False where not installed."""
+    got = backend.state.pop("memory_tables", None)
+    if got is None:
+        return False
+    tables, ended = got
+    mod = hook.module()
+    ended()
+    for t in tables:
+        mod.mem_unhook(t)
+    return True
+
+
+def mechanism(backend: kp.Backend) -> str:
+    return "dispatch-table hook" if "memory_tables" in backend.state else "Buffer subclass"
+
+
+__all__ = ["install", "remove"]

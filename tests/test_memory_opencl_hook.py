@@ -1,0 +1,141 @@
+"""OpenCL device memory through the dispatch-table hook (compiled path): transparent to the
+program (``pyopencl.Buffer`` stays PyOpenCL's class), and it sees buffers made from C too.
+The pure Python path cannot hook (no compiled part): it falls back to the subclass, whose
+difference is asserted here so that the fallback stays known."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import kprof
+from kprof_core.low_level import native
+
+cl = pytest.importorskip("pyopencl")
+np = pytest.importorskip("numpy")
+
+
+@pytest.fixture(scope="module")
+def ctx() -> Any:
+    import kprof_opencl
+
+    dev = kprof_opencl.default_device()
+    if dev is None:
+        pytest.fail("OpenCL finds no device here (pip install pocl-binary-distribution)")
+    return cl.Context([dev])
+
+
+def _hook() -> Any:
+    from kprof_opencl import hook
+
+    mod = hook.module()
+    if mod is None or not any(p.table is not None for p in hook.survey()):
+        pytest.skip("the dispatch-table hook cannot be installed here")
+    return mod
+
+
+@pytest.fixture(params=[True, False], ids=["compiled", "pure"])
+def path(request: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[bool]:
+    monkeypatch.setenv("KPROF_OPENCL_MEMORY", "1")
+    native.use_compiled(request.param)
+    try:
+        yield request.param
+    finally:
+        native.use_compiled(True)
+
+
+def _dev(ctx: Any) -> str:
+    return "OpenCL " + " + ".join(d.name.strip() for d in ctx.devices)
+
+
+def test_buffers_stay_pyopencl_own_class(ctx: Any, path: bool) -> None:
+    """PyOpenCL's test_wrapper.py::test_int_ptr and ``isinstance`` of a buffer made before
+    the profile hold inside a profile with memory on (hook); the subclass breaks both."""
+    if path:
+        _hook()
+    before = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
+    with kprof.profile(backends="opencl") as p:
+        b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 256)
+        same = type(cl.Buffer.from_int_ptr(b.int_ptr)) is type(b)
+        kept = isinstance(before, cl.Buffer)
+        b.release()
+    assert (same, kept) == ((True, True) if path else (False, False))
+    assert [(e.kind, e.nbytes) for e in p.memory.events] == [("alloc", 256), ("free", 256)]
+    before.release()
+
+
+def test_before_the_profile_sub_buffers_and_pools(ctx: Any, path: bool) -> None:
+    """A buffer made before the profile and freed inside it is neither an allocation nor a
+    free of it (its end was never registered); a sub-buffer is its parent's memory, counted
+    once; the parent's end is when the driver destroys it (after its sub-buffer's)."""
+    before = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64)
+    dev = _dev(ctx)
+    with kprof.profile(backends="opencl") as p:
+        before.release()
+        parent = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4096)
+        sub = parent.get_sub_region(1024, 1024)
+        other = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 512)
+        del sub
+        gc.collect()
+        parent.release()
+    m = p.memory
+    assert [(e.kind, e.nbytes) for e in m.events] == [
+        ("alloc", 4096),
+        ("alloc", 512),
+        ("free", 4096),
+    ]
+    assert m.peak == {dev: 4608} and m.unmatched_frees == 0
+    assert [(e.nbytes, e.address) for e in m.live_at_end] == [(512, other.int_ptr)]
+    other.release()
+
+
+def test_buffers_made_from_c_are_seen(ctx: Any, path: bool) -> None:
+    """A buffer made and released through the system's loader (as a C library would):
+    seen by the hook, never by the subclass."""
+    if path:
+        _hook()
+    found = ctypes.util.find_library("OpenCL")
+    if found is None:
+        pytest.skip("no system libOpenCL to call as a C library would")
+    lib = ctypes.CDLL(found)
+    lib.clCreateBuffer.restype = ctypes.c_void_p
+    lib.clCreateBuffer.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint64,
+        ctypes.c_size_t,
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_int32),
+    ]
+    lib.clReleaseMemObject.argtypes = [ctypes.c_void_p]
+    err = ctypes.c_int32(0)
+    with kprof.profile(backends="opencl") as p:
+        mem = lib.clCreateBuffer(ctx.int_ptr, cl.mem_flags.READ_WRITE, 3000, None, err)
+        assert err.value == 0 and mem
+        assert lib.clReleaseMemObject(mem) == 0
+    got = [(e.kind, e.nbytes, e.address) for e in p.memory.events]
+    assert got == ([("alloc", 3000, mem), ("free", 3000, mem)] if path else [])
+
+
+def test_nothing_is_left_installed(ctx: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the profile the table holds the ICD's own entries, and an end the driver reports
+    later (a buffer made inside, freed after) is dropped in C, never queued."""
+    mod = _hook()
+    monkeypatch.setenv("KPROF_OPENCL_MEMORY", "1")
+    from kprof_opencl import hook
+
+    table = next(p.table for p in hook.survey() if p.table is not None)
+    slots = mod.slots()
+    read = ctypes.cast(table, ctypes.POINTER(ctypes.c_void_p))
+    names = ("clCreateBuffer", "clSVMAlloc", "clSVMFree", "clEnqueueSVMFree")
+    entries = {n: read[slots[n]] for n in names}
+    with kprof.profile(backends="opencl"):
+        assert read[slots["clCreateBuffer"]] != entries["clCreateBuffer"]
+        b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 128)
+    assert {n: read[slots[n]] for n in names} == entries
+    b.release()
+    assert mod.mem_stats() == {"dropped": 0, "pending": 0, "on": 0}
