@@ -110,11 +110,12 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar(
         OPENCL_MEMORY,
         "",
-        "``1``: the OpenCL backend reports the device memory of PyOpenCL buffers "
-        "(``Profile.memory``). While a profile runs, ``pyopencl.Buffer`` is then a subclass of "
-        "PyOpenCL's own, so a buffer made before the profile is not an instance of "
-        "``pyopencl.Buffer`` until it ends (``pyopencl.capture_call`` asks): off by default, "
-        "because a profiled program must behave as it did.",
+        "OpenCL device memory (``Profile.memory``): by default on wherever the dispatch-table "
+        "hook is installed (every ``clCreateBuffer``/``clSVMAlloc`` of the process, nothing in "
+        "PyOpenCL changed), off elsewhere. ``0``: off. ``1``: also where the hook cannot be "
+        "installed (pure Python, not built, a refused table, ``KPROF_OPENCL_HOOK=preload``), "
+        "through a ``pyopencl.Buffer`` subclass while a profile runs, which is not transparent "
+        "(a buffer made before the profile is then no ``pyopencl.Buffer`` inside it).",
     ),
     EnvVar(
         STEPS,

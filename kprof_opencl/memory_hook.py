@@ -18,6 +18,7 @@ slot lies past the part of the table kprof checks is writable).
 
 from __future__ import annotations
 
+import atexit
 from typing import Any
 
 from kprof import plugin as kp
@@ -77,6 +78,7 @@ def install(backend: kp.Backend) -> bool:
             mod.mem_unhook(t)
         return False
     backend.state["memory_tables"] = (tables, ended)
+    _hooked.extend(tables)
     return True
 
 
@@ -89,12 +91,23 @@ def remove(backend: kp.Backend) -> bool:
     mod = hook.module()
     ended()
     for t in tables:
-        mod.mem_unhook(t)
+        if t in _hooked:
+            _hooked.remove(t)
+            mod.mem_unhook(t)
     return True
 
 
-def mechanism(backend: kp.Backend) -> str:
-    return "dispatch-table hook" if "memory_tables" in backend.state else "Buffer subclass"
+# Tables whose memory entries are hooked now: restored at exit too, should a profile never end,
+# so that no allocation calls into an interpreter that is going away.
+_hooked: list[int] = []
+
+
+@atexit.register
+def _restore_at_exit() -> None:
+    if _hooked:
+        mod = hook.module()
+        while _hooked:
+            mod.mem_unhook(_hooked.pop())
 
 
 __all__ = ["install", "remove"]

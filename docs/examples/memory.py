@@ -3,7 +3,9 @@
 
 import os
 
-os.environ["KPROF_OPENCL_MEMORY"] = "1"  # OpenCL buffers are reported only when asked
+# OpenCL buffers are reported by default through the dispatch-table hook; "1" also where
+# it cannot be installed (a pyopencl.Buffer subclass while the profile runs).
+os.environ["KPROF_OPENCL_MEMORY"] = "1"
 
 import numpy as np
 import pyopencl as cl
