@@ -24,17 +24,8 @@ from typing import Any
 
 from kprof import plugin as kp
 
-from .queues import device_name
-
-
-def _context_device(names: dict[int, str], context: Any) -> str:
-    """The device a context's buffers count against: its device, or its devices joined."""
-    key = context.int_ptr
-    name = names.get(key)
-    if name is None:
-        name = names[key] = " + ".join(device_name(d) for d in context.devices)
-    return name
-
+from . import memory_hook
+from .memory_hook import context_device
 
 #: ``0`` off; ``1`` on with the subclass fallback (kprof_core/envvars.py documents it).
 ENV_MEMORY = "KPROF_OPENCL_MEMORY"
@@ -52,8 +43,6 @@ def install(backend: kp.Backend) -> bool:
         import pyopencl as cl
     except ImportError:
         return False
-    from . import memory_hook
-
     if memory_hook.install(backend):
         return True
     return asked == "1" and _install_subclass(backend, cl)
@@ -76,7 +65,7 @@ def _install_subclass(backend: kp.Backend, cl: Any) -> bool:
         def __init__(self, context: Any, flags: Any, size: int = 0, hostbuf: Any = None) -> None:
             init(self, context, flags, size, hostbuf)
             self._kprof_addr = addr = self.int_ptr
-            self._kprof_dev = dev = _context_device(names, context)
+            self._kprof_dev = dev = context_device(names, context)
             allocated(backend, dev, addr, size or self.size)
 
         def release(self) -> None:
@@ -115,7 +104,7 @@ def _svm_class(backend: kp.Backend, base: Any, names: dict[int, str]) -> Any:
         def __init__(self, context: Any, size: int, *args: Any, **kw: Any) -> None:
             init(self, context, size, *args, **kw)
             self._kprof_addr = addr = int(self.svm_ptr)
-            self._kprof_dev = dev = _context_device(names, context)
+            self._kprof_dev = dev = context_device(names, context)
             allocated(backend, dev, addr, size)
 
         def _kprof_end(self) -> None:
@@ -153,8 +142,6 @@ def _install_svm(backend: kp.Backend, cl: Any, names: dict[int, str], patcher: A
 
 
 def remove(backend: kp.Backend) -> None:
-    from . import memory_hook
-
     memory_hook.remove(backend)
     patcher = backend.state.pop("memory_patcher", None)
     if patcher is not None:

@@ -24,6 +24,16 @@ from typing import Any
 from kprof import plugin as kp
 
 from . import hook
+from .queues import device_name
+
+
+def context_device(names: dict[int, str], context: Any) -> str:
+    """The device a context's buffers count against: its device, or its devices joined."""
+    key = context.int_ptr
+    name = names.get(key)
+    if name is None:
+        name = names[key] = " + ".join(device_name(d) for d in context.devices)
+    return name
 
 
 def install(backend: kp.Backend) -> bool:
@@ -38,8 +48,6 @@ def install(backend: kp.Backend) -> bool:
     if not platforms or any(p.table is None or p.version < 11 for p in platforms):
         return False
     import pyopencl as cl
-
-    from .memory import _context_device
 
     names: dict[int, str] = {}
     # address -> (device, the profile it was reported to), for the allocations seen: its end
@@ -63,7 +71,7 @@ def install(backend: kp.Backend) -> bool:
             return
         dev = names.get(ctx)
         if dev is None:
-            dev = _context_device(names, from_ptr(ctx, retain=True))
+            dev = context_device(names, from_ptr(ctx, retain=True))
         live[addr] = (dev, rec)
         allocated(backend, dev, addr, nbytes, t)
 

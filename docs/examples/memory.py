@@ -3,9 +3,7 @@
 
 import os
 
-# OpenCL buffers are reported by default through the dispatch-table hook; "1" also where
-# it cannot be installed (a pyopencl.Buffer subclass while the profile runs).
-os.environ["KPROF_OPENCL_MEMORY"] = "1"
+os.environ["KPROF_OPENCL_MEMORY"] = "1"  # also where kprof cannot hook OpenCL (pure Python)
 
 import numpy as np
 import pyopencl as cl
