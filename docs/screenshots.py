@@ -34,7 +34,7 @@ def chromium() -> str:
 # its scroll): the header, the timeline and the summary's elements before it are hidden.
 FROM = """<script>
 (function () {
-  var el = document.getElementById("%s");
+  var el = document.querySelector(".%s");
   document.querySelector("header").style.display = "none";
   document.getElementById("kprof-timeline").style.display = "none";
   for (var x = el.parentNode.firstElementChild; x && x !== el; x = x.nextElementSibling)
@@ -44,7 +44,7 @@ FROM = """<script>
 
 
 def photograph(page: Path, png: Path, tmp: Path, anchor: str = "") -> None:
-    """``page`` at ``SIZE``; from the element ``#anchor`` on, when given."""
+    """``page`` at ``SIZE``; from the first element of class ``anchor`` on, when given."""
     if anchor:
         shown = page.with_name(f"{page.stem}-{anchor}.html")
         text = page.read_text(encoding="utf-8")
@@ -97,7 +97,7 @@ def main() -> int:
         examples = ROOT / "docs" / "examples"
         diff = ["diff", "base.kprof", "new.kprof", "--html", str(tmp / "diff.html")]
         kprof(*diff, cwd=examples, ok=(0, 1))
-        for page, anchor in (("timeline", ""), ("diff", ""), ("tree", "kprof-tree")):
+        for page, anchor in (("timeline", ""), ("diff", ""), ("tree", "kprof-tree-title")):
             photograph(tmp / f"{page}.html", OUT / f"{page}.png", tmp, anchor)
             print(f"wrote {(OUT / f'{page}.png').relative_to(ROOT)}")
     return 0

@@ -30,6 +30,7 @@ from kprof_core.renderers.html import write_html
 from kprof_core.renderers.notebook import notebook_html
 from kprof_core.renderers.speedscope import write_speedscope
 from kprof_core.renderers.terminal import lines
+from kprof_core.renderers.tree_html import root_html
 from kprof_core.renderers.tree_text import tree_lines
 
 __all__ = [
@@ -64,6 +65,9 @@ class ProfileTree:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the tree
         p.text(self.report())
+
+    def _repr_html_(self) -> str:  # notebooks: the collapsible tree and the flame graph
+        return root_html(self.root)
 
 
 class ProfileDiff(Comparison):

@@ -449,6 +449,11 @@ def test_run_writes_a_perfetto_trace(tmp_path: Path) -> None:
             q.launch("k1", 100)
             q.launch("k2", 100)
         q.finish()
+        for i in range(6):  # steps for --steps (outside a schedule, step() does nothing)
+            with q:
+                q.launch(f"s{i}", 10)
+            q.finish()
+            kprof.step()
     """)
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
@@ -475,7 +480,45 @@ def test_run_writes_a_perfetto_trace(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "kprof: wrote t.pftrace" in r.stderr
     d = decode((tmp_path / "t.pftrace").read_bytes())
-    assert sorted(s.name for s in d.all_slices("kernel")) == ["k1", "k2"]
-    assert len(flows(d)) == 2
+    names = ["k1", "k2", "s0", "s1", "s2", "s3", "s4", "s5"]
+    assert sorted(s.name for s in d.all_slices("kernel")) == names
+    assert len(flows(d)) == 8
     # The file is the saved profile's export: nothing is lost on the way.
     assert (tmp_path / "t.pftrace").read_bytes() == _both(kprof.load(tmp_path / "t.kprof"))
+
+    # With --steps, one trace per window, holding that window's steps only.
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kprof",
+            "run",
+            "--backends",
+            "testdev",
+            "--steps",
+            "1:3",
+            "--every",
+            "3",
+            "--perfetto",
+            "w.pftrace",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    windows = [decode((tmp_path / f"w-w000{k}.pftrace").read_bytes()) for k in (1, 2)]
+    assert [sorted(s.name for s in d.all_slices("kernel")) for d in windows] == [
+        ["s1", "s2"],
+        ["s4", "s5"],
+    ]
+
+
+def test_a_running_profile_is_not_exported(testbackends: Any, tmp_path: Path) -> None:
+    with kprof.profile(backends="testdev") as p:
+        with pytest.raises(kprof.KprofError, match="still running"):
+            p.export_perfetto(tmp_path / "t.pftrace")
+    assert not (tmp_path / "t.pftrace").exists()

@@ -99,7 +99,8 @@ def _intern(
     write: Callable[[bytes], Any], p: ProfileData, seq: int, stacks: list[list[bytes]]
 ) -> None:
     """The sequence's first packet (state cleared), then its names and sites in batches, then
-    ``stacks``' entries (each list a kind of its own, in field order: no packet mixes two)."""
+    ``stacks``' entries: each list one kind, what is referred to first; no packet mixes two of
+    them, so each packet's fields stay in number order (canonical protobuf)."""
     cat, nm, ann, src = (
         _K("InternedData", f)
         for f in ("event_categories", "event_names", "debug_annotation_names", "source_locations")

@@ -137,9 +137,17 @@ def tree_html(p: ProfileData) -> str:
     root = device_tree(p)
     if not root.total_ns or all(not c.children for c in root.children):
         return ""
+    return root_html(root)
+
+
+def root_html(root: TreeNode) -> str:
+    """The tree under ``root`` (``kprof_core.data.tree.device_tree``) and its flame graph
+    (``Profile.tree()`` in a notebook)."""
+    if not root.total_ns:
+        return "<p>No device work with a device time was recorded.</p>"
     out = [
         STYLE,
-        '<h3 id="kprof-tree">Device time by range, line and kernel</h3>',
+        '<h3 class="kprof-tree-title">Device time by range, line and kernel</h3>',
         '<div class="kprof-tree"><div class="kprof-line kprof-head"><span class="kt">Time</span>'
         '<span class="ks">Share</span><span class="kc">Calls</span>'
         '<span class="kn">Range › line › kernel</span></div>',
