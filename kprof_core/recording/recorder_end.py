@@ -70,6 +70,11 @@ class RecorderEnd(RecorderState):
         finally:
             # Launch sites to text, once per distinct raw site: the columns then index them.
             self.sites, self.stacks = resolve_tables(self.rows.table, self.rows.host)
+            # The compiled catcher keeps the frames of the last stack it walked (to stop the
+            # next walk early): let them go with the profile.
+            forget = getattr(getattr(self, "_sites", None), "forget", None)
+            if forget is not None:
+                forget()
 
     def _cut_open_ranges(self, end_ns: int) -> None:
         """Ranges still open as the profile ends (in a thread that outlived it, or a block the
