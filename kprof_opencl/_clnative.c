@@ -158,7 +158,7 @@ typedef struct {
     PyObject *kind;      /* KERNEL */
 } Launcher;
 
-static PyObject *str_kprof_name, *str_kprof_profiles, *str_queue, *str_launch;
+static PyObject *str_kprof_name, *str_kprof_profiles, *str_queue, *str_launch, *minus_one;
 
 static int
 ln_traverse(Launcher *self, visitproc visit, void *arg)
@@ -234,12 +234,18 @@ ln_call(Launcher *self, PyObject *args, PyObject *kwargs)
             return NULL;
         }
     }
+    /* The launch configuration, (global size, local size), as the call has them: tuples (or
+     * no local size) here; lists and the like are the Python wrapper's to make tuples of. */
+    PyObject *gws = nargs >= 4 ? PyTuple_GetItem(args, 2) : NULL;
+    PyObject *lws = nargs >= 4 ? PyTuple_GetItem(args, 3) : NULL;
+    if (profiles == 1 && (gws == NULL || !PyTuple_Check(gws) || (lws != Py_None && !PyTuple_Check(lws))))
+        profiles = 0;
     if (profiles != 1) {  /* not the common case: the Python wrapper does it all */
         Py_XDECREF(name);
         Py_DECREF(rec);
         return PyObject_Call(self->python, args, kwargs);
     }
-    PyObject *t0 = NULL, *ev = NULL, *t1 = NULL, *launch = NULL, *r = NULL;
+    PyObject *t0 = NULL, *ev = NULL, *t1 = NULL, *launch = NULL, *r = NULL, *config = NULL;
     t0 = PyObject_CallNoArgs(self->now);
     if (t0 == NULL)
         goto done;
@@ -250,10 +256,11 @@ ln_call(Launcher *self, PyObject *args, PyObject *kwargs)
     if (t1 == NULL || PyObject_SetAttr(self->current, str_queue, queue) < 0)
         goto fail;
     launch = PyObject_GetAttr(rec, str_launch);
-    if (launch == NULL)
+    config = PyTuple_Pack(2, gws, lws);
+    if (launch == NULL || config == NULL)
         goto fail;
     r = PyObject_CallFunctionObjArgs(launch, self->backend, self->kind, name, queue, t0, t1,
-                                     ev, ev, NULL);
+                                     ev, ev, minus_one, config, NULL);
     if (r == NULL)
         goto fail;
     Py_DECREF(r);
@@ -261,6 +268,7 @@ ln_call(Launcher *self, PyObject *args, PyObject *kwargs)
 fail:
     Py_CLEAR(ev);
 done:
+    Py_XDECREF(config);
     Py_XDECREF(launch);
     Py_XDECREF(t1);
     Py_XDECREF(t0);
@@ -361,7 +369,9 @@ PyInit__clnative(void)
     str_kprof_profiles = PyUnicode_InternFromString("_kprof_profiles");
     str_queue = PyUnicode_InternFromString("queue");
     str_launch = PyUnicode_InternFromString("launch");
-    if (!str_int_ptr || !str_kprof_name || !str_kprof_profiles || !str_queue || !str_launch)
+    minus_one = PyLong_FromLong(-1);
+    if (!str_int_ptr || !str_kprof_name || !str_kprof_profiles || !str_queue || !str_launch
+        || !minus_one)
         return NULL;
     LauncherType = PyType_FromSpec(&ln_spec);
     if (LauncherType == NULL)

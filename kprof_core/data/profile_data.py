@@ -11,10 +11,12 @@ import os
 import socket
 from array import array
 from collections.abc import Iterator, MutableMapping, Sequence
+from dataclasses import replace
 from itertools import compress, repeat
 from operator import add, and_, eq, ge, mul
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from kprof_core.data.config_summary import config_rows, grouping
 from kprof_core.data.memory import Memory
 from kprof_core.data.records import (
     APPROXIMATE,
@@ -50,9 +52,10 @@ def iter_device_records(
     errors: dict[int, str],
     origin: int = 0,
     sites: Sequence[Site] = (),
+    configs: Sequence[str] = (),
 ) -> Iterator[KernelRecord]:
     """Build record views; times are given relative to ``origin``."""
-    site_col = table.site
+    site_col, config_col = table.site, table.config
     for i in range(len(table)):
         q = queues[table.queue[i]]
         flags = table.flags[i]
@@ -73,6 +76,7 @@ def iter_device_records(
             error=errors.get(i) if flags & UNRESOLVED else None,
             approximate=bool(flags & APPROXIMATE),
             site=sites[site_col[i]] if site_col[i] >= 0 else None,
+            config=configs[config_col[i]] if config_col[i] >= 0 else None,
         )
 
 
@@ -101,6 +105,8 @@ class ProfileData:
       values the tables' ``name``, ``queue`` and ``thread`` columns index.
     - ``sites``: the launch sites (``kprof.Site``: file, line, function) the tables' ``site``
       columns index (-1: unknown), sorted; ``summary(by="line")`` gives device time per site.
+    - ``configs``: the launch configurations' texts the device table's ``config`` column
+      indexes (-1: none); ``summary(by=("name", "config"))`` groups by them.
     - ``errors``: device row index -> why that row has no device time.
     - ``details``: device row index -> what the backend said about that row (a kernel's grid and
       block, its stream; rows from activity records such as CUPTI's).
@@ -123,6 +129,7 @@ class ProfileData:
         self.queues: list[QueueRecord] = []
         self.threads: list[ThreadRecord] = []
         self.sites: list[Site] = []
+        self.configs: list[str] = []
         self.errors: dict[int, str] = {}
         #: Row -> what the backend said about that device row (a kernel's grid and block).
         self.details: MutableMapping[int, str] = {}
@@ -136,7 +143,7 @@ class ProfileData:
     def _load(self, rec: Recorder) -> None:
         self.table, self.host = rec.table, rec.host
         self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
-        self.sites = rec.sites
+        self.sites, self.configs = rec.sites, rec.configs
         self.errors, self.clocks = rec.errors, rec.clocks
         self.details = rec.details
         self.dropped = dict(getattr(rec, "activity_dropped", {}))
@@ -160,7 +167,7 @@ class ProfileData:
 
     def _device(self, kinds: tuple[int, ...]) -> list[KernelRecord]:
         views = (self.table, self.names, self.queues, self.threads, self.errors)
-        recs = iter_device_records(*views, self.start_ns, self.sites)
+        recs = iter_device_records(*views, self.start_ns, self.sites, self.configs)
         kind = self.table.kind
         return [r for i, r in enumerate(recs) if kind[i] in kinds]
 
@@ -356,17 +363,22 @@ class ProfileData:
         return Durations(named(host), named(device), named(dranges), named(sizes), markers)
 
     @overload
-    def summary(self, by: Literal["name"] = ...) -> Summary: ...
+    def summary(self, by: Literal["line"]) -> list[SiteRow]: ...  # type: ignore[overload-overlap]
     @overload
-    def summary(self, by: Literal["line"]) -> list[SiteRow]: ...
-    def summary(self, by: str = "name") -> Summary | list[SiteRow]:
+    def summary(self, by: str | tuple[str, ...] | list[str] = ...) -> Summary: ...
+    def summary(self, by: str | tuple[str, ...] | list[str] = "name") -> Summary | list[SiteRow]:
         """Per-name statistics of the host side, the device side and device ranges; with
         ``by="line"``, the device time of kernels and copies per launch site (``SiteRow``s,
-        largest total first, with the kernels launched from each)."""
-        if by == "line":
+        largest total first, with the kernels launched from each); with ``by=("name",
+        "config")`` the device rows per name and launch configuration (``SummaryRow.config``),
+        with ``by="config"`` per configuration alone."""
+        key = grouping(by)
+        if key == "line":
             return site_rows(self.table, self.names, self.sites, self.span_ns)
-        if by != "name":
-            raise ValueError(f'summary(by=...) takes "name" or "line", not {by!r}')
+        if key != "name":
+            s = self.summary()
+            rows = config_rows(self.table, self.names, self.configs, s.span_ns, "name" in key)
+            return replace(s, device=rows)
         d, span = self.durations(), self.span_ns
         return Summary(
             span,

@@ -27,6 +27,7 @@ from kprof_core.io.fileformat import (
     RAW,
     SHUFFLED,
     V1_FRAME,
+    V4_DEVICE_COLUMNS,
     CorruptProfileError,
     NotAProfileError,
     PathOrFile,
@@ -37,6 +38,7 @@ from kprof_core.io.fileformat import (
 from kprof_core.io.read_v1 import read_v1
 from kprof_core.io.read_v2 import read_v2
 from kprof_core.io.read_v3 import read_v3
+from kprof_core.io.read_v4 import read_v4
 
 P = TypeVar("P", bound=ProfileData)
 
@@ -52,8 +54,13 @@ def _le_bytes(col: array[int]) -> bytes:
 
 
 def _columns(profile: ProfileData) -> list[tuple[str, str, array[int]]]:
-    # The site columns only with sites (version 3): other files stay as older kprof wrote them.
-    keep = (lambda c: True) if profile.sites else (lambda c: c != "site")
+    # The site columns only with sites (version 3), the configurations' only with some (version
+    # 4): other files stay as older kprof wrote them.
+    skip = (() if profile.sites else ("site",)) + (() if profile.configs else V4_DEVICE_COLUMNS)
+
+    def keep(c: str) -> bool:
+        return c not in skip
+
     cols = [("device", c, getattr(profile.table, c)) for c in DeviceTable.COLUMNS if keep(c)]
     cols += [("host", c, getattr(profile.host, c)) for c in HostTable.COLUMNS if keep(c)]
     if profile.memory:  # last: version 2 is version 1 followed by the memory table
@@ -83,6 +90,8 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
             )
         if name == "site":
             check.between(col, -1, len(profile.sites) - 1, f"{table}.site")
+        if name == "config":
+            check.between(col, -1, len(profile.configs) - 1, f"{table}.config")
         raw = _le_bytes(col)
         encoding = RAW
         if compress and raw:
@@ -128,6 +137,9 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
     if profile.sites:  # only then version 3: version 2 (or 1) plus the launch sites
         version = 3
         header["sites"] = [[s.file, s.line, s.function] for s in profile.sites]
+    if profile.configs:  # only then version 4: one of the above plus launch configurations
+        version = 4
+        header["configs"] = list(profile.configs)
     try:
         hbytes = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("ascii")
     except (TypeError, ValueError) as exc:
@@ -268,7 +280,7 @@ class _Reader(Protocol):
 
 #: One reader per format version this kprof can read; a new version adds an entry and keeps
 #: the old ones, so old files stay readable.
-READERS: dict[int, _Reader] = {1: read_v1, 2: read_v2, 3: read_v3}
+READERS: dict[int, _Reader] = {1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
 
 
 def peek_version(data: bytes) -> int | None:

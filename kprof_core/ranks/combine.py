@@ -210,6 +210,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     )
     names: dict[str, int] = {}
     sites = Interner()  # launch sites are the same text in every rank: never prefixed
+    configs = Interner()  # so are launch configurations
     queues: dict[QueueRecord, int] = {}
     threads: dict[ThreadRecord, int] = {}
     mem, mem_devices, mem_sites = MemoryTable(), dict[tuple[str, str], int](), dict[str, int]()
@@ -250,6 +251,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         nmap = [intern(names, n) for n in p.names]
         site_map = {i: sites(site) for i, site in enumerate(p.sites)}
         site_map[-1] = -1
+        config_map = [*map(configs, p.configs), -1]  # -1 (none) indexes the last
         qmap = [
             intern(
                 queues,
@@ -284,6 +286,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         d.nbytes.extend(t.nbytes)
         d.flags.extend(t.flags)
         d.site.extend(array("q", [site_map[v] for v in t.site]))
+        d.config.extend(array("q", map(config_map.__getitem__, t.config)))
         for row, msg in p.errors.items():
             out.errors[first + row] = msg
         for row, text in p.details.items():
@@ -307,6 +310,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
 
     out.names = list(names)
     out.sites = sites.values
+    out.configs = configs.values
     out.queues = list(queues)
     out.threads = list(threads)
     spans = array("q")

@@ -73,6 +73,8 @@ class RecorderState:
         self._site: Any = None
         #: The sites the tables' ``site`` columns index, once the end resolved them.
         self.sites: list[Site] = []
+        #: The launch configurations' texts the ``config`` column indexes, once resolved.
+        self.configs: list[str] = []
         self.timeout = timeout
         self.bounds = bounds
         self._new_rows()

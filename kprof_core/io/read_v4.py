@@ -1,0 +1,64 @@
+"""The reader of format version 4: version 3, 2 or 1 with launch configurations
+(``fileformat.py``). The configurations (the header's ``configs``, the device table's
+``config`` column) are checked and taken off, and the rest is read by the reader of the
+version it then is, as that file."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any, TypeVar
+
+from kprof_core.data.profile_data import ProfileData
+from kprof_core.io.filecheck import Checker
+from kprof_core.io.fileformat import V1_FRAME, V4_DEVICE_COLUMNS, CorruptProfileError
+from kprof_core.io.read_v1 import _decode, read_header, read_v1
+from kprof_core.io.read_v2 import read_v2
+from kprof_core.io.read_v3 import read_v3
+
+P = TypeVar("P", bound=ProfileData)
+
+
+def read_v4(data: bytes, pos: int, name: str, cls: type[P]) -> P:
+    r = Checker(name, CorruptProfileError)
+    header, at = read_header(data, pos, r)
+    configs = header.pop("configs", None)
+    if not isinstance(configs, list) or not all(isinstance(c, str) for c in configs):
+        raise r.fail("header field 'configs' is not a list of strings")
+    kept: list[Any] = []
+    blobs: list[bytes] = []
+    ours: dict[str, tuple[dict[str, Any], bytes]] = {}
+    for c in r.get(header, "columns", list):
+        size = r.get(c, "size", int) if isinstance(c, dict) else -1
+        if size < 0 or at + size > len(data):
+            raise CorruptProfileError(f"{name}: truncated kprof file (it ends inside a column)")
+        blob = data[at : at + size]
+        at += size
+        if c.get("table") == "device" and c.get("name") in V4_DEVICE_COLUMNS:
+            if c["name"] in ours:
+                raise r.fail(f"column device.{c['name']} is listed twice")
+            ours[c["name"]] = (c, blob)
+        else:
+            kept.append(c)
+            blobs.append(blob)
+    if at != len(data):
+        raise r.fail(f"{len(data) - at} unexpected bytes after the last column")
+    if set(ours) != set(V4_DEVICE_COLUMNS):
+        raise r.fail(f"the header does not list the device columns {', '.join(V4_DEVICE_COLUMNS)}")
+    # What version 3, 2 or 1 holds, as that file: the header without ours, our columns out.
+    header["columns"] = kept
+    h = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("ascii")
+    inner = V1_FRAME.pack(len(h), zlib.crc32(h)) + h + b"".join(blobs)
+    with_sites = any(isinstance(c, dict) and c.get("name") == "site" for c in kept)
+    reader = read_v3 if with_sites else read_v2 if "memory" in header else read_v1
+    p = reader(inner, 0, name, cls)
+    for col_name, (c, blob) in ours.items():
+        what = f"device.{col_name}"
+        if zlib.crc32(blob) != c.get("crc32"):
+            raise r.fail(f"column {what} checksum mismatch")
+        encoding = c.get("encoding")
+        col = _decode(r, blob, encoding if isinstance(encoding, str) else "", len(p.table), what)
+        r.between(col, -1, len(configs) - 1, what)  # -1: no configuration
+        setattr(p.table, col_name, col)
+    p.configs = configs
+    return p
