@@ -29,11 +29,14 @@ DISCOVERY_TIMEOUT = "KPROF_DISCOVERY_TIMEOUT"
 RESOLVE_TIMEOUT = "KPROF_RESOLVE_TIMEOUT"
 PURE_PYTHON = "KPROF_PURE_PYTHON"
 SITES = "KPROF_SITES"
+STACKS = "KPROF_STACKS"
 RUN_RESTARTED = "KPROF_RUN_RESTARTED"
 CUPTI_LIBRARY = "KPROF_CUPTI_LIBRARY"
 OPENCL_HOOK = "KPROF_OPENCL_HOOK"
 OPENCL_MEMORY = "KPROF_OPENCL_MEMORY"
 TEST_CLOCK_SKEW_NS = "KPROF_TEST_CLOCK_SKEW_NS"
+STEPS = "KPROF_STEPS"
+WINDOW_SIGNAL = "KPROF_WINDOW_SIGNAL"
 
 _SECONDS = (
     " Seconds above 0 and at most a week (604800); a value that is not (``soon``, ``-1``, "
@@ -84,6 +87,14 @@ VARIABLES: tuple[EnvVar, ...] = (
         "its cost per launch (BENCHMARKS.md). A value that is not a boolean is an error.",
     ),
     EnvVar(
+        STACKS,
+        "",
+        "``1`` (or ``true``, ``yes``, ``on``): profiles keep each record's launch stack, the "
+        "Python frames behind it up to 32 deep (implies sites); a number from 2 to 256: that "
+        "depth. ``profile(stacks=...)`` wins. Off by default for its cost per launch "
+        "(BENCHMARKS.md). A value that is neither is an error.",
+    ),
+    EnvVar(
         CUPTI_LIBRARY,
         "",
         "The path of the ``libcupti`` the CUDA backend loads, before any copy already loaded "
@@ -104,6 +115,21 @@ VARIABLES: tuple[EnvVar, ...] = (
         "PyOpenCL's own, so a buffer made before the profile is not an instance of "
         "``pyopencl.Buffer`` until it ends (``pyopencl.capture_call`` asks): off by default, "
         "because a profiled program must behave as it did.",
+    ),
+    EnvVar(
+        STEPS,
+        "",
+        "``FIRST:LAST`` (``100:110``): ``kprof run`` records only these steps of a script that "
+        "calls ``kprof.step()``, as ``--steps FIRST:LAST`` does, when its command line has "
+        "neither ``--steps`` nor ``--signal`` (a job script that cannot be changed).",
+    ),
+    EnvVar(
+        WINDOW_SIGNAL,
+        "",
+        "``1`` (or ``true``, ``yes``, ``on``): ``kprof run`` opens a window when the process "
+        "gets ``SIGUSR2`` and closes it at the next, each at the next ``kprof.step()``, as "
+        "``--signal`` does, when its command line has neither ``--steps`` nor ``--signal``. "
+        "Not with ``KPROF_STEPS``. A value that is not a boolean is an error.",
     ),
     EnvVar(
         RUN_RESTARTED,

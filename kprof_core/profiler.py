@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -20,8 +21,9 @@ from kprof_core.recording import activity, bounds
 from kprof_core.recording.annotations import around
 from kprof_core.recording.recorder import Recorder, now
 from kprof_core.recording.recorder_state import _ACTIVE
+from kprof_core.recording.sites import stack_depth
 from kprof_core.result import Profile
-from kprof_core.windows import Schedule, Windows, check_schedule
+from kprof_core.windows import NEVER, Schedule, Windows, check_schedule, check_signal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -61,6 +63,14 @@ def _notes(rec: Recorder) -> list[str]:
     return notes
 
 
+def _env_stacks() -> int:
+    """``KPROF_STACKS``: a boolean (depth 32 when on) or a depth."""
+    raw = os.environ.get(envvars.STACKS, "").strip()
+    if raw.isdigit() and int(raw) > 1:  # "1" is a boolean's on
+        return stack_depth(int(raw), f"{envvars.STACKS}={raw!r}")
+    return stack_depth(env_flag(envvars.STACKS))
+
+
 class profile:
     """Profile the code in a ``with`` block (or a decorated function).
 
@@ -77,13 +87,20 @@ class profile:
     plugin's, the standard library's or a library's that kprof skips by default (PyOpenCL,
     CuPy, reikna, loopy, NumPy, pytools, hip-python). ``site_skip``: more module prefixes whose frames are not
     yours (``("mylib", "company.gpu")``): a launch from inside them is given the line that
-    called into them.
+    called into them. ``stacks``: keep each record's whole Python stack too, up to 32 frames
+    (``True``) or the depth given (1 to 256), from the launch site outwards (default off, or
+    ``KPROF_STACKS``); implies ``sites``. ``p.tree()``, ``p.summary(by="stack")`` and
+    ``p.export_speedscope`` read them.
 
     ``schedule``: record only some steps of a loop, each run of them a window of its own
     (``kprof.schedule(...)``; steps end at ``kprof.step()``). Each finished window is a
     ``Profile`` with its steps in ``meta["window"]``, handed to ``on_window`` (for example
     ``kprof.save_windows(dir)``) or, without it, kept in the yielded profile's ``windows``;
     the yielded profile itself records nothing. Between windows no recorder runs.
+    ``window_signal=True`` (or a signal number; True is ``SIGUSR2``), instead of a schedule:
+    each signal the process gets opens or closes a window at the next ``kprof.step()`` (the
+    handler only takes note); the previous handler is back when the profile ends. Main
+    thread only, as every signal handler.
 
     ``max_records``: keep at most this many device rows, the latest (``keep="last"``, a ring)
     or the first (``keep="first"``); ``min_duration_ns``: drop kernels and copies shorter
@@ -108,9 +125,14 @@ class profile:
         *,
         sites: bool | None = None,
         site_skip: Iterable[str] = (),
+        window_signal: bool | int = False,
+        stacks: bool | int | None = None,
     ) -> None:
+        if stacks is None:
+            stacks = _env_stacks()
+        self.stacks = stack_depth(stacks)
         if sites is None:
-            sites = env_flag(envvars.SITES)
+            sites = env_flag(envvars.SITES) or self.stacks > 0
         if isinstance(site_skip, str):
             site_skip = [site_skip]
         self.site_skip = list(site_skip)
@@ -121,7 +143,8 @@ class profile:
         self.sites = sites
         bounds.check(max_records, keep, min_duration_ns)
         self.max_records, self.keep, self.min_duration_ns = max_records, keep, min_duration_ns
-        check_schedule(schedule, on_window)
+        self.window_signal = check_signal(window_signal, schedule)
+        check_schedule(schedule, on_window, self.window_signal is not None)
         self.schedule, self.on_window = schedule, on_window
         self._windows: Windows | None = None
         for arg, value in (
@@ -155,7 +178,7 @@ class profile:
     def __enter__(self) -> Profile:
         if self._recorder is not None or self._windows is not None:
             raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
-        if self.schedule is not None:
+        if self.schedule is not None or self.window_signal is not None:
             return self._enter_scheduled(self.schedule)
         return self.enter_with(registry.usable(self._backend_names))
 
@@ -177,6 +200,7 @@ class profile:
             parent=parent,
             sites=self.sites,
             site_skip=self.site_skip,
+            stacks=self.stacks,
             bounds=(
                 None
                 if self.max_records is None and not self.min_duration_ns
@@ -204,6 +228,9 @@ class profile:
             max_records=self.max_records,
             keep=self.keep,
             min_duration_ns=self.min_duration_ns,
+            sites=self.sites,
+            site_skip=self.site_skip,
+            stacks=self.stacks,
         )
 
     def _hold(self) -> Callable[[], None]:
@@ -219,10 +246,14 @@ class profile:
 
         return release
 
-    def _enter_scheduled(self, sched: Schedule) -> Profile:
+    def _enter_scheduled(self, sched: Schedule | None) -> Profile:
         registry.usable(self._backend_names)  # an unknown backend name raises here, not later
         self.result = Profile(trace=self.trace, backends=[])
-        self._windows = Windows(sched, self._window, self._hold, self.result, self.on_window)
+        self._windows = Windows(
+            sched or NEVER, self._window, self._hold, self.result, self.on_window
+        )
+        if self.window_signal is not None:
+            self._windows.on_signal(self.window_signal)
         self._windows.enter(now)
         return self.result
 
@@ -322,6 +353,8 @@ class profile:
                 self.min_duration_ns,
                 sites=self.sites,
                 site_skip=self.site_skip,
+                window_signal=self.window_signal or False,
+                stacks=self.stacks,
             )
 
         def keep(wrapper: Any, p: Profile) -> None:

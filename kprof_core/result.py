@@ -20,6 +20,7 @@ from kprof_core.analysis.idle import Analysis, analyse
 from kprof_core.data.config_summary import grouping
 from kprof_core.data.profile_data import ProfileData
 from kprof_core.data.summary import Durations, Summary
+from kprof_core.data.tree import TreeNode, device_tree
 from kprof_core.io import exports, storage
 from kprof_core.renderers.analysis import analysis_html, analysis_lines
 from kprof_core.renderers.chrome import write_chrome_trace
@@ -28,7 +29,9 @@ from kprof_core.renderers.diff import diff_html, render_diff
 from kprof_core.renderers.drift import drift_lines
 from kprof_core.renderers.html import write_html
 from kprof_core.renderers.notebook import notebook_html
+from kprof_core.renderers.speedscope import write_speedscope
 from kprof_core.renderers.terminal import lines
+from kprof_core.renderers.tree_text import tree_lines
 
 __all__ = [
     "Analysis",
@@ -36,12 +39,32 @@ __all__ = [
     "Durations",
     "Profile",
     "ProfileDiff",
+    "ProfileTree",
     "Summary",
     "WindowDrift",
     "drift",
     "load",
     "loads",
 ]
+
+
+class ProfileTree:
+    """Device time as a tree (``Profile.tree()``); print it. ``root``: the ``TreeNode`` at
+    its top (``kind``, ``name``, ``site``, ``total_ns``, ``share``, ``calls``, ``children``),
+    whose totals equal the summary's device totals."""
+
+    def __init__(self, root: TreeNode) -> None:
+        self.root = root
+
+    def report(self, min_share: float = 0.0) -> str:
+        """The tree as text; nodes under ``min_share`` percent are counted, not shown."""
+        return lines(tree_lines(self.root, min_share))
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the tree
+        p.text(self.report())
 
 
 class ProfileDiff(Comparison):
@@ -166,6 +189,8 @@ class Profile(ProfileData):
         )
         if len(self.windows) < info["delivered"]:
             head += " (handed to on_window, not kept here)"
+        if "note" in info:
+            head += f"\n ! {info['note']}"
         return "\n\n".join([head, *(w.report(trace, key) for w in self.windows)])
 
     def __str__(self) -> str:
@@ -187,6 +212,18 @@ class Profile(ProfileData):
     def export_chrome_trace(self, path: str | os.PathLike[str] | IO[str]) -> None:
         """Write a Chrome trace / Perfetto JSON file (open it in ui.perfetto.dev)."""
         write_chrome_trace(path, [self])
+
+    def tree(self) -> ProfileTree:
+        """Device time as a tree: ``kprof.range`` blocks, then the lines of code that launched
+        (outermost frame first: the whole stack with ``profile(stacks=True)``, the launch site
+        alone with ``sites=True``), then kernels, each with device time, share and calls.
+        Print it; its ``root`` is the ``TreeNode`` the HTML and notebook views draw."""
+        return ProfileTree(device_tree(self))
+
+    def export_speedscope(self, path: str | os.PathLike[str] | IO[str]) -> None:
+        """Write the device-time tree as a speedscope file (open it in www.speedscope.app):
+        a sampled profile weighted by device nanoseconds, frames with file and line."""
+        write_speedscope(path, self)
 
     def export_html(self, path: str | os.PathLike[str] | IO[str]) -> None:
         """Write a self-contained HTML timeline (zoom, pan, tooltips) with the summary tables."""

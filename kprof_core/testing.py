@@ -189,7 +189,7 @@ class BackendConformance:
 
     def test_launch_configs(self, conformance: Conformance) -> None:
         """With ``launch_config`` implemented, kernels carry launch configurations
-        (``rec.launch(..., config=...)``), made text without failing (skipped otherwise)."""
+        (``rec.launch(..., config=...)``), made text without failing."""
         _run(conformance.check_launch_configs)
 
     def test_remove_capture_restores_the_same_objects(self, conformance: Conformance) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -130,14 +131,41 @@ def save_windows(
     return save
 
 
-def check_schedule(sched: Any, on_window: Any) -> None:
+def check_schedule(sched: Any, on_window: Any, signalled: bool = False) -> None:
     """``TypeError`` saying which of ``profile(schedule=..., on_window=...)`` is wrong."""
     if sched is not None and not isinstance(sched, Schedule):
         raise TypeError(
             f"profile(schedule=...) takes kprof.schedule(...), not {type(sched).__name__}"
         )
-    if on_window is not None and (sched is None or not callable(on_window)):
-        raise TypeError("profile(on_window=...) takes a callable, with a schedule=")
+    if on_window is not None and ((sched is None and not signalled) or not callable(on_window)):
+        raise TypeError(
+            "profile(on_window=...) takes a callable, with a schedule= or window_signal="
+        )
+
+
+def check_signal(value: Any, sched: Any) -> int | None:
+    """The signal number ``profile(window_signal=...)`` asks for (True: ``SIGUSR2``), or None;
+    an error saying what is wrong with it."""
+    if value is False:
+        return None
+    if value is True:
+        num = getattr(signal, "SIGUSR2", None)
+        if num is None:
+            raise ValueError(
+                "profile(window_signal=True) uses SIGUSR2, which this platform lacks: "
+                "give a signal number it has"
+            )
+        value = num
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"profile(window_signal=...) takes True or a signal number, not {value!r}")
+    uncatchable = {getattr(signal, n, None) for n in ("SIGKILL", "SIGSTOP")}
+    if value not in set(signal.valid_signals()) or value in uncatchable:
+        raise ValueError(f"profile(window_signal={value}): not a signal a handler can catch")
+    if sched is not None:
+        raise ValueError(
+            "profile(window_signal=...) opens and closes windows itself: give it no schedule="
+        )
+    return int(value)
 
 
 class Windows:
@@ -170,12 +198,41 @@ class Windows:
         # common step between windows is then a counter and a comparison.
         self.wake = 0
         self._token: Any = None
+        # Windows on a signal (``profile(window_signal=...)``): the handler only sets
+        # ``_pending`` and ``wake = 0``; the next ``kprof.step()`` opens or closes the window,
+        # never the handler (it may interrupt kprof's own code, or a library's, mid-update).
+        self.signum: int | None = None
+        self.signals = 0
+        self._pending = False
+        self._previous: tuple[Any] | None = None
+        self._previous_num = 0
+
+    def on_signal(self, signum: int) -> None:
+        """Open and close windows when the process gets ``signum`` (for programs that cannot
+        be edited): a window opens at the first ``kprof.step()`` after one signal and closes
+        at the first after the next. Called before :meth:`enter`; replaces the schedule."""
+        self.signum = signum
+        self.sched = NEVER
+
+    def _signalled(self, signum: int, frame: Any) -> None:
+        self.signals += 1
+        self._pending = True
+        self.wake = 0
+
+    def describe(self) -> str:
+        """What opens the windows: the schedule, or the signal."""
+        if self.signum is None:
+            return self.sched.describe()
+        return f"windows on {signal.Signals(self.signum).name}"
 
     def enter(self, clock: Callable[[], int]) -> None:
         """The scheduled profile's start: ``kprof.step()`` in this context drives it now."""
         self.outer.start_ns = clock()
         self._token = STEPPER.set(self)
         try:
+            if self.signum is not None:  # only the main thread may set a handler: raises there
+                self._previous = (signal.signal(self.signum, self._signalled),)
+                self._previous_num = self.signum
             self._move(NONE, self.sched(0))
         except BaseException:
             self.exit(clock)
@@ -186,6 +243,12 @@ class Windows:
         try:
             self.finish()
         finally:
+            if self._previous is not None:
+                # What was there before; a handler set outside Python (getsignal's None)
+                # cannot be put back: the default then, never kprof's own left behind.
+                prev = self._previous[0]
+                self._previous = None
+                signal.signal(self._previous_num, signal.SIG_DFL if prev is None else prev)
             self.outer.end_ns = clock()
             try:
                 STEPPER.reset(self._token)
@@ -194,8 +257,20 @@ class Windows:
 
     def advance(self, n: int) -> None:
         """Step ``n`` begins (``step_num`` is already ``n``): close and open windows as the
-        schedule says. ``kprof.step()`` calls it only from ``wake`` on."""
-        self._move(self.sched(n - 1), self.sched(n))
+        schedule says (or a signal asked). ``kprof.step()`` calls it only from ``wake`` on."""
+        if self.signum is None:
+            self._move(self.sched(n - 1), self.sched(n))
+            return
+        if self._pending:
+            self._pending = False
+            if self._cm is not None:
+                self._close(n - 1, partial=False)
+                gc.collect(1)  # as after a scheduled window (see _move)
+            else:
+                self._open(RECORD)
+        self.wake = sys.maxsize
+        if self._pending:  # a signal that came while the window changed: the next step
+            self.wake = 0
 
     def _move(self, prev: int, nxt: int) -> None:
         recording = nxt in (RECORD, RECORD_AND_SAVE)
@@ -244,7 +319,11 @@ class Windows:
             "index": self.delivered,
             "first_step": self._first,
             "last_step": last,
-            "schedule": self.sched.describe(),
+            **(
+                {"schedule": self.sched.describe()}
+                if self.signum is None
+                else {"trigger": signal.Signals(self.signum).name}
+            ),
             **({"partial": True} if partial else {}),
         }
         if self.on_window is None:
@@ -259,11 +338,21 @@ class Windows:
             self._close(self.step_num, partial=True)
         self.outer.meta["steps"] = self.step_num  # calls of kprof.step()
         self.outer.meta["windows"] = {
-            "schedule": self.sched.describe(),
+            "schedule": self.describe(),
             "delivered": self.delivered,
             "warmups_discarded": self.discarded,
         }
+        if self.signum is not None:
+            self.outer.meta["windows"]["signals"] = self.signals
+            if self.signals and not self.step_num:
+                self.outer.meta["windows"]["note"] = (
+                    f"{self.signals} {signal.Signals(self.signum).name} received but the "
+                    "program never called kprof.step(): windows open and close at a step"
+                )
 
+
+#: No step recorded: the schedule of windows opened by a signal only.
+NEVER = Schedule(skip_first=sys.maxsize)
 
 _ident = threading.get_ident
 

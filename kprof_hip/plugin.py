@@ -189,3 +189,17 @@ def remove_capture(backend: kp.Backend) -> None:
             RuntimeWarning,
             stacklevel=2,
         )
+
+
+@kp.hookimpl
+def memory_install(backend: kp.Backend) -> bool:
+    from . import memory
+
+    return memory.install(backend)
+
+
+@kp.hookimpl
+def memory_remove(backend: kp.Backend) -> None:
+    from . import memory
+
+    memory.remove(backend)

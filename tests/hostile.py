@@ -61,10 +61,10 @@ def assemble(header: dict[str, Any], stored: Iterable[bytes]) -> bytes:
     for key, raw in _LITERAL.items():
         text = text.replace(json.dumps(key), raw)
     h = text.encode("ascii")
-    # Version 4 with launch configurations, 3 when the tables carry launch sites (their
+    # Version 4 when the tables carry stacks or configurations, 3 when launch sites (their
     # columns listed), else 1.
-    listed = {c.get("name") for c in header["columns"]}
-    version = 4 if "config" in listed else 3 if "site" in listed else 1
+    names = {c.get("name") for c in header["columns"]}
+    version = 4 if names & {"stack", "config"} else 3 if "site" in names else 1
     return (
         storage.MAGIC + struct.pack("<III", version, len(h), zlib.crc32(h)) + h + b"".join(stored)
     )

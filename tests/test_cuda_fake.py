@@ -799,3 +799,18 @@ def test_without_cupy_imported_no_memory_is_reported(
     with kprof.profile() as p:
         env.mod.ndarray(100)
     assert not p.memory and FakeMemoryHook.hooks() == {}
+
+
+def test_cupys_pool_blocks_keep_their_sites(env: Any) -> None:
+    """``profile(sites=True)``: a block's site is the innermost frame that is not kprof's or a
+    library's. Here that is the fake's ``ndarray.__init__`` (it lives in this test module);
+    with CuPy itself (``cupy`` is skipped) it is the user's line that made the array."""
+    with kprof.profile(sites=True) as p:
+        a = env.mod.ndarray(1000)
+    with open(__file__) as f:
+        (line,) = [
+            i + 1 for i, ln in enumerate(f) if "h.malloc_postprocess(" in ln and "def" not in ln
+        ]
+    [event] = p.memory.events
+    assert event.site == f"test_cuda_fake.py:{line} fake_cupy_module.<locals>.ndarray.__init__"
+    del a

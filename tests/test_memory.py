@@ -3,6 +3,7 @@ paths, through the test backend's simulated allocations (known sizes, so exact a
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -163,3 +164,45 @@ def test_a_failing_memory_install_keeps_the_capture(
         q.close()
     assert [k.name for k in p.kernels] == ["k"] and not p.memory and removed == []
     assert backend.broken is None
+
+
+def _here(text: str) -> str:
+    """The site label of the line of this file holding ``text``."""
+    with open(__file__) as f:
+        (n,) = [i + 1 for i, ln in enumerate(f) if text in ln and "_here(" not in ln]
+    return f"test_memory.py:{n} _allocate_here"
+
+
+def _allocate_here() -> tuple[device.Allocation, device.Allocation]:
+    a = device.alloc(64)  # site: first
+    b = device.alloc(32)  # site: second
+    a.free()
+    return a, b
+
+
+def test_each_allocation_keeps_its_site(path: bool) -> None:
+    with kprof.profile(backends="testdev", sites=True) as p:
+        _a, b = _allocate_here()
+        with kprof.profile(backends="testdev", sites=True) as inner:  # nested: both keep them
+            c = device.alloc(8)  # site: third
+        c.free()
+    first, second = _here("# site: first"), _here("# site: second")
+    third = _here("# site: third").replace("_allocate_here", "test_each_allocation_keeps_its_site")
+    assert [(e.kind, e.nbytes, e.site) for e in p.memory.events] == [
+        ("alloc", 64, first),
+        ("alloc", 32, second),
+        ("free", 64, None),  # frees carry no site
+        ("alloc", 8, third),
+        ("free", 8, None),
+    ]
+    assert [(a.nbytes, a.address, a.site) for a in p.memory.live_at_end] == [
+        (32, b.address, second)
+    ]
+    assert [(e.nbytes, e.site) for e in inner.memory.events] == [(8, third)]
+    # Kept in the .kprof file (memory sites are the table's strings).
+    buf = io.BytesIO()
+    p.save(buf)
+    assert kprof.load(io.BytesIO(buf.getvalue())).memory.events == p.memory.events
+    with kprof.profile(backends="testdev") as off:  # sites off: none caught
+        device.alloc(1)
+    assert [e.site for e in off.memory.events] == [None]

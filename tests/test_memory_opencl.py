@@ -91,3 +91,61 @@ def test_buffers_are_not_watched_unless_asked(ctx: Any, monkeypatch: pytest.Monk
         cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 128).release()
     assert [e.kind for e in p.memory.events] == ["alloc", "free"]
     before.release()
+
+
+def _svm_device(ctx: Any) -> None:
+    caps = getattr(ctx.devices[0], "svm_capabilities", 0)
+    if not hasattr(cl, "SVMAllocation") or not caps:
+        pytest.skip("this OpenCL device (or PyOpenCL's headers) has no shared virtual memory")
+
+
+def test_svm_allocations_made_and_released(ctx: Any, path: None) -> None:
+    _svm_device(ctx)
+    dev = "OpenCL " + " + ".join(d.name.strip() for d in ctx.devices)
+    q = cl.CommandQueue(ctx)
+    rw = cl.svm_mem_flags.READ_WRITE
+    with kprof.profile(backends="opencl") as p:
+        a = cl.SVMAllocation(ctx, 4000, 0, rw)
+        a_ptr = a.svm_ptr  # 0 once released
+        x = cl.svm_empty(ctx, rw, (256,), np.float32)  # 1024 bytes, an ndarray over SVM
+        b = cl.SVMAllocation(ctx, 96, 0, rw)
+        a.release()
+        b.enqueue_release(q)
+        del x
+        gc.collect()  # the array's allocation is freed when the array goes
+        kept = cl.csvm_empty(ctx, (8,), np.float64)  # 64 bytes, live at the end
+        q.finish()
+    m = p.memory
+    assert [(e.kind, e.nbytes) for e in m.events] == [
+        ("alloc", 4000),
+        ("alloc", 1024),
+        ("alloc", 96),
+        ("free", 4000),
+        ("free", 96),
+        ("free", 1024),
+        ("alloc", 64),
+    ]
+    assert m.events[0].address == a_ptr and m.labels == [dev]
+    assert m.peak == {dev: 5120} and m.unmatched_frees == 0
+    assert [(e.nbytes, e.address) for e in m.live_at_end] == [(64, kept.base.svm_ptr)]
+    assert cl.SVMAllocation is cl._cl.SVMAllocation  # put back after
+    del kept
+
+
+def test_opencl_allocations_keep_their_sites(ctx: Any, path: None) -> None:
+    """``profile(sites=True)``: a buffer's and an SVM allocation's site is the user's line."""
+    _svm_device(ctx)
+    with kprof.profile(backends="opencl", sites=True) as p:
+        buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 128)  # site: buffer
+        svm = cl.svm_empty(ctx, cl.svm_mem_flags.READ_WRITE, 16, np.uint8)  # site: svm
+    with open(__file__) as f:
+        lines = [
+            i + 1 for i, ln in enumerate(f) if ln.endswith(("# site: buffer\n", "# site: svm\n"))
+        ]
+    name = "test_opencl_allocations_keep_their_sites"
+    assert [(e.nbytes, e.site) for e in p.memory.events] == [
+        (128, f"test_memory_opencl.py:{lines[0]} {name}"),
+        (16, f"test_memory_opencl.py:{lines[1]} {name}"),
+    ]
+    buf.release()
+    del svm

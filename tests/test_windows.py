@@ -4,6 +4,7 @@ paths. Every number asserted is a count or a step index: deterministic."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -51,6 +52,24 @@ def test_schedule_with_skip_first_and_repeat() -> None:
     assert acts[19:24] == [NONE] * 5
     assert acts[24:28] == [WARMUP, RECORD, RECORD, RECORD_AND_SAVE]
     assert acts[28:] == [NONE] * 12  # repeat=2: no third cycle
+
+
+@pytest.mark.parametrize("skip_first_wait, first_warmup", [(0, 30), (1, 10)])
+def test_schedule_skip_first_wait_as_torch_documents(
+    skip_first_wait: int, first_warmup: int
+) -> None:
+    # torch docs: "if skip_first is 10 and wait is 20, the first cycle will wait 10 + 20 = 30
+    # steps before warmup if skip_first_wait is zero, but will wait only 10 steps if
+    # skip_first_wait is non-zero. All subsequent cycles will then wait 20 steps between the
+    # last active and warmup."
+    s = kprof.schedule(skip_first=10, wait=20, warmup=1, active=2, skip_first_wait=skip_first_wait)
+    acts = [s(i) for i in range(200)]
+    warmups = [i for i, a in enumerate(acts) if a == WARMUP]
+    assert warmups[0] == first_warmup
+    assert acts[first_warmup : first_warmup + 3] == [WARMUP, RECORD, RECORD_AND_SAVE]
+    # Between the last active step of a cycle and the next warmup: 20 waits.
+    assert {b - a for a, b in itertools.pairwise(warmups)} == {23}
+    assert acts[first_warmup + 3 : first_warmup + 23] == [NONE] * 20
 
 
 def test_steps_schedule_starts_exactly_at_first() -> None:

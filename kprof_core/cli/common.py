@@ -81,6 +81,7 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         "--trace", dest="trace_file", metavar="FILE.json", help="write a Chrome/Perfetto trace"
     )
     p.add_argument("--html", metavar="FILE.html", help="write a self-contained HTML timeline")
+    add_tree_options(p)
     p.add_argument(
         "-o",
         "--output",
@@ -89,11 +90,26 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_tree_options(p: argparse.ArgumentParser) -> None:
+    """``--tree`` and ``--speedscope``: device time by ranges, lines of code and kernels."""
+    p.add_argument(
+        "--tree",
+        action="store_true",
+        help="print device time as a tree (ranges > lines of code > kernels) after the summary",
+    )
+    p.add_argument(
+        "--speedscope",
+        metavar="FILE.json",
+        help="write the device-time tree as a speedscope file (www.speedscope.app)",
+    )
+
+
 def write_outputs(p: Any, args: argparse.Namespace) -> None:
     """Exports asked for on the command line; a failed export is reported, the run goes on."""
     targets = [
         ("chrome_trace", getattr(args, "trace_file", None)),
         ("html", getattr(args, "html", None)),
+        ("speedscope", getattr(args, "speedscope", None)),
         ("save", getattr(args, "output", None)),
     ]
     for kind, path in targets:
@@ -105,6 +121,8 @@ def write_outputs(p: Any, args: argparse.Namespace) -> None:
                 p.save(path)
             elif kind == "chrome_trace":
                 p.export_chrome_trace(path)
+            elif kind == "speedscope":
+                p.export_speedscope(path)
             else:
                 p.export_html(path)
             say(f"kprof: wrote {path}")

@@ -52,6 +52,8 @@ def command(args: argparse.Namespace) -> int:
     p = run_demo(backend=args.backend, steps=args.steps, size=args.size, trace=args.print_trace)
     write_outputs(p, args)  # files first: a reader that goes away must not cost them
     print_text(p.report())
+    if args.tree:
+        print_text("\n" + p.tree().report())
     return 0
 
 

@@ -14,6 +14,8 @@ from typing import Any
 from kprof_core import envvars
 from kprof_core.cli.common import add_output_options, write_outputs
 from kprof_core.host import imports
+from kprof_core.host.backend import KprofError
+from kprof_core.host.discovery import env_flag
 from kprof_core.renderers.terminal import print_text, say
 
 
@@ -118,7 +120,7 @@ def _forked_child_paths(args: argparse.Namespace) -> None:
     """In a child the script forked (``os.fork()`` inside the profile, which then ended in
     the child: ``sys.exit`` there), the output paths get the child's pid unless they have
     ``{pid}``: parent and child wrote the same file, the last one replacing the other."""
-    for attr in ("output", "html", "trace_file"):
+    for attr in ("output", "html", "trace_file", "speedscope"):
         path = getattr(args, attr, None)
         if path and "{pid}" not in path:
             root, ext = os.path.splitext(path)
@@ -139,16 +141,20 @@ def command(args: argparse.Namespace) -> int:
         target_desc = script
     backends = [b for b in args.backends.split(",") if b] if args.backends else None
     try:
-        sched = _schedule(args)
-    except ValueError as exc:
+        sched, signalled = _windows(args)
+    except (ValueError, KprofError) as exc:
         say(f"kprof run: {exc}")
         return 2
+    windowed = sched is not None or signalled
     prof = profile(
         device=not args.no_device,
         trace=args.print_trace,
         backends=backends,
         schedule=sched,
-        on_window=None if sched is None else _window_writer(args),
+        on_window=_window_writer(args) if windowed else None,
+        window_signal=signalled,
+        sites=True if args.sites else None,
+        stacks=args.stacks,
     )
     # Load the plugins before the script's directory goes on sys.path: a file there must not
     # be imported in place of an installed plugin.
@@ -168,7 +174,7 @@ def command(args: argparse.Namespace) -> int:
     code = 0
     # With --steps each window is a profile of its own, entered at its first step with every
     # usable backend (by then the program has imported its libraries).
-    named = backends is not None or sched is not None
+    named = backends is not None or windowed
     p = prof.__enter__() if named else prof.enter_with(usable)
     notes: list[str] = []
     starts = [_start_later(prof, b, notes) for b, _mods in later]
@@ -187,9 +193,11 @@ def command(args: argparse.Namespace) -> int:
             _forked_child_paths(args)
         # Files first: a reader that went away (`| head`) or a script that closed sys.stdout
         # must not cost them.
-        if sched is None:
+        if not windowed:
             write_outputs(p, args)
             print_text(p.report())
+            if args.tree:
+                print_text("\n" + p.tree().report())
         else:  # the windows were written and printed as they ended
             print_text(p.report().split("\n\n")[0])
         if code:
@@ -223,21 +231,44 @@ def command(args: argparse.Namespace) -> int:
     return finish(code)
 
 
-def _schedule(args: argparse.Namespace) -> Any:
+def _windows(args: argparse.Namespace) -> tuple[Any, bool]:
+    """The schedule ``--steps``/``--every``/``--windows`` ask for (or None), and whether
+    ``--signal`` does; without either option, from ``KPROF_STEPS``/``KPROF_WINDOW_SIGNAL``
+    (for a command line that cannot be changed)."""
+    steps, what, signalled = args.steps, "--steps ", args.signal
+    if steps is None and not signalled:
+        steps = os.environ.get(envvars.STEPS, "").strip() or None
+        what = f"{envvars.STEPS}="
+        signalled = env_flag(envvars.WINDOW_SIGNAL)
+        if steps is not None and signalled:
+            raise ValueError(
+                f"{envvars.STEPS} and {envvars.WINDOW_SIGNAL} are both set: windows come from "
+                "steps or from a signal, not both; unset one"
+            )
+    elif steps is not None and signalled:
+        raise ValueError("--signal opens and closes windows itself: give it no --steps")
+    if signalled:
+        if args.every is not None or args.windows is not None:
+            raise ValueError("--every and --windows need --steps FIRST:LAST, not --signal")
+        return None, True
+    return _schedule(args, steps, what), False
+
+
+def _schedule(args: argparse.Namespace, steps: str | None, what: str) -> Any:
     """The schedule ``--steps``/``--every``/``--windows`` ask for, or None."""
     from kprof_core.windows import steps_schedule
 
-    if args.steps is None:
+    if steps is None:
         if args.every is not None or args.windows is not None:
             raise ValueError("--every and --windows need --steps FIRST:LAST")
         return None
-    first, sep, last = args.steps.partition(":")
+    first, sep, last = steps.partition(":")
     try:
         a, b = int(first), int(last)
     except ValueError:
-        raise ValueError(f"--steps {args.steps!r}: expected FIRST:LAST, e.g. 100:110") from None
+        raise ValueError(f"{what}{steps!r}: expected FIRST:LAST, e.g. 100:110") from None
     if not sep:
-        raise ValueError(f"--steps {args.steps!r}: expected FIRST:LAST, e.g. 100:110")
+        raise ValueError(f"{what}{steps!r}: expected FIRST:LAST, e.g. 100:110")
     if args.windows is not None and args.windows < 1:
         raise ValueError(f"--windows {args.windows}: must be at least 1")
     return steps_schedule(a, b, args.every, args.windows or 0)
@@ -259,7 +290,11 @@ def _window_writer(args: argparse.Namespace) -> Any:
         index = w.meta["window"]["index"]
         per = argparse.Namespace(
             **{
-                k: (window_path(v, index) if k in ("output", "html", "trace_file") and v else v)
+                k: (
+                    window_path(v, index)
+                    if k in ("output", "html", "trace_file", "speedscope") and v
+                    else v
+                )
                 for k, v in vars(args).items()
             }
         )
@@ -295,6 +330,15 @@ def _exit_after(finish: Any, real_exit: Any) -> Any:
     return _exit
 
 
+def _depth(text: str) -> int:
+    """``--stacks N``: a depth from 1 to 256."""
+    from kprof_core.recording.sites import MAX_STACK_DEPTH
+
+    if not text.isdigit() or not 1 <= int(text) <= MAX_STACK_DEPTH:
+        raise argparse.ArgumentTypeError(f"a depth from 1 to {MAX_STACK_DEPTH}, not {text!r}")
+    return int(text)
+
+
 def add_parser(sub: Any) -> None:
     """Register ``kprof run``."""
     r = sub.add_parser("run", help="profile a Python script, as python -m cProfile does")
@@ -311,6 +355,25 @@ def add_parser(sub: Any) -> None:
     )
     r.add_argument(
         "--windows", type=int, metavar="K", help="with --steps --every: at most K windows"
+    )
+    r.add_argument(
+        "--signal",
+        action="store_true",
+        help="SIGUSR2 (kill -USR2 PID) opens a window, the next one closes it, each at the "
+        "next kprof.step()",
+    )
+    r.add_argument(
+        "--sites",
+        action="store_true",
+        help="keep each record's launch site, the line of your code behind it",
+    )
+    r.add_argument(
+        "--stacks",
+        nargs="?",
+        const=True,
+        type=_depth,
+        metavar="DEPTH",
+        help="keep each record's Python stack too (32 frames deep, or DEPTH)",
     )
     add_output_options(r)
     r.add_argument("script", help="the script (or module, with -m)")

@@ -7,7 +7,14 @@ import os
 import sys
 from typing import Any
 
-from kprof_core.cli.common import EXIT_BAD_INPUT, CommandError, load_profile, window_files, wrote
+from kprof_core.cli.common import (
+    EXIT_BAD_INPUT,
+    CommandError,
+    add_tree_options,
+    load_profile,
+    window_files,
+    wrote,
+)
 from kprof_core.renderers.terminal import say
 
 
@@ -15,15 +22,26 @@ def command(args: argparse.Namespace) -> int:
     """Print a saved profile as ``print(p)`` did (``-t`` adds the trace), or its JSON; write
     the exports asked for. A directory of windows (``.kprof`` files): one line each."""
     if os.path.isdir(args.file) and any(f.endswith(".kprof") for f in os.listdir(args.file)):
-        return _list(args.file)
+        if args.window is None:
+            return _list(args.file)
+    elif args.window is not None:
+        say(f"kprof show: --window needs a directory of windows, and {args.file} is not one")
+        return EXIT_BAD_INPUT
     try:
-        p = load_profile(args.file)
+        if args.window is not None:
+            p = _window(args.file, args.window)
+        else:
+            p = load_profile(args.file)
     except CommandError as exc:
         say(f"kprof show: {exc}")
         return EXIT_BAD_INPUT
     # Files first: a reader that went away (`| head`) must not cost them (as in kprof run).
     code = 0
-    for path, export in ((args.trace_file, p.export_chrome_trace), (args.html, p.export_html)):
+    for path, export in (
+        (args.trace_file, p.export_chrome_trace),
+        (args.html, p.export_html),
+        (args.speedscope, p.export_speedscope),
+    ):
         if not path:
             continue
         try:
@@ -38,21 +56,59 @@ def command(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(p.report(True if args.print_trace else None))
+        if args.tree:
+            print("\n" + p.tree().report())
     return code
 
 
 def _list(directory: str) -> int:
-    """Each ``.kprof`` of ``directory`` (the windows of a run) with its headline."""
-    from kprof_core.renderers.common import headline
+    """Each ``.kprof`` of ``directory`` (the windows of a run): its window, steps, device
+    records, device time and span, one line each."""
+    from kprof_core.data.timefmt import format_time
 
+    rows = [("window", "steps", "records", "device time", "span", "file")]
     try:
-        files = window_files([directory])
-        for f in files:
-            print(f"{os.path.basename(f)}  {headline(load_profile(f))}")
+        for f in window_files([directory]):
+            p = load_profile(f)
+            w = p.meta.get("window")
+            index, steps = "-", "-"
+            if isinstance(w, dict):
+                index = str(w.get("index", "-"))
+                steps = f"{w.get('first_step')}-{w.get('last_step')}"
+                steps += " (partial)" if w.get("partial") else ""
+            device = sum(r.total_ns for r in p.summary().device)
+            rows.append(
+                (
+                    index,
+                    steps,
+                    str(p.counts[1]),
+                    format_time(device),
+                    format_time(p.span_ns),
+                    os.path.basename(f),
+                )
+            )
     except CommandError as exc:
         say(f"kprof show: {exc}")
         return EXIT_BAD_INPUT
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for r in rows:
+        cells = [r[i].rjust(widths[i]) if i != 1 else r[i].ljust(widths[i]) for i in range(5)]
+        print("  ".join([*cells, r[5]]))
     return 0
+
+
+def _window(directory: str, index: int) -> Any:
+    """Window ``index`` of the directory's ``.kprof`` files (``meta["window"]["index"]``)."""
+    found = []
+    for f in window_files([directory]):
+        p = load_profile(f)
+        w = p.meta.get("window")
+        if isinstance(w, dict) and w.get("index") == index:
+            return p
+        if isinstance(w, dict):
+            found.append(str(w.get("index")))
+    have = f"it has windows {', '.join(found)}" if found else "it has no windows"
+    raise CommandError(f"{directory}: no window {index}; {have}")
 
 
 def add_parser(sub: Any) -> None:
@@ -61,7 +117,8 @@ def add_parser(sub: Any) -> None:
         "show", help="print or export a saved profile, as print(p) and the exports would"
     )
     s.add_argument(
-        "file", help="a saved profile (.kprof), or a directory of windows (one line each)"
+        "file",
+        help="a saved profile (.kprof), or a directory of windows (one line each, or --window N)",
     )
     s.add_argument(
         "-t",
@@ -73,5 +130,12 @@ def add_parser(sub: Any) -> None:
     s.add_argument(
         "--trace", dest="trace_file", metavar="FILE.json", help="write a Chrome/Perfetto trace"
     )
+    add_tree_options(s)
     s.add_argument("--json", action="store_true", help="print the records as JSON instead")
+    s.add_argument(
+        "--window",
+        type=int,
+        metavar="N",
+        help="with a directory of windows: show window N (its index, from 1) as a file",
+    )
     s.set_defaults(func=command)

@@ -148,10 +148,11 @@ class Conformance(TokenChecks):
 
     def check_launch_configs(self) -> str:
         """With ``launch_config`` implemented, the workload's kernels carry launch
-        configurations (``rec.launch(..., config=...)``), each made text without failing."""
+        configurations (``rec.launch(..., config=...)``), each made text without failing;
+        without it there is nothing to check (configurations are optional)."""
         self.require_available()
         if "launch_config" not in self.b.implemented:
-            raise Skipped("launch_config is not implemented: no launch configurations")
+            return "launch_config is not implemented: launches carry no configuration to check"
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             p = self._profile(1, ranges=False)

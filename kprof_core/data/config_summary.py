@@ -19,10 +19,10 @@ CONFIG_GROUPINGS = ("config", ("name", "config"))
 def grouping(by: object) -> str | tuple[str, ...]:
     """``by`` as one of the groupings (a list is taken as the tuple), or ValueError."""
     key = tuple(by) if isinstance(by, list) else by
-    if key in ("name", "line", *CONFIG_GROUPINGS):
+    if key in ("name", "line", "stack", *CONFIG_GROUPINGS):
         return key
     raise ValueError(
-        f'summary(by=...) takes "name", "line", "config" or ("name", "config"), not {by!r}'
+        f'summary(by=...) takes "name", "line", "stack", "config" or ("name", "config"), not {by!r}'
     )
 
 

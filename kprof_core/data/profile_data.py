@@ -10,7 +10,7 @@ import operator
 import os
 import socket
 from array import array
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import MutableMapping
 from dataclasses import replace
 from itertools import compress, repeat
 from operator import add, and_, eq, ge, mul
@@ -18,12 +18,10 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from kprof_core.data.config_summary import config_rows, grouping
 from kprof_core.data.memory import Memory
+from kprof_core.data.record_views import iter_device_records
 from kprof_core.data.records import (
-    APPROXIMATE,
     COPY,
-    HOST_TIMED,
     KERNEL,
-    KIND_NAMES,
     MARKS,
     PLACED,
     RANGE,
@@ -36,48 +34,12 @@ from kprof_core.data.records import (
     RangeRecord,
     ThreadRecord,
 )
-from kprof_core.data.site_summary import SiteRow, site_rows
+from kprof_core.data.site_summary import SiteRow, StackRow, site_rows, stack_rows
 from kprof_core.data.sites import Site
 from kprof_core.data.summary import Durations, Summary, _split, rows_of
 
 if TYPE_CHECKING:
     from kprof_core.recording.recorder import DeviceClock, Recorder
-
-
-def iter_device_records(
-    table: DeviceTable,
-    names: list[str],
-    queues: list[QueueRecord],
-    threads: list[ThreadRecord],
-    errors: dict[int, str],
-    origin: int = 0,
-    sites: Sequence[Site] = (),
-    configs: Sequence[str] = (),
-) -> Iterator[KernelRecord]:
-    """Build record views; times are given relative to ``origin``."""
-    site_col, config_col = table.site, table.config
-    for i in range(len(table)):
-        q = queues[table.queue[i]]
-        flags = table.flags[i]
-        nbytes = table.nbytes[i]
-        yield KernelRecord(
-            name=names[table.name[i]],
-            kind=KIND_NAMES[table.kind[i]],
-            backend=q.backend,
-            device=q.device,
-            queue=q.label,
-            thread=threads[table.thread[i]].label,
-            start_ns=table.start[i] - origin,
-            duration_ns=table.duration[i],
-            launch_start_ns=table.launch_start[i] - origin,
-            launch_end_ns=table.launch_end[i] - origin,
-            nbytes=None if nbytes < 0 else nbytes,
-            host_timed=bool(flags & HOST_TIMED),
-            error=errors.get(i) if flags & UNRESOLVED else None,
-            approximate=bool(flags & APPROXIMATE),
-            site=sites[site_col[i]] if site_col[i] >= 0 else None,
-            config=configs[config_col[i]] if config_col[i] >= 0 else None,
-        )
 
 
 class ProfileData:
@@ -107,6 +69,8 @@ class ProfileData:
       columns index (-1: unknown), sorted; ``summary(by="line")`` gives device time per site.
     - ``configs``: the launch configurations' texts the device table's ``config`` column
       indexes (-1: none); ``summary(by=("name", "config"))`` groups by them.
+    - ``stacks``: the launch stacks (``profile(stacks=True)``): per stack id, its frames as
+      ``kprof.Site``s, outermost first; ``kprof_core.data.stacks.frames_of`` reads a row's.
     - ``errors``: device row index -> why that row has no device time.
     - ``details``: device row index -> what the backend said about that row (a kernel's grid and
       block, its stream; rows from activity records such as CUPTI's).
@@ -130,6 +94,8 @@ class ProfileData:
         self.threads: list[ThreadRecord] = []
         self.sites: list[Site] = []
         self.configs: list[str] = []
+        #: Stack id -> its frames, outermost first (``profile(stacks=True)``); ``frames_of``.
+        self.stacks: tuple[tuple[Site, ...], ...] = ()
         self.errors: dict[int, str] = {}
         #: Row -> what the backend said about that device row (a kernel's grid and block).
         self.details: MutableMapping[int, str] = {}
@@ -144,6 +110,7 @@ class ProfileData:
         self.table, self.host = rec.table, rec.host
         self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
         self.sites, self.configs = rec.sites, rec.configs
+        self.stacks = rec.stacks
         self.errors, self.clocks = rec.errors, rec.clocks
         self.details = rec.details
         self.dropped = dict(getattr(rec, "activity_dropped", {}))
@@ -365,16 +332,23 @@ class ProfileData:
     @overload
     def summary(self, by: Literal["line"]) -> list[SiteRow]: ...  # type: ignore[overload-overlap]
     @overload
+    def summary(self, by: Literal["stack"]) -> list[StackRow]: ...  # type: ignore[overload-overlap]
+    @overload
     def summary(self, by: str | tuple[str, ...] | list[str] = ...) -> Summary: ...
-    def summary(self, by: str | tuple[str, ...] | list[str] = "name") -> Summary | list[SiteRow]:
+    def summary(
+        self, by: str | tuple[str, ...] | list[str] = "name"
+    ) -> Summary | list[SiteRow] | list[StackRow]:
         """Per-name statistics of the host side, the device side and device ranges; with
         ``by="line"``, the device time of kernels and copies per launch site (``SiteRow``s,
-        largest total first, with the kernels launched from each); with ``by=("name",
+        largest total first, with the kernels launched from each); with ``by="stack"``, the
+        same per launch stack (``StackRow``s; ``profile(stacks=True)``); with ``by=("name",
         "config")`` the device rows per name and launch configuration (``SummaryRow.config``),
         with ``by="config"`` per configuration alone."""
         key = grouping(by)
         if key == "line":
             return site_rows(self.table, self.names, self.sites, self.span_ns)
+        if key == "stack":
+            return stack_rows(self.table, self.names, self.sites, self.stacks, self.span_ns)
         if key != "name":
             s = self.summary()
             rows = config_rows(self.table, self.names, self.configs, s.span_ns, "name" in key)

@@ -193,6 +193,7 @@ class DeviceTable:
     def __init__(self) -> None:
         for c in self.COLUMNS:
             setattr(self, c, array("q"))
+        self.stack = array("q")
 
     name: array[int]
     kind: array[int]
@@ -208,6 +209,10 @@ class DeviceTable:
     site: array[int]
     #: The launch configuration: an index into the profile's ``configs``, -1 for none.
     config: array[int]
+    #: The launch stack: an index into the profile's ``stacks``, -1 for none. Not one of the
+    #: ``COLUMNS`` rows are recorded with: made at the profile's end from the raw ids in
+    #: ``site``, and empty when no row has a stack (``profile(stacks=False)``).
+    stack: array[int]
 
     def append(
         self,
@@ -352,6 +357,7 @@ class HostTable:
     def __init__(self) -> None:
         for c in self.COLUMNS:
             setattr(self, c, array("q"))
+        self.stack = array("q")
 
     name: array[int]
     kind: array[int]
@@ -359,6 +365,7 @@ class HostTable:
     start: array[int]
     end: array[int]
     site: array[int]  # as DeviceTable.site
+    stack: array[int]  # as DeviceTable.stack
 
     def trim(self) -> None:
         """As ``DeviceTable.trim``."""

@@ -10,6 +10,11 @@ record views ``p.kernels``, ``p.ranges`` are):
   ``config``: its launch configuration as text (``summary(by=("name", "config"))``'s);
 - host records: ranges and markers.
 
+Each record's launch site is in ``file``, ``line`` and ``function``, and its launch stack
+(``profile(stacks=True)``) in ``stack``: in JSON an index into the header's ``stacks`` (each a
+list of frames, outermost first), in CSV and DataFrames the frames as text, outermost first,
+``;`` between them (``/src/train.py:12 main;/src/model.py:30 forward``), as folded stacks are.
+
 Files are written through :func:`open_text`: a path that cannot be written raises
 :class:`ExportError` (an ``OSError``) saying so, no partial file is left behind, and the
 profile itself is never changed by an export.
@@ -31,6 +36,7 @@ from kprof_core.data.records import APPROXIMATE, HOST_TIMED, KIND_NAMES, UNRESOL
 
 if TYPE_CHECKING:
     from kprof_core.data.profile_data import ProfileData
+    from kprof_core.data.sites import Site
 
 #: Where an export goes: a path, or an open text file (written to, not closed).
 Target = Union[str, "os.PathLike[str]", TextIO, IO[str]]
@@ -57,6 +63,7 @@ COLUMNS = (
     "file",
     "line",
     "function",
+    "stack",
 )
 
 FORMAT = "kprof.records/1"
@@ -116,6 +123,25 @@ def _site(p: ProfileData, i: int) -> dict[str, Any]:
     return {"file": s.file, "line": s.line, "function": s.function}
 
 
+def _stack(col: Any, i: int) -> int | None:
+    """A row's stack id (None: none known)."""
+    return col[i] if col and col[i] >= 0 else None
+
+
+def folded(stack: tuple[Site, ...]) -> str:
+    """A stack as one line of text, outermost frame first, ``;`` between frames."""
+    return ";".join(f"{s.file}:{s.line} {s.function}" for s in stack)
+
+
+def _as_text(p: ProfileData, rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Rows with their stack as text (CSV and DataFrames)."""
+    texts = [folded(s) for s in p.stacks]
+    for r in rows:
+        if r["stack"] is not None:
+            r["stack"] = texts[r["stack"]]
+        yield r
+
+
 def _device_rows(p: ProfileData, order: Any = None) -> Iterator[dict[str, Any]]:
     t, names, queues, o = p.table, p.names, p.queues, p.start_ns
     labels = [th.label for th in p.threads]
@@ -141,6 +167,7 @@ def _device_rows(p: ProfileData, order: Any = None) -> Iterator[dict[str, Any]]:
             "detail": p.details.get(i),
             "config": p.configs[c] if (c := t.config[i]) >= 0 else None,
             **_site(p, t.site[i]),
+            "stack": _stack(t.stack, i),
         }
 
 
@@ -167,6 +194,7 @@ def _host_rows(p: ProfileData, order: Any = None) -> Iterator[dict[str, Any]]:
             "detail": None,
             "config": None,
             **_site(p, h.site[j]),
+            "stack": _stack(h.stack, j),
         }
 
 
@@ -201,6 +229,7 @@ def _header(p: ProfileData) -> dict[str, Any]:
             }
             for c in p.clocks.values()
         ],
+        **({"stacks": [[asdict(f) for f in st] for st in p.stacks]} if p.stacks else {}),
         "summary": {
             "host": [asdict(r) for r in s.host],
             "device": [asdict(r) for r in s.device],
@@ -216,7 +245,17 @@ def _strip(row: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 # A device record's keys are the CSV columns after "record" (which table the row came from).
 _DEVICE_KEYS = COLUMNS[1:]
-_HOST_KEYS = ("kind", "name", "thread", "start_ns", "duration_ns", "file", "line", "function")
+_HOST_KEYS = (
+    "kind",
+    "name",
+    "thread",
+    "start_ns",
+    "duration_ns",
+    "file",
+    "line",
+    "function",
+    "stack",
+)
 
 
 def to_json(p: ProfileData, path: Target | None = None) -> dict[str, Any] | None:
@@ -281,7 +320,7 @@ def to_csv(p: ProfileData, path: Target | None = None) -> str | None:
         # with "\n" line ends) cannot split a row.
         w = csv.writer(f, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
         w.writerow(COLUMNS)
-        for r in iter_rows(p):
+        for r in _as_text(p, iter_rows(p)):
             w.writerow([_cell(r[c]) for c in COLUMNS])
 
     if path is None:
@@ -306,7 +345,7 @@ def to_dataframe(p: ProfileData) -> Any:
             "pip install pandas (or use to_csv() / to_json(), which need nothing)"
         ) from exc
     cols: dict[str, list[Any]] = {c: [] for c in COLUMNS}
-    for r in iter_rows(p):
+    for r in _as_text(p, iter_rows(p)):
         for c in COLUMNS:
             cols[c].append(r[c])
     data: dict[str, Any] = dict(cols)

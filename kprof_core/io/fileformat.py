@@ -36,10 +36,17 @@ tables each a ``site`` column (-1: none known). It is written only for profiles 
 sites (``profile(sites=True)``), and read by ``read_v3.py``, which takes the sites off and
 hands the rest to the reader of version 2 or 1.
 
-Format version 4 is version 3, 2 or 1 with launch configurations: the header adds
-``configs`` ([str], the texts the column indexes), and the device table a ``config`` column
-(-1: none). It is written only for profiles that hold configurations, and read by
-``read_v4.py``, which takes them off and hands the rest to the reader of version 3, 2 or 1.
+Format version 4 is version 3 with launch stacks: the header adds ``frames`` ([file, line,
+function], every distinct frame of the stacks) and ``stacks`` (per stack, the indexes of its
+frames in ``frames``, outermost first), and the device and host tables each a ``stack``
+column (indexes into ``stacks``, -1: none). It is written only for profiles that hold stacks
+(``profile(stacks=True)``), and read by ``read_v4.py``, which takes the stacks off and hands
+the rest to ``read_v3``.
+
+Version 4 also holds launch configurations, where a profile has them: the header adds
+``configs`` ([str], the texts the column indexes) and the device table a ``config`` column (-1:
+none). A version 4 file holds stacks, configurations or both; ``read_v4.py`` takes off what it
+holds and hands the rest to the reader of version 3, 2 or 1.
 
 The file ends right after the last column. Readers are kept per format version, so files of
 older versions stay readable when the format changes; a newer version is refused with a
@@ -56,7 +63,7 @@ from kprof_core.data.records import HostTable
 from kprof_core.host.backend import KprofError
 
 MAGIC = b"\x89KPROF\r\n"
-FORMAT_VERSION = 4  # the newest version written (older ones where a profile needs no more)
+FORMAT_VERSION = 4  # the newest version written (1 to 3 where a profile needs no more)
 #: The device columns version 4 added (read_v4.py takes them off, older readers never see them).
 V4_DEVICE_COLUMNS = ("config",)
 PREFIX = struct.Struct("<8sI")  # magic, version

@@ -63,6 +63,8 @@ def _columns(profile: ProfileData) -> list[tuple[str, str, array[int]]]:
 
     cols = [("device", c, getattr(profile.table, c)) for c in DeviceTable.COLUMNS if keep(c)]
     cols += [("host", c, getattr(profile.host, c)) for c in HostTable.COLUMNS if keep(c)]
+    if profile.stacks:  # version 4: a stack column per table
+        cols += [("device", "stack", profile.table.stack), ("host", "stack", profile.host.stack)]
     if profile.memory:  # last: version 2 is version 1 followed by the memory table
         cols += [("memory", c, getattr(profile.memory.table, c)) for c in MemoryTable.COLUMNS]
     return cols
@@ -88,8 +90,11 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
             raise KprofError(
                 f"cannot save: column {table}.{name} has {len(col)} rows, expected {expected}"
             )
-        if name == "site":
-            check.between(col, -1, len(profile.sites) - 1, f"{table}.site")
+        if name == "site":  # the memory table's index its own sites (strings)
+            sites = profile.memory.sites if table == "memory" else profile.sites
+            check.between(col, -1, len(sites) - 1, f"{table}.site")
+        if name == "stack":
+            check.between(col, -1, len(profile.stacks) - 1, f"{table}.stack")
         if name == "config":
             check.between(col, -1, len(profile.configs) - 1, f"{table}.config")
         raw = _le_bytes(col)
@@ -137,6 +142,13 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
     if profile.sites:  # only then version 3: version 2 (or 1) plus the launch sites
         version = 3
         header["sites"] = [[s.file, s.line, s.function] for s in profile.sites]
+    if profile.stacks:  # only then version 4: version 3 plus the launch stacks
+        if not profile.sites:
+            raise KprofError("cannot save: the profile has stacks but no sites")
+        version = 4
+        frames = {f: i for i, f in enumerate(sorted({f for s in profile.stacks for f in s}))}
+        header["frames"] = [[s.file, s.line, s.function] for s in frames]
+        header["stacks"] = [[frames[f] for f in s] for s in profile.stacks]
     if profile.configs:  # only then version 4: one of the above plus launch configurations
         version = 4
         header["configs"] = list(profile.configs)

@@ -629,7 +629,8 @@ static PyMethodDef module_methods[] = {
      "launch_path(incoming, live_queues, timed_slots, slow, pressure, tls, running_loop, who, "
      "next_harvest, sites) -> LaunchPath"},
     {"site_catcher", new_site_catcher, METH_VARARGS,
-     "site_catcher(skip, keys) -> SiteCatcher: see kprof_core.recording.sites."},
+     "site_catcher(skip, keys, depth=0, stack_type=None) -> SiteCatcher: see "
+     "kprof_core.recording.sites."},
     {"run_columns", run_columns, METH_VARARGS,
      "The harvest's bookkeeping of a run of entries, column-wise: see harvest_columns.run_columns."},
     {"checked_rel_dur", checked_rel_dur, METH_VARARGS,

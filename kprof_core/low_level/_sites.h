@@ -5,7 +5,11 @@
  * site id of (code, f_lasti): an index into sites.KEYS, the process-wide list both catchers
  * append to. Two open-addressing tables keyed by pointer keep the per-launch cost to a few
  * attribute reads (f_back, f_lasti: the limited API has no PyFrame_GetBack) and two probes.
- * Included by _crecorder.c. */
+ * Included by _crecorder.c.
+ *
+ * With a depth (profile(stacks=N)), capture() goes on from the user's frame outwards, up to N
+ * frames, each a raw site id as above, and interns the chain of ids in a third table: the
+ * raw id it returns is the chain's (a sites.StackKey in KEYS, made once per distinct chain). */
 
 typedef struct {
     void *code;     /* a code object (a strong reference while in the table) */
@@ -19,10 +23,26 @@ typedef struct {
 } site_table;
 
 typedef struct {
+    Py_ssize_t *ids; /* the chain, innermost first (NULL: an empty slot) */
+    Py_ssize_t n, val;
+    size_t hash;
+} stack_slot;
+
+typedef struct {
+    stack_slot *slots;
+    Py_ssize_t cap, used;
+} stack_table;
+
+#define SITES_MAX_DEPTH 256
+
+typedef struct {
     PyObject_HEAD
     PyObject *skip;  /* sites.Skipper: frame -> bool (not the user's) */
     PyObject *keys;  /* sites.KEYS */
+    PyObject *stack_type; /* sites.StackKey */
+    int depth;       /* frames of a stack; 0: the site alone */
     site_table verdicts, ids;
+    stack_table stacks;
 } SiteCatcher;
 
 static PyObject *str_f_back, *str_f_lasti;
@@ -104,6 +124,157 @@ site_table_visit(site_table *t, visitproc visit, void *arg)
     return 0;
 }
 
+static size_t
+stack_hash(const Py_ssize_t *ids, Py_ssize_t n)
+{
+    size_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ (size_t)ids[i]) * (size_t)1099511628211ULL;
+    return h ^ (h >> 29);
+}
+
+static void
+stack_table_clear(stack_table *t)
+{
+    for (Py_ssize_t j = 0; j < t->cap; j++)
+        PyMem_Free(t->slots[j].ids);
+    PyMem_Free(t->slots);
+    t->slots = NULL;
+    t->cap = t->used = 0;
+}
+
+/* The raw id of the chain ids[0..n-1], interned: a new StackKey appended to KEYS once per
+ * distinct chain. -2 with an exception set. */
+static Py_ssize_t
+stack_intern(SiteCatcher *self, const Py_ssize_t *ids, Py_ssize_t n)
+{
+    stack_table *t = &self->stacks;
+    size_t h = stack_hash(ids, n);
+    if (t->cap) {
+        size_t mask = (size_t)t->cap - 1, i = h & mask;
+        for (;;) {
+            stack_slot *s = &t->slots[i];
+            if (s->ids == NULL)
+                break;
+            if (s->hash == h && s->n == n && memcmp(s->ids, ids, (size_t)n * sizeof(*ids)) == 0)
+                return s->val;
+            i = (i + 1) & mask;
+        }
+    }
+    if ((t->used + 1) * 2 > t->cap) {
+        Py_ssize_t ncap = t->cap ? t->cap * 2 : 64;
+        stack_slot *ns = PyMem_Calloc((size_t)ncap, sizeof(stack_slot));
+        if (ns == NULL) {
+            PyErr_NoMemory();
+            return -2;
+        }
+        for (Py_ssize_t j = 0; j < t->cap; j++) {
+            stack_slot *s = &t->slots[j];
+            if (s->ids == NULL)
+                continue;
+            size_t m = (size_t)ncap - 1, i = s->hash & m;
+            while (ns[i].ids != NULL)
+                i = (i + 1) & m;
+            ns[i] = *s;
+        }
+        PyMem_Free(t->slots);
+        t->slots = ns;
+        t->cap = ncap;
+    }
+    Py_ssize_t *copy = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(*ids));
+    PyObject *chain = PyTuple_New(n), *key = NULL;
+    if (copy == NULL || chain == NULL) {
+        PyMem_Free(copy);
+        Py_XDECREF(chain);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return -2;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromSsize_t(ids[i]);
+        if (v == NULL) {
+            PyMem_Free(copy);
+            Py_DECREF(chain);
+            return -2;
+        }
+        PyTuple_SetItem(chain, i, v);
+    }
+    key = PyObject_CallFunctionObjArgs(self->stack_type, chain, NULL);
+    Py_DECREF(chain);
+    Py_ssize_t id = PyList_Size(self->keys);
+    if (key == NULL || PyList_Append(self->keys, key) < 0) {
+        Py_XDECREF(key);
+        PyMem_Free(copy);
+        return -2;
+    }
+    Py_DECREF(key);
+    memcpy(copy, ids, (size_t)n * sizeof(*ids));
+    size_t mask = (size_t)t->cap - 1, i = h & mask;
+    while (t->slots[i].ids != NULL)
+        i = (i + 1) & mask;
+    t->slots[i].ids = copy;
+    t->slots[i].n = n;
+    t->slots[i].val = id;
+    t->slots[i].hash = h;
+    t->used++;
+    return id;
+}
+
+/* The raw site id of (code, f's f_lasti): known, or appended to KEYS. -2 with an exception. */
+static Py_ssize_t
+site_id(SiteCatcher *self, PyFrameObject *f, PyCodeObject *code)
+{
+    PyObject *lo = PyObject_GetAttr((PyObject *)f, str_f_lasti);
+    long lasti = lo == NULL ? -1 : PyLong_AsLong(lo);
+    Py_XDECREF(lo);
+    if (lo == NULL || (lasti == -1 && PyErr_Occurred()))
+        return -2;
+    site_slot *s = site_find(&self->ids, code, lasti);
+    if (s != NULL)
+        return s->val;
+    /* A new raw site: appended to KEYS (under the GIL: its index is its id). */
+    PyObject *key = Py_BuildValue("(Ol)", (PyObject *)code, lasti);
+    Py_ssize_t id = PyList_Size(self->keys);
+    if (key == NULL || PyList_Append(self->keys, key) < 0
+        || site_put(&self->ids, code, lasti, id) < 0) {
+        Py_XDECREF(key);
+        return -2;
+    }
+    Py_DECREF(key);
+    return id;
+}
+
+/* From the user's frame f (its code, code; both references owned and released here)
+ * outwards, up to depth frames: the raw id of the chain. -2 with an exception. */
+static Py_ssize_t
+stack_capture(SiteCatcher *self, PyFrameObject *f, PyCodeObject *code)
+{
+    Py_ssize_t chain[SITES_MAX_DEPTH], n = 0;
+    for (;;) {
+        Py_ssize_t id = site_id(self, f, code);
+        Py_DECREF(code);
+        if (id == -2) {
+            Py_DECREF(f);
+            return -2;
+        }
+        chain[n++] = id;
+        if (n >= self->depth)
+            break;
+        PyObject *back = PyObject_GetAttr((PyObject *)f, str_f_back);
+        Py_DECREF(f);
+        if (back == NULL)
+            return -2;
+        if (back == Py_None) {
+            Py_DECREF(back);
+            return stack_intern(self, chain, n);
+        }
+        f = (PyFrameObject *)back;
+        code = PyFrame_GetCode(f);
+    }
+    Py_DECREF(f);
+    return stack_intern(self, chain, n);
+}
+
 /* The raw site id of the calling thread's first user frame, or -1 (none within 64 frames,
  * or no Python frame at all: a launch from a C thread). -2 with an exception set. */
 static Py_ssize_t
@@ -131,32 +302,10 @@ site_capture(SiteCatcher *self)
             foreign = t;
         }
         if (!foreign) {
-            PyObject *lo = PyObject_GetAttr((PyObject *)f, str_f_lasti);
+            if (self->depth > 0)
+                return stack_capture(self, f, code);
+            Py_ssize_t id = site_id(self, f, code);
             Py_DECREF(f);
-            long lasti = lo == NULL ? -1 : PyLong_AsLong(lo);
-            if (lo == NULL || (lasti == -1 && PyErr_Occurred())) {
-                Py_XDECREF(lo);
-                Py_DECREF(code);
-                return -2;
-            }
-            site_slot *s = site_find(&self->ids, code, lasti);
-            Py_ssize_t id;
-            if (s != NULL) {
-                id = s->val;
-            } else {
-                /* A new raw site: appended to KEYS (under the GIL: its index is its id). */
-                PyObject *key = Py_BuildValue("(Ol)", (PyObject *)code, lasti);
-                id = PyList_Size(self->keys);
-                if (key == NULL || PyList_Append(self->keys, key) < 0
-                    || site_put(&self->ids, code, lasti, id) < 0) {
-                    Py_XDECREF(key);
-                    Py_DECREF(lo);
-                    Py_DECREF(code);
-                    return -2;
-                }
-                Py_DECREF(key);
-            }
-            Py_DECREF(lo);
             Py_DECREF(code);
             return id;
         }
@@ -188,6 +337,7 @@ sc_traverse(SiteCatcher *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->skip);
     Py_VISIT(self->keys);
+    Py_VISIT(self->stack_type);
     if (site_table_visit(&self->verdicts, visit, arg) || site_table_visit(&self->ids, visit, arg))
         return -1;
     return 0;
@@ -198,8 +348,10 @@ sc_clear(SiteCatcher *self)
 {
     Py_CLEAR(self->skip);
     Py_CLEAR(self->keys);
+    Py_CLEAR(self->stack_type);
     site_table_clear(&self->verdicts);
     site_table_clear(&self->ids);
+    stack_table_clear(&self->stacks);
     return 0;
 }
 
@@ -240,14 +392,24 @@ static PyObject *SiteCatcherType;
 static PyObject *
 new_site_catcher(PyObject *module, PyObject *args)
 {
-    PyObject *skip, *keys;
-    if (!PyArg_ParseTuple(args, "OO!:site_catcher", &skip, &PyList_Type, &keys))
+    PyObject *skip, *keys, *stack_type = Py_None;
+    int depth = 0;
+    if (!PyArg_ParseTuple(args, "OO!|iO:site_catcher", &skip, &PyList_Type, &keys, &depth,
+                          &stack_type))
         return NULL;
+    if (depth < 0 || depth > SITES_MAX_DEPTH || (depth > 0 && !PyCallable_Check(stack_type))) {
+        PyErr_Format(PyExc_ValueError,
+                     "site_catcher: depth must be 0 to %d, with a callable stack type",
+                     SITES_MAX_DEPTH);
+        return NULL;
+    }
     SiteCatcher *self = (SiteCatcher *)PyType_GenericAlloc((PyTypeObject *)SiteCatcherType, 0);
     if (self == NULL)
         return NULL;
     Py_INCREF(skip); self->skip = skip;
     Py_INCREF(keys); self->keys = keys;
+    Py_INCREF(stack_type); self->stack_type = stack_type;
+    self->depth = depth;
     return (PyObject *)self;
 }
 

@@ -133,6 +133,13 @@ def clock_placements(profiles: Sequence[Profile]) -> list[ClockPlacement]:
     return [pl for pl in out if pl is not None]
 
 
+def _stacks(col: array[int], stack_map: list[int], n: int) -> array[int]:
+    """A table's ``stack`` column in the merged profile's ids (-1 for every row without)."""
+    if not col:
+        return array("q", (-1,)) * n
+    return array("q", [-1 if v < 0 else stack_map[v] for v in col])
+
+
 def _shifted(col: array[int], delta: int) -> array[int]:
     if not delta:
         return array("q", col)
@@ -211,6 +218,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     names: dict[str, int] = {}
     sites = Interner()  # launch sites are the same text in every rank: never prefixed
     configs = Interner()  # so are launch configurations
+    stacks = Interner()  # and so are stacks
     queues: dict[QueueRecord, int] = {}
     threads: dict[ThreadRecord, int] = {}
     mem, mem_devices, mem_sites = MemoryTable(), dict[tuple[str, str], int](), dict[str, int]()
@@ -252,6 +260,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         site_map = {i: sites(site) for i, site in enumerate(p.sites)}
         site_map[-1] = -1
         config_map = [*map(configs, p.configs), -1]  # -1 (none) indexes the last
+        stack_map = [stacks(s) for s in p.stacks]
         qmap = [
             intern(
                 queues,
@@ -287,6 +296,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         d.flags.extend(t.flags)
         d.site.extend(array("q", [site_map[v] for v in t.site]))
         d.config.extend(array("q", map(config_map.__getitem__, t.config)))
+        d.stack.extend(_stacks(t.stack, stack_map, len(t)))
         for row, msg in p.errors.items():
             out.errors[first + row] = msg
         for row, text in p.details.items():
@@ -298,6 +308,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         oh.start.extend(_shifted(h.start, off))
         oh.end.extend(_shifted(h.end, off))
         oh.site.extend(array("q", [site_map[v] for v in h.site]))
+        oh.stack.extend(_stacks(h.stack, stack_map, len(h)))
         for key, clock in p.clocks.items():
             out.clocks[key if prefix is None else f"{prefix}/{key}"] = clock
         m = p.memory  # each rank's devices apart, named as its queues are
@@ -311,6 +322,9 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     out.names = list(names)
     out.sites = sites.values
     out.configs = configs.values
+    out.stacks = tuple(stacks.values)
+    if not out.stacks:  # no rank recorded stacks: the columns stay empty, as such a profile's
+        out.table.stack, out.host.stack = array("q"), array("q")
     out.queues = list(queues)
     out.threads = list(threads)
     spans = array("q")

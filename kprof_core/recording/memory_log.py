@@ -12,11 +12,12 @@ from __future__ import annotations
 import struct
 import warnings
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 from kprof_core.data.memory import ALLOC, STRIDE, Memory, MemoryTable
+from kprof_core.recording.sites import site_of
 
 if TYPE_CHECKING:
     from kprof_core.host.backend import Backend
@@ -27,7 +28,13 @@ _HIGH = 1 << 63
 
 class MemoryLog:
     """One profile's memory events: a flat row array (``STRIDE`` ints an event, columns in
-    ``MemoryTable.COLUMNS``' order), the devices ((backend, device) -> index) and sites."""
+    ``MemoryTable.COLUMNS``' order), the devices ((backend, device) -> index) and sites.
+
+    Sites: a plugin may name one (a str, interned: index >= 0); otherwise, with
+    ``profile(sites=True)``, ``catch`` (the recorder's launch-site catcher) finds the user's
+    line of an allocating call (not of a free), kept as its raw id ``r`` coded ``-2 - r`` until ``close``
+    resolves it to ``Site.label``; -1: none.
+    """
 
     def __init__(self, backends: Sequence[Backend]) -> None:
         self.rows = array("q")
@@ -35,6 +42,7 @@ class MemoryLog:
         # so one lookup answers "is this the profile's backend, still open?".
         self._open: dict[Backend, dict[str, int]] = {b: {} for b in backends}
         self.devices: dict[tuple[str, str], int] = {}
+        self.closed = False
         self.sites: dict[str, int] = {}
         self.bad = 0  # events refused for a malformed value (warned once, at the end)
         self.bad_example = ""
@@ -42,6 +50,13 @@ class MemoryLog:
         # cannot interleave columns); packing checks every value is an int64 on the way.
         self._put = self.rows.frombytes
         self._pack = struct.Struct(f"{STRIDE}q").pack
+        #: The launch-site catcher's ``capture`` (raw id or -1) with sites on, else None.
+        self.catch: Callable[[], int] | None = None
+
+    def add_backend(self, backend: Backend) -> None:
+        """Record ``backend``'s events too (its capture started while the profile ran)."""
+        if not self.closed:
+            self._open.setdefault(backend, {})
 
     def add(
         self,
@@ -62,7 +77,12 @@ class MemoryLog:
                 self._refuse(backend, f"device {device!r:.40} is not a str")
                 return
             dev = devs[device] = self.devices.setdefault((backend.name, device), len(self.devices))
-        s = -1 if site is None else self.sites.setdefault(str(site), len(self.sites))
+        if site is not None:
+            s = self.sites.setdefault(str(site), len(self.sites))
+        elif self.catch is not None and kind == ALLOC:  # where it was allocated, not freed
+            s = -2 - self.catch()  # -1 (unknown) stays -1
+        else:
+            s = -1
         if time_ns is None:
             time_ns = perf_counter_ns()
         try:
@@ -72,8 +92,11 @@ class MemoryLog:
         except (struct.error, TypeError, ValueError):
             # An address above 2**63 (a 64-bit pointer's top half) is kept, as int64 wraps it.
             if type(address) is int and _HIGH <= address < _WRAP and type(nbytes) is int:
-                self.add(backend, kind, device, address - _WRAP, nbytes, time_ns, site)
-                return
+                try:
+                    self._put(self._pack(time_ns, dev, kind, nbytes, address - _WRAP, s))
+                    return
+                except (struct.error, TypeError, ValueError):
+                    pass
             self._refuse(
                 backend, f"address {address!r:.40}, nbytes {nbytes!r:.40}, time {time_ns!r:.40}"
             )
@@ -91,11 +114,13 @@ class MemoryLog:
         rows = child.rows
         for i in range(0, len(rows), STRIDE):
             t, d, k, n, a, s = rows[i : i + STRIDE]
-            self.rows.extend((t, dmap[d], k, n, a, -1 if s < 0 else smap[s]))
+            # Caught raw ids (< -1) are the process's: they stay as they are.
+            self.rows.extend((t, dmap[d], k, n, a, s if s < 0 else smap[s]))
 
     def close(self, start_ns: int) -> Memory:
         """The profile ended: later events are dropped; its events as a ``Memory``."""
         self._open = {}
+        self.closed = True
         if self.bad:
             warnings.warn(
                 f"kprof: {self.bad} memory event(s) refused for a malformed value (first: "
@@ -106,12 +131,19 @@ class MemoryLog:
             )
         # Rows are whole (one extend each); a row begun by another thread cannot be cut.
         n = len(self.rows) - len(self.rows) % STRIDE
-        return Memory(
-            MemoryTable.from_rows(self.rows[:n]),
-            list(self.devices),
-            list(self.sites),
-            start_ns,
-        )
+        table = MemoryTable.from_rows(self.rows[:n])
+        if any(s < -1 for s in table.site):
+            table.site = self._resolve(table.site)
+        return Memory(table, list(self.devices), list(self.sites), start_ns)
+
+    def _resolve(self, column: array[int]) -> array[int]:
+        """Caught sites (raw ids, coded ``-2 - r``) as indexes into ``sites`` (their labels)."""
+        index: dict[int, int] = {}
+        for s in set(column):
+            if s < -1:
+                label = site_of(-2 - s).label
+                index[s] = self.sites.setdefault(label, len(self.sites))
+        return array("q", [index.get(s, s) for s in column])
 
 
 __all__ = ["MemoryLog"]

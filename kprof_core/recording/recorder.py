@@ -68,6 +68,7 @@ class Recorder(RecorderRanges, RecorderEnd):
         parent: Recorder | None = None,
         sites: bool = True,
         site_skip: Sequence[str] = (),
+        stacks: int = 0,
         bounds: Bounds | None = None,
     ) -> None:
         super().__init__(
@@ -78,6 +79,7 @@ class Recorder(RecorderRanges, RecorderEnd):
             parent=parent,
             sites=sites,
             site_skip=site_skip,
+            stacks=stacks,
             bounds=bounds,
         )
         self._bind_launch_path()
@@ -90,6 +92,7 @@ class Recorder(RecorderRanges, RecorderEnd):
         if backend in self._selected:
             return
         self.rows.add_backend(backend)  # first: an entry of its slot must find it there
+        self.memory.add_backend(backend)
         self.backends.append(backend)
         self._selected = frozenset(self.backends)
         if self.device and not self.synchronize:
@@ -242,8 +245,12 @@ class Recorder(RecorderRanges, RecorderEnd):
         mod = native.compiled()
         self._native: Any = None
         # The catcher of launch sites: compiled with the compiled launch path, else Python.
-        self._sites = site_catcher(self._skip, mod) if self.sites_on else NoCatcher()
+        self._sites = (
+            site_catcher(self._skip, mod, self.stack_depth) if self.sites_on else NoCatcher()
+        )
         self._site = self._sites.capture
+        # An allocation's site is caught as a launch's (memory_log.py): None with sites off.
+        self.memory.catch = self._site if self.sites_on else None
         # Where Recorder.launch was replaced (the conformance kit watches every launch so),
         # the replacement is called, as it would be without the compiled recorder.
         if mod is None or type(self).launch is not Recorder._launch_py:

@@ -7,14 +7,14 @@ import warnings
 from typing import TYPE_CHECKING
 
 from kprof_core import _clock
-from kprof_core.data.records import PLACED
+from kprof_core.data.records import PLACED, DeviceTable, HostTable
 from kprof_core.low_level.layout import ENTRY_HOST_RANGE, host_entry
 from kprof_core.recording import threads
 from kprof_core.recording.configs import TEXT
 from kprof_core.recording.configs import resolve as resolve_configs
 from kprof_core.recording.recorder_state import RecorderState, _live, now
 from kprof_core.recording.sites import raw_of as raw_site
-from kprof_core.recording.sites import resolve_tables
+from kprof_core.recording.sites import raw_of_stack, resolve_tables
 
 if TYPE_CHECKING:
     from kprof_core.host.backend import Backend
@@ -72,7 +72,7 @@ class RecorderEnd(RecorderState):
             self.rows.end(deadline)
         finally:
             # Launch sites to text, once per distinct raw site: the columns then index them.
-            self.sites = resolve_tables(self.rows.table, self.rows.host)
+            self.sites, self.stacks = resolve_tables(self.rows.table, self.rows.host)
             # Launch configurations to text, once per distinct value (configs.py).
             t = self.rows.table
             self.configs, t.config = resolve_configs(
@@ -124,7 +124,13 @@ class RecorderEnd(RecorderState):
             smap[-1] = -1
             # The child's configurations are text: interned as text here.
             cmap = [self.rows.configs.intern(TEXT, c) for c in child.configs] + [-1]
+            stmap = [raw_of_stack(st) for st in child.stacks]
             ct = child.table
+
+            def raw(t: DeviceTable | HostTable, i: int) -> int:
+                sid = t.stack[i] if t.stack else -1
+                return stmap[sid] if sid >= 0 else smap[t.site[i]]
+
             for i in range(len(ct)):
                 row = self.table.append(
                     nmap[ct.name[i]],
@@ -137,7 +143,7 @@ class RecorderEnd(RecorderState):
                     ct.duration[i],
                     ct.nbytes[i],
                     ct.flags[i] | PLACED,
-                    smap[ct.site[i]],
+                    raw(ct, i),
                     cmap[ct.config[i]],
                 )
                 if i in child.errors:
@@ -152,7 +158,7 @@ class RecorderEnd(RecorderState):
                     tmap[ch.thread[i]],
                     ch.start[i],
                     ch.end[i],
-                    smap[ch.site[i]],
+                    raw(ch, i),
                 )
             for k, v in child.clocks.items():
                 self.clocks.setdefault(k, v)

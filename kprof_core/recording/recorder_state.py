@@ -63,18 +63,22 @@ class RecorderState:
         parent: Recorder | None = None,
         sites: bool = True,
         site_skip: Sequence[str] = (),
+        stacks: int = 0,
         bounds: Bounds | None = None,
     ) -> None:
         self.backends = list(backends)
         # Launch sites (sites.py): frames of these modules are never the user's. The catcher
         # (``_site``) is bound with the launch path (recorder.py).
-        self.sites_on = sites
+        self.sites_on = sites or stacks > 0
+        self.stack_depth = stacks  # frames per launch stack; 0: sites alone
         self._skip = Skipper([*site_skip, *plugin_prefixes(b.plugin for b in self.backends)])
         self._site: Any = None
         #: The sites the tables' ``site`` columns index, once the end resolved them.
         self.sites: list[Site] = []
         #: The launch configurations' texts the ``config`` column indexes, once resolved.
         self.configs: list[str] = []
+        #: The stacks the tables' ``stack`` columns index (outermost first), likewise.
+        self.stacks: tuple[tuple[Site, ...], ...] = ()
         self.timeout = timeout
         self.bounds = bounds
         self._new_rows()

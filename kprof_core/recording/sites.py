@@ -14,10 +14,16 @@ one list per process (``KEYS``), shared by the compiled catcher (``_crecorder.Si
 and the Python one (``SiteCatcher`` below), so that rows from either path (and from nested
 profiles) can share a table; ``resolve`` turns raw ids into ``Site``s at the end, where rows
 of one line (several ``f_lasti``, or both paths) become one site.
+
+Stacks (``profile(stacks=N)``): from the user's frame outwards, up to N frames (none skipped
+past the first user frame), each a raw site id; the chain of ids is interned (one raw id per
+distinct chain, a ``StackKey`` in ``KEYS``), so a launch costs the walk and a lookup, and a
+stack becomes text once at the end, its innermost frame the row's site.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from array import array
@@ -50,13 +56,44 @@ DEFAULT_SKIP = (
 )
 #: How many frames a walk looks at before it gives up (the site is then unknown).
 MAX_DEPTH = 64
+#: ``profile(stacks=True)``'s depth, and the largest one taken.
+DEFAULT_STACK_DEPTH = 32
+MAX_STACK_DEPTH = 256
+
+
+def stack_depth(value: object, where: str = "profile(stacks=...)") -> int:
+    """The depth ``stacks=`` asks for: True is ``DEFAULT_STACK_DEPTH``, False or 0 none, an
+    int from 1 to ``MAX_STACK_DEPTH`` that many frames."""
+    if value is True:
+        return DEFAULT_STACK_DEPTH
+    if value is False:
+        return 0
+    if type(value) is int and 0 <= value <= MAX_STACK_DEPTH:
+        return value
+    raise ValueError(
+        f"{where} takes True, False or a depth from 1 to {MAX_STACK_DEPTH} frames, not {value!r}"
+    )
+
+
+class StackKey(tuple[int, ...]):
+    """A raw stack in ``KEYS``: the raw site ids of its frames, innermost first."""
+
+    __slots__ = ()
+
+
+class ResolvedStack(tuple[Site, ...]):
+    """A resolved stack in ``KEYS`` (absorbed from a finished nested profile): its ``Site``s,
+    outermost first, as ``ProfileData.stacks`` holds them."""
+
+    __slots__ = ()
+
 
 #: Raw site id -> ``(code, f_lasti)`` as caught, or a ``Site`` (absorbed from a resolved
 #: profile). Process-wide and append-only: ids stay valid for every profile.
 KEYS: list[Any] = []
 #: A resolved Site -> its raw id (``raw_of``), so that rows of a finished nested profile can
 #: join the outer one's table.
-_RESOLVED: dict[Site, int] = {}
+_RESOLVED: dict[Any, int] = {}
 _NEW = threading.Lock()  # a new id is KEYS' length before its append: one thread at a time
 
 
@@ -109,12 +146,14 @@ class SiteCatcher:
     """The pure-Python catcher: ``capture()`` returns the raw site id of its caller's user
     frame, or -1. The compiled ``_crecorder.SiteCatcher`` does the same walk in C."""
 
-    __slots__ = ("_foreign", "_ids", "skip")
+    __slots__ = ("_foreign", "_ids", "_stacks", "depth", "skip")
 
-    def __init__(self, skip: Skipper) -> None:
+    def __init__(self, skip: Skipper, depth: int = 0) -> None:
         self.skip = skip
+        self.depth = depth  # frames of a stack; 0: the site alone
         self._foreign: dict[int, tuple[CodeType, bool]] = {}  # id(code) -> (code, verdict)
         self._ids: dict[tuple[int, int], int] = {}  # (id(code), f_lasti) -> raw id
+        self._stacks: dict[tuple[int, ...], int] = {}  # raw ids, innermost first -> raw id
 
     def capture(self) -> int:
         f: FrameType | None = sys._getframe(1)
@@ -126,6 +165,8 @@ class SiteCatcher:
             if v is None:
                 v = foreign[id(code)] = (code, self.skip(f))
             if not v[1]:
+                if self.depth:
+                    return self._stack(f)
                 key = (id(code), f.f_lasti)
                 i = self._ids.get(key)
                 if i is None:
@@ -135,6 +176,25 @@ class SiteCatcher:
             f = f.f_back
             depth += 1
         return -1
+
+    def _stack(self, f: FrameType | None) -> int:
+        """The raw stack id of ``f`` (the user's frame) and up to ``depth - 1`` callers."""
+        ids = self._ids
+        chain = []
+        for _ in range(self.depth):
+            if f is None:
+                break
+            code, lasti = f.f_code, f.f_lasti
+            i = ids.get((id(code), lasti))
+            if i is None:
+                i = ids[(id(code), lasti)] = _new_key((code, lasti))
+            chain.append(i)
+            f = f.f_back
+        key = tuple(chain)
+        s = self._stacks.get(key)
+        if s is None:
+            s = self._stacks[key] = _new_key(StackKey(key))
+        return s
 
 
 class NoCatcher:
@@ -146,11 +206,12 @@ class NoCatcher:
         return -1
 
 
-def catcher(skip: Skipper, compiled: Any) -> Any:
-    """The compiled catcher where the compiled recorder is in use, else the Python one."""
+def catcher(skip: Skipper, compiled: Any, depth: int = 0) -> Any:
+    """The compiled catcher where the compiled recorder is in use, else the Python one;
+    ``depth``: the frames of each launch's stack (0: its site alone)."""
     if compiled is not None:
-        return compiled.site_catcher(skip, KEYS)
-    return SiteCatcher(skip)
+        return compiled.site_catcher(skip, KEYS, depth, StackKey)
+    return SiteCatcher(skip, depth)
 
 
 def _line(code: CodeType, lasti: int) -> int:
@@ -169,6 +230,42 @@ def _site(raw: int) -> Site:
     return Site(code.co_filename, _line(code, lasti), name)
 
 
+def _frames(raw: int) -> tuple[Site, tuple[Site, ...] | None]:
+    """The site a raw id stands for, and its stack (outermost first; None: a site alone)."""
+    key = KEYS[raw]
+    if isinstance(key, StackKey):
+        stack = tuple(_site(r) for r in reversed(key))
+        return stack[-1], _without_runner(stack)
+    if isinstance(key, ResolvedStack):
+        return key[-1], tuple(key)
+    return _site(raw), None
+
+
+#: Where ``kprof run`` and ``python -m`` run a program from: their frames sit above every
+#: stack of the program, the same for all, and are left out (the outermost ones only).
+_CORE = os.path.dirname(os.path.abspath(__file__ or ""))  # .../kprof_core/recording
+_RUNNER_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(_CORE)), pkg) + os.sep
+    for pkg in ("kprof_core", "kprof")
+)
+
+
+def _without_runner(stack: tuple[Site, ...]) -> tuple[Site, ...]:
+    """``stack`` (outermost first) without the frames of the runner above the program."""
+    k = 0
+    while k < len(stack) - 1 and (
+        stack[k].file.startswith(("<frozen runpy>", *_RUNNER_DIRS))
+        or stack[k].file.endswith(os.sep + "runpy.py")
+    ):
+        k += 1
+    return stack[k:]
+
+
+def site_of(raw: int) -> Site:
+    """The ``Site`` a raw id stands for (a stack's: its innermost frame)."""
+    return _frames(raw)[0]
+
+
 def raw_of(site: Site) -> int:
     """A raw id standing for an already resolved ``site`` (nested profiles' rows)."""
     i = _RESOLVED.get(site)
@@ -177,24 +274,49 @@ def raw_of(site: Site) -> int:
     return i
 
 
-def resolve_tables(table: Any, host: Any) -> list[Site]:
+def raw_of_stack(stack: tuple[Site, ...]) -> int:
+    """A raw id standing for an already resolved stack (outermost first)."""
+    key = ResolvedStack(stack)
+    i = _RESOLVED.get(key)
+    if i is None:
+        i = _RESOLVED[key] = _new_key(key)
+    return i
+
+
+def resolve_tables(table: Any, host: Any) -> tuple[list[Site], tuple[tuple[Site, ...], ...]]:
     """Rewrite the ``site`` columns of a ``DeviceTable`` and a ``HostTable`` (raw ids) as
-    indexes into the distinct sites they stand for, which it returns."""
-    sites, (table.site, host.site) = resolve((table.site, host.site))
-    return sites
+    indexes into the distinct sites they stand for, and, where any row has a stack, fill
+    their ``stack`` columns likewise; returns the sites and the stacks."""
+    sites, stacks, (table.site, host.site), st = resolve((table.site, host.site))
+    if stacks:
+        table.stack, host.stack = st
+    return sites, stacks
 
 
-def resolve(columns: Sequence[array[int]]) -> tuple[list[Site], list[array[int]]]:
+def resolve(
+    columns: Sequence[array[int]],
+) -> tuple[list[Site], tuple[tuple[Site, ...], ...], list[array[int]], list[array[int]]]:
     """The distinct sites the raw ids in ``columns`` stand for (sorted by file, line and
-    function) and the columns rewritten as indexes into them (-1 stays -1)."""
+    function), the distinct stacks (sorted), the columns rewritten as indexes into the sites
+    and the stack columns (-1 stays -1, and a row with a site alone has stack -1)."""
     raws: set[int] = set()
     for col in columns:
         raws.update(col)
     raws.discard(-1)
-    by_raw = {r: _site(r) for r in raws}
+    by_raw = {r: _frames(r) for r in raws}
     interned = Interner()
-    for s in sorted(set(by_raw.values())):
+    for s in sorted({site for site, _ in by_raw.values()}):
         interned(s)
-    final = {r: interned.index[s] for r, s in by_raw.items()}
+    stacks = Interner()
+    for st in sorted({stack for _, stack in by_raw.values() if stack is not None}):
+        stacks(st)
+    final = {r: interned.index[s] for r, (s, _) in by_raw.items()}
     final[-1] = -1
-    return interned.values, [array("q", map(final.__getitem__, col)) for col in columns]
+    stack_of = {r: -1 if st is None else stacks.index[st] for r, (_, st) in by_raw.items()}
+    stack_of[-1] = -1
+    return (
+        interned.values,
+        tuple(stacks.values),
+        [array("q", map(final.__getitem__, col)) for col in columns],
+        [array("q", map(stack_of.__getitem__, col)) for col in columns] if stacks.values else [],
+    )

@@ -17,10 +17,15 @@ Layout (see :mod:`.timeline` for which record goes on which track):
   device time of ranges on queue tracks. Markers are instant (``i``) events.
 - A flow arrow from each launch to its device record: ``s`` at the launch's start on its
   thread, ``f`` (``bp: "e"``) at the kernel's start, sharing an ``id`` unique in the file.
-- ``args``: ``kind``, ``queue``, ``thread``, ``bytes``, ``host_timed``; on launches and
-  ranges whose launch site is known, ``site`` (``"train.py:42 step"``), ``file``, ``line``; a launch the device
-  never timed (unresolved) keeps its slice with ``unresolved: <why>`` and has no kernel slice
-  nor flow. Host-timed records are drawn on their queue with host times.
+- ``args``: ``kind``, ``queue``, ``thread``, ``bytes``, ``host_timed``; on launches, ranges
+  and markers whose launch site is known, ``stack``: an integer id into ``otherData.stacks``
+  (interned: a few bytes per event, not a string per event); a launch the device never timed
+  (unresolved) keeps its slice with ``unresolved: <why>`` and has no kernel slice nor flow.
+  Host-timed records are drawn on their queue with host times.
+- ``otherData.stacks``: per stack id, its frames outermost first (the launch site last; the
+  site alone when no stack was recorded), as ids into ``otherData.frames``, where each frame
+  is ``{"name": "train.py:42 step", "file", "line", "function"}``. Ids are unique in the file,
+  across its profiles.
 - Device memory (``Profile.memory``): a process ``device memory`` with one counter (``C``)
   track per device, ``live bytes, <device>``, a point per allocation or free.
 - Metadata: ``process_name``, ``process_labels`` (host, pid, rank; the device clock's
@@ -32,8 +37,9 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from kprof_core.data.records import (
     APPROXIMATE,
@@ -41,8 +47,10 @@ from kprof_core.data.records import (
     KIND_NAMES,
     RANGE,
     UNRESOLVED,
+    Interner,
     QueueRecord,
 )
+from kprof_core.data.stacks import Stack, frames_of
 from kprof_core.io.exports import Target, open_text
 from kprof_core.renderers.common import check_profiles, first_time, host_name, offset_of
 from kprof_core.renderers.timeline import (
@@ -99,7 +107,10 @@ def write_chrome_trace(
     base = min(first_time(p) + off for p, off in zip(profiles, offsets))
     from kprof_core._version import __version__
 
-    other = {
+    stacks = Stacks()
+    ids = [(stacks.rows(p, "device"), stacks.rows(p, "host")) for p in profiles]
+
+    other: dict[str, Any] = {
         "kprof_version": __version__,
         "profiles": [
             {
@@ -117,25 +128,74 @@ def write_chrome_trace(
             for p, name, off in zip(profiles, names, offsets)
         ],
     }
+    if stacks.stacks:
+        other["frames"] = [
+            {"name": f.label, "file": f.file, "line": f.line, "function": f.function}
+            for f in stacks.frames.values
+        ]
+        other["stacks"] = stacks.stacks
     with open_text(target, "Chrome trace") as f:
         f.write(
             f'{{"displayTimeUnit": "ns", "otherData": {json.dumps(other, default=str)}, '
             '"traceEvents": ['
         )
         ev = _Events(f)
-        ids = [1, TID_BASE]  # the next pid and tid
+        next_ids = [1, TID_BASE]  # the next pid and tid
         flow_base = 0
-        for p, name, off in zip(profiles, names, offsets):
-            _write_profile(ev, p, name, off - base, ids, flow_base)
+        for p, name, off, rows in zip(profiles, names, offsets, ids):
+            _write_profile(ev, p, name, off - base, next_ids, flow_base, rows)
             flow_base += len(p.table)
         ev.flush()
         f.write(f'\n], "baseTimeNanoseconds": {base}}}')
 
 
+class Stacks:
+    """The stacks of the profiles written to one file, interned: an id per distinct stack,
+    a frame id per distinct ``Site``."""
+
+    def __init__(self) -> None:
+        self.frames = Interner()
+        self.stacks: list[list[int]] = []
+        self._ids: dict[Stack, int] = {}
+
+    def rows(self, p: ProfileData, table: Literal["device", "host"]) -> array[int]:
+        """Each row's stack id in the file (-1: unknown); ``frames_of`` is asked once per
+        distinct (stack, site) of the table, not per row."""
+        t = p.table if table == "device" else p.host
+        stack_col = t.stack  # empty: no row has a stack
+        if not stack_col or max(stack_col) < 0:
+            # Sites alone: one id per site, mapped column-wise (site -1 reads the last: -1).
+            by_site = [self._id((site,)) for site in p.sites] + [-1]
+            return array("q", map(by_site.__getitem__, t.site))
+        known: dict[tuple[int, int], int] = {}
+        out = array("q")
+        for i, (stack, site) in enumerate(zip(stack_col, t.site)):
+            sid = known.get((stack, site))
+            if sid is None:
+                frames = frames_of(p, table, i)
+                sid = known[(stack, site)] = self._id(frames) if frames else -1
+            out.append(sid)
+        return out
+
+    def _id(self, frames: Stack) -> int:
+        sid = self._ids.get(frames)
+        if sid is None:
+            sid = self._ids[frames] = len(self.stacks)
+            self.stacks.append([self.frames(f) for f in frames])
+        return sid
+
+
 def _write_profile(
-    ev: _Events, p: ProfileData, label: str | None, shift: int, ids: list[int], flow_base: int
+    ev: _Events,
+    p: ProfileData,
+    label: str | None,
+    shift: int,
+    ids: list[int],
+    flow_base: int,
+    stack_ids: tuple[array[int], array[int]],
 ) -> None:
-    """Emit one profile's processes, tracks and events; ``ids``: the next pid and tid."""
+    """Emit one profile's processes, tracks and events; ``ids``: the next pid and tid;
+    ``stack_ids``: each device and host row's stack id in the file (``Stacks.rows``)."""
     tl = Timeline(p)
     t, h = p.table, p.host
     dumps = json.dumps
@@ -149,9 +209,7 @@ def _write_profile(
     ls_, le_, st_, du_, fl_ = t.launch_start, t.launch_end, t.start, t.duration, t.flags
     tn_, tk_, tq_, tt_, nb_ = t.name, t.kind, t.queue, t.thread, t.nbytes
     hs_, he_, hn_ = h.start, h.end, h.name
-    # A launch's site, as an args entry made once per site (",\"site\":\"t.py:8 step\"").
-    jsites = [f',"site":{dumps(s.label)},"file":{dumps(s.file)},"line":{s.line}' for s in p.sites]
-    tsite_, hsite_ = t.site, h.site
+    tsite_, hsite_ = stack_ids
 
     def meta(kind: str, pid_: int, args: dict[str, Any], tid: int | None = None) -> None:
         tid_part = "" if tid is None else f',"tid":{tid}'
@@ -197,9 +255,9 @@ def _write_profile(
                     d = max(0, le_[i] - s)
                     ts = f"{(s + shift) / 1000:.3f}"
                     flags = fl_[i]
-                    extra = jsites[tsite_[i]] if tsite_[i] >= 0 else ""
+                    extra = f',"stack":{tsite_[i]}' if tsite_[i] >= 0 else ""
                     if flags & UNRESOLVED:
-                        extra = f',"unresolved":{dumps(p.errors.get(i, "unresolved"))}'
+                        extra += f',"unresolved":{dumps(p.errors.get(i, "unresolved"))}'
                     buf.append(
                         f'{{"ph":"X","cat":"launch","name":{jnames[tn_[i]]},{where},'
                         f'"ts":{ts},"dur":{d / 1000:.3f},"args":{{"kind":{kinds[tk_[i]]},'
@@ -235,16 +293,19 @@ def _write_profile(
                         )
                 elif tag == HOST_RANGE:
                     s = hs_[i]
+                    extra = f',"stack":{hsite_[i]}' if hsite_[i] >= 0 else ""
                     buf.append(
                         f'{{"ph":"X","cat":"range","name":{jnames[hn_[i]]},{where},'
                         f'"ts":{(s + shift) / 1000:.3f},"dur":{max(0, he_[i] - s) / 1000:.3f},'
                         f'"args":{{"kind":"range"'
-                        f"{jsites[hsite_[i]] if hsite_[i] >= 0 else ''}}}}}"
+                        f"{extra}}}}}"
                     )
                 elif tag == MARK:
+                    extra = f',"stack":{hsite_[i]}' if hsite_[i] >= 0 else ""
                     buf.append(
                         f'{{"ph":"i","s":"t","cat":"marker","name":{jnames[hn_[i]]},'
-                        f'{where},"ts":{(hs_[i] + shift) / 1000:.3f},"args":{{"kind":"marker"}}}}'
+                        f'{where},"ts":{(hs_[i] + shift) / 1000:.3f},"args":{{"kind":"marker"'
+                        f"{extra}}}}}"
                     )
                 if len(buf) >= FLUSH_EVERY:
                     ev.flush()

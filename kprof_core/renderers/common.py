@@ -51,6 +51,12 @@ def window_title(meta: dict[str, Any]) -> str:
     return f"Window {w.get('index')}, steps {w.get('first_step')}-{w.get('last_step')}{partial}: "
 
 
+def window_words(meta: dict[str, Any]) -> str:
+    """``window 2, steps 100-109`` for a window's meta (in a title), else nothing."""
+    w = window_title(meta).rstrip(": ")
+    return w[:1].lower() + w[1:]
+
+
 def bounds_notes(meta: dict[str, Any]) -> list[str]:
     """What ``profile(max_records=..., min_duration_ns=...)`` dropped, in words (never
     silent: the tables lack those rows)."""

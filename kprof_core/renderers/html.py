@@ -30,6 +30,7 @@ from kprof_core.renderers.common import (
     headline,
     host_name,
     offset_of,
+    window_words,
 )
 from kprof_core.renderers.timeline import (
     DEVICE,
@@ -40,6 +41,7 @@ from kprof_core.renderers.timeline import (
     device_title,
     thread_title,
 )
+from kprof_core.renderers.tree_html import tree_html
 
 if TYPE_CHECKING:
     from kprof_core.data.profile_data import ProfileData
@@ -92,6 +94,8 @@ def write_html(
     if len(profiles) == 1:
         p0 = profiles[0]
         title = f"kprof timeline: {names[0] or host_name(p0, None)}"
+        window = window_words(p0.meta)
+        title += f", {window}" if window else ""
     else:
         title = f"kprof timeline: {len(profiles)} profiles"
     page = (HERE / "timeline.html").read_text(encoding="utf-8")
@@ -127,7 +131,7 @@ def _write_profile(f: IO[str], p: ProfileData, label: str | None, shift: int) ->
     t, h = p.table, p.host
     f.write(
         f'{{"label":{_js(label)},"start_ns":{p.start_ns + shift},"names":{_js(p.names)},'
-        '"processes":['
+        f'"sites":{_js([[s.label, s.location] for s in p.sites])},"processes":['
     )
     for pi, proc in enumerate(tl.processes):
         if proc.kind == "host":
@@ -165,6 +169,10 @@ def _write_profile(f: IO[str], p: ProfileData, label: str | None, shift: int) ->
             if track.kind == "queue" and any(t.nbytes[it >> 2] >= 0 for it in items):
                 f.write(',"b":')
                 _numbers(f, (t.nbytes[it >> 2] for it in items))
+            sites = [h.site[it >> 2] if it & 3 >= HOST_RANGE else t.site[it >> 2] for it in items]
+            if p.sites and max(sites, default=-1) >= 0:
+                f.write(',"st":')  # each entry's launch site, an index into "sites"
+                _numbers(f, sites)
             if any(_flags(p, it) for it in items):
                 f.write(',"f":')
                 _numbers(f, (_flags(p, it) for it in items))
@@ -247,10 +255,18 @@ def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> 
     return "".join(out)
 
 
+def _of_window(p: ProfileData) -> str:
+    """`` of window 2, steps 100-109`` for a window of a scheduled profile, else nothing."""
+    w = window_words(p.meta)
+    return f" of {w}" if w else ""
+
+
 def summary_html(p: ProfileData, label: str | None) -> str:
     s = p.summary()
     out = [
-        f"<h2>{html.escape(label)}</h2>" if label else "<h2>Summary</h2>",
+        f"<h2>{html.escape(label)}</h2>"
+        if label
+        else f"<h2>Summary{html.escape(_of_window(p))}</h2>",
         f"<p>{html.escape(headline(p))}</p>",
     ]
     out.append(
@@ -269,6 +285,10 @@ def summary_html(p: ProfileData, label: str | None) -> str:
                 "Device-side ranges (device time of the work enqueued inside each)", s.device_ranges
             )
         )
+    if s.device:
+        tree = tree_html(p)
+        if tree:
+            out.append(tree)
     if s.markers:
         out.append(
             '<h3>Markers</h3><table><thead><tr><th>Count</th><th class="name">Marker'

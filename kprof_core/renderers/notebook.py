@@ -15,6 +15,7 @@ import io
 from typing import TYPE_CHECKING
 
 from kprof_core.data.timefmt import format_time
+from kprof_core.renderers.common import window_words
 from kprof_core.renderers.console import render_trace
 from kprof_core.renderers.html import summary_html, write_html
 from kprof_core.renderers.timeline import Timeline
@@ -57,6 +58,12 @@ def _estimated_height(p: ProfileData) -> int:
     return min(800, 80 + rows)
 
 
+def _frame_title(p: ProfileData) -> str:
+    """``kprof timeline, window 2, steps 100-109`` (a window's steps), else ``kprof timeline``."""
+    w = window_words(p.meta)
+    return "kprof timeline" + (f", {w}" if w else "")
+
+
 def timeline_frame(p: ProfileData) -> str:
     """The profile's timeline page in an ``<iframe srcdoc>``."""
     buf = io.StringIO()
@@ -68,7 +75,8 @@ def timeline_frame(p: ProfileData) -> str:
         .replace("</body>", _FIT + "</body>")
     )
     return (
-        f'<iframe class="kprof-frame" title="kprof timeline" style="height:{_estimated_height(p)}px"'
+        f'<iframe class="kprof-frame" title="{html.escape(_frame_title(p), quote=True)}"'
+        f' style="height:{_estimated_height(p)}px"'
         f' srcdoc="{html.escape(page, quote=True)}"></iframe>'
     )
 

@@ -1,8 +1,9 @@
 /* kprof's HTML timeline: rows per thread and per queue, zoom (wheel), pan (drag), tooltips.
  *
  * The data (in #kprof-data) is columnar, per track: s (start, ns from the trace's base), d
- * (duration, ns), n (name index), k (kind), z (nesting depth), optional b (bytes, -1: none) and
- * f (flags: 1 host-timed, 2 unresolved), items sorted by start; md is the longest duration. Only
+ * (duration, ns), n (name index), k (kind), z (nesting depth), optional b (bytes, -1: none),
+ * f (flags: 1 host-timed, 2 unresolved) and st (launch site: an index into the profile's
+ * sites, [label, file:line], -1: none), items sorted by start; md is the longest duration. Only
  * what is visible is drawn: a binary search finds the first item that can reach the view, and
  * items narrower than a pixel that fall where something is already drawn are skipped.
  */
@@ -236,6 +237,11 @@
     if (tr.b && tr.b[i] >= 0) {
       var rate = tr.d[i] > 0 ? " (" + fmtBytes(tr.b[i] * 1e9 / tr.d[i]) + "/s)" : "";
       lines.push("<span class=k>bytes</span> " + fmtBytes(tr.b[i]) + rate);
+    }
+    if (tr.st && tr.st[i] >= 0) {
+      var site = hit.row.prof.sites[tr.st[i]];
+      lines.push("<span class=k>site</span> " + escapeHtml(site[0]) +
+                 " <span class=k>" + escapeHtml(site[1]) + "</span>");
     }
     if (tr.f && tr.f[i] & 1) lines.push("timed on the host, synchronizing: no device timestamps");
     if (tr.f && tr.f[i] & 4) lines.push("approximate: completion observed on the host (queue without profiling)");

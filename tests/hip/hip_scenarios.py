@@ -25,6 +25,7 @@ from hip import hip
 
 import kprof
 import kprof_hip
+from kprof_core.low_level import native
 
 E = hip.hipError_t
 ctl = ctypes.CDLL(os.path.join(os.environ["ROCM_PATH"], "lib", "libamdhip64.so"))
@@ -470,6 +471,64 @@ def two_devices() -> Any:
             t.start()
             t.join()
     return {"devices": list(info.devices), "records": records(p), "clocks": sorted(p.clocks)}
+
+
+def _memory(p: kprof.Profile) -> dict[str, Any]:
+    m = p.memory
+    return {
+        "events": [[e.kind, e.device, e.nbytes, e.address, e.site] for e in m.events],
+        "peak": m.peak,
+        "live_at_end": [[a.device, a.nbytes, a.address, a.site] for a in m.live_at_end],
+        "unmatched": m.unmatched_frees,
+    }
+
+
+@scenario
+def memory() -> Any:
+    """Allocations and frees of every wrapped kind, with known sizes; one leak of each."""
+    s = stream()
+    before = ok(hip.hipMalloc(64))  # allocated before the profile: its free matches nothing
+    with profile(sites=True) as p:
+        a = ok(hip.hipMalloc(1000))
+        b = ok(hip.hipMallocAsync(3000, s))
+        c = ok(hip.hipMallocManaged(500, 1))
+        ok((*hip.hipFree(a), None))
+        ok((*hip.hipFreeAsync(b, s), None))
+        d = ok(hip.hipExtMallocWithFlags(200, 0))
+        pinned = ok(hip.hipHostMalloc(4096, 0))
+        ok((*hip.hipHostFree(pinned), None))
+        zero = hip.hipMalloc(0)  # success, NULL: nothing to report
+        failed = hip.hipFree(a)  # a second free fails: nothing reported
+        ok((*hip.hipFree(before), None))
+        leaked_pinned = ok(hip.hipHostMalloc(16, 0))
+        ok((*hip.hipStreamSynchronize(s), None))
+    out = _memory(p)
+    out["addresses"] = [int(x) for x in (a, b, c, d, pinned, before, leaked_pinned)]
+    out["zero"] = [int(zero[0]), zero[1]]
+    out["compiled"] = native.compiled() is not None
+    out["failed"] = int(failed[0])
+    # Outside a profile (capture removed): nothing is wrapped, nothing recorded.
+    out["restored"] = hip.hipMalloc.__name__ == "hipMalloc" and not hasattr(
+        hip.hipMalloc, "__wrapped__"
+    )
+    ok((*hip.hipFree(c), None))
+    ok((*hip.hipFree(d), None))
+    ok((*hip.hipHostFree(leaked_pinned), None))
+    return out
+
+
+@scenario
+def memory_two_devices() -> Any:
+    """HIPDOUBLE_DEVICES=2: an allocation counts on the current device; its free on the
+    same device, whatever device is current when it is freed."""
+    with profile() as p:
+        ok((*hip.hipSetDevice(1), None))
+        x = ok(hip.hipMalloc(100))
+        ok((*hip.hipSetDevice(0), None))
+        y = ok(hip.hipMalloc(40))
+        ok((*hip.hipFree(x), None))  # device 0 is current: x is still device 1's
+    ok((*hip.hipFree(y), None))
+    return _memory(p)
 
 
 def main(argv: list[str]) -> int:

@@ -389,3 +389,66 @@ def test_null_stream_is_per_device(run_scenarios: Callable[..., Results]) -> Non
         (DEVICE.replace("HIP 0", "HIP 1"), "default stream"),
     ]
     assert data["clocks"] == ["hip:0", "hip:1"]
+
+
+# -- device memory ------------------------------------------------------------------------------
+
+PINNED = "HIP pinned host memory"
+
+
+def _line_of(text: str) -> int:
+    """The line of ``hip_scenarios.py`` holding ``text`` (the site an allocation names)."""
+    lines = (Path(__file__).parent / "hip_scenarios.py").read_text().splitlines()
+    (n,) = [i + 1 for i, ln in enumerate(lines) if text in ln]
+    return n
+
+
+@pytest.mark.parametrize("pure", ["0", "1"], ids=["compiled", "pure"])
+def test_memory_allocations_frees_peaks_and_leaks(
+    run_scenarios: Callable[..., Results], pure: str
+) -> None:
+    """Every wrapped allocation and free, with its site, on both recorder paths."""
+    data = run_scenarios("memory", KPROF_PURE_PYTHON=pure)["memory"]
+    assert data["compiled"] == (pure == "0")
+    a, b, c, d, pinned, before, leaked = data["addresses"]
+
+    def site(call: str) -> str:
+        return f"hip_scenarios.py:{_line_of(call)} memory"
+
+    assert data["events"] == [
+        ["alloc", DEVICE, 1000, a, site("hip.hipMalloc(1000)")],
+        ["alloc", DEVICE, 3000, b, site("hip.hipMallocAsync(3000, s)")],
+        ["alloc", DEVICE, 500, c, site("hip.hipMallocManaged(500, 1)")],
+        ["free", DEVICE, 1000, a, None],
+        ["free", DEVICE, 3000, b, None],  # hipFreeAsync: when enqueued
+        ["alloc", DEVICE, 200, d, site("hip.hipExtMallocWithFlags(200, 0)")],
+        ["alloc", PINNED, 4096, pinned, site("hip.hipHostMalloc(4096, 0)")],
+        ["free", PINNED, 4096, pinned, None],
+        # hipMalloc(0) and the failed second hipFree(a) report nothing
+        ["free", DEVICE, -1, before, None],  # allocated before the profile: size unknown
+        ["alloc", PINNED, 16, leaked, site("hip.hipHostMalloc(16, 0)")],
+    ]
+    assert data["zero"] == [0, None] and data["failed"] == 1  # hipErrorInvalidValue
+    # Live on the GPU: 1000, 4000, 4500, 3500, 500, 700: the peak is 4500.
+    assert data["peak"] == {DEVICE: 4500, PINNED: 4096}
+    assert data["live_at_end"] == [  # largest first
+        [DEVICE, 500, c, site("hip.hipMallocManaged(500, 1)")],
+        [DEVICE, 200, d, site("hip.hipExtMallocWithFlags(200, 0)")],
+        [PINNED, 16, leaked, site("hip.hipHostMalloc(16, 0)")],
+    ]
+    assert data["unmatched"] == 1
+    assert data["restored"]  # the originals are back after the profile
+
+
+def test_memory_frees_count_on_the_allocating_device(
+    run_scenarios: Callable[..., Results],
+) -> None:
+    data = run_scenarios("memory_two_devices", HIPDOUBLE_DEVICES="2")["memory_two_devices"]
+    dev1 = DEVICE.replace("HIP 0", "HIP 1")
+    assert [e[:3] for e in data["events"]] == [
+        ["alloc", dev1, 100],
+        ["alloc", DEVICE, 40],
+        ["free", dev1, 100],
+    ]
+    assert data["peak"] == {dev1: 100, DEVICE: 40} and data["unmatched"] == 0
+    assert [x[:2] for x in data["live_at_end"]] == [[DEVICE, 40]]

@@ -246,6 +246,19 @@ def child_main() -> int:
         err == E.hipSuccess and hip.hipHostFree(pinned) == (E.hipSuccess,),
         "hipHostMalloc / hipHostFree",
     )
+    err, managed = hip.hipMallocManaged(128, 1)
+    ok(err == E.hipSuccess and hip.hipFree(managed) == (E.hipSuccess,), "hipMallocManaged")
+    err, flagged = hip.hipExtMallocWithFlags(128, 0)
+    ok(err == E.hipSuccess and hip.hipFree(flagged) == (E.hipSuccess,), "hipExtMallocWithFlags")
+    err, adev = hip.hipMallocAsync(256, s)
+    ok(err == E.hipSuccess and int(adev) != 0, "hipMallocAsync")
+    ok(hip.hipMallocAsync(256, 12345)[0] == E.hipErrorInvalidHandle, "hipMallocAsync bad stream")
+    ok(hip.hipMemsetAsync(adev, 1, 256, s) == (E.hipSuccess,), "memset before the async free")
+    ok(hip.hipFreeAsync(adev, s) == (E.hipSuccess,), "hipFreeAsync")
+    ok(hip.hipFreeAsync(adev, s) == (E.hipErrorInvalidValue,), "double hipFreeAsync")
+    ok(hip.hipFree(adev) == (E.hipErrorInvalidValue,), "hipFree after hipFreeAsync")
+    ok(hip.hipStreamSynchronize(s) == (E.hipSuccess,), "the async free ran on the stream")
+    hip.hipGetLastError()
 
     # -- error injection -----------------------------------------------------
     n0 = calls("hipEventRecord")

@@ -189,7 +189,8 @@ enum {
     X(hipModuleLoad) X(hipModuleUnload) X(hipModuleGetFunction)               \
     X(hipModuleLaunchKernel) X(hipLaunchKernel) X(hipExtLaunchKernel)         \
     X(hipMalloc) X(hipFree) X(hipHostMalloc) X(hipHostFree) X(hipMemcpy)      \
-    X(hipMemcpyAsync) X(hipMemset) X(hipMemsetAsync)
+    X(hipMemcpyAsync) X(hipMemset) X(hipMemsetAsync) X(hipMallocAsync)       \
+    X(hipFreeAsync) X(hipMallocManaged) X(hipExtMallocWithFlags)
 
 enum fn_id {
 #define X(name) FN_##name,
@@ -292,7 +293,7 @@ static struct obj *reg_find(uintptr_t key, int kind)
 
 /* ---- objects -------------------------------------------------------------- */
 
-enum op_kind { OP_SLEEP, OP_HANG, OP_COPY, OP_SET, OP_RECORD, OP_WAIT_EVENT, OP_EXIT };
+enum op_kind { OP_SLEEP, OP_HANG, OP_COPY, OP_SET, OP_RECORD, OP_WAIT_EVENT, OP_FREE, OP_EXIT };
 
 struct op {
     struct op *next;
@@ -432,6 +433,9 @@ static int64_t run_op(struct op *op, int64_t start)
             pthread_cond_wait(&g_cv, &g_lock);
         if (ev && ev->t_ns > end)
             end = ev->t_ns;
+        break;
+    case OP_FREE: /* hipFreeAsync: the memory goes back when the stream reaches it */
+        free(op->dst);
         break;
     case OP_EXIT:
         break;
@@ -1265,6 +1269,65 @@ hipError_t hipHostFree(void *ptr)
 {
     ENTER(hipHostFree);
     return done(alloc_free(ptr, K_HOSTMEM));
+}
+
+/* Managed memory and hipExtMallocWithFlags' memory are device memory here
+ * ("device memory" is host memory anyway), freed with hipFree. */
+hipError_t hipMallocManaged(void **dev_ptr, size_t size, unsigned int flags)
+{
+    (void)flags;
+    ENTER(hipMallocManaged);
+    return done(alloc_new(dev_ptr, size, K_DEVMEM));
+}
+
+hipError_t hipExtMallocWithFlags(void **ptr, size_t sizeBytes, unsigned int flags)
+{
+    (void)flags;
+    ENTER(hipExtMallocWithFlags);
+    return done(alloc_new(ptr, sizeBytes, K_DEVMEM));
+}
+
+/* Stream-ordered allocation: the memory is handed out at once (the stream is
+ * checked), as from a pool with memory to spare; freed with hipFree or
+ * hipFreeAsync. */
+hipError_t hipMallocAsync(void **dev_ptr, size_t size, hipStream_t stream)
+{
+    struct hd_stream *s;
+    ENTER(hipMallocAsync);
+    pthread_mutex_lock(&g_lock);
+    s = stream_of(stream);
+    pthread_mutex_unlock(&g_lock);
+    if (!s)
+        return done(hipErrorInvalidHandle);
+    return done(alloc_new(dev_ptr, size, K_DEVMEM));
+}
+
+/* Stream-ordered free: the pointer is invalid at once (a second free fails),
+ * the memory goes back when the stream reaches the free (OP_FREE, no device
+ * time), so work queued before it on the stream can still use it. */
+hipError_t hipFreeAsync(void *dev_ptr, hipStream_t stream)
+{
+    struct hd_stream *s;
+    struct obj *o;
+    struct op *op;
+    ENTER(hipFreeAsync);
+    if (!dev_ptr)
+        return done(hipSuccess);
+    op = op_new(OP_FREE);
+    if (!op)
+        return done(hipErrorOutOfMemory);
+    pthread_mutex_lock(&g_lock);
+    s = stream_of(stream);
+    o = reg_find((uintptr_t)dev_ptr, K_DEVMEM);
+    if (!s || !o) {
+        free(op);
+        UNLOCK_RETURN(!s ? hipErrorInvalidHandle : hipErrorInvalidValue);
+    }
+    reg_del(o);
+    free(o);
+    op->dst = dev_ptr;
+    enqueue(s, op);
+    UNLOCK_RETURN(hipSuccess);
 }
 
 /* Builds and enqueues a copy (src != NULL) or memset; if `wait`, blocks until
