@@ -172,6 +172,10 @@ class Interner:
         return len(self.values)
 
 
+#: The ``stack`` columns' array type: 32-bit, as stack ids are few (one per distinct stack).
+STACK_TYPE = "i"
+
+
 class DeviceTable:
     """Device records, one column per field."""
 
@@ -193,7 +197,7 @@ class DeviceTable:
     def __init__(self) -> None:
         for c in self.COLUMNS:
             setattr(self, c, array("q"))
-        self.stack = array("q")
+        self.stack = array(STACK_TYPE)
 
     name: array[int]
     kind: array[int]
@@ -211,7 +215,8 @@ class DeviceTable:
     config: array[int]
     #: The launch stack: an index into the profile's ``stacks``, -1 for none. Not one of the
     #: ``COLUMNS`` rows are recorded with: made at the profile's end from the raw ids in
-    #: ``site``, and empty when no row has a stack (``profile(stacks=False)``).
+    #: ``site``, and empty when no row has a stack (``profile(stacks=False)``). 32-bit
+    #: (``STACK_TYPE``): 4 bytes a record (files store it as int64, as every column).
     stack: array[int]
 
     def append(
@@ -357,7 +362,7 @@ class HostTable:
     def __init__(self) -> None:
         for c in self.COLUMNS:
             setattr(self, c, array("q"))
-        self.stack = array("q")
+        self.stack = array(STACK_TYPE)
 
     name: array[int]
     kind: array[int]

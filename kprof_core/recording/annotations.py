@@ -9,8 +9,11 @@ import contextvars
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from kprof_core.data.records import APPROXIMATE, HOST_TIMED
+from kprof_core.low_level import native
+from kprof_core.low_level.layout import ENTRY_HOST_RANGE
 from kprof_core.recording import activity
 from kprof_core.recording.recorder import KERNEL, RANGE, active, now
 from kprof_core.recording.threads import who
@@ -29,13 +32,10 @@ def _check_name(name: object, what: str) -> str:
 _OUTSIDE = ("outside a profile",)
 
 
-class range:  # the public name mirrors KernelAbstractions' ranges
-    """A named range: host time always, device time on backends with a current queue.
-
-    Use as ``with kprof.range("step"):`` or as a decorator ``@kprof.range("step")``. On each
-    backend where the calling thread has a current queue, timestamps are put on that queue at
-    entry and exit, so the range's device time is that of the work enqueued inside it.
-    """
+class _RangeSlots:
+    """What a range object holds, where the compiled recorder is not loaded (there
+    ``_crecorder.RangeBase`` holds the same three in C, and does the common case of
+    ``__enter__``/``__exit__`` in C: see ``_range.h``)."""
 
     __slots__ = ("_more", "_top", "name")
 
@@ -47,7 +47,41 @@ class range:  # the public name mirrors KernelAbstractions' ranges
         self._top: Any = None
         self._more: list[Any] | None = None
 
-    def __enter__(self) -> range:
+
+def _range_bind(mod: Any, clock: Callable[[], int]) -> None:
+    """Tell the compiled range what it needs of this module (``clock``: the host clock)."""
+    mod.range_bind(active, clock, _OUTSIDE, RANGE, ENTRY_HOST_RANGE, APPROXIMATE, HOST_TIMED)
+
+
+def _range_base() -> type[_RangeSlots]:
+    mod = native.loaded()
+    if mod is None:
+        return _RangeSlots
+    _range_bind(mod, now)
+    base: type[_RangeSlots] = mod.RangeBase
+    return base
+
+
+if TYPE_CHECKING:
+    _RangeBase = _RangeSlots
+else:
+    _RangeBase = _range_base()
+
+
+class range(_RangeBase):  # the public name mirrors KernelAbstractions' ranges
+    """A named range: host time always, device time on backends with a current queue.
+
+    Use as ``with kprof.range("step"):`` or as a decorator ``@kprof.range("step")``. On each
+    backend where the calling thread has a current queue, timestamps are put on that queue at
+    entry and exit, so the range's device time is that of the work enqueued inside it.
+    """
+
+    __slots__ = ()
+
+    # The Python path: the whole of it where the compiled recorder is not loaded, and every
+    # case but the common one where it is (RangeBase's C methods call these).
+
+    def _enter_py(self) -> range:
         rec = active()
         if self._top is not None:
             if self._more is None:
@@ -70,7 +104,7 @@ class range:  # the public name mirrors KernelAbstractions' ranges
         self._top = frame
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def _exit_py(self, *exc: object) -> None:
         frame = self._top
         if frame is None:
             return
@@ -90,6 +124,10 @@ class range:  # the public name mirrors KernelAbstractions' ranges
             return
         h1 = rec.device_range_end(name, RANGE, begun, t0) if begun else now()
         rec.host_range(name, t0, h1, thread)
+
+    if native.loaded() is None:
+        __enter__ = _enter_py
+        __exit__ = _exit_py
 
     def __call__(self, fn: F) -> F:
         name = self.name
