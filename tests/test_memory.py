@@ -206,3 +206,34 @@ def test_each_allocation_keeps_its_site(path: bool) -> None:
     with kprof.profile(backends="testdev") as off:  # sites off: none caught
         device.alloc(1)
     assert [e.site for e in off.memory.events] == [None]
+
+
+def test_delivered_memory_goes_to_its_scopes_profile_without_a_site(path: bool) -> None:
+    """``kprof.plugin.deliver_memory`` (CUPTI's MEMORY2 rows): each event into the profile of
+    its scope, as given; never a site, even with sites on and called from the user's frame
+    (an activity API's events arrive away from the call that made them)."""
+    from kprof_core.recording import activity
+
+    backend = kprof.get_backend("testdev")
+    with kprof.profile(backends="testdev", sites=True) as p:
+        rec = kp.active()
+        assert rec is not None
+        scope, opened = activity.open_scope(rec, only=[])
+        try:
+            n = kp.deliver_memory(
+                backend,
+                [scope, scope, 10**9],  # the last: a scope kprof never opened
+                [1, 0, 1],
+                [DEV, DEV, DEV],
+                [0x100, 0x100, 0x200],
+                [640, -1, 8],
+                [rec.start_ns + 5, rec.start_ns + 7, rec.start_ns + 9],
+            )
+        finally:
+            activity.close_scope(rec, scope, opened)
+    assert n == 2
+    assert [(e.kind, e.nbytes, e.address, e.site) for e in p.memory.events] == [
+        ("alloc", 640, 0x100, None),
+        ("free", 640, 0x100, None),
+    ]
+    assert [e.time_ns for e in p.memory.events] == [5, 7]

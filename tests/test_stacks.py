@@ -178,3 +178,86 @@ def test_stacks_survive_a_save_and_load(path: str, ocl: Any, tmp_path: Path) -> 
     back = kprof.load(tmp_path / "s.kprof")
     assert back.stacks == p.stacks and list(back.table.stack) == list(p.table.stack)
     assert frames_of(back, "device", 1) == frames_of(p, "device", 1)
+
+
+# -- the compiled walk stops at a frame it kept from the previous one: never a wrong stack ----
+
+
+def gen_launcher(ocl: Any) -> Any:
+    while True:
+        leaf(ocl)  # a generator's launch: resumed from different callers below
+        yield
+
+
+def resume_from_a(g: Any) -> None:
+    next(g)  # resumed from a
+
+
+def resume_from_b(g: Any) -> None:
+    next(g)  # resumed from b
+
+
+def via_a(ocl: Any) -> None:
+    middle(ocl)  # via a
+
+
+def via_b(ocl: Any) -> None:
+    middle(ocl)  # via b
+
+
+def scenario(ocl: Any, depth: int) -> list[list[str]]:
+    g = gen_launcher(ocl)
+    with kprof.profile(stacks=depth) as p:
+        for _ in range(2):
+            via_a(ocl)  # the same middle frame code, at the same place, from two callers
+            via_b(ocl)
+            resume_from_a(g)
+            resume_from_b(g)
+            recurse(ocl, 4)
+            leaf(ocl)
+        recurse(ocl, 1)  # a shorter chain after a longer one cut at the depth
+    return [labels(frames_of(p, "device", i)) for i in range(len(p.table))]
+
+
+@pytest.mark.parametrize("depth", [3, 6, 32])
+def test_stacks_are_right_whatever_the_previous_walk_kept(ocl: Any, depth: int) -> None:
+    if native.compiled() is None:
+        pytest.skip("the compiled recorder is not built here")
+    got = []
+    for compiled in (True, False):
+        native.use_compiled(compiled)
+        try:
+            got.append(scenario(ocl, depth))
+        finally:
+            native.use_compiled(True)
+    assert got[0] == got[1]  # the Python twin walks every frame every time
+    rows = got[0]
+    assert len(rows) == 2 * 8 + 1
+    if depth == 32:
+        a, b = line(via_a, "via a"), line(via_b, "via b")
+        assert rows[0][-3:-1] == [f"via_a:{a}", f"middle:{line(middle, 'calls leaf')}"]
+        assert rows[2][-3:-1] == [f"via_b:{b}", f"middle:{line(middle, 'calls leaf')}"]
+        ra, rb = line(resume_from_a, "from a"), line(resume_from_b, "from b")
+        assert rows[4][-3] == f"resume_from_a:{ra}" and rows[5][-3] == f"resume_from_b:{rb}"
+        assert rows[8:16] == rows[0:8]  # the second round: the same stacks
+    for r in rows:
+        assert 0 < len(r) <= depth
+
+
+def test_the_kept_frames_are_let_go_at_the_end(ocl: Any) -> None:
+    import gc
+    import weakref
+
+    class Held:
+        pass
+
+    def launch_with_a_local(ref: list[Any]) -> None:
+        obj = Held()
+        ref.append(weakref.ref(obj))
+        middle(ocl)
+
+    refs: list[Any] = []
+    with kprof.profile(stacks=True):
+        launch_with_a_local(refs)
+    gc.collect()
+    assert refs[0]() is None  # its frame is not kept past the profile

@@ -9,7 +9,10 @@
  *
  * With a depth (profile(stacks=N)), capture() goes on from the user's frame outwards, up to N
  * frames, each a raw site id as above, and interns the chain of ids in a third table: the
- * raw id it returns is the chain's (a sites.StackKey in KEYS, made once per distinct chain). */
+ * raw id it returns is the chain's (a sites.StackKey in KEYS, made once per distinct chain).
+ * The walk keeps the frame objects of its chain (not the launching frame's, nor generators')
+ * until the next walk or forget() at the profile's end: the next walk stops at the first of
+ * them it meets with the same lasti, as its callers cannot have changed (stack_capture). */
 
 typedef struct {
     void *code;     /* a code object (a strong reference while in the table) */
@@ -35,6 +38,15 @@ typedef struct {
 
 #define SITES_MAX_DEPTH 256
 
+/* A frame of the previous capture's chain: the frame object (a strong reference; NULL where
+ * not kept: the launching frame, and generators', whose callers can change), its lasti and
+ * raw site id. */
+typedef struct {
+    PyObject *frame;
+    long lasti;
+    Py_ssize_t id;
+} chain_frame;
+
 typedef struct {
     PyObject_HEAD
     PyObject *skip;  /* sites.Skipper: frame -> bool (not the user's) */
@@ -43,6 +55,12 @@ typedef struct {
     int depth;       /* frames of a stack; 0: the site alone */
     site_table verdicts, ids;
     stack_table stacks;
+    /* The previous chain: a walk stops at a frame it holds (same object, same lasti): that
+     * frame is still running, so its callers are the ones recorded then. */
+    site_table gens;      /* code -> 1: a generator's or coroutine's (never an anchor) */
+    chain_frame *last;    /* SITES_MAX_DEPTH entries, allocated on the first stack */
+    Py_ssize_t last_n;
+    int last_whole;       /* the previous chain reached the outermost frame */
 } SiteCatcher;
 
 static PyObject *str_f_back, *str_f_lasti;
@@ -220,15 +238,20 @@ stack_intern(SiteCatcher *self, const Py_ssize_t *ids, Py_ssize_t n)
     return id;
 }
 
-/* The raw site id of (code, f's f_lasti): known, or appended to KEYS. -2 with an exception. */
-static Py_ssize_t
-site_id(SiteCatcher *self, PyFrameObject *f, PyCodeObject *code)
+/* f's f_lasti into *lasti; -1 with an exception set. */
+static int
+frame_lasti(PyFrameObject *f, long *lasti)
 {
     PyObject *lo = PyObject_GetAttr((PyObject *)f, str_f_lasti);
-    long lasti = lo == NULL ? -1 : PyLong_AsLong(lo);
+    *lasti = lo == NULL ? -1 : PyLong_AsLong(lo);
     Py_XDECREF(lo);
-    if (lo == NULL || (lasti == -1 && PyErr_Occurred()))
-        return -2;
+    return lo == NULL || (*lasti == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* The raw site id of (code, lasti): known, or appended to KEYS. -2 with an exception. */
+static Py_ssize_t
+site_id_at(SiteCatcher *self, PyCodeObject *code, long lasti)
+{
     site_slot *s = site_find(&self->ids, code, lasti);
     if (s != NULL)
         return s->val;
@@ -244,35 +267,137 @@ site_id(SiteCatcher *self, PyFrameObject *f, PyCodeObject *code)
     return id;
 }
 
+static Py_ssize_t
+site_id(SiteCatcher *self, PyFrameObject *f, PyCodeObject *code)
+{
+    long lasti;
+    if (frame_lasti(f, &lasti) < 0)
+        return -2;
+    return site_id_at(self, code, lasti);
+}
+
+/* 1 where code is a generator's, a coroutine's or an async generator's (resumed from any
+ * caller: its frame is no anchor), 0 if not, -1 with an exception set. */
+static int
+is_resumable(SiteCatcher *self, PyCodeObject *code)
+{
+    site_slot *g = site_find(&self->gens, code, -1);
+    if (g != NULL)
+        return (int)g->val;
+    PyObject *fl = PyObject_GetAttrString((PyObject *)code, "co_flags");
+    long flags = fl == NULL ? -1 : PyLong_AsLong(fl);
+    Py_XDECREF(fl);
+    if (flags == -1 && PyErr_Occurred())
+        return -1;
+    /* CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR */
+    int r = (flags & (0x20 | 0x80 | 0x100 | 0x200)) != 0;
+    return site_put(&self->gens, code, -1, r) < 0 ? -1 : r;
+}
+
+static void
+chain_clear(SiteCatcher *self)
+{
+    for (Py_ssize_t i = 0; i < self->last_n; i++)
+        Py_CLEAR(self->last[i].frame);
+    self->last_n = 0;
+}
+
 /* From the user's frame f (its code, code; both references owned and released here)
- * outwards, up to depth frames: the raw id of the chain. -2 with an exception. */
+ * outwards, up to depth frames: the raw id of the chain. -2 with an exception.
+ *
+ * A frame that the previous chain holds at position k >= 1, with the same lasti, is running
+ * still (a frame object is one call; generators' are never held), so its callers have not
+ * changed: the rest of the chain is the previous one's from k. A launch loop thus walks one
+ * or two frames, not 32. */
 static Py_ssize_t
 stack_capture(SiteCatcher *self, PyFrameObject *f, PyCodeObject *code)
 {
-    Py_ssize_t chain[SITES_MAX_DEPTH], n = 0;
-    for (;;) {
-        Py_ssize_t id = site_id(self, f, code);
-        Py_DECREF(code);
-        if (id == -2) {
+    chain_frame now[SITES_MAX_DEPTH];
+    Py_ssize_t n = 0, depth = self->depth;
+    int whole = 0;
+    if (self->last == NULL) {
+        self->last = PyMem_Calloc(SITES_MAX_DEPTH, sizeof(chain_frame));
+        if (self->last == NULL) {
+            Py_DECREF(code);
             Py_DECREF(f);
+            PyErr_NoMemory();
             return -2;
         }
-        chain[n++] = id;
-        if (n >= self->depth)
+    }
+    for (;;) {
+        long lasti;
+        if (frame_lasti(f, &lasti) < 0)
+            goto fail;
+        if (n >= 1) {
+            Py_ssize_t k = -1, ln = self->last_n;
+            if (n < ln && self->last[n].frame == (PyObject *)f && self->last[n].lasti == lasti)
+                k = n; /* the usual case: the same depth as before */
+            else
+                for (Py_ssize_t i = 1; i < ln; i++)
+                    if (self->last[i].frame == (PyObject *)f && self->last[i].lasti == lasti) {
+                        k = i;
+                        break;
+                    }
+            if (k >= 0 && (self->last_whole || n + (ln - k) >= depth)) {
+                Py_ssize_t m = ln - k < depth - n ? ln - k : depth - n;
+                for (Py_ssize_t i = 0; i < m; i++) {
+                    now[n + i] = self->last[k + i];
+                    Py_XINCREF(now[n + i].frame);
+                }
+                n += m;
+                whole = self->last_whole && m == ln - k;
+                Py_DECREF(code);
+                Py_DECREF(f);
+                goto done;
+            }
+        }
+        Py_ssize_t id = site_id_at(self, code, lasti);
+        int resumable = n == 0 ? 1 : is_resumable(self, code);
+        if (id == -2 || resumable < 0)
+            goto fail;
+        Py_DECREF(code);
+        code = NULL;
+        now[n].id = id;
+        now[n].lasti = lasti;
+        now[n].frame = NULL;
+        if (!resumable) { /* kept: an anchor for the next walk */
+            Py_INCREF(f);
+            now[n].frame = (PyObject *)f;
+        }
+        n++;
+        if (n >= depth)
             break;
         PyObject *back = PyObject_GetAttr((PyObject *)f, str_f_back);
         Py_DECREF(f);
+        f = NULL;
         if (back == NULL)
-            return -2;
+            goto fail_chain;
         if (back == Py_None) {
             Py_DECREF(back);
-            return stack_intern(self, chain, n);
+            whole = 1;
+            goto done;
         }
         f = (PyFrameObject *)back;
         code = PyFrame_GetCode(f);
     }
     Py_DECREF(f);
-    return stack_intern(self, chain, n);
+done:;
+    Py_ssize_t ids[SITES_MAX_DEPTH];
+    for (Py_ssize_t i = 0; i < n; i++)
+        ids[i] = now[i].id;
+    Py_ssize_t sid = stack_intern(self, ids, n);
+    chain_clear(self);
+    memcpy(self->last, now, (size_t)n * sizeof(chain_frame));
+    self->last_n = n;
+    self->last_whole = whole;
+    return sid;
+fail:
+    Py_XDECREF(code);
+    Py_XDECREF(f);
+fail_chain:
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_XDECREF(now[i].frame);
+    return -2;
 }
 
 /* The raw site id of the calling thread's first user frame, or -1 (none within 64 frames,
@@ -338,8 +463,11 @@ sc_traverse(SiteCatcher *self, visitproc visit, void *arg)
     Py_VISIT(self->skip);
     Py_VISIT(self->keys);
     Py_VISIT(self->stack_type);
-    if (site_table_visit(&self->verdicts, visit, arg) || site_table_visit(&self->ids, visit, arg))
+    if (site_table_visit(&self->verdicts, visit, arg) || site_table_visit(&self->ids, visit, arg)
+        || site_table_visit(&self->gens, visit, arg))
         return -1;
+    for (Py_ssize_t i = 0; i < self->last_n; i++)
+        Py_VISIT(self->last[i].frame);
     return 0;
 }
 
@@ -352,6 +480,11 @@ sc_clear(SiteCatcher *self)
     site_table_clear(&self->verdicts);
     site_table_clear(&self->ids);
     stack_table_clear(&self->stacks);
+    site_table_clear(&self->gens);
+    if (self->last != NULL)
+        chain_clear(self);
+    PyMem_Free(self->last);
+    self->last = NULL;
     return 0;
 }
 
@@ -366,7 +499,17 @@ sc_dealloc(SiteCatcher *self)
     Py_DECREF(tp);
 }
 
+static PyObject *
+sc_forget(SiteCatcher *self, PyObject *unused)
+{
+    if (self->last != NULL)
+        chain_clear(self);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef sc_methods[] = {
+    {"forget", (PyCFunction)sc_forget, METH_NOARGS,
+     "forget(): let go of the frames the last stack's walk kept (the profile ended)."},
     {"capture", (PyCFunction)sc_capture, METH_NOARGS,
      "capture() -> the raw site id of the caller's user frame, or -1: see "
      "kprof_core.recording.sites.SiteCatcher."},

@@ -341,6 +341,7 @@ def deliver_memory(
     for s, k, d, a, b, t in zip(scope, kind, device, address, nbytes, time_ns):
         entry = owners.get(s)
         if entry is not None:
-            entry[0].memory.add(backend, int(k), d, int(a), int(b), int(t), None)
+            # No site: the frames here are the drain's or a profile's end, not the call's.
+            entry[0].memory.add(backend, int(k), d, int(a), int(b), int(t), None, catch=False)
             n += 1
     return n

@@ -67,7 +67,10 @@ class MemoryLog:
         nbytes: int,
         time_ns: int | None,
         site: str | None,
+        catch: bool = True,
     ) -> None:
+        """Record one event (``catch``: False for events reported away from the allocating
+        call, such as an activity API's: the calling frames are not the allocation's)."""
         devs = self._open.get(backend)
         if devs is None:  # not the profile's backend, or the profile ended
             return
@@ -79,7 +82,7 @@ class MemoryLog:
             dev = devs[device] = self.devices.setdefault((backend.name, device), len(self.devices))
         if site is not None:
             s = self.sites.setdefault(str(site), len(self.sites))
-        elif self.catch is not None and kind == ALLOC:  # where it was allocated, not freed
+        elif catch and self.catch is not None and kind == ALLOC:  # where it was allocated
             s = -2 - self.catch()  # -1 (unknown) stays -1
         else:
             s = -1

@@ -73,6 +73,11 @@ class RecorderEnd(RecorderState):
         finally:
             # Launch sites to text, once per distinct raw site: the columns then index them.
             self.sites, self.stacks = resolve_tables(self.rows.table, self.rows.host)
+            # The compiled catcher keeps the frames of the last stack it walked (to stop the
+            # next walk early): let them go with the profile.
+            forget = getattr(getattr(self, "_sites", None), "forget", None)
+            if forget is not None:
+                forget()
             # Launch configurations to text, once per distinct value (configs.py).
             t = self.rows.table
             self.configs, t.config = resolve_configs(

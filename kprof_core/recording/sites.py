@@ -177,6 +177,9 @@ class SiteCatcher:
             depth += 1
         return -1
 
+    def forget(self) -> None:
+        """Nothing to let go of (the compiled twin keeps the last walk's frames)."""
+
     def _stack(self, f: FrameType | None) -> int:
         """The raw stack id of ``f`` (the user's frame) and up to ``depth - 1`` callers."""
         ids = self._ids
@@ -204,6 +207,9 @@ class NoCatcher:
 
     def capture(self) -> int:
         return -1
+
+    def forget(self) -> None:
+        """Nothing to let go of."""
 
 
 def catcher(skip: Skipper, compiled: Any, depth: int = 0) -> Any:
