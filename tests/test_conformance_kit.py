@@ -526,8 +526,63 @@ def test_a_correct_plugin_passes_every_check(check: Callable[..., Conformance]) 
     assert not c.b.broken
 
 
+class ConfigTextOnly(Ref):
+    """Implements launch_config, but its capture never hands a configuration."""
+
+    @kprof.plugin.hookimpl
+    def launch_config(self, backend: kprof.plugin.Backend, config: Any) -> str:
+        return "grid ?"
+
+
+class ConfigRaises(Ref):
+    """Hands a configuration with each launch; its launch_config raises."""
+
+    def report(
+        self,
+        rec: Any,
+        backend: kprof.plugin.Backend,
+        q: RefQueue,
+        name: str,
+        t0: int,
+        start: Any,
+        stop: Any,
+    ) -> None:
+        rec.launch(backend, kp.KERNEL, name, q, t0, kp.now(), start, stop, -1, (len(name),))
+
+    @kprof.plugin.hookimpl
+    def launch_config(self, backend: kprof.plugin.Backend, config: Any) -> str:
+        raise ValueError("no text")
+
+
+class ConfigBlank(ConfigRaises):
+    @kprof.plugin.hookimpl
+    def launch_config(self, backend: kprof.plugin.Backend, config: Any) -> str:
+        return " "
+
+
 BROKEN = [
     # plugin, check, hook, rule, settings
+    (
+        ConfigTextOnly,
+        "check_launch_configs",
+        "install_capture",
+        "hands each kernel's launch configuration (rec.launch(..., config=...))",
+        {"records_per_step": 2},
+    ),
+    (
+        ConfigRaises,
+        "check_launch_configs",
+        "launch_config",
+        "makes every configuration its capture hands text",
+        {"records_per_step": 2},
+    ),
+    (
+        ConfigBlank,
+        "check_launch_configs",
+        "launch_config",
+        "returns a text that says something",
+        {"records_per_step": 2},
+    ),
     (DescribeRaises, "check_describe_backend", "describe_backend", "never raises", {}),
     (
         DescribeDict,
@@ -916,9 +971,9 @@ def test_the_base_class_runs_every_check_and_reports_failures_by_hook_and_rule(
         "FAILED test_plugin_conformance.py::TestFloat::test_timestamps_read_as_ordered_ints"
         " - kprof.testing.ConformanceError: elapsed_time: returns an int:"
     ) in out
-    # The good plugin's 10 checks pass; the others fail or skip once kprof disabled them.
+    # The good plugin's 11 checks pass; the others fail or skip once kprof disabled them.
     good = [ln for ln in out.splitlines() if ln.startswith("PASSED") and "::TestGood::" in ln]
-    assert len(good) == 10, out
+    assert len(good) == 11, out
 
 
 def test_import_kprof_imports_neither_pytest_nor_the_kit() -> None:
@@ -931,3 +986,14 @@ def test_import_kprof_imports_neither_pytest_nor_the_kit() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_the_launch_config_check_passes_a_plugin_without_the_hook(
+    check: Callable[..., Conformance],
+) -> None:
+    """Configurations are optional: a plugin without launch_config has nothing to check."""
+    assert (
+        check(Ref, records_per_step=2)
+        .check_launch_configs()
+        .startswith("launch_config is not implemented")
+    )
