@@ -17,6 +17,7 @@ from kprof_core.analysis.compare import diff as _diff
 from kprof_core.analysis.drift import Drift, window_label
 from kprof_core.analysis.drift import drift as _drift
 from kprof_core.analysis.idle import Analysis, analyse
+from kprof_core.data.config_summary import grouping
 from kprof_core.data.profile_data import ProfileData
 from kprof_core.data.summary import Durations, Summary
 from kprof_core.data.tree import TreeNode, device_tree
@@ -176,12 +177,17 @@ class Profile(ProfileData):
         """
         storage.save(self, path, compress=compress)
 
-    def report(self, trace: bool | None = None) -> str:
+    def report(
+        self, trace: bool | None = None, by: str | tuple[str, ...] | list[str] = "name"
+    ) -> str:
         """The printed report: the summary, and the trace when ``trace`` (default: as profiled);
-        a scheduled profile's is its windows' reports, each under its steps."""
+        a scheduled profile's is its windows' reports, each under its steps. ``by``: how the
+        device table groups its rows, as ``summary(by=...)`` (``("name", "config")`` adds a
+        Config column)."""
         trace = self.trace if trace is None else trace
+        key = grouping(by)
         if "windows" not in self.meta:
-            return render(self, trace)
+            return render(self, trace, key)
         info = self.meta["windows"]
         head = (
             f"kprof: {self.meta.get('steps', 0)} steps, {info['schedule']}: "
@@ -191,7 +197,7 @@ class Profile(ProfileData):
             head += " (handed to on_window, not kept here)"
         if "note" in info:
             head += f"\n ! {info['note']}"
-        return "\n\n".join([head, *(w.report(trace) for w in self.windows)])
+        return "\n\n".join([head, *(w.report(trace, key) for w in self.windows)])
 
     def __str__(self) -> str:
         return self.report()

@@ -187,6 +187,11 @@ class BackendConformance:
         thread outside the profile records nothing."""
         _run(conformance.check_records_per_call)
 
+    def test_launch_configs(self, conformance: Conformance) -> None:
+        """With ``launch_config`` implemented, kernels carry launch configurations
+        (``rec.launch(..., config=...)``), made text without failing."""
+        _run(conformance.check_launch_configs)
+
     def test_remove_capture_restores_the_same_objects(self, conformance: Conformance) -> None:
         """install_capture then remove_capture leaves every module and class attribute the
         very same object."""

@@ -11,6 +11,19 @@ from .runtime import kernel_name, stream_of
 from .wrapping import Run, Wrap, _error_of, _get, _release, capture_failed
 
 
+def dim(v: Any) -> Any:
+    """A grid or block size as a hashable ``(x, y, z)``: hip-python's ``dim3`` (or anything
+    with ``x``, ``y``, ``z``), an int, or a tuple as it is."""
+    if type(v) is tuple:
+        return v
+    if type(v) is int:
+        return (v, 1, 1)
+    try:
+        return (v.x, v.y, v.z)
+    except AttributeError:
+        return repr(v)
+
+
 def kernel_wrappers(backend: kp.Backend, originals: dict[str, Any], run: Run, wrap: Wrap) -> None:
     """Register, through ``wrap``, a wrapper for each kernel entry point in ``originals``."""
     active, now, KERNEL = kp.active, kp.now, kp.KERNEL
@@ -66,6 +79,7 @@ def kernel_wrappers(backend: kp.Backend, originals: dict[str, Any], run: Run, wr
             stream,
             kernelParams,
             extra,
+            config=((gridDimX, gridDimY, gridDimZ), (blockDimX, blockDimY, blockDimZ)),
         )
 
     o_launch = _get(originals, "hipLaunchKernel")
@@ -95,6 +109,7 @@ def kernel_wrappers(backend: kp.Backend, originals: dict[str, Any], run: Run, wr
             args,
             sharedMemBytes,
             stream,
+            config=(dim(numBlocks), dim(dimBlocks)),
         )
 
     o_ext_launch = _get(originals, "hipExtLaunchKernel")
@@ -143,6 +158,7 @@ def kernel_wrappers(backend: kp.Backend, originals: dict[str, Any], run: Run, wr
                 startEvent,
                 stopEvent,
                 flags,
+                config=(dim(numBlocks), dim(dimBlocks)),
             )
         # No events given: the launch records ours, which bracket exactly the kernel.
         t0 = now()
@@ -183,7 +199,8 @@ def kernel_wrappers(backend: kp.Backend, originals: dict[str, Any], run: Run, wr
         if _error_of(result):
             _release(start, stop)
             return result
-        rec.launch(backend, KERNEL, name, queue, t0, now(), start, stop, -1)
+        config = (dim(numBlocks), dim(dimBlocks))
+        rec.launch(backend, KERNEL, name, queue, t0, now(), start, stop, -1, config)
         return result
 
     o_get_function = _get(originals, "hipModuleGetFunction")

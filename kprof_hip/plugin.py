@@ -141,6 +141,17 @@ def queue_info(backend: kp.Backend, queue: Stream) -> kp.QueueInfo:
 
 
 @kp.hookimpl
+def launch_config(backend: kp.Backend, config: Any) -> str | None:
+    """``(grid, block)`` (``kernels.py``) as reports show it: ``"grid 4x1x1 block 256x1x1"``."""
+    if type(config) is not tuple or len(config) != 2:
+        return None
+    return " ".join(
+        f"{what} " + ("x".join(map(str, d)) if type(d) is tuple else str(d))
+        for what, d in zip(("grid", "block"), config)
+    )
+
+
+@kp.hookimpl
 def synchronize(backend: kp.Backend, queue: Stream | None) -> None:
     stream = queue if queue is not None else runtime.current_stream()
     handle = stream.handle if stream is not None else None

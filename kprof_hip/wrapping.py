@@ -55,7 +55,8 @@ def _release(*events: Any) -> None:
             give_event(ev)
 
 
-#: ``run(rec, kind, name, stream, nbytes, call, *args)``: a launch timed and reported.
+#: ``run(rec, kind, name, stream, nbytes, call, *args, config=None)``: a launch timed and
+#: reported.
 Run = Callable[..., Any]
 #: ``wrap(name)``: a decorator that registers a wrapper for the entry point ``name``.
 Wrap = Callable[[str], Callable[[Callable[..., Any]], Callable[..., Any]]]
@@ -78,8 +79,10 @@ def make_run(backend: kp.Backend) -> Run:
         nbytes: int,
         call: Callable[..., Any],
         *args: Any,
+        config: Any = None,
     ) -> Any:
-        """Record events around ``call(*args)`` on ``stream`` and report the launch."""
+        """Record events around ``call(*args)`` on ``stream`` and report the launch (with its
+        launch configuration, ``config``: ``(grid, block)`` as tuples, for kernels)."""
         t0 = now()
         start = None
         try:
@@ -110,7 +113,7 @@ def make_run(backend: kp.Backend) -> Run:
         if _error_of(result):  # it did no device work: nothing to time, nothing recorded
             _release(start, stop)
             return result
-        rec.launch(backend, kind, name, queue, t0, now(), start, stop, nbytes)
+        rec.launch(backend, kind, name, queue, t0, now(), start, stop, nbytes, config)
         return result
 
     return run

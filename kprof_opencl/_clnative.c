@@ -179,7 +179,7 @@ typedef struct {
     int clock;           /* `now` is time.perf_counter_ns: read CLOCK_MONOTONIC here */
 } Launcher;
 
-static PyObject *str_kprof_name, *str_kprof_profiles, *str_queue, *str_launch;
+static PyObject *str_kprof_name, *str_kprof_profiles, *str_queue, *str_launch, *minus_one;
 
 static int
 ln_traverse(Launcher *self, visitproc visit, void *arg)
@@ -254,20 +254,22 @@ ln_now(Launcher *self)
  * recorder's C function where `launch` is its LaunchPath's method (no argument packing). */
 static PyObject *
 ln_record(Launcher *self, PyObject *rec, PyObject *name, PyObject *queue, PyObject *t0,
-          PyObject *t1, PyObject *ev)
+          PyObject *t1, PyObject *ev, PyObject *config)
 {
     PyObject *launch = PyObject_GetAttr(rec, str_launch);
     if (launch == NULL)
         return NULL;
     PyObject *r;
-    PyObject *argv[8] = {self->backend, self->kind, name, queue, t0, t1, ev, ev};
+    /* (nbytes -1, and the launch configuration: (global size, local size)) */
+    PyObject *argv[10] = {self->backend, self->kind, name, queue, t0, t1, ev, ev, minus_one,
+                          config};
     if (lp_launch_c != NULL && PyCFunction_Check(launch)
         && PyCFunction_GetFunction(launch) == lp_launch_meth) {
         PyObject *lp = PyCFunction_GetSelf(launch);  /* borrowed: `launch` holds it */
-        r = lp_launch_c(lp, argv, 8, NULL);
+        r = lp_launch_c(lp, argv, 10, NULL);
     } else {
         r = PyObject_CallFunctionObjArgs(launch, argv[0], argv[1], argv[2], argv[3], argv[4],
-                                         argv[5], argv[6], argv[7], NULL);
+                                         argv[5], argv[6], argv[7], argv[8], argv[9], NULL);
     }
     Py_DECREF(launch);
     return r;
@@ -320,12 +322,18 @@ ln_call(Launcher *self, PyObject *args, PyObject *kwargs)
             }
         }
     }
+    /* The launch configuration, (global size, local size), as the call has them: tuples (or
+     * no local size) here; lists and the like are the Python wrapper's to make tuples of. */
+    PyObject *gws = nargs >= 4 ? PyTuple_GetItem(args, 2) : NULL;
+    PyObject *lws = nargs >= 4 ? PyTuple_GetItem(args, 3) : NULL;
+    if (profiles == 1 && (gws == NULL || !PyTuple_Check(gws) || (lws != Py_None && !PyTuple_Check(lws))))
+        profiles = 0;
     if (profiles != 1) {  /* not the common case: the Python wrapper does it all */
         Py_XDECREF(name);
         Py_DECREF(rec);
         return PyObject_Call(self->python, args, kwargs);
     }
-    PyObject *t0 = NULL, *ev = NULL, *t1 = NULL, *r = NULL;
+    PyObject *t0 = NULL, *ev = NULL, *t1 = NULL, *r = NULL, *config = NULL;
     t0 = ln_now(self);
     if (t0 == NULL)
         goto done;
@@ -335,7 +343,10 @@ ln_call(Launcher *self, PyObject *args, PyObject *kwargs)
     t1 = ln_now(self);
     if (t1 == NULL || PyObject_SetAttr(self->current, str_queue, queue) < 0)
         goto fail;
-    r = ln_record(self, rec, name, queue, t0, t1, ev);
+    config = PyTuple_Pack(2, gws, lws);
+    if (config == NULL)
+        goto fail;
+    r = ln_record(self, rec, name, queue, t0, t1, ev, config);
     if (r == NULL)
         goto fail;
     Py_DECREF(r);
@@ -343,6 +354,7 @@ ln_call(Launcher *self, PyObject *args, PyObject *kwargs)
 fail:
     Py_CLEAR(ev);
 done:
+    Py_XDECREF(config);
     Py_XDECREF(t1);
     Py_XDECREF(t0);
     Py_DECREF(name);
@@ -590,7 +602,9 @@ PyInit__clnative(void)
     str_kprof_profiles = PyUnicode_InternFromString("_kprof_profiles");
     str_queue = PyUnicode_InternFromString("queue");
     str_launch = PyUnicode_InternFromString("launch");
-    if (!str_int_ptr || !str_kprof_name || !str_kprof_profiles || !str_queue || !str_launch)
+    minus_one = PyLong_FromLong(-1);
+    if (!str_int_ptr || !str_kprof_name || !str_kprof_profiles || !str_queue || !str_launch
+        || !minus_one)
         return NULL;
     str_pyopencl = PyUnicode_InternFromString("pyopencl");
     str_marker_fn = PyUnicode_InternFromString("_enqueue_marker_with_wait_list");

@@ -69,18 +69,44 @@ def _unprofiled(
     t1: int,
     ev: Any,
     nbytes: int = -1,
+    config: Any = None,
 ) -> None:
     """A launch on a queue created without profiling: observed on the host as it completes
     (approximate, and never waiting); synchronized and host-timed if the profile asks to
     synchronize (or does not time the device)."""
     if rec.synchronize or not rec.device:
-        rec.launch(backend, kind, name, queue, t0, t1, None, None, nbytes)
+        rec.launch(backend, kind, name, queue, t0, t1, None, None, nbytes, config)
         return
     if type(ev) is _nanny:  # never hold a copy's host array (see copy_wrapper)
         ev = _plain_event(ev.int_ptr)
     rec.launch_observed(
-        backend, kind, name, queue, t0, t1, observed.watcher.track(ev, queue, t0), nbytes
+        backend, kind, name, queue, t0, t1, observed.watcher.track(ev, queue, t0), nbytes, config
     )
+
+
+def _dims(size: Any) -> tuple[Any, ...] | None:
+    """A work size as a tuple (PyOpenCL takes any sequence, or None for the local size)."""
+    if size is None or type(size) is tuple:
+        return size
+    try:
+        return tuple(size)
+    except TypeError:
+        return (size,)
+
+
+def launch_config(global_size: Any, local_size: Any) -> tuple[Any, Any]:
+    """A launch's configuration as kprof keeps it: ``(global size, local size)`` as tuples
+    (``launch_config`` in plugin.py makes them text once per profile)."""
+    return (_dims(global_size), _dims(local_size))
+
+
+def _sizes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any] | None:
+    """The global and local sizes of an ``enqueue_nd_range_kernel`` call of an unknown
+    signature (after queue and kernel), or None."""
+    g = args[0] if args else kwargs.get("global_work_size")
+    if g is None:
+        return None
+    return g, args[1] if len(args) > 1 else kwargs.get("local_work_size")
 
 
 # pyopencl._cl.NannyEvent and Event.from_int_ptr, bound by install().
@@ -119,7 +145,7 @@ def kernel_wrapper(original: Callable[..., Any], backend: Any) -> Callable[..., 
 
     unprofiled = _unprofiled
 
-    def record(rec: Any, queue: Any, kernel: Any, t0: int, t1: int, ev: Any) -> None:
+    def record(rec: Any, queue: Any, kernel: Any, t0: int, t1: int, ev: Any, cfg: Any) -> None:
         try:
             name = kernel._kprof_name
         except AttributeError:
@@ -130,9 +156,9 @@ def kernel_wrapper(original: Callable[..., Any], backend: Any) -> Callable[..., 
         except AttributeError:
             prof = profiles(queue)
         if prof:
-            rec.launch(backend, KERNEL, name, queue, t0, t1, ev, ev)
+            rec.launch(backend, KERNEL, name, queue, t0, t1, ev, ev, -1, cfg)
         else:
-            unprofiled(rec, backend, KERNEL, name, queue, t0, t1, ev)
+            unprofiled(rec, backend, KERNEL, name, queue, t0, t1, ev, -1, cfg)
 
     if not signature_known:
 
@@ -142,7 +168,9 @@ def kernel_wrapper(original: Callable[..., Any], backend: Any) -> Callable[..., 
                 return original(queue, kernel, *args, **kwargs)
             t0 = now()
             ev = original(queue, kernel, *args, **kwargs)
-            record(rec, queue, kernel, t0, now(), ev)
+            t1 = now()
+            sizes = _sizes(args, kwargs)
+            record(rec, queue, kernel, t0, t1, ev, None if sizes is None else launch_config(*sizes))
             return ev
 
         enqueue_nd_range_kernel_any.__wrapped__ = native_fn  # type: ignore[attr-defined]
@@ -192,10 +220,17 @@ def kernel_wrapper(original: Callable[..., Any], backend: Any) -> Callable[..., 
             prof = queue._kprof_profiles
         except AttributeError:
             prof = profiles(queue)
-        if prof:
-            rec.launch(backend, KERNEL, name, queue, t0, t1, ev, ev)
+        # The launch configuration as the call has it (text once per profile: launch_config).
+        if type(global_work_size) is tuple and (
+            local_work_size is None or type(local_work_size) is tuple
+        ):
+            cfg = (global_work_size, local_work_size)
         else:
-            unprofiled(rec, backend, KERNEL, name, queue, t0, t1, ev)
+            cfg = launch_config(global_work_size, local_work_size)
+        if prof:
+            rec.launch(backend, KERNEL, name, queue, t0, t1, ev, ev, -1, cfg)
+        else:
+            unprofiled(rec, backend, KERNEL, name, queue, t0, t1, ev, -1, cfg)
         return ev
 
     enqueue_nd_range_kernel.__wrapped__ = native_fn  # type: ignore[attr-defined]

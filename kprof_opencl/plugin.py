@@ -249,6 +249,17 @@ def synchronize(backend: kp.Backend, queue: Any) -> None:
 
 
 @hookimpl
+def launch_config(backend: kp.Backend, config: Any) -> str | None:
+    """``(global size, local size)`` (``capture.launch_config``) as reports show it:
+    ``"global 1024x1024 local 16x16"``; no local size: ``"global 1024x1024"``."""
+    if type(config) is not tuple or len(config) != 2:
+        return None
+    g, loc = config
+    text = "global " + "x".join(map(str, g))
+    return text if loc is None else f"{text} local {'x'.join(map(str, loc))}"
+
+
+@hookimpl
 def install_capture(backend: kp.Backend) -> None:
     from . import capture, profiled_queues
 

@@ -61,9 +61,10 @@ def assemble(header: dict[str, Any], stored: Iterable[bytes]) -> bytes:
     for key, raw in _LITERAL.items():
         text = text.replace(json.dumps(key), raw)
     h = text.encode("ascii")
-    # Version 4 when the tables carry stacks, 3 when launch sites (their columns listed), else 1.
+    # Version 4 when the tables carry stacks or configurations, 3 when launch sites (their
+    # columns listed), else 1.
     names = {c.get("name") for c in header["columns"]}
-    version = 4 if "stack" in names else 3 if "site" in names else 1
+    version = 4 if names & {"stack", "config"} else 3 if "site" in names else 1
     return (
         storage.MAGIC + struct.pack("<III", version, len(h), zlib.crc32(h)) + h + b"".join(stored)
     )
@@ -136,6 +137,7 @@ def bomb(inflated: int, declared_rows: int | None = None) -> bytes:
         "threads": [[1, "MainThread", None]],
         "errors": [],
         "clocks": [],
+        "configs": [],
         "counts": {"device": rows, "host": rows},
         "columns": [
             {"table": "device", "name": c, "encoding": "shuffle8+zlib"} for c in DeviceTable.COLUMNS

@@ -35,7 +35,7 @@ class TestTestdevConformance(BackendConformance):
         self.queue = q = device.Queue("conformance")
 
         def step() -> None:
-            q.launch("mul2", 50)
+            q.launch("mul2", 50, grid=(4, 1, 1), block=(64, 1, 1))  # a launch configuration
             q.launch("add", 80)
 
         return step

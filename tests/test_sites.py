@@ -232,7 +232,8 @@ def test_sites_survive_a_save_and_load(path: str, ocl: Any, tmp_path: Path) -> N
             pass
     q.finish()
     p.save(tmp_path / "s.kprof")
-    assert storage.peek_version((tmp_path / "s.kprof").read_bytes()) == 3
+    # Version 4: OpenCL kernels carry their launch configurations too.
+    assert storage.peek_version((tmp_path / "s.kprof").read_bytes()) == 4
     back = kprof.load(tmp_path / "s.kprof")
     assert back.sites == p.sites and len(p.sites) == 3
     assert list(back.table.site) == list(p.table.site)
@@ -247,9 +248,11 @@ def test_a_profile_without_sites_is_written_as_before(path: str, ocl: Any) -> No
         user_step(q, kernel, buf)
     q.finish()
     data = storage.dumps(p)
-    assert storage.peek_version(data) == 1  # no sites, no memory: what older kprof reads
+    # No site columns; version 4 for the kernel's launch configuration alone.
+    assert storage.peek_version(data) == 4 and b'"name":"site"' not in data
     back = loads(data)
     assert back.sites == [] and set(back.table.site) == {-1}
+    assert back.configs == p.configs == ["global 64"]
 
 
 def test_a_damaged_site_column_is_refused(built_file: bytes) -> None:
@@ -302,7 +305,7 @@ def test_summary_by_line_sums_device_time_per_site() -> None:
     assert rows[0].stats.percent == pytest.approx(3.5)  # of the 10 µs span
     # The same device time as the per-name summary, split another way.
     assert sum(r.stats.total_ns for r in rows) == sum(r.total_ns for r in built().summary().device)
-    with pytest.raises(ValueError, match='"name", "line" or "stack"'):
+    with pytest.raises(ValueError, match='"name", "line", "stack"'):
         built().summary(by="file")  # type: ignore[call-overload]
 
 

@@ -4,6 +4,7 @@ the hook and the rule, or ``Skipped``."""
 from __future__ import annotations
 
 import threading
+import warnings
 
 from kprof_core.conformance.checks_tokens import TokenChecks
 from kprof_core.conformance.driver import is_int
@@ -144,6 +145,32 @@ class Conformance(TokenChecks):
                     f"duration={k.duration_ns} ns (hand tokens to recorder.launch)",
                 )
         return f"{n} calls, {len(ks)} records ({per} per call)"
+
+    def check_launch_configs(self) -> str:
+        """With ``launch_config`` implemented, the workload's kernels carry launch
+        configurations (``rec.launch(..., config=...)``), each made text without failing;
+        without it there is nothing to check (configurations are optional)."""
+        self.require_available()
+        if "launch_config" not in self.b.implemented:
+            return "launch_config is not implemented: launches carry no configuration to check"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            p = self._profile(1, ranges=False)
+        said = [str(w.message) for w in caught if "launch_config" in str(w.message)]
+        if said:
+            raise fail("launch_config", "makes every configuration its capture hands text", said[0])
+        kernels = [k for k in p.kernels if k.kind == "kernel"]
+        if kernels and not any(k.config for k in kernels):
+            raise fail(
+                "install_capture",
+                "hands each kernel's launch configuration (rec.launch(..., config=...))",
+                f"none of the {len(kernels)} kernels of a step has one, though the plugin "
+                f"implements launch_config",
+            )
+        bad = [c for c in p.configs if not c.strip()]
+        if bad:
+            raise fail("launch_config", "returns a text that says something", f"it gave {bad[0]!r}")
+        return f"launch configurations: {', '.join(p.configs)}"
 
     def check_capture_restores(self) -> str:
         self.require_available()

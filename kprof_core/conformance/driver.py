@@ -197,13 +197,16 @@ class Driver:
             start: Any = None,
             stop: Any = None,
             nbytes: int = -1,
+            config: Any = None,
         ) -> None:
             if backend is b:
                 ledger.launches.append((name, threading.current_thread().name))
                 for tok in (start, stop) if stop is not start else (start,):
                     if tok is not None:
                         ledger.handed(tok, "install_capture (a captured launch)")
-            orig_launch(rec, backend, kind, name, queue, start_ns, end_ns, start, stop, nbytes)
+            orig_launch(
+                rec, backend, kind, name, queue, start_ns, end_ns, start, stop, nbytes, config
+            )
 
         b.record_timestamp, b.release_timestamp = record, release
         setattr(Recorder, "launch", launch)  # noqa: B010  (the checks watch every launch)

@@ -43,6 +43,11 @@ RULES = {
         "N workload calls give exactly N times the records of one",
         "records nothing outside the profile's context",
         "records are device-timed",
+        "hands each kernel's launch configuration (rec.launch(..., config=...))",
+    ),
+    "launch_config": (
+        "makes every configuration its capture hands text",
+        "returns a text that says something",
     ),
     "remove_capture": ("restores the very same objects",),
     "memory_install": (

@@ -10,18 +10,18 @@ import operator
 import os
 import socket
 from array import array
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import MutableMapping
+from dataclasses import replace
 from itertools import compress, repeat
 from operator import add, and_, eq, ge, mul
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from kprof_core.data.config_summary import config_rows, grouping
 from kprof_core.data.memory import Memory
+from kprof_core.data.record_views import iter_device_records
 from kprof_core.data.records import (
-    APPROXIMATE,
     COPY,
-    HOST_TIMED,
     KERNEL,
-    KIND_NAMES,
     MARKS,
     PLACED,
     RANGE,
@@ -40,40 +40,6 @@ from kprof_core.data.summary import Durations, Summary, _split, rows_of
 
 if TYPE_CHECKING:
     from kprof_core.recording.recorder import DeviceClock, Recorder
-
-
-def iter_device_records(
-    table: DeviceTable,
-    names: list[str],
-    queues: list[QueueRecord],
-    threads: list[ThreadRecord],
-    errors: dict[int, str],
-    origin: int = 0,
-    sites: Sequence[Site] = (),
-) -> Iterator[KernelRecord]:
-    """Build record views; times are given relative to ``origin``."""
-    site_col = table.site
-    for i in range(len(table)):
-        q = queues[table.queue[i]]
-        flags = table.flags[i]
-        nbytes = table.nbytes[i]
-        yield KernelRecord(
-            name=names[table.name[i]],
-            kind=KIND_NAMES[table.kind[i]],
-            backend=q.backend,
-            device=q.device,
-            queue=q.label,
-            thread=threads[table.thread[i]].label,
-            start_ns=table.start[i] - origin,
-            duration_ns=table.duration[i],
-            launch_start_ns=table.launch_start[i] - origin,
-            launch_end_ns=table.launch_end[i] - origin,
-            nbytes=None if nbytes < 0 else nbytes,
-            host_timed=bool(flags & HOST_TIMED),
-            error=errors.get(i) if flags & UNRESOLVED else None,
-            approximate=bool(flags & APPROXIMATE),
-            site=sites[site_col[i]] if site_col[i] >= 0 else None,
-        )
 
 
 class ProfileData:
@@ -101,6 +67,8 @@ class ProfileData:
       values the tables' ``name``, ``queue`` and ``thread`` columns index.
     - ``sites``: the launch sites (``kprof.Site``: file, line, function) the tables' ``site``
       columns index (-1: unknown), sorted; ``summary(by="line")`` gives device time per site.
+    - ``configs``: the launch configurations' texts the device table's ``config`` column
+      indexes (-1: none); ``summary(by=("name", "config"))`` groups by them.
     - ``stacks``: the launch stacks (``profile(stacks=True)``): per stack id, its frames as
       ``kprof.Site``s, outermost first; ``kprof_core.data.stacks.frames_of`` reads a row's.
     - ``errors``: device row index -> why that row has no device time.
@@ -125,6 +93,7 @@ class ProfileData:
         self.queues: list[QueueRecord] = []
         self.threads: list[ThreadRecord] = []
         self.sites: list[Site] = []
+        self.configs: list[str] = []
         #: Stack id -> its frames, outermost first (``profile(stacks=True)``); ``frames_of``.
         self.stacks: tuple[tuple[Site, ...], ...] = ()
         self.errors: dict[int, str] = {}
@@ -140,7 +109,7 @@ class ProfileData:
     def _load(self, rec: Recorder) -> None:
         self.table, self.host = rec.table, rec.host
         self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
-        self.sites = rec.sites
+        self.sites, self.configs = rec.sites, rec.configs
         self.stacks = rec.stacks
         self.errors, self.clocks = rec.errors, rec.clocks
         self.details = rec.details
@@ -165,7 +134,7 @@ class ProfileData:
 
     def _device(self, kinds: tuple[int, ...]) -> list[KernelRecord]:
         views = (self.table, self.names, self.queues, self.threads, self.errors)
-        recs = iter_device_records(*views, self.start_ns, self.sites)
+        recs = iter_device_records(*views, self.start_ns, self.sites, self.configs)
         kind = self.table.kind
         return [r for i, r in enumerate(recs) if kind[i] in kinds]
 
@@ -361,22 +330,29 @@ class ProfileData:
         return Durations(named(host), named(device), named(dranges), named(sizes), markers)
 
     @overload
-    def summary(self, by: Literal["name"] = ...) -> Summary: ...
+    def summary(self, by: Literal["line"]) -> list[SiteRow]: ...  # type: ignore[overload-overlap]
     @overload
-    def summary(self, by: Literal["line"]) -> list[SiteRow]: ...
+    def summary(self, by: Literal["stack"]) -> list[StackRow]: ...  # type: ignore[overload-overlap]
     @overload
-    def summary(self, by: Literal["stack"]) -> list[StackRow]: ...
-    def summary(self, by: str = "name") -> Summary | list[SiteRow] | list[StackRow]:
+    def summary(self, by: str | tuple[str, ...] | list[str] = ...) -> Summary: ...
+    def summary(
+        self, by: str | tuple[str, ...] | list[str] = "name"
+    ) -> Summary | list[SiteRow] | list[StackRow]:
         """Per-name statistics of the host side, the device side and device ranges; with
         ``by="line"``, the device time of kernels and copies per launch site (``SiteRow``s,
         largest total first, with the kernels launched from each); with ``by="stack"``, the
-        same per launch stack (``StackRow``s; ``profile(stacks=True)``)."""
-        if by == "line":
+        same per launch stack (``StackRow``s; ``profile(stacks=True)``); with ``by=("name",
+        "config")`` the device rows per name and launch configuration (``SummaryRow.config``),
+        with ``by="config"`` per configuration alone."""
+        key = grouping(by)
+        if key == "line":
             return site_rows(self.table, self.names, self.sites, self.span_ns)
-        if by == "stack":
+        if key == "stack":
             return stack_rows(self.table, self.names, self.sites, self.stacks, self.span_ns)
-        if by != "name":
-            raise ValueError(f'summary(by=...) takes "name", "line" or "stack", not {by!r}')
+        if key != "name":
+            s = self.summary()
+            rows = config_rows(self.table, self.names, self.configs, s.span_ns, "name" in key)
+            return replace(s, device=rows)
         d, span = self.durations(), self.span_ns
         return Summary(
             span,

@@ -87,7 +87,8 @@ class KernelRecord:
     the range's host interval). ``host_timed`` records were timed on the host (marked ``*``);
     ``approximate`` ones from completions observed on the host, without synchronizing (``~``).
     ``error`` says why a record has no device time, when it has none. ``site``: the line of
-    the user's code that launched it (``kprof.Site``: file, line, function), or None.
+    the user's code that launched it (``kprof.Site``: file, line, function), or None;
+    ``config``: its launch configuration as text (``"global 1024 local 64"``), or None.
 
     ``name``: the kernel's, copy's or range's name; ``kind``: ``"kernel"``, ``"copy"`` or
     ``"range"``; ``backend``, ``device`` and ``queue``: where it ran (the backend's name, and
@@ -110,6 +111,7 @@ class KernelRecord:
     error: str | None = None
     approximate: bool = False
     site: Site | None = None
+    config: str | None = None
 
     @property
     def end_ns(self) -> int:
@@ -189,6 +191,7 @@ class DeviceTable:
         "nbytes",
         "flags",
         "site",
+        "config",
     )
 
     def __init__(self) -> None:
@@ -208,6 +211,8 @@ class DeviceTable:
     flags: array[int]
     #: The launch site: an index into the profile's ``sites`` (once resolved), -1 for none.
     site: array[int]
+    #: The launch configuration: an index into the profile's ``configs``, -1 for none.
+    config: array[int]
     #: The launch stack: an index into the profile's ``stacks``, -1 for none. Not one of the
     #: ``COLUMNS`` rows are recorded with: made at the profile's end from the raw ids in
     #: ``site``, and empty when no row has a stack (``profile(stacks=False)``). 32-bit
@@ -227,11 +232,12 @@ class DeviceTable:
         nbytes: int,
         flags: int,
         site: int = -1,
+        config: int = -1,
     ) -> int:
         # All or nothing: a value a column refuses (a plugin's float, an int past int64)
         # raises before any column grew, so the columns never differ in length.
         row = array("q", (name, kind, queue, thread, launch_start, launch_end, start, duration))
-        row.extend((nbytes, flags, site))
+        row.extend((nbytes, flags, site, config))
         self.name.append(row[0])
         self.kind.append(row[1])
         self.queue.append(row[2])
@@ -243,6 +249,7 @@ class DeviceTable:
         self.nbytes.append(row[8])
         self.flags.append(row[9])
         self.site.append(row[10])
+        self.config.append(row[11])
         return len(self.name) - 1
 
     def __len__(self) -> int:

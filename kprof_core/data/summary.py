@@ -23,7 +23,8 @@ class SummaryRow:
     ``percent``: ``total_ns`` as a share of the profiled span; ``host_timed``: the records
     were timed on the host (shown with ``*``); ``approximate``: their times are completions
     observed on the host, without synchronizing (shown with ``~``); ``nbytes``: bytes moved,
-    for copies, else None.
+    for copies, else None; ``config``: the launch configuration's text, in rows grouped by it
+    (``summary(by=("name", "config"))``), else None.
     """
 
     name: str
@@ -38,6 +39,7 @@ class SummaryRow:
     host_timed: bool = False
     nbytes: int | None = None
     approximate: bool = False
+    config: str | None = None
 
     @property
     def label(self) -> str:

@@ -204,6 +204,7 @@ class Backend:
     capture_modules: Callable[..., Any]
     demo_workload: Callable[..., Any]
     exec_environment: Callable[..., Any]
+    launch_config: Callable[..., Any]
     memory_install: Callable[..., Any]
     memory_remove: Callable[..., Any]
     range_pop: Callable[..., Any]

@@ -144,6 +144,11 @@ def report_notes(backend: Backend) -> list[str] | None:
 
 
 @hookimpl(trylast=True)
+def launch_config(backend: Backend, config: Any) -> str | None:
+    return None
+
+
+@hookimpl(trylast=True)
 def exec_environment(backend: Backend) -> dict[str, str] | None:
     return None
 

@@ -46,7 +46,7 @@ fall back (a generic queue name; placement by launch time), keeping the backend.
 The activity hooks (``activity_scope_enter`` ... ``activity_align``), for vendor tools that
 report device work after it ran, are in ``hookspecs_activity.py``; the optional ones (mirroring
 ranges, the demo, the environment ``kprof run`` starts with, notes for the report, device
-memory) in ``hookspecs_optional.py``.
+memory, launch configurations as text) in ``hookspecs_optional.py``.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ from kprof_core.host.hookspecs_optional import (  # noqa: F401
     capture_modules,
     demo_workload,
     exec_environment,
+    launch_config,
     memory_install,
     memory_remove,
     range_pop,

@@ -1,6 +1,6 @@
 """The optional hooks: mirroring ranges into the vendor's tools, the demo, the modules whose
 import starts a backend under ``kprof run``, the environment ``kprof run`` starts a program
-with, notes for the report, and device memory. Part of the hook reference,
+with, notes for the report, launch configurations as text, and device memory. Part of the hook reference,
 ``kprof_core/host/hookspecs.py``, which imports them."""
 
 from __future__ import annotations
@@ -104,6 +104,31 @@ def report_notes(backend: Backend) -> list[str] | None:
 
     :param backend: The plugin's :class:`kprof.plugin.Backend`.
     :returns: The lines, or ``None`` (nothing to say). Default: ``None``.
+    """
+
+
+# -- Launch configurations (optional) ------------------------------------------------------------
+#
+# A capture wrapper may hand each launch's configuration to ``rec.launch(..., config=...)``
+# (and ``launch_observed``): CUDA's grid and block, OpenCL's global and local sizes, as the
+# launch's arguments have them, e.g. ``config=(global_size, local_size)``. It must be hashable
+# (ints, str, tuples of them: a list is kept under its ``repr``) and cheap to make: it is kept
+# as it is and interned per profile, one id per distinct value. Activity rows carry theirs in
+# ``ActivityColumns(config=(format, columns))``. ``p.summary(by=("name", "config"))`` groups
+# by it; ``kprof.testing.BackendConformance`` checks that launches reach kprof with it.
+
+
+@hookspec(firstresult=True)
+def launch_config(backend: Backend, config: Any) -> str | None:
+    """The text reports show for a launch configuration this backend handed to
+    ``rec.launch(..., config=config)``, e.g. ``"global 1024x1024 local 16x16"``.
+
+    Called once per distinct configuration per profile, at its end, on the thread that ends
+    it (never on the launch path). A ``str`` configuration is its own text and is not asked.
+
+    :param backend: The plugin's :class:`kprof.plugin.Backend`.
+    :param config: A configuration as the plugin handed it to ``launch``.
+    :returns: The text, or ``None`` for ``str(config)``. Default: ``None``.
     """
 
 

@@ -6,7 +6,8 @@ record views ``p.kernels``, ``p.ranges`` are):
 - device records: kernels, copies and the device time of ranges, with their launch's host
   interval, queue, thread, bytes, ``host_timed``, ``approximate`` (observed on the host) and,
   for records the device never timed, ``error`` (their ``start_ns``/``duration_ns`` are then the launch's, not device times),
-  and ``detail``: what the backend said about the row (a CUDA kernel's grid and block);
+  ``detail``: what the backend said about the row (a CUDA kernel's grid and block), and
+  ``config``: its launch configuration as text (``summary(by=("name", "config"))``'s);
 - host records: ranges and markers.
 
 Each record's launch site is in ``file``, ``line`` and ``function``, and its launch stack
@@ -60,6 +61,7 @@ COLUMNS = (
     "approximate",
     "error",
     "detail",
+    "config",
     "file",
     "line",
     "function",
@@ -184,6 +186,7 @@ def _device_rows(p: ProfileData, order: Any = None) -> Iterator[dict[str, Any]]:
             "approximate": bool(flags & APPROXIMATE),
             "error": p.errors.get(i, "unresolved") if flags & UNRESOLVED else None,
             "detail": p.details.get(i),
+            "config": p.configs[c] if (c := t.config[i]) >= 0 else None,
             **_site(p, t.site[i]),
             "stack": _stack(t.stack, i),
         }
@@ -210,6 +213,7 @@ def _host_rows(p: ProfileData, order: Any = None) -> Iterator[dict[str, Any]]:
             "approximate": False,
             "error": None,
             "detail": None,
+            "config": None,
             **_site(p, h.site[j]),
             "stack": _stack(h.stack, j),
         }

@@ -27,6 +27,7 @@ from kprof_core.io.fileformat import (
     SHUFFLED,
     TIME_COLUMNS,
     V1_FRAME,
+    V4_DEVICE_COLUMNS,
     CorruptProfileError,
     unshuffle,
 )
@@ -82,9 +83,10 @@ def _finite_float(text: str) -> float:
     return value
 
 
-#: The columns of versions 1 and 2 (version 3 added ``site`` to both tables).
+#: The columns of versions 1 and 2 (version 3 added ``site`` to both tables, version 4
+#: ``V4_DEVICE_COLUMNS`` to the device table).
 V1_COLUMNS = {
-    "device": tuple(c for c in DeviceTable.COLUMNS if c != "site"),
+    "device": tuple(c for c in DeviceTable.COLUMNS if c not in ("site", *V4_DEVICE_COLUMNS)),
     "host": tuple(c for c in HostTable.COLUMNS if c != "site"),
 }
 
@@ -94,6 +96,7 @@ def read_v1(data: bytes, pos: int, name: str, cls: type[P]) -> P:
     # No launch sites in version 1: every row's is unknown.
     p.table.site = array("q", (-1,)) * len(p.table)
     p.host.site = array("q", (-1,)) * len(p.host)
+    p.table.config = array("q", (-1,)) * len(p.table)  # nor configurations (version 4)
     return p
 
 

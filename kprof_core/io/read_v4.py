@@ -1,6 +1,8 @@
-"""The reader of format version 4: version 3 with launch stacks (``fileformat.py``). The
-stacks (the header's ``frames`` and ``stacks``, a ``stack`` column in each table) are checked
-and taken off, and the rest is read by ``read_v3`` as the version 3 file it is."""
+"""The reader of format version 4: version 3 with launch stacks, and version 3, 2 or 1 with
+launch configurations (``fileformat.py``). The stacks (the header's ``frames`` and ``stacks``,
+a ``stack`` column in each table) and the configurations (the header's ``configs``, the device
+table's ``config`` column) are checked and taken off, and the rest is read by the reader of
+the version it then is, as that file."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from kprof_core.data.profile_data import ProfileData
 from kprof_core.data.records import STACK_TYPE
 from kprof_core.data.sites import Site
 from kprof_core.io.filecheck import Checker
-from kprof_core.io.fileformat import V1_FRAME, CorruptProfileError
-from kprof_core.io.read_v1 import _decode, read_header
+from kprof_core.io.fileformat import V1_FRAME, V4_DEVICE_COLUMNS, CorruptProfileError
+from kprof_core.io.read_v1 import _decode, read_header, read_v1
+from kprof_core.io.read_v2 import read_v2
 from kprof_core.io.read_v3 import read_v3
 
 P = TypeVar("P", bound=ProfileData)
@@ -36,9 +39,13 @@ def read_v4(data: bytes, pos: int, name: str, cls: type[P]) -> P:
     ):
         raise r.fail("header field 'stacks' is not a list of lists of frame indexes")
     stacks = tuple(tuple(frames[i] for i in s) for s in raw_stacks)
+    configs = header.pop("configs", [])
+    if not isinstance(configs, list) or not all(isinstance(c, str) for c in configs):
+        raise r.fail("header field 'configs' is not a list of strings")
     kept: list[Any] = []
     blobs: list[bytes] = []
     stack_cols: dict[str, tuple[dict[str, Any], bytes]] = {}
+    ours: dict[str, tuple[dict[str, Any], bytes]] = {}
     for c in r.get(header, "columns", list):
         size = r.get(c, "size", int) if isinstance(c, dict) else -1
         if size < 0 or at + size > len(data):
@@ -49,17 +56,28 @@ def read_v4(data: bytes, pos: int, name: str, cls: type[P]) -> P:
             if c["table"] in stack_cols:
                 raise r.fail(f"column {c['table']}.stack is listed twice")
             stack_cols[c["table"]] = (c, blob)
+        elif c.get("table") == "device" and c.get("name") in V4_DEVICE_COLUMNS:
+            if c["name"] in ours:
+                raise r.fail(f"column device.{c['name']} is listed twice")
+            ours[c["name"]] = (c, blob)
         else:
             kept.append(c)
             blobs.append(blob)
     if at != len(data):
         raise r.fail(f"{len(data) - at} unexpected bytes after the last column")
-    if set(stack_cols) != {"device", "host"}:
+    if set(stack_cols) not in ({"device", "host"}, set()) or (stacks and not stack_cols):
         raise r.fail("the header does not list a stack column for each table")
-    # What version 3 holds, as that file: the header without the stacks, their columns out.
+    if ours and set(ours) != set(V4_DEVICE_COLUMNS):
+        raise r.fail(f"the header does not list every device column of {V4_DEVICE_COLUMNS}")
+    if not stack_cols and not ours:
+        raise r.fail("the header lists neither stack nor configuration columns")
+    # What version 3 (or 2, 1) holds, as that file: the header without ours, our columns out.
     header["columns"] = kept
     h = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("ascii")
-    p = read_v3(V1_FRAME.pack(len(h), zlib.crc32(h)) + h + b"".join(blobs), 0, name, cls)
+    inner = V1_FRAME.pack(len(h), zlib.crc32(h)) + h + b"".join(blobs)
+    with_sites = any(isinstance(c, dict) and c.get("name") == "site" for c in kept)
+    reader = read_v3 if with_sites else read_v2 if "memory" in header else read_v1
+    p = reader(inner, 0, name, cls)
     for table, (c, blob) in stack_cols.items():
         what = f"{table}.stack"
         if zlib.crc32(blob) != c.get("crc32"):
@@ -70,4 +88,13 @@ def read_v4(data: bytes, pos: int, name: str, cls: type[P]) -> P:
         r.between(col, -1, len(stacks) - 1, what)  # -1: no stack known
         (p.table if table == "device" else p.host).stack = array(STACK_TYPE, col)
     p.stacks = stacks
+    for col_name, (c, blob) in ours.items():
+        what = f"device.{col_name}"
+        if zlib.crc32(blob) != c.get("crc32"):
+            raise r.fail(f"column {what} checksum mismatch")
+        encoding = c.get("encoding")
+        col = _decode(r, blob, encoding if isinstance(encoding, str) else "", len(p.table), what)
+        r.between(col, -1, len(configs) - 1, what)  # -1: no configuration
+        setattr(p.table, col_name, col)
+    p.configs = configs
     return p

@@ -27,6 +27,7 @@ from kprof_core.io.fileformat import (
     RAW,
     SHUFFLED,
     V1_FRAME,
+    V4_DEVICE_COLUMNS,
     CorruptProfileError,
     NotAProfileError,
     PathOrFile,
@@ -53,8 +54,13 @@ def _le_bytes(col: array[int]) -> bytes:
 
 
 def _columns(profile: ProfileData) -> list[tuple[str, str, array[int]]]:
-    # The site columns only with sites (version 3): other files stay as older kprof wrote them.
-    keep = (lambda c: True) if profile.sites else (lambda c: c != "site")
+    # The site columns only with sites (version 3), the configurations' only with some (version
+    # 4): other files stay as older kprof wrote them.
+    skip = (() if profile.sites else ("site",)) + (() if profile.configs else V4_DEVICE_COLUMNS)
+
+    def keep(c: str) -> bool:
+        return c not in skip
+
     cols = [("device", c, getattr(profile.table, c)) for c in DeviceTable.COLUMNS if keep(c)]
     cols += [("host", c, getattr(profile.host, c)) for c in HostTable.COLUMNS if keep(c)]
     if profile.stacks:  # version 4: a stack column per table
@@ -93,6 +99,8 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
             check.between(col, -1, len(sites) - 1, f"{table}.site")
         if name == "stack":
             check.between(col, -1, len(profile.stacks) - 1, f"{table}.stack")
+        if name == "config":
+            check.between(col, -1, len(profile.configs) - 1, f"{table}.config")
         raw = _le_bytes(col)
         encoding = RAW
         if compress and raw:
@@ -145,6 +153,9 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
         frames = {f: i for i, f in enumerate(sorted({f for s in profile.stacks for f in s}))}
         header["frames"] = [[s.file, s.line, s.function] for s in frames]
         header["stacks"] = [[frames[f] for f in s] for s in profile.stacks]
+    if profile.configs:  # only then version 4: one of the above plus launch configurations
+        version = 4
+        header["configs"] = list(profile.configs)
     try:
         hbytes = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("ascii")
     except (TypeError, ValueError) as exc:

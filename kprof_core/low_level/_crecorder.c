@@ -30,7 +30,7 @@
 /* LaunchPath.launch packs an entry's fields by position (PyTuple_Pack, the cheapest way):
  * this fails to compile if layout.py changes their order without this file following. */
 typedef char kprof_entry_order_matches_layout_py[
-    (KPROF_ENTRY_LEN == 12 && KPROF_E_SITE == 11 && KPROF_E_SLOT == 0 && KPROF_E_KIND == 1 && KPROF_E_NAME == 2
+    (KPROF_ENTRY_LEN == 13 && KPROF_E_SITE == 11 && KPROF_E_CONFIG == 12 && KPROF_E_SLOT == 0 && KPROF_E_KIND == 1 && KPROF_E_NAME == 2
      && KPROF_E_QUEUE == 3 && KPROF_E_WHO == 4 && KPROF_E_H0 == 5 && KPROF_E_H1 == 6
      && KPROF_E_START == 7 && KPROF_E_STOP == 8 && KPROF_E_NBYTES == 9 && KPROF_E_FLAGS == 10)
         ? 1 : -1];
@@ -200,7 +200,7 @@ done:
 static PyObject *
 lp_launch(LaunchPath *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    if (kwnames != NULL || nargs < 7 || nargs > 9 || args[6] == Py_None)
+    if (kwnames != NULL || nargs < 7 || nargs > 10 || args[6] == Py_None)
         return lp_call_slow(self, args, nargs, kwnames);
     PyObject *slot;
     if (args[0] == self->last_backend) {  /* checked already: a backend this profile times */
@@ -222,6 +222,7 @@ lp_launch(LaunchPath *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     }
     PyObject *stop = nargs > 7 ? args[7] : Py_None;
     PyObject *nbytes = nargs > 8 ? args[8] : minus_one;
+    PyObject *config = nargs > 9 ? args[9] : Py_None;
     PyObject *qk, *who = NULL, *entry = NULL, *site = NULL;
     if (args[3] == self->last_queue) {  /* kept in `live` already (and alive: we hold it) */
         qk = self->last_qk;
@@ -252,7 +253,7 @@ lp_launch(LaunchPath *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
             goto fail;
     }
     entry = PyTuple_Pack(KPROF_ENTRY_LEN, slot, args[1], args[2], qk, who, args[4], args[5], args[6], stop,
-                         nbytes, zero, site);
+                         nbytes, zero, site, config);
     if (entry == NULL)
         goto fail;
     /* Not for the collector: an entry refers to tokens, ints and a str, and nothing refers to
@@ -285,7 +286,8 @@ fail:
 
 static PyMethodDef lp_methods[] = {
     {"launch", (PyCFunction)(void (*)(void))lp_launch, METH_FASTCALL | METH_KEYWORDS,
-     "launch(backend, kind, name, queue, start_ns, end_ns, start=None, stop=None, nbytes=-1)\n"
+     "launch(backend, kind, name, queue, start_ns, end_ns, start=None, stop=None, nbytes=-1, "
+     "config=None)\n"
      "Record one launch: see kprof_core.recording.recorder.Recorder.launch."},
     {NULL, NULL, 0, NULL},
 };
@@ -372,27 +374,31 @@ as_i64(PyObject *o, int64_t *out)
     return 1;
 }
 
-/* run_columns(chunk, slot, backend, fast_queues, thread_ids, name_ids, known, kind_bound)
- * -> (m, starts, stops, names, kinds, queues, threads, h0s, h1s, nbytes, flags, sites, refb)
+/* run_columns(chunk, slot, backend, fast_queues, thread_ids, name_ids, config_ids, known,
+ *             kind_bound)
+ * -> (m, starts, stops, names, kinds, queues, threads, h0s, h1s, nbytes, flags, sites, configs,
+ *     refb)
  *
  * What harvest_columns.run_columns does in Python: the longest prefix of `chunk` (entry tuples) whose
  * entries are timed launches of `backend` (its `slot`) on queues in `fast_queues` (id(queue)
  * -> (backend, queue id, device key)) of a device in `known` (device key -> the reference's
  * begin time, an int, or anything else for backends placed by elapsed time: then 0), by
- * threads in `thread_ids` and names in `name_ids`, of a kind below `kind_bound` (device work,
+ * threads in `thread_ids`, names in `name_ids` and launch configurations in `config_ids` (the
+ * backend's: config -> id, None -> -1), of a kind below `kind_bound` (device work,
  * not host entries or delivered activity records), with int fields and no flags; their columns as native
  * int64 bytes, their tokens as tuples. */
 static PyObject *
 run_columns(PyObject *module, PyObject *args)
 {
-    PyObject *chunk, *slot, *backend, *fast_queues, *thread_ids, *name_ids, *known;
+    PyObject *chunk, *slot, *backend, *fast_queues, *thread_ids, *name_ids, *config_ids, *known;
     long long kind_bound;
-    if (!PyArg_ParseTuple(args, "O!OOO!O!O!O!L:run_columns", &PyList_Type, &chunk, &slot,
+    if (!PyArg_ParseTuple(args, "O!OOO!O!O!O!O!L:run_columns", &PyList_Type, &chunk, &slot,
                           &backend, &PyDict_Type, &fast_queues, &PyDict_Type, &thread_ids,
-                          &PyDict_Type, &name_ids, &PyDict_Type, &known, &kind_bound))
+                          &PyDict_Type, &name_ids, &PyDict_Type, &config_ids, &PyDict_Type,
+                          &known, &kind_bound))
         return NULL;
     Py_ssize_t n = PyList_Size(chunk);
-    enum { NAME, KIND, QUEUE, THREAD, H0, H1, NBYTES, FLAGS, SITE, REFB, NCOLS };
+    enum { NAME, KIND, QUEUE, THREAD, H0, H1, NBYTES, FLAGS, SITE, CONFIG, REFB, NCOLS };
     int64_t *cols = (int64_t *)PyMem_Malloc(sizeof(int64_t) * NCOLS * (size_t)(n ? n : 1));
     if (cols == NULL)
         return PyErr_NoMemory();
@@ -437,7 +443,9 @@ run_columns(PyObject *module, PyObject *args)
         }
         PyObject *tid = PyDict_GetItemWithError(thread_ids, f[KPROF_E_WHO]);
         PyObject *nid = tid == NULL ? NULL : PyDict_GetItemWithError(name_ids, f[KPROF_E_NAME]);
-        if (nid == NULL) {
+        /* A configuration not interned yet (or unhashable) ends the run: _take interns it. */
+        PyObject *cid = nid == NULL ? NULL : PyDict_GetItemWithError(config_ids, f[KPROF_E_CONFIG]);
+        if (cid == NULL) {
             PyErr_Clear();
             break;
         }
@@ -448,7 +456,8 @@ run_columns(PyObject *module, PyObject *args)
             || !as_i64(f[KPROF_E_H1], &row[H1 * n + m])
             || !as_i64(f[KPROF_E_NBYTES], &row[NBYTES * n + m])
             || !as_i64(f[KPROF_E_FLAGS], &row[FLAGS * n + m]) || row[FLAGS * n + m] != 0
-            || !as_i64(f[KPROF_E_SITE], &row[SITE * n + m]))
+            || !as_i64(f[KPROF_E_SITE], &row[SITE * n + m])
+            || !as_i64(cid, &row[CONFIG * n + m]))
             break;  /* flagged entries (approximate, observed on the host) are _take's */
         row[QUEUE * n + m] = last_qid;
         row[REFB * n + m] = last_refb;

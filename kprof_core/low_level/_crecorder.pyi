@@ -23,6 +23,7 @@ class LaunchPath:
         start: Any = ...,
         stop: Any = ...,
         nbytes: int = ...,
+        config: Any = ...,
     ) -> None: ...
 
 class RangeBase:
@@ -55,6 +56,7 @@ def launch_path(
     running_loop: Callable[[], Any],
     who: Callable[[], Any],
     next_harvest: int,
+    sites: Any,
 ) -> LaunchPath: ...
 def run_columns(
     chunk: list[tuple[Any, ...]],
@@ -63,6 +65,7 @@ def run_columns(
     fast_queues: dict[int, tuple[Any, int, str]],
     thread_ids: dict[Any, int],
     name_ids: dict[str, int],
+    config_ids: dict[Any, int],
     known: dict[str, Any],
     kind_bound: int,
 ) -> tuple[Any, ...]: ...

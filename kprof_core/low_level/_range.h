@@ -263,6 +263,10 @@ rg_stamp_of(LaunchPath *lp, PyObject *b)
     return PyObject_GetAttr(b, str_record_timestamp);
 }
 
+/* The entries below are packed by position (PyTuple_Pack with KPROF_ENTRY_LEN values): this
+ * fails to compile if layout.py's entry changes without them following. */
+typedef char kprof_range_entry_matches_layout_py[(KPROF_ENTRY_LEN == 13 && KPROF_E_CONFIG == 12) ? 1 : -1];
+
 /* Appends `entry` to the pending list (untracked: see lp_launch), then back-pressure. */
 static int
 rg_append(LaunchPath *lp, PyObject *entry)
@@ -426,7 +430,7 @@ rg_exit(RangeBase *self, PyObject *args)
         }
         PyObject *entry = PyTuple_Pack(KPROF_ENTRY_LEN, slot, rg_kind_range, self->name, qk, who,
                                        PyTuple_GetItem(frame, 1), end, tok, stop, minus_one,
-                                       flags, site);
+                                       flags, site, Py_None);  /* config: none */
         Py_DECREF(qk);
         Py_DECREF(slot);
         if (entry == NULL)
@@ -439,7 +443,7 @@ rg_exit(RangeBase *self, PyObject *args)
     /* The host range, on the thread that entered it (host_range). */
     PyObject *host = PyTuple_Pack(KPROF_ENTRY_LEN, Py_None, rg_entry_host_range, self->name,
                                   Py_None, PyTuple_GetItem(frame, 3), PyTuple_GetItem(frame, 1),
-                                  end, Py_None, Py_None, minus_one, zero, site);
+                                  end, Py_None, Py_None, minus_one, zero, site, Py_None);
     if (host == NULL)
         goto done;
     int bad = rg_append(lp, host);

@@ -33,6 +33,7 @@ ENTRY_FIELDS = (
     "nbytes",  # a copy's size, -1 otherwise
     "flags",  # record flags (HOST_TIMED, APPROXIMATE), 0 for the common case
     "site",  # the launch site's raw id (recording/sites.py), -1 when none was found
+    "config",  # the launch configuration the plugin handed (hashable; None: none)
 )
 # Final literals, so that mypy types ``entry[START]`` as precisely as ``entry[7]``.
 SLOT: Final = 0
@@ -47,6 +48,7 @@ STOP: Final = 8
 NBYTES: Final = 9
 FLAGS: Final = 10
 SITE: Final = 11
+CONFIG: Final = 12
 ENTRY_LEN: Final = len(ENTRY_FIELDS)
 
 # Entry kinds beyond the record kinds (records.KERNEL, COPY, RANGE are all below them).
@@ -67,7 +69,7 @@ def host_entry(
 ) -> tuple[object, ...]:
     """An entry of the host side only (``ENTRY_HOST_RANGE``, ``ENTRY_MARK``,
     ``ENTRY_HOST_LAUNCH``): no backend, queue or tokens."""
-    return (None, kind, name, None, who, h0, h1, None, None, -1, 0, site)
+    return (None, kind, name, None, who, h0, h1, None, None, -1, 0, site, None)
 
 
 # -- the activity entry: one delivered DeviceRecord -----------------------------------------------

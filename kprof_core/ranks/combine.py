@@ -217,6 +217,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     )
     names: dict[str, int] = {}
     sites = Interner()  # launch sites are the same text in every rank: never prefixed
+    configs = Interner()  # so are launch configurations
     stacks = Interner()  # and so are stacks
     queues: dict[QueueRecord, int] = {}
     threads: dict[ThreadRecord, int] = {}
@@ -258,6 +259,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         nmap = [intern(names, n) for n in p.names]
         site_map = {i: sites(site) for i, site in enumerate(p.sites)}
         site_map[-1] = -1
+        config_map = [*map(configs, p.configs), -1]  # -1 (none) indexes the last
         stack_map = [stacks(s) for s in p.stacks]
         qmap = [
             intern(
@@ -293,6 +295,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         d.nbytes.extend(t.nbytes)
         d.flags.extend(t.flags)
         d.site.extend(array("q", [site_map[v] for v in t.site]))
+        d.config.extend(array("q", map(config_map.__getitem__, t.config)))
         d.stack.extend(_stacks(t.stack, stack_map, len(t)))
         for row, msg in p.errors.items():
             out.errors[first + row] = msg
@@ -318,6 +321,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
 
     out.names = list(names)
     out.sites = sites.values
+    out.configs = configs.values
     out.stacks = tuple(stacks.values)
     if not out.stacks:  # no rank recorded stacks: the columns stay empty, as such a profile's
         out.table.stack, out.host.stack = array(STACK_TYPE), array(STACK_TYPE)

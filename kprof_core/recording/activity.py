@@ -49,7 +49,8 @@ class DeviceRecord(NamedTuple):
     ``nbytes``: bytes moved or set (-1 for kernels); ``launch_begin``/``launch_end``: the
     launching host call on the same clock, or 0 when unknown; ``detail``: what else the tool
     says about it, in a few words (``"grid (4, 1, 1) block (256, 1, 1)"``), kept per row in
-    ``Profile.details`` and shown in traces.
+    ``Profile.details`` and shown in traces; ``config``: its launch configuration as reports
+    show it (``"grid 4x1x1 block 256x1x1"``), for ``summary(by=("name", "config"))``.
     """
 
     scope: int
@@ -62,6 +63,7 @@ class DeviceRecord(NamedTuple):
     launch_begin: int = 0
     launch_end: int = 0
     detail: str | None = None
+    config: str | None = None
 
 
 _ids = itertools.count(1)

@@ -101,15 +101,34 @@ def _listed(values: Any, what: str) -> list[Any]:
         ) from None
 
 
-def _check_detail(fmt: Any, ncols: int) -> None:
+def _formatted(spec: Any, what: str) -> tuple[str, list[array[int]]] | None:
+    """A ``(format, columns)`` field (``detail``, ``config``) checked: columns of ints, a
+    format every row can be formatted with."""
+    if spec is None:
+        return None
+    try:
+        fmt, columns = spec
+        columns = [_col(c, f"{what}[{k}]") for k, c in enumerate(columns)]
+    except (TypeError, ValueError) as exc:
+        if str(exc).startswith("ActivityColumns"):
+            raise
+        raise TypeError(
+            f"ActivityColumns: {what} must be (format, columns), e.g. "
+            '("grid {0}", (grid_column,))'
+        ) from None
+    _check_detail(fmt, len(columns), what)
+    return fmt, columns
+
+
+def _check_detail(fmt: Any, ncols: int, what: str = "detail") -> None:
     """Refuse a ``detail`` format that a view could not apply to every row (a field past the
     columns, an attribute lookup, a non-str), or that would make huge texts (a wide spec)."""
     if type(fmt) is not str:
-        raise TypeError(f"ActivityColumns: detail's format is a {type(fmt).__name__}, not a str")
+        raise TypeError(f"ActivityColumns: {what}'s format is a {type(fmt).__name__}, not a str")
     try:
         fields = list(Formatter().parse(fmt))
     except ValueError as exc:
-        raise ValueError(f"ActivityColumns: detail's format {fmt!r:.60}: {exc}") from None
+        raise ValueError(f"ActivityColumns: {what}'s format {fmt!r:.60}: {exc}") from None
     auto = 0
     for _text, name, spec, conversion in fields:
         if name is None:
@@ -124,7 +143,7 @@ def _check_detail(fmt: Any, ncols: int) -> None:
             or not _SPEC.fullmatch(spec or "")
         ):
             raise ValueError(
-                f"ActivityColumns: detail's format {fmt!r:.60} has the field "
+                f"ActivityColumns: {what}'s format {fmt!r:.60} has the field "
                 f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
                 f": fields must be a column's number (0 to {ncols - 1}) with at most a short "
                 f"int format"
@@ -153,7 +172,10 @@ class ActivityColumns:
     kept for the backend's own use). ``detail``: ``(format, columns)`` describing each row,
     formatted only when a view shows it, e.g. ``("grid ({0}, {1}, {2}) block ({3}, {4}, {5})",
     (gx, gy, gz, bx, by, bz))``: the format says the unit (CUDA's grid counts blocks,
-    rocprofiler-sdk's work-items). ``clock``: the clock domain of the times in words
+    rocprofiler-sdk's work-items). ``config``: the launch configuration the same way, a
+    format over columns (``("grid {0}x{1}x{2} block {3}x{4}x{5}", (gx, gy, gz, bx, by, bz))``),
+    interned per distinct tuple of values and formatted once each: what
+    ``summary(by=("name", "config"))`` groups by. ``clock``: the clock domain of the times in words
     (``"CLOCK_MONOTONIC"``, ``"CLOCK_BOOTTIME"``, ``"CUPTI (CLOCK_REALTIME)"``), for the
     backend's ``activity_align``.
 
@@ -181,10 +203,12 @@ class ActivityColumns:
     launch_end: array[int]
     correlation: array[int] | None
     detail: tuple[str, list[array[int]]] | None
+    config: tuple[str, list[array[int]]] | None
     clock: str | None
     __slots__ = (
         "begin",
         "clock",
+        "config",
         "correlation",
         "detail",
         "end",
@@ -216,6 +240,7 @@ class ActivityColumns:
         correlation: Any = None,
         detail: tuple[str, Sequence[Any]] | None = None,
         clock: str | None = None,
+        config: tuple[str, Sequence[Any]] | None = None,
     ) -> None:
         # As handed over, made columns (or refused) by check().
         self.scope = scope
@@ -231,6 +256,7 @@ class ActivityColumns:
         self.launch_end = launch_end
         self.correlation = correlation
         self.detail = cast(Any, detail)
+        self.config = cast(Any, config)
         self.clock = clock
         self.check()
 
@@ -254,19 +280,8 @@ class ActivityColumns:
             self.names = _listed(self.names, "names")
         if type(self.queues) is not list:
             self.queues = _listed(self.queues, "queues")
-        if self.detail is not None:
-            try:
-                fmt, columns = self.detail
-                columns = [_col(c, f"detail[{k}]") for k, c in enumerate(columns)]
-            except (TypeError, ValueError) as exc:
-                if str(exc).startswith("ActivityColumns"):
-                    raise
-                raise TypeError(
-                    "ActivityColumns: detail must be (format, columns), e.g. "
-                    '("grid {0}", (grid_column,))'
-                ) from None
-            _check_detail(fmt, len(columns))
-            self.detail = (fmt, columns)
+        self.detail = _formatted(self.detail, "detail")
+        self.config = _formatted(self.config, "config")
         if self.clock is not None and type(self.clock) is not str:
             raise TypeError(f"ActivityColumns: clock is a {type(self.clock).__name__}, not a str")
         for field in (*self._REQUIRED, "nbytes", "launch_begin", "launch_end", "correlation"):
@@ -276,12 +291,14 @@ class ActivityColumns:
                     f"ActivityColumns: column {field!r} has {len(c)} rows, 'scope' {n}: "
                     f"every column needs one entry per row"
                 )
-        for k, c in enumerate(self.detail[1] if self.detail is not None else ()):
-            if len(c) != n:
-                raise ValueError(
-                    f"ActivityColumns: column detail[{k}] has {len(c)} rows, 'scope' {n}: "
-                    f"every column needs one entry per row"
-                )
+        for what in ("detail", "config"):
+            spec = getattr(self, what)
+            for k, c in enumerate(spec[1] if spec is not None else ()):
+                if len(c) != n:
+                    raise ValueError(
+                        f"ActivityColumns: column {what}[{k}] has {len(c)} rows, 'scope' {n}: "
+                        f"every column needs one entry per row"
+                    )
 
     def __len__(self) -> int:
         return len(self.scope)
@@ -309,4 +326,7 @@ class ActivityColumns:
             if self.detail is None
             else (self.detail[0], list(map(pick, self.detail[1]))),
             clock=self.clock,
+            config=None
+            if self.config is None
+            else (self.config[0], list(map(pick, self.config[1]))),
         )

@@ -43,6 +43,7 @@ from kprof_core.low_level.layout import (
     STOP,
     WHO,
 )
+from kprof_core.recording.configs import Configs
 from kprof_core.recording.placement import DeviceClock, place
 from kprof_core.recording.threads import OwnedLock, thread_names
 
@@ -82,6 +83,7 @@ class Harvest:
         self.table = DeviceTable()
         self.host = HostTable()
         self.names = Interner()
+        self.configs = Configs()  # launch configurations, per backend (configs.py)
         self.queues: list[QueueRecord] = []
         # id(queue) -> queue, for every queue an entry refers to (entries hold the id only);
         # kept alive until the profile ends, so that no other queue can take its id meanwhile.
@@ -164,10 +166,9 @@ class Harvest:
         bulk = columns_route.bulk
         one = one_route.one
         # Past the deadline nothing more is asked of any device (each question may be slow):
-        # the column-wise and one-by-one paths are skipped and _take marks what is left
+        # the column-wise and one-by-one paths are skipped, _take marks what is left
         # unresolved. The clock is read before each of their calls (~85 ns, a twentieth of a
-        # one-by-one entry); a column-wise call then makes one batch call (of at most
-        # _DEADLINE_WINDOW entries) or at most 8 questions per hook (see _bulk).
+        # one-by-one entry); a column-wise call then makes one batch call or at most 8.
         clock = _clock.monotonic if deadline is not None else None
         past = False
         self.deadline_set = deadline is not None

@@ -16,6 +16,7 @@ from kprof_core.data.records import COPY, KERNEL, PLACED, QueueRecord
 from kprof_core.data.values import byte_counts, name_of, small_values, within_limit
 from kprof_core.host.backend import QueueInfo
 from kprof_core.low_level.layout import A_RECORD, A_SLOT, A_WHO
+from kprof_core.recording.configs import TEXT
 from kprof_core.recording.harvest_delivered import activity_offset, take_row
 
 if TYPE_CHECKING:
@@ -99,9 +100,31 @@ def take_activity_columns(h: Harvest, entry: tuple[Any, ...]) -> None:
     t.nbytes.extend(cols.nbytes)
     t.flags.extend(array("q", (PLACED,)) * n)
     t.site.extend(array("q", (-1,)) * n)  # the launch's site is not joined yet
+    t.config.extend(config_ids(h, cols, n))
     if cols.detail is not None:
         fmt, columns = cols.detail
         h.details.add_block(first, n, fmt, tuple(columns))
+
+
+class _Texts(dict[tuple[int, ...], int]):
+    """A batch's configurations (tuples of its config columns' values) -> ids: each
+    distinct one formatted once, as it is first met."""
+
+    def __init__(self, h: Harvest, fmt: str) -> None:
+        super().__init__()
+        self.h, self.fmt = h, fmt
+
+    def __missing__(self, key: tuple[int, ...]) -> int:
+        i = self[key] = self.h.configs.intern(TEXT, self.fmt.format(*key))
+        return i
+
+
+def config_ids(h: Harvest, cols: ActivityColumns, n: int) -> array[int]:
+    """The batch's config column: -1 without ``config``, else one lookup per row (in C)."""
+    if cols.config is None:
+        return array("q", (-1,)) * n
+    fmt, columns = cols.config
+    return array("q", map(_Texts(h, fmt).__getitem__, zip(*columns)))
 
 
 def sane_columns(cols: ActivityColumns, n: int) -> tuple[array[int], set[int], set[int]] | None:
@@ -111,7 +134,8 @@ def sane_columns(cols: ActivityColumns, n: int) -> tuple[array[int], set[int], s
     Python (about 5 % of the time the batch takes)."""
     columns = (cols.kind, cols.name, cols.queue, cols.begin, cols.end, cols.nbytes)
     times = (cols.begin, cols.end, cols.launch_begin, cols.launch_end)
-    more = cols.detail[1] if cols.detail is not None else ()
+    more = (*(cols.detail[1] if cols.detail is not None else ()),)
+    more += (*(cols.config[1] if cols.config is not None else ()),)
     if any(type(c) is not array or len(c) != n for c in (*columns, *times[2:], *more)):
         # Changed after deliver_columns checked it: nothing of it can be trusted.
         raise ValueError("an ActivityColumns batch whose columns changed after its delivery")
@@ -138,6 +162,7 @@ def row_by_row(h: Harvest, backend: Backend, cols: ActivityColumns, whos: dict[i
     past ``names`` or ``queues`` makes its row unresolved too."""
     nn, nq = len(cols.names), len(cols.queues)
     fmt, more = cols.detail if cols.detail is not None else (None, [])
+    cfmt, ccols = cols.config if cols.config is not None else (None, [])
     unknown_queue: int | None = None
     for i in range(len(cols)):
         j, k = cols.name[i], cols.queue[i]
@@ -180,4 +205,5 @@ def row_by_row(h: Harvest, backend: Backend, cols: ActivityColumns, whos: dict[i
             None if fmt is None else fmt.format(*(c[i] for c in more)),
             error,
             qid,
+            None if cfmt is None else cfmt.format(*(c[i] for c in ccols)),
         )

@@ -110,6 +110,7 @@ def bulk_rows(
             h.fast_queues,
             h.thread_ids,
             h.names.index,
+            h.configs.ids_for(slot),
             known,
             FIRST_HOST_KIND,
         )
@@ -151,7 +152,7 @@ def bulk_rows(
             begins = array("q", map(sub, to_stop, durs))
     if not k:
         return 0, m
-    names, kinds, queues, threads, h0s, h1s, nbytes, flags, sites, refb = cols
+    names, kinds, queues, threads, h0s, h1s, nbytes, flags, sites, configs, refb = cols
     # start: relative to the first work seen on the device (refb: when it began; 0 for
     # elapsed-time backends, whose begins are already relative to it). Only the rows up to
     # the first value kprof cannot keep (harvest_take.bad_times says which): that row goes
@@ -173,7 +174,8 @@ def bulk_rows(
         return 0, m
     if k < m:
         names, kinds, queues, threads = names[:k], kinds[:k], queues[:k], threads[:k]
-        h0s, h1s, nbytes, flags, sites = h0s[:k], h1s[:k], nbytes[:k], flags[:k], sites[:k]
+        h0s, h1s, nbytes, flags = h0s[:k], h1s[:k], nbytes[:k], flags[:k]
+        sites, configs = sites[:k], configs[:k]
     t = h.table
     t.name.extend(names)
     t.kind.extend(kinds)
@@ -186,6 +188,7 @@ def bulk_rows(
     t.nbytes.extend(nbytes)
     t.flags.extend(flags)
     t.site.extend(sites)
+    t.config.extend(configs)
     if backend.pools_tokens:
         for start, stop in zip(starts[:k], stops[:k]):
             h.release(backend, start, stop)
@@ -241,7 +244,7 @@ def run_columns(
     """The bookkeeping of a run, in Python (``_crecorder.run_columns`` in C): the longest
     prefix of ``chunk`` of timed launches of ``backend`` on known queues of a device in
     ``known``, by known threads, with known names; ``(m, starts, stops, columns)`` with the
-    columns name, kind, queue id, thread id, h0, h1, nbytes, flags, site and the reference's
+    columns name, kind, queue id, thread id, h0, h1, nbytes, flags, site, config id and the reference's
     begin time (0 where ``known`` holds no int)."""
     m = len(chunk)
     slots = list(map(_SLOT, chunk))
@@ -255,7 +258,9 @@ def run_columns(
         m = next(j for j, k in enumerate(entry_kinds) if k >= FIRST_HOST_KIND)
         if not m:
             return 0, (), (), []
-    _s, kinds, names, qks, whos, h0s, h1s, starts, stops, nbytes, flags, sites = zip(*chunk[:m])
+    _s, kinds, names, qks, whos, h0s, h1s, starts, stops, nbytes, flags, sites, cfgs = zip(
+        *chunk[:m]
+    )
     if None in starts:  # host-timed (a queue without profiling)
         m = starts.index(None)
     if any(flags[:m]):  # flagged (approximate: observed on the host): _take's
@@ -264,6 +269,10 @@ def run_columns(
     qs, m = _looked_up(h.fast_queues, qks, m)
     tids, m = _looked_up(h.thread_ids, whos, m)
     nids, m = _looked_up(h.names.index, names, m)
+    try:
+        cids, m = _looked_up(h.configs.ids_for(slot), cfgs, m)
+    except TypeError:  # an unhashable configuration: _take keeps its repr
+        return 0, (), (), []
     qs = qs[:m]
     for q in set(qs):
         if q[FQ_BACKEND] is not backend or q[FQ_DEVICE_KEY] not in known:  # a new device
@@ -283,6 +292,7 @@ def run_columns(
             array("q", nbytes[:m]),
             array("q", (0,)) * m,
             array("q", sites[:m]),
+            _column(cids, m),
             _column(list(map(refb.__getitem__, qs)), m),
         ]
     except (TypeError, OverflowError):  # a field that is not an int: _take reports it

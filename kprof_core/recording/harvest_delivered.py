@@ -12,6 +12,7 @@ from kprof_core.data.records import COPY, KERNEL, PLACED, UNRESOLVED
 from kprof_core.data.values import VALUE_LIMIT, bad_value, is_time, name_of
 from kprof_core.host.backend import Alignment, Backend
 from kprof_core.low_level.layout import A_QUEUE, A_RECORD, A_SLOT, A_WHO
+from kprof_core.recording.configs import TEXT
 from kprof_core.recording.placement import DeviceClock, checked_alignment
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ def take_activity(h: Harvest, entry: tuple[Any, ...]) -> None:
         getattr(r, "launch_begin", 0),
         getattr(r, "launch_end", 0),
         r.detail if getattr(r, "detail", None) else None,
+        config=getattr(r, "config", None),
     )
 
 
@@ -55,11 +57,13 @@ def take_row(
     detail: Any,
     error: str | None = None,
     qid: int | None = None,
+    config: Any = None,
 ) -> None:
     """One delivered row, checked: the rule for a ``DeviceRecord``, and for a row of a batch
     delivered column-wise whose values are not all sane (``harvest_activity``), so both ways
     give the same rows. ``error``: a problem the caller found already (an index past its
-    list), and ``qid`` the queue it then puts the row on."""
+    list), and ``qid`` the queue it then puts the row on; ``config``: the launch
+    configuration's text, or None."""
     kind = kind if kind in (KERNEL, COPY) and type(kind) is int else KERNEL
     if qid is None:
         qid = h.queue_id(backend, queue)
@@ -74,9 +78,11 @@ def take_row(
         )
         h.errors[row] = error
         return
+    cfg = -1 if config is None else h.configs.intern(TEXT, str(config))
     row = h.table.append(
         h.names(name), kind, qid, h.thread_id(who), h0, h1, start, end - begin, nbytes, PLACED
     )
+    h.table.config[row] = cfg
     if detail:
         h.details[row] = str(detail)
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
     """Make a row of one common entry (as ``_bulk`` would, for a run of one); False, with
     nothing changed, for anything else (``_take`` then handles it)."""
-    slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags, site = entry  # ENTRY_FIELDS
+    slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags, site, config = entry
     q = h.fast_queues.get(qk)
     if (
         q is None
@@ -35,9 +35,13 @@ def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
         return False
     tid = h.thread_ids.get(who)
     nid = h.names.index.get(name) if type(name) is str else None
+    try:
+        cfg = h.configs.ids_for(slot).get(config)  # not interned yet: _take interns it
+    except TypeError:
+        cfg = None
     dkey = q[FQ_DEVICE_KEY]
     ref = h.refs.get(dkey)
-    if tid is None or nid is None or ref is None:
+    if tid is None or nid is None or cfg is None or ref is None:
         return False
     try:
         if not backend.timestamp_done(backend, stop):
@@ -63,7 +67,7 @@ def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
         dur = end - begin
     except Exception:
         return False  # _take asks again and reports the failure properly
-    h.table.append(nid, kind, q[FQ_QID], tid, h0, h1, rel, dur, nbytes, flags, site)
+    h.table.append(nid, kind, q[FQ_QID], tid, h0, h1, rel, dur, nbytes, flags, site, cfg)
     if backend.pools_tokens:
         h.release(backend, start, stop)
     return True

@@ -21,6 +21,7 @@ from kprof_core.low_level.layout import (
     ENTRY_HOST_RANGE,
     ENTRY_MARK,
     KIND,
+    SLOT,
 )
 from kprof_core.recording import harvest_delivered
 
@@ -86,8 +87,11 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
         harvest_delivered.take_activity(h, entry)
         return True
 
-    backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags, site = h.decode(entry)
+    backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags, site, config = h.decode(
+        entry
+    )
     name = name_of(name)
+    cfg = -1 if config is None else h.configs.intern(entry[SLOT], config)
     if type(site) is not int or not -1 <= site < VALUE_LIMIT:
         site = -1  # kprof's own: never, but a row is never lost for it
     if kind in HOST_KINDS:
@@ -118,6 +122,7 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
             nbytes,
             flags | HOST_TIMED | PLACED | (UNRESOLVED if error else 0),
             site,
+            cfg,
         )
         if error:
             h.errors[row] = error
@@ -195,11 +200,11 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
         h.release(backend, start, stop)
     if error is not None:
         row = h.table.append(
-            nid, kind, qid, tid, h0, h1, h0, 0, nbytes, flags | UNRESOLVED | PLACED, site
+            nid, kind, qid, tid, h0, h1, h0, 0, nbytes, flags | UNRESOLVED | PLACED, site, cfg
         )
         h.errors[row] = error
     else:
-        h.table.append(nid, kind, qid, tid, h0, h1, rel, dur, nbytes, flags, site)
+        h.table.append(nid, kind, qid, tid, h0, h1, rel, dur, nbytes, flags, site, cfg)
     return True
 
 

@@ -142,6 +142,7 @@ class Recorder(RecorderRanges, RecorderEnd):
         start: Any = None,
         stop: Any = None,
         nbytes: int = -1,
+        config: Any = None,
     ) -> None:
         """Record one launch (a kernel or a copy) that a plugin captured.
 
@@ -149,6 +150,8 @@ class Recorder(RecorderRanges, RecorderEnd):
         ``stop`` are tokens around the work (they may be the same object, e.g. the launch's
         own OpenCL event), or ``None`` when the backend has no timestamps: the launch is then
         synchronized here and timed on the host. ``nbytes`` is a copy's size, or -1.
+        ``config``: the launch's configuration as the plugin has it (hashable, e.g. ``(grid,
+        block)``; None: none), made text once per distinct value by the ``launch_config`` hook.
         Every token handed here is given back through ``release_timestamp``.
 
         Where the compiled recorder is in use, each Recorder's ``launch`` is its
@@ -176,7 +179,21 @@ class Recorder(RecorderRanges, RecorderEnd):
                 who = _who()
             incoming = self._incoming
             incoming.append(
-                (slot, kind, name, qk, who, start_ns, end_ns, start, stop, nbytes, 0, self._site())
+                (
+                    slot,
+                    kind,
+                    name,
+                    qk,
+                    who,
+                    start_ns,
+                    end_ns,
+                    start,
+                    stop,
+                    nbytes,
+                    0,
+                    self._site(),
+                    config,
+                )
             )
             if len(incoming) >= self._next_harvest:
                 self._pressure()
@@ -184,7 +201,9 @@ class Recorder(RecorderRanges, RecorderEnd):
         if not self.device or backend not in self._selected:
             if backend not in self._selected and (outer := self._outer_for(backend)):
                 # A nested profile that does not use this backend: the outer one does.
-                outer.launch(backend, kind, name, queue, start_ns, end_ns, start, stop, nbytes)
+                outer.launch(
+                    backend, kind, name, queue, start_ns, end_ns, start, stop, nbytes, config
+                )
                 return
             self._untimed(backend, name, start_ns, end_ns, start, stop)
             return
@@ -215,6 +234,7 @@ class Recorder(RecorderRanges, RecorderEnd):
                 nbytes,
                 flags,
                 self._site(),
+                config,
             )
         )
 
@@ -281,6 +301,7 @@ class Recorder(RecorderRanges, RecorderEnd):
         end_ns: int,
         token: Any,
         nbytes: int = -1,
+        config: Any = None,
     ) -> None:
         """Record a launch on a queue without device timestamps, timed without synchronizing.
 
@@ -294,28 +315,16 @@ class Recorder(RecorderRanges, RecorderEnd):
         """
         if not self.device or backend not in self._selected:
             if backend not in self._selected and (outer := self._outer_for(backend)):
-                outer.launch_observed(backend, kind, name, queue, start_ns, end_ns, token, nbytes)
+                outer.launch_observed(
+                    backend, kind, name, queue, start_ns, end_ns, token, nbytes, config
+                )
                 return
             self._untimed(backend, name, start_ns, end_ns, token, token)
             return
         qk = id(queue)
         self._live_queues.setdefault(qk, queue)
-        self._append(
-            (
-                backend.slot,
-                kind,
-                name,
-                qk,
-                _who(),
-                start_ns,
-                end_ns,
-                token,
-                token,
-                nbytes,
-                APPROXIMATE,
-                self._site(),
-            )
-        )
+        head = (backend.slot, kind, name, qk, _who(), start_ns, end_ns, token, token, nbytes)
+        self._append((*head, APPROXIMATE, self._site(), config))
 
     def _outer_for(self, backend: Backend) -> Recorder | None:
         """The nearest enclosing profile still open that uses ``backend``, if any: a kernel

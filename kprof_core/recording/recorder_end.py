@@ -10,11 +10,14 @@ from kprof_core import _clock
 from kprof_core.data.records import PLACED, DeviceTable, HostTable
 from kprof_core.low_level.layout import ENTRY_HOST_RANGE, host_entry
 from kprof_core.recording import threads
+from kprof_core.recording.configs import TEXT
+from kprof_core.recording.configs import resolve as resolve_configs
 from kprof_core.recording.recorder_state import RecorderState, _live, now
 from kprof_core.recording.sites import raw_of as raw_site
 from kprof_core.recording.sites import raw_of_stack, resolve_tables
 
 if TYPE_CHECKING:
+    from kprof_core.host.backend import Backend
     from kprof_core.recording.recorder import Recorder
 
 
@@ -75,6 +78,14 @@ class RecorderEnd(RecorderState):
             forget = getattr(getattr(self, "_sites", None), "forget", None)
             if forget is not None:
                 forget()
+            # Launch configurations to text, once per distinct value (configs.py).
+            t = self.rows.table
+            self.configs, t.config = resolve_configs(
+                self.rows.configs, t.config, self.rows.by_slot, self._config_failed
+            )
+
+    def _config_failed(self, backend: Backend, exc: BaseException) -> None:
+        self.rows.hook_failed(backend, "launch_config", exc, disable=False)
 
     def _cut_open_ranges(self, end_ns: int) -> None:
         """Ranges still open as the profile ends (in a thread that outlived it, or a block the
@@ -116,6 +127,8 @@ class RecorderEnd(RecorderState):
             # The child's sites are resolved: they join this table as raw ids again.
             smap = {i: raw_site(s) for i, s in enumerate(child.sites)}
             smap[-1] = -1
+            # The child's configurations are text: interned as text here.
+            cmap = [self.rows.configs.intern(TEXT, c) for c in child.configs] + [-1]
             stmap = [raw_of_stack(st) for st in child.stacks]
             ct = child.table
 
@@ -136,6 +149,7 @@ class RecorderEnd(RecorderState):
                     ct.nbytes[i],
                     ct.flags[i] | PLACED,
                     raw(ct, i),
+                    cmap[ct.config[i]],
                 )
                 if i in child.errors:
                     self.errors[row] = child.errors[i]

@@ -122,7 +122,7 @@ class RecorderRanges(RecorderState):
                 # around them, not one more kernel (nothing is counted twice).
                 kind = RANGE
             self._append(
-                (b.slot, kind, name, qk, who, start_ns, end_ns, tok, stop, -1, flags, site)
+                (b.slot, kind, name, qk, who, start_ns, end_ns, tok, stop, -1, flags, site, None)
             )
         return end_ns
 
@@ -168,5 +168,6 @@ class RecorderRanges(RecorderState):
                 -1,
                 HOST_TIMED,
                 self._site(),
+                None,
             )
         )

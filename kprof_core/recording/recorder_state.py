@@ -75,6 +75,8 @@ class RecorderState:
         self._site: Any = None
         #: The sites the tables' ``site`` columns index, once the end resolved them.
         self.sites: list[Site] = []
+        #: The launch configurations' texts the ``config`` column indexes, once resolved.
+        self.configs: list[str] = []
         #: The stacks the tables' ``stack`` columns index (outermost first), likewise.
         self.stacks: tuple[tuple[Site, ...], ...] = ()
         self.timeout = timeout

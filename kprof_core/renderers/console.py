@@ -20,8 +20,11 @@ if TYPE_CHECKING:
     from kprof_core.data.profile_data import ProfileData
 
 
-def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> list[str]:
-    headers = list(COLUMNS) + (["Throughput"] if throughput else []) + ["Name"]
+def _table(
+    title: str, rows: Sequence[SummaryRow], throughput: bool = False, config: bool = False
+) -> list[str]:
+    headers = list(COLUMNS) + (["Throughput"] if throughput else [])
+    headers += ["Config", "Name"] if config else ["Name"]
     body = []
     for r in rows:
         cells = [
@@ -35,12 +38,16 @@ def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> 
         ]
         if throughput:
             cells.append(format_rate(r.nbytes, r.total_ns) if r.nbytes else "")
+        if config:
+            cells.append(r.config or "-")
         cells.append(r.label)
         body.append(cells)
     widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
         parts = [c.rjust(w) for c, w in zip(cells[:-1], widths[:-1])]
+        if config:  # text: left-aligned
+            parts[-1] = cells[-2].ljust(widths[-2])
         return (" " + "  ".join(parts) + "  " + cells[-1]).rstrip()
 
     out = [title, line(headers), line(["─" * w for w in widths[:-1]] + ["─" * len("Name")])]
@@ -61,8 +68,8 @@ def _by_line(p: ProfileData, top: int = 10) -> list[str]:
     return ["", *_table(f"{title}:", named)]
 
 
-def render_summary(p: ProfileData) -> list[str]:
-    s = p.summary()
+def render_summary(p: ProfileData, by: str | tuple[str, ...] = "name") -> list[str]:
+    s = p.summary(by=by if by != "line" else "name")
     out = [headline(p), ""]
     if s.host:
         out += _table("Host-side activity:", s.host)
@@ -70,7 +77,13 @@ def render_summary(p: ProfileData) -> list[str]:
         out.append("No host-side activity was recorded.")
     out.append("")
     if s.device:
-        out += _table("Device-side activity:", s.device, throughput=any(r.nbytes for r in s.device))
+        title = (
+            "Device-side activity:"
+            if by in ("name", "line")
+            else f"Device-side activity by {_by(by)}:"
+        )
+        throughput = any(r.nbytes for r in s.device)
+        out += _table(title, s.device, throughput, config=by == ("name", "config"))
     else:
         out.append("No device-side activity was recorded.")
     if s.device_ranges:
@@ -172,8 +185,12 @@ def render_trace(p: ProfileData) -> list[str]:
     return out
 
 
-def render(p: ProfileData, trace: bool = False) -> str:
-    out = render_summary(p)
+def _by(by: str | tuple[str, ...]) -> str:
+    return " and ".join(by) if isinstance(by, tuple) else by
+
+
+def render(p: ProfileData, trace: bool = False, by: str | tuple[str, ...] = "name") -> str:
+    out = render_summary(p, by)
     if trace:
         out += ["", *render_trace(p)]
     return lines(out)

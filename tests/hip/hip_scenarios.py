@@ -82,6 +82,7 @@ def records(p: kprof.Profile) -> list[dict[str, Any]]:
             "nbytes": r.nbytes,
             "error": r.error,
             "host_timed": r.host_timed,
+            "config": r.config,
         }
         for r in p.kernels
     ]
@@ -166,6 +167,8 @@ def capture() -> Any:
         "zeroed": bool((back[:5_000] == 0).all()),
         "unresolved": len(p.unresolved),
         "clocks": [c.describe() for c in p.clocks.values()],
+        "by_config": [[r.name, r.config, r.calls] for r in p.summary(by=("name", "config")).device],
+        "config_report": p.report(by=("name", "config")),
     }
 
 

@@ -197,6 +197,34 @@ def test_capture_names_kinds_bytes_and_device_times(batch: Results) -> None:
     assert "hang" in report and "[copy host to device]" in report and "MiB/s" in report
 
 
+def test_kernels_carry_their_grid_and_block(batch: Results) -> None:
+    """Each launch entry point hands (grid, block); the summary groups by name and config."""
+    data = batch["capture"]
+    one = "block 64x1x1"
+    assert [r["config"] for r in data["records"]] == [
+        f"grid 1x1x1 {one}",  # hipModuleLaunchKernel
+        *[f"grid 500x1x1 {one}"] * 3,
+        f"grid 300x1x1 {one}",  # hipLaunchKernel(dim3, dim3)
+        f"grid 400x1x1 {one}",  # hipExtLaunchKernel, our events
+        f"grid 250x1x1 {one}",  # hipExtLaunchKernel, the user's events
+        f"grid 100x1x1 {one}",
+        f"grid 100x1x1 {one}",
+        "grid 50x2x1 block 1x1x1",  # keyword call form
+        None,  # copies and memsets have none
+        None,
+        None,
+    ]
+    by = {(name, config): calls for name, config, calls in data["by_config"]}
+    assert by[("k500", f"grid 500x1x1 {one}")] == 3
+    assert by[("k500", f"grid 250x1x1 {one}")] == 1
+    assert by[("k500", "grid 50x2x1 block 1x1x1")] == 1
+    assert by[("[memset]", None)] == 1
+    assert sum(by.values()) == 13
+    lines = data["config_report"].splitlines()
+    assert any("Config" in line and "Name" in line for line in lines)
+    assert any("grid 500x1x1 block 64x1x1" in line and "k500" in line for line in lines)
+
+
 def test_launches_do_not_synchronize(batch: Results) -> None:
     data = batch["no_sync"]
     assert data["query_after_loop"] == 600  # hipErrorNotReady: 100 ms of work still queued

@@ -89,8 +89,15 @@ class Queue:
 
     # -- the library's API -----------------------------------------------------------------
 
-    def launch(self, name: str, duration_us: float = 0.0) -> None:
-        """Enqueue a kernel that runs for ``duration_us`` microseconds on the device."""
+    def launch(
+        self,
+        name: str,
+        duration_us: float = 0.0,
+        grid: tuple[int, ...] | None = None,
+        block: tuple[int, ...] | None = None,
+    ) -> None:
+        """Enqueue a kernel that runs for ``duration_us`` microseconds on the device (``grid``
+        and ``block``: its launch configuration, which the device does not use)."""
         with _stats_lock:
             stats["launches"] += 1
         self._commands.put(("kernel", (name, int(duration_us * 1000))))
@@ -132,7 +139,13 @@ class PlainQueue(Queue):
     It has its own ``launch`` so that patching ``Queue.launch`` does not reach it.
     """
 
-    def launch(self, name: str, duration_us: float = 0.0) -> None:
+    def launch(
+        self,
+        name: str,
+        duration_us: float = 0.0,
+        grid: tuple[int, ...] | None = None,
+        block: tuple[int, ...] | None = None,
+    ) -> None:
         with _stats_lock:
             stats["launches"] += 1
         self._commands.put(("kernel", (name, int(duration_us * 1000))))

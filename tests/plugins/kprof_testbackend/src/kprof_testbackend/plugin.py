@@ -85,24 +85,40 @@ def align_clock(
 
 
 @kp.hookimpl
+def launch_config(backend: kp.Backend, config: Any) -> str:
+    """``(grid, block)`` as reports show it: ``"grid 4x1x1 block 256x1x1"``."""
+    grid, block = config
+    text = "grid " + "x".join(map(str, grid))
+    return text if block is None else f"{text} block {'x'.join(map(str, block))}"
+
+
+@kp.hookimpl
 def install_capture(backend: kp.Backend) -> None:
     patcher = backend.state["patcher"] = kp.Patcher()
     original = device.Queue.launch
 
-    def launch(self: device.Queue, name: str, duration_us: float = 0.0) -> None:
+    def launch(
+        self: device.Queue,
+        name: str,
+        duration_us: float = 0.0,
+        grid: tuple[int, ...] | None = None,
+        block: tuple[int, ...] | None = None,
+    ) -> None:
         rec = kp.active()
         if rec is None:
-            return original(self, name, duration_us)
+            return original(self, name, duration_us, grid, block)
         t0 = kp.now()
         start = self.record(_take()) if rec.device else None
         try:
-            original(self, name, duration_us)
+            original(self, name, duration_us, grid, block)
         except BaseException:
             if start is not None:  # the launch failed: nothing will report this token
                 release_timestamp(backend, start)
             raise
         stop = self.record(_take()) if rec.device else None
-        rec.launch(backend, kp.KERNEL, name, self, t0, kp.now(), start, stop)
+        # The launch configuration as the call has it (made text once, by launch_config).
+        config = None if grid is None else (grid, block)
+        rec.launch(backend, kp.KERNEL, name, self, t0, kp.now(), start, stop, -1, config)
 
     patcher.patch(device.Queue, "launch", launch)
 

@@ -107,7 +107,10 @@ class Tracer:
             ):
                 return []
             self._pending = rest
-        return [kp.DeviceRecord(*item) for item in done]
+        # Launch configurations as text (the work's size in work-items is its duration).
+        return [
+            kp.DeviceRecord(*item, config=f"grid {item[5] - item[4]} workgroup 64") for item in done
+        ]
 
     #: Hand records over column-wise (``kp.deliver_columns``), as a rocprofiler-sdk
     #: reader would: queues keyed by 64-bit handles, 64-bit correlation ids, launch
@@ -146,6 +149,10 @@ class Tracer:
                 ([r.end - r.begin for r in records], [64] * len(records)),
             ),
             clock="simulated tracer clock",
+            config=(
+                "grid {0} workgroup {1}",
+                ([r.end - r.begin for r in records], [64] * len(records)),
+            ),
         )
 
     def _run(self) -> None:
