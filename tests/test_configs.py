@@ -243,3 +243,23 @@ def test_opencl_configs_from_another_thread(path: str, ocl: Any) -> None:
         t.join()
         q.finish()
     assert by_name_config(p) == {("bump", "global 256 local 16"): 5}
+
+
+def test_a_file_with_configs_and_memory_but_no_sites_reads_back(
+    path: str, testbackends: Any, tdq: Any
+) -> None:
+    """Version 4 (configurations) over version 2 (memory), no launch sites: the memory table's
+    own site column is not a launch site column (read as version 3, it was refused)."""
+    from kprof_testbackend import device
+
+    q = tdq()
+    with kprof.profile() as p, q:
+        q.launch("k", 1, grid=(4, 1, 1), block=(256, 1, 1))
+        kept = device.alloc(64)
+    data = storage.dumps(p)
+    assert storage.peek_version(data) == 4 and not p.sites
+    back = loads(data)
+    assert back.configs == [G4] and [(e.kind, e.nbytes) for e in back.memory.events] == [
+        ("alloc", 64)
+    ]
+    kept.free()

@@ -75,7 +75,11 @@ def read_v4(data: bytes, pos: int, name: str, cls: type[P]) -> P:
     header["columns"] = kept
     h = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("ascii")
     inner = V1_FRAME.pack(len(h), zlib.crc32(h)) + h + b"".join(blobs)
-    with_sites = any(isinstance(c, dict) and c.get("name") == "site" for c in kept)
+    # The launch sites' columns (the memory table has a site column of its own).
+    with_sites = any(
+        isinstance(c, dict) and c.get("name") == "site" and c.get("table") in ("device", "host")
+        for c in kept
+    )
     reader = read_v3 if with_sites else read_v2 if "memory" in header else read_v1
     p = reader(inner, 0, name, cls)
     for table, (c, blob) in stack_cols.items():
