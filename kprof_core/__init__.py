@@ -20,7 +20,7 @@ from kprof_core.io.storage import ProfileFileError
 from kprof_core.profiler import profile
 from kprof_core.ranks import mpi
 from kprof_core.ranks.combine import combine
-from kprof_core.recording.annotations import kernel, mark, propagate, range
+from kprof_core.recording.annotations import annotate, kernel, mark, propagate, range
 from kprof_core.result import Profile, Summary, drift, load
 from kprof_core.windows import Schedule, save_windows, schedule, step
 
@@ -51,6 +51,7 @@ def unregister_backend(name: str) -> None:
 
 
 __all__ = [
+    "annotate",
     "Allocation",
     "ExportError",
     "KernelRecord",

@@ -88,7 +88,9 @@ class KernelRecord:
     ``approximate`` ones from completions observed on the host, without synchronizing (``~``).
     ``error`` says why a record has no device time, when it has none. ``site``: the line of
     the user's code that launched it (``kprof.Site``: file, line, function), or None;
-    ``config``: its launch configuration as text (``"global 1024 local 64"``), or None.
+    ``config``: its launch configuration as text (``"global 1024 local 64"``), or None;
+    ``flops``: the floating-point operations the user said it does (``kprof.range``,
+    ``kprof.annotate``), or None (``nbytes`` likewise holds the bytes said for a kernel).
 
     ``name``: the kernel's, copy's or range's name; ``kind``: ``"kernel"``, ``"copy"`` or
     ``"range"``; ``backend``, ``device`` and ``queue``: where it ran (the backend's name, and
@@ -112,6 +114,7 @@ class KernelRecord:
     approximate: bool = False
     site: Site | None = None
     config: str | None = None
+    flops: int | None = None
 
     @property
     def end_ns(self) -> int:
@@ -188,6 +191,7 @@ class DeviceTable:
         "flags",
         "site",
         "config",
+        "flops",
     )
 
     def __init__(self) -> None:
@@ -209,6 +213,9 @@ class DeviceTable:
     site: array[int]
     #: The launch configuration: an index into the profile's ``configs``, -1 for none.
     config: array[int]
+    #: Floating-point operations the user said the work does (``kprof.range``,
+    #: ``kprof.annotate``), -1 when not said; ``nbytes`` likewise holds the bytes said.
+    flops: array[int]
     #: The launch stack: an index into the profile's ``stacks``, -1 for none. Not one of the
     #: ``COLUMNS`` rows are recorded with: made at the profile's end from the raw ids in
     #: ``site``, and empty when no row has a stack (``profile(stacks=False)``).
@@ -228,11 +235,12 @@ class DeviceTable:
         flags: int,
         site: int = -1,
         config: int = -1,
+        flops: int = -1,
     ) -> int:
         # All or nothing: a value a column refuses (a plugin's float, an int past int64)
         # raises before any column grew, so the columns never differ in length.
         row = array("q", (name, kind, queue, thread, launch_start, launch_end, start, duration))
-        row.extend((nbytes, flags, site, config))
+        row.extend((nbytes, flags, site, config, flops))
         self.name.append(row[0])
         self.kind.append(row[1])
         self.queue.append(row[2])
@@ -245,6 +253,7 @@ class DeviceTable:
         self.flags.append(row[9])
         self.site.append(row[10])
         self.config.append(row[11])
+        self.flops.append(row[12])
         return len(self.name) - 1
 
     def __len__(self) -> int:

@@ -193,6 +193,7 @@ class Recorder(RecorderRanges, RecorderEnd):
                     0,
                     self._site(),
                     config,
+                    -1,  # flops: only kprof.range and kprof.annotate say them
                 )
             )
             if len(incoming) >= self._next_harvest:
@@ -235,6 +236,7 @@ class Recorder(RecorderRanges, RecorderEnd):
                 flags,
                 self._site(),
                 config,
+                -1,
             )
         )
 
@@ -316,6 +318,7 @@ class Recorder(RecorderRanges, RecorderEnd):
                 APPROXIMATE,
                 self._site(),
                 config,
+                -1,
             )
         )
 

@@ -11,6 +11,7 @@ from kprof_core.data.records import PLACED, DeviceTable, HostTable
 from kprof_core.low_level.layout import ENTRY_HOST_RANGE, host_entry
 from kprof_core.recording import threads
 from kprof_core.recording.configs import TEXT
+from kprof_core.recording.throughput import apply_names
 from kprof_core.recording.configs import resolve as resolve_configs
 from kprof_core.recording.recorder_state import RecorderState, _live, now
 from kprof_core.recording.sites import raw_of as raw_site
@@ -78,6 +79,7 @@ class RecorderEnd(RecorderState):
             self.configs, t.config = resolve_configs(
                 self.rows.configs, t.config, self.rows.by_slot, self._config_failed
             )
+            apply_names(t, self.rows.names.values)  # kprof.annotate("name", ...)
 
     def _config_failed(self, backend: Backend, exc: BaseException) -> None:
         self.rows.hook_failed(backend, "launch_config", exc, disable=False)
@@ -145,6 +147,7 @@ class RecorderEnd(RecorderState):
                     ct.flags[i] | PLACED,
                     raw(ct, i),
                     cmap[ct.config[i]],
+                    ct.flops[i],
                 )
                 if i in child.errors:
                     self.errors[row] = child.errors[i]
