@@ -41,7 +41,15 @@ else:
                     "kprof_core/low_level/_layout.h",
                     "kprof_core/low_level/_idle.h",
                     "kprof_core/low_level/_sites.h",
+                    "kprof_core/low_level/_range.h",
                 ),
+            ),
+            # The Perfetto trace's encoder (Profile.export_perfetto): one track's packets in C.
+            extension(
+                "kprof_core.low_level._perfetto",
+                "kprof_core/low_level/_perfetto.c",
+                # Generated from kprof_core/low_level/perfetto_fields.py (gen_header.py).
+                depends=("kprof_core/low_level/_perfetto_fields.h",),
             ),
             # The OpenCL plugin's batch reader of event times (the harvest, off the launch path).
             extension("kprof_opencl._clnative", "kprof_opencl/_clnative.c"),

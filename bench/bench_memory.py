@@ -42,14 +42,16 @@ def bench(quick: bool) -> dict[str, Any]:
     backend = kprof.get_backend("testdev")
     allocated = kp.allocated
 
+    clock = time.perf_counter_ns
+
     def report_loop() -> float:
-        t0 = time.perf_counter_ns()
+        t0 = clock()
         for i in range(n):
             allocated(backend, "testdev 0", i, 64)
-        return (time.perf_counter_ns() - t0) / n
+        return (clock() - t0) / n
 
-    def in_profile() -> float:
-        with kprof.profile(backends="testdev") as p:
+    def in_profile(sites: bool = False) -> float:
+        with kprof.profile(backends="testdev", sites=sites) as p:
             ns = report_loop()
         assert len(p.memory) == n
         return ns
@@ -70,6 +72,21 @@ def bench(quick: bool) -> dict[str, Any]:
         out[f"record_ns_{label}"] = statistics.median(
             a - b for a, b in zip(runs["on"], runs["off"])
         )
+    clock = time.thread_time_ns
+    for label, compiled in recorder_paths().items():
+        runs = _paired(
+            {
+                "on": on_path(compiled, in_profile),
+                "sites": on_path(compiled, lambda: in_profile(True)),
+                "off": report_loop,
+            },
+            rounds,
+        )
+        for key, variant in (("record_ns", "on"), ("record_ns_sites", "sites")):
+            out[f"{key}_{label}_cpu"] = statistics.median(
+                a - b for a, b in zip(runs[variant], runs["off"])
+            )
+    clock = time.perf_counter_ns
 
     cl, ctx, *_ = opencl()
     os.environ["KPROF_OPENCL_MEMORY"] = "1"  # buffer reporting is off unless asked
@@ -97,10 +114,10 @@ def bench(quick: bool) -> dict[str, Any]:
 
     def allocs() -> float:
         alloc = device.alloc
-        t0 = time.perf_counter_ns()
+        t0 = clock()
         for _ in range(n):
             alloc(64).free()
-        return (time.perf_counter_ns() - t0) / n
+        return (clock() - t0) / n
 
     def allocs_no_hooks() -> float:
         with kprof.profile(backends="testnots") as p:
@@ -111,4 +128,7 @@ def bench(quick: bool) -> dict[str, Any]:
     runs = _paired({"on": allocs_no_hooks, "off": allocs}, rounds)
     out["no_hooks_alloc_ns"] = statistics.median(runs["off"])
     out["no_hooks_ratio"] = statistics.median(a / b for a, b in zip(runs["on"], runs["off"]))
+    clock = time.thread_time_ns
+    runs = _paired({"on": allocs_no_hooks, "off": allocs}, rounds)
+    out["no_hooks_ratio_cpu"] = statistics.median(a / b for a, b in zip(runs["on"], runs["off"]))
     return out

@@ -1,14 +1,19 @@
 """Benchmark ``sites`` (``python bench/run.py --only sites``): what keeping each launch's
-site costs, per launch, on each recorder path.
+site, and its whole stack (``profile(stacks=True)``, depth 32), costs per launch, on each
+recorder path.
 
-Two measures, each as paired rounds (sites on and off run back to back, the order flipped
-every other round) whose per-round difference and ratio are taken, then the median:
+The measures, each as paired rounds (on and off run back to back, the order flipped every
+other round) whose per-round difference and ratio are taken, then the median:
 
 - ``launch_ns``: a tiny PyOpenCL launch inside a profile (the loop only: the site is found on
   the launch path), sites on minus sites off. The frames walked are PyOpenCL's
   ``Kernel.__call__`` and its generated invoker, then the user's loop.
 - ``capture_ns``: the catcher alone, called under the same two library frames (no device:
   the same walk without the launch's noise).
+- ``stacks_*``: the same tiny launch from 40 frames of the user's code (so that a stack of
+  32 frames is walked whole), in the launching thread's CPU time per launch
+  (``time.thread_time_ns``: robust to a loaded machine): stacks minus off, stacks minus
+  sites, sites minus off (three variants per round, their order rotated round by round).
 """
 
 from __future__ import annotations
@@ -85,5 +90,74 @@ def bench(quick: bool) -> dict[str, Any]:
         out[f"launch_{label}"] = _paired(on, off, rounds)
         cap_on = lambda c=compiled: _capture_ns(c, 20000)  # noqa: E731
         out[f"capture_{label}_ns"] = statistics.median(cap_on() for _ in range(rounds))
-    out["targets"] = {"launch_compiled_diff_ns": 500, "launch_pure_diff_ns": 500}
+        deep = {m: on_path(compiled, _deep_loop(q, tiny, buf, n, m)) for m in MODES}
+        for f in deep.values():
+            f()
+        out[f"stacks_{label}"] = _three_way(deep, rounds)
+    out["targets"] = {
+        "launch_compiled_diff_ns": 500,
+        "launch_pure_diff_ns": 500,
+        "stacks_compiled_diff_ns": 400,
+    }
+    return out
+
+
+#: profile() arguments of the variants of ``stacks_*``.
+MODES: dict[str, dict[str, Any]] = {
+    "off": {"sites": False},
+    "sites": {"sites": True},
+    "stacks": {"stacks": 32},
+}
+
+
+def _deep_loop(q: Any, tiny: Any, buf: Any, n: int, mode: str) -> Callable[[], float]:
+    """ns per launch of the tiny kernel from 40 frames of user code, profiled as ``mode``."""
+    import kprof
+
+    def down(k: int) -> float:
+        if k:
+            return down(k - 1)
+        # The launching thread's CPU time, not wall time: what the launch path costs that
+        # thread, without PoCL's worker threads and the waits for a core of a loaded machine.
+        gsize = (64,)
+        t0 = time.thread_time_ns()
+        for _ in range(n):
+            tiny(q, gsize, None, buf)
+        return (time.thread_time_ns() - t0) / n
+
+    def run() -> float:
+        q.finish()
+        with kprof.profile(backends=["opencl"], **MODES[mode]) as p:
+            r = down(40)
+        assert len(p.kernels) == n
+        assert len(p.stacks) == (1 if mode == "stacks" else 0)
+        assert not p.stacks or len(p.stacks[0]) == 32
+        return r
+
+    return run
+
+
+def _three_way(variants: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    """Medians over rounds of the per-round differences (ns) and ratios between variants."""
+    keys = list(variants)
+    got: dict[str, list[float]] = {k: [] for k in keys}
+    pairs = {
+        "stacks_minus_off": ("stacks", "off"),
+        "stacks_minus_sites": ("stacks", "sites"),
+        "sites_minus_off": ("sites", "off"),
+    }
+    diffs: dict[str, list[float]] = {k: [] for k in pairs}
+    ratios: dict[str, list[float]] = {k: [] for k in pairs}
+    for r in range(rounds):
+        order = keys[r % 3 :] + keys[: r % 3]
+        now = {k: variants[k]() for k in order}
+        for k in keys:
+            got[k].append(now[k])
+        for name, (a, b) in pairs.items():
+            diffs[name].append(now[a] - now[b])
+            ratios[name].append(now[a] / now[b])
+    out: dict[str, float] = {f"{k}_ns": statistics.median(v) for k, v in got.items()}
+    for name in pairs:
+        out[f"{name}_ns"] = statistics.median(diffs[name])
+        out[f"{name}_ratio"] = statistics.median(ratios[name])
     return out

@@ -14,6 +14,25 @@ shared machine hits the variants alike.
 - ``memory_ratio_windows``: the peak Python memory (tracemalloc) of a run of many windows
   (100 launches a step, 10 steps recorded every 100), handed to ``on_window`` and dropped,
   over that of the same run stopped after one window (issue 22's target: within 1.2x).
+
+Issue 22's long run, on the test backend (its simulated device: no GPU, no PoCL; a launch
+is a Python call and a queue put, about 2 µs), apart from ``bench/run.py``::
+
+    python bench/bench_step.py --launches 10000000
+
+100 launches a step, a window of 10 steps every 1,000 (``kprof.schedule(wait=990,
+active=10)``), windows handed to ``on_window`` and dropped. Two parts:
+
+- loop: the run itself, untraced. In each cycle the 990 steps between windows are timed,
+  and right before or after (order flipped every cycle) the same 990 steps of launches
+  unprofiled: in a fresh ``contextvars.Context`` no profile is active and, between windows,
+  no capture is installed, so that is the program without kprof (``kprof.step()`` there is
+  its outside-any-profile lookup). Figure: the median over cycles of the per-cycle ratio.
+  The unprofiled steps are extra: the process launches twice the count.
+- memory: the same run again under ``tracemalloc`` (5x slower), its peak against that of
+  the same schedule stopped after its first window (1,000 steps). The test device's queue
+  is drained at each step in both, so that its backlog (a worker thread behind the
+  launches) is not counted as kprof's.
 """
 
 from __future__ import annotations
@@ -129,3 +148,123 @@ def _memory(kprof: Any, tiny: Any, q: Any, buf: Any, quick: bool) -> dict[str, A
         "memory_launches": windows * every * per_step,
         "memory_ratio_windows": many / one,
     }
+
+
+def long_run(
+    launches: int, per_step: int = 100, every: int = 1000, active: int = 10
+) -> dict[str, Any]:
+    """Issue 22's long run on the test backend (see the module docstring)."""
+    import contextvars
+    import gc
+    import os
+    import tracemalloc
+
+    os.environ["KPROF_TESTDEV_CLOCK"] = "simulated"
+    from kprof_testbackend import device
+
+    import kprof
+
+    q = device.Queue()
+    steps = launches // per_step
+    cycles = steps // every
+    wait = every - active
+    sched = kprof.schedule(wait=wait, active=active)
+    step = kprof.step
+    kept: list[int] = []
+
+    def window(w: Any) -> None:
+        kept.append(len(w.kernels))
+
+    def run_steps(n: int, drain: bool = False) -> None:
+        launch = q.launch
+        for _ in range(n):
+            for _ in range(per_step):
+                launch("k")
+            if drain:
+                q.finish()
+            step()
+
+    def timed(n: int) -> int:
+        q.finish()
+        t0 = time.perf_counter_ns()
+        run_steps(n)
+        q.finish()
+        return time.perf_counter_ns() - t0
+
+    # -- the loop: between windows against unprofiled, in pairs of `sub` steps
+    sub = 30  # 3,000 launches, about 6 ms: pairs close in time pair up well when loaded
+    ratios: list[float] = []
+    between: list[int] = []
+    plain: list[int] = []
+    t_run = time.perf_counter()
+    with kprof.profile(backends=["testdev"], schedule=sched, on_window=window) as p:
+        for _c in range(cycles):
+            done = 0
+            while done < wait:
+                n = min(sub, wait - done)
+                pair = [0, 0]
+                for which in (0, 1) if len(ratios) % 2 else (1, 0):
+                    if which == 0:  # steps of the cycle's wait: between windows
+                        pair[0] = timed(n)
+                    else:
+                        pair[1] = contextvars.Context().run(timed, n)
+                done += n
+                if n == sub:
+                    between.append(pair[0])
+                    plain.append(pair[1])
+                    ratios.append(pair[0] / pair[1])
+            run_steps(active)  # the window's steps; the last one's step() delivers it
+    t_run = time.perf_counter() - t_run
+    q.finish()
+    assert p.meta["windows"]["delivered"] == cycles and kept == [active * per_step] * cycles
+
+    # -- the memory: the whole run and one window, under tracemalloc
+    def peak(n_cycles: int) -> tuple[int, int]:
+        """The peak, and what is left after the last window and a full collection (which
+        also empties CPython's free lists of small objects, that tracemalloc counts)."""
+        s1 = kprof.schedule(wait=wait, active=active, repeat=n_cycles)
+        q.finish()
+        tracemalloc.start()
+        try:
+            with kprof.profile(backends=["testdev"], schedule=s1, on_window=lambda w: None):
+                run_steps(n_cycles * every, drain=True)
+                gc.collect()
+                left = tracemalloc.get_traced_memory()[0]
+            return tracemalloc.get_traced_memory()[1], left
+        finally:
+            tracemalloc.stop()
+
+    peak(1)  # first-time allocations out of the comparison
+    t_mem = time.perf_counter()
+    many, many_left = peak(cycles)
+    t_mem = time.perf_counter() - t_mem
+    one, one_left = peak(1)
+    q.close()
+    return {
+        "launches_profiled_run": cycles * every * per_step,
+        "launches_recorded": sum(kept),
+        "windows": cycles,
+        "loop_pairs": len(ratios),
+        "loop_ratio_between_windows_median": statistics.median(ratios),
+        "loop_ratio_between_windows_quartiles": statistics.quantiles(ratios, n=4),
+        "between_windows_ns_per_launch_median": statistics.median(between) / (sub * per_step),
+        "unprofiled_ns_per_launch_median": statistics.median(plain) / (sub * per_step),
+        "run_seconds": t_run,
+        "memory_peak_one_window_bytes": one,
+        "memory_peak_run_bytes": many,
+        "memory_ratio": many / one,
+        "memory_left_one_window_bytes": one_left,
+        "memory_left_run_bytes": many_left,
+        "memory_run_seconds": t_mem,
+        "targets": {"loop_ratio_between_windows_median": 1.02, "memory_ratio": 1.2},
+    }
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description="issue 22's long run on the test backend")
+    ap.add_argument("--launches", type=int, default=10_000_000)
+    args = ap.parse_args()
+    print(json.dumps(long_run(args.launches), indent=1))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -89,6 +90,139 @@ def child(tree: str) -> dict[str, float]:
         out[f"range_{label}"] = (t2 - t1) / N
         out[f"mark_{label}"] = (t3 - t2) / N
     native.use_compiled(True)
+    if os.environ.get("KPROF_COMPARE_OPENCL") == "1":
+        out.update(child_opencl())
+    return out
+
+
+def child_opencl() -> dict[str, float]:
+    """With ``--opencl``: tiny PyOpenCL launches on PoCL, thread CPU time of the launching thread
+    per launch (PoCL's workers are not counted): unprofiled; in a profile with no harvest
+    during the loop ("loop"); the same with the profile's start and end, its harvest and
+    resolve, counted ("total"); a kprof.range around a kernel ("range"), against the kernel
+    between two native markers whose times are read after ``finish`` ("markers")."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from harness import opencl
+
+    import kprof
+    import kprof_opencl
+    from kprof_core.low_level import native
+    from kprof_core.recording.recorder import Recorder
+
+    cl, _ctx, q, _prg, tiny, _busy, _big, _np, buf = opencl()
+    marker = cl._cl._enqueue_marker_with_wait_list
+    start_info, end_info = cl.profiling_info.START, cl.profiling_info.END
+    g, n, tt = (64,), 4000, time.thread_time_ns
+    with kprof.profile(backends=["opencl"]):  # capture's first install
+        tiny(q, g, None, buf)
+    q.finish()
+    out: dict[str, float] = {}
+
+    def plain() -> None:
+        t0 = tt()
+        for _ in range(n):
+            tiny(q, g, None, buf)
+        out["cl_plain"] = (tt() - t0) / n
+        q.finish()
+
+    def markers() -> None:
+        t0 = tt()
+        pairs = []
+        for _ in range(n):
+            m0 = marker(q, None)
+            tiny(q, g, None, buf)
+            pairs.append((m0, marker(q, None)))
+        t1 = tt()
+        q.finish()
+        t2 = tt()
+        times = [
+            b.get_profiling_info(end_info) - a.get_profiling_info(start_info) for a, b in pairs
+        ]
+        del pairs
+        out["cl_markers"] = (t1 - t0 + tt() - t2) / n
+        assert len(times) == n
+
+    def launches(label: str, compiled: bool) -> None:
+        native.use_compiled(compiled)
+        saved = Recorder.harvest_every, Recorder.max_pending
+        Recorder.harvest_every = Recorder.max_pending = 10**9
+        try:
+            t0 = tt()
+            with kprof.profile(backends=["opencl"]):
+                t1 = tt()
+                for _ in range(n):
+                    tiny(q, g, None, buf)
+                t2 = tt()
+                q.finish()
+                t3 = tt()
+            t4 = tt()
+        finally:
+            Recorder.harvest_every, Recorder.max_pending = saved
+        out[f"cl_launch_loop_{label}"] = (t2 - t1) / n
+        out[f"cl_launch_total_{label}"] = (t2 - t0 + t4 - t3) / n
+
+    def ranges(label: str, compiled: bool) -> None:
+        native.use_compiled(compiled)
+        rng = kprof.range
+        saved = Recorder.harvest_every, Recorder.max_pending
+        Recorder.harvest_every = Recorder.max_pending = 10**9
+        try:
+            with kprof.profile(backends=["opencl"]) as p, kprof_opencl.use_queue(q):
+                t0 = tt()
+                for _ in range(n):
+                    with rng("r"):
+                        tiny(q, g, None, buf)
+                t1 = tt()
+                q.finish()
+        finally:
+            Recorder.harvest_every, Recorder.max_pending = saved
+        assert len(p.device_ranges) == n
+        out[f"cl_range_loop_{label}"] = (t1 - t0) / n
+
+    def wrapper() -> None:
+        """The compiled launch wrapper (``_clnative.Launcher``) and the recorder's launch,
+        around a stand-in for the native enqueue (a C callable taking any arguments): kprof's
+        own work per launch, without PoCL's (whose threads share the cores)."""
+        import itertools
+
+        from kprof_opencl import capture
+
+        class Obj:
+            pass
+
+        kernel, queue = Obj(), Obj()
+        kernel._kprof_name = "k"  # type: ignore[attr-defined]
+        queue._kprof_profiles = True  # type: ignore[attr-defined]
+        native.use_compiled(True)
+        backend = kprof.get_backend("opencl")
+        launch = capture._compiled(itertools.chain, lambda *a: None, backend)
+        saved = Recorder.harvest_every, Recorder.max_pending
+        Recorder.harvest_every = Recorder.max_pending = 10**9
+        try:
+            with kprof.profile(backends=["opencl"]):
+                rec = kprof.plugin.active()
+                assert rec is not None
+                t0 = tt()
+                for _ in range(n):
+                    launch(queue, kernel, g, None, None, None, False, False)
+                t1 = tt()
+                assert len(rec._incoming) == n
+                rec._incoming.clear()  # the stand-in tokens are no events to read
+                rec._live_queues.clear()
+        finally:
+            Recorder.harvest_every, Recorder.max_pending = saved
+        out["cl_wrapper_compiled"] = (t1 - t0) / n
+
+    steps = [plain, markers, wrapper]
+    for label, compiled in (("compiled", True), ("pure", False)):
+        steps.append(lambda label=label, compiled=compiled: launches(label, compiled))
+        steps.append(lambda label=label, compiled=compiled: ranges(label, compiled))
+    for _ in range(2):  # the second pass is kept
+        for step in steps:
+            step()
+    native.use_compiled(True)
+    for label in ("compiled", "pure"):
+        out[f"cl_range_minus_markers_{label}"] = out[f"cl_range_loop_{label}"] - out["cl_markers"]
     return out
 
 
@@ -97,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("old", nargs="?")
     ap.add_argument("new", nargs="?")
     ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--opencl", action="store_true", help="PoCL launches and ranges too")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -105,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.old and args.new):
         ap.error("give the two trees: OLD_TREE NEW_TREE")
     trees = {"old": args.old, "new": args.new}
+    if args.opencl:
+        os.environ["KPROF_COMPARE_OPENCL"] = "1"
     runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
     for r in range(args.rounds):
         for which in ("old", "new") if r % 2 == 0 else ("new", "old"):
@@ -115,6 +252,14 @@ def main(argv: list[str] | None = None) -> int:
     print("| figure | old | new | ratio (median) | quartiles |")
     print("| --- | --- | --- | --- | --- |")
     for key in runs["old"][0]:
+        if key.startswith("cl_range_minus"):  # a difference: compared as one
+            diffs = [n[key] - o[key] for o, n in zip(runs["old"], runs["new"], strict=True)]
+            old = statistics.median(o[key] for o in runs["old"])
+            new = statistics.median(n[key] for n in runs["new"])
+            print(
+                f"| {key} | {old:.0f} | {new:.0f} | new - old {statistics.median(diffs):+.0f} | |"
+            )
+            continue
         ratios = [n[key] / o[key] for o, n in zip(runs["old"], runs["new"], strict=True)]
         q1, _, q3 = statistics.quantiles(ratios, n=4)
         old = statistics.median(o[key] for o in runs["old"])

@@ -120,6 +120,41 @@ def targets_table(r: dict[str, Any]) -> list[str]:
             "{:,}",
             sc["max_live_pending"] <= sc["pending_bound"],
         )
+    pf = r.get("perfetto")
+    if pf:
+        n = pf["launches"]
+        b = pf["bytes_per_launch"]
+        add(
+            f"{n:,} launches: Perfetto trace, bytes per launch (JSON: {b['json']:.0f} B)",
+            "≤ 120 B",
+            b["pure"],
+            "{:.0f} B",
+            b["pure"] <= 120,
+        )
+        add(
+            f"the same with 8-frame launch stacks ({pf['bytes_per_launch_sites']:.0f} B with "
+            "sites alone)",
+            "≤ 120 B",
+            pf["bytes_per_launch_stacks"],
+            "{:.0f} B",
+            pf["bytes_per_launch_stacks"] <= 120,
+        )
+        if "json_over_compiled" in pf:
+            add(
+                f"{n:,} launches: Chrome JSON write time / Perfetto's, compiled "
+                f"({pf['seconds']['json']:.1f} vs {pf['seconds']['compiled']:.1f} s)",
+                "≥ 1",
+                pf["json_over_compiled"],
+                "{:.2f}×",
+                pf["json_over_compiled"] >= 1,
+            )
+        add(
+            "the same, Perfetto in pure Python / Chrome JSON",
+            "-",
+            pf["pure_over_json"],
+            "{:.2f}×",
+            None,
+        )
     ac = r.get("accuracy")
     if ac:
         add(

@@ -2,8 +2,9 @@
 
 Profiles ``examples/opencl_pipeline.py`` on PoCL's CPU device (after one run that fills PoCL's
 kernel cache) (two threads, two queues, copies,
-kernels and ranges) with ``kprof run --html``, writes ``kprof diff``'s page for the two runs
-in ``docs/examples/``, and photographs each page in headless Chromium (Debian's ``chromium``)
+kernels and ranges) with ``kprof run --html``, and again with launch sites on
+(``KPROF_SITES=1``: the page's device-time tree and flame graph, photographed where they are),
+writes ``kprof diff``'s page for the two runs in ``docs/examples/``, and photographs each page in headless Chromium (Debian's ``chromium``)
 at a fixed size into ``docs/_static/screenshots/``, where the docs and README.md take them.
 """
 
@@ -29,7 +30,26 @@ def chromium() -> str:
     sys.exit("chromium is not installed (apt-get install -y --no-install-recommends chromium)")
 
 
-def photograph(page: Path, png: Path, tmp: Path) -> None:
+# Shows a page from one element on (headless Chromium photographs the top of a page whatever
+# its scroll): the header, the timeline and the summary's elements before it are hidden.
+FROM = """<script>
+(function () {
+  var el = document.querySelector(".%s");
+  document.querySelector("header").style.display = "none";
+  document.getElementById("kprof-timeline").style.display = "none";
+  for (var x = el.parentNode.firstElementChild; x && x !== el; x = x.nextElementSibling)
+    x.style.display = "none";
+})();
+</script>"""
+
+
+def photograph(page: Path, png: Path, tmp: Path, anchor: str = "") -> None:
+    """``page`` at ``SIZE``; from the first element of class ``anchor`` on, when given."""
+    if anchor:
+        shown = page.with_name(f"{page.stem}-{anchor}.html")
+        text = page.read_text(encoding="utf-8")
+        shown.write_text(text.replace("</body>", FROM % anchor + "</body>"), encoding="utf-8")
+        page = shown
     cmd = [
         chromium(),
         "--headless",
@@ -49,9 +69,12 @@ def photograph(page: Path, png: Path, tmp: Path) -> None:
     subprocess.run(cmd, check=True, capture_output=True, timeout=180)
 
 
-def kprof(*args: str, cwd: Path, ok: tuple[int, ...] = (0,)) -> None:
+def kprof(
+    *args: str, cwd: Path, ok: tuple[int, ...] = (0,), env_add: dict[str, str] | None = None
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
     env["KPROF_PLUGINS"] = "opencl"
+    env.update(env_add or {})
     proc = subprocess.run(
         [sys.executable, "-m", "kprof", *args], cwd=cwd, env=env, capture_output=True, text=True
     )
@@ -68,12 +91,14 @@ def main() -> int:
         # shows the pipeline rather than a compiler.
         subprocess.run([sys.executable, pipeline], check=True, capture_output=True, timeout=300)
         kprof("run", "--html", str(tmp / "timeline.html"), pipeline, cwd=tmp)
+        sites = {"KPROF_SITES": "1"}
+        kprof("run", "--html", str(tmp / "tree.html"), pipeline, cwd=tmp, env_add=sites)
         # Relative names: the page's labels are the files' names.
         examples = ROOT / "docs" / "examples"
         diff = ["diff", "base.kprof", "new.kprof", "--html", str(tmp / "diff.html")]
         kprof(*diff, cwd=examples, ok=(0, 1))
-        for page in ("timeline", "diff"):
-            photograph(tmp / f"{page}.html", OUT / f"{page}.png", tmp)
+        for page, anchor in (("timeline", ""), ("diff", ""), ("tree", "kprof-tree-title")):
+            photograph(tmp / f"{page}.html", OUT / f"{page}.png", tmp, anchor)
             print(f"wrote {(OUT / f'{page}.png').relative_to(ROOT)}")
     return 0
 

@@ -42,7 +42,8 @@ and dropped.
 
 Backends that see the vendor's allocations (``memory_install`` hook) report each with
 ``allocated(backend, device, address, nbytes)`` and ``freed(backend, device, address)``
-(recorded into the calling context's profile, nothing outside one).
+(recorded into the calling context's profile, nothing outside one); an activity API's
+allocations, tagged with scopes, go to their profiles with ``deliver_memory``.
 
 Helpers: ``compiled_enabled()`` says whether kprof's compiled parts run (``recorder_description()``
 says why); ``load_plugin_part(package, name)`` imports a plugin's own optional compiled part,
@@ -74,6 +75,7 @@ from kprof_core.recording.activity import (
     DeviceRecord,
     deliver,
     deliver_columns,
+    deliver_memory,
     dropped,
 )
 from kprof_core.recording.activity import stats as activity_stats
@@ -100,6 +102,7 @@ __all__ = [
     "compiled_enabled",
     "deliver",
     "deliver_columns",
+    "deliver_memory",
     "dropped",
     "freed",
     "hookimpl",

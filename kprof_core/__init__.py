@@ -9,7 +9,7 @@ from __future__ import annotations
 from kprof_core._version import __version__
 from kprof_core.data.memory import Allocation, Memory, MemoryEvent
 from kprof_core.data.records import KernelRecord, MarkerRecord, RangeRecord
-from kprof_core.data.site_summary import SiteRow
+from kprof_core.data.site_summary import SiteRow, StackRow
 from kprof_core.data.sites import Site
 from kprof_core.data.summary import SummaryRow
 from kprof_core.data.timefmt import format_time
@@ -21,7 +21,7 @@ from kprof_core.profiler import profile
 from kprof_core.ranks import mpi
 from kprof_core.ranks.combine import combine
 from kprof_core.recording.annotations import annotate, kernel, mark, propagate, range
-from kprof_core.result import Profile, Summary, drift, load
+from kprof_core.result import Profile, ProfileTree, Summary, drift, load
 from kprof_core.windows import Schedule, save_windows, schedule, step
 
 
@@ -51,7 +51,6 @@ def unregister_backend(name: str) -> None:
 
 
 __all__ = [
-    "annotate",
     "Allocation",
     "ExportError",
     "KernelRecord",
@@ -61,13 +60,16 @@ __all__ = [
     "MemoryEvent",
     "Profile",
     "ProfileFileError",
+    "ProfileTree",
     "RangeRecord",
     "Schedule",
     "Site",
     "SiteRow",
+    "StackRow",
     "Summary",
     "SummaryRow",
     "__version__",
+    "annotate",
     "backends",
     "combine",
     "drift",

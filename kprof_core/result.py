@@ -31,6 +31,7 @@ from kprof_core.renderers.html import write_html
 from kprof_core.renderers.notebook import notebook_html
 from kprof_core.renderers.speedscope import write_speedscope
 from kprof_core.renderers.terminal import lines
+from kprof_core.renderers.tree_html import root_html
 from kprof_core.renderers.tree_text import tree_lines
 
 __all__ = [
@@ -65,6 +66,9 @@ class ProfileTree:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the tree
         p.text(self.report())
+
+    def _repr_html_(self) -> str:  # notebooks: the collapsible tree and the flame graph
+        return root_html(self.root)
 
 
 class ProfileDiff(Comparison):
@@ -152,14 +156,16 @@ class Profile(ProfileData):
         a = analyse(self, range)
         return ProfileAnalysis(**{f: getattr(a, f) for f in a.__dataclass_fields__})
 
-    def diff(self, other: ProfileData, alpha: float | None = None) -> ProfileDiff:
+    def diff(self, other: ProfileData, alpha: float | None = None, by: str = "name") -> ProfileDiff:
         """How ``other`` (after) differs from this profile (before), name by name.
 
         Per name: calls, median and total time before and after, the ratio of the medians, and
         whether the change stands out of the run-to-run spread of the per-call durations (a
         Mann-Whitney U test at ``alpha``, default 0.01); see :mod:`kprof_core.analysis.compare`.
+        ``by="line"``: a row per name and launch site (profiles taken with ``sites=True``), so
+        that the same kernel launched from two places is two rows.
         """
-        return _diff(self, other, DEFAULT_ALPHA if alpha is None else alpha, ProfileDiff)
+        return _diff(self, other, DEFAULT_ALPHA if alpha is None else alpha, ProfileDiff, by)
 
     # -- output -------------------------------------------------------------------------------------
 
@@ -212,6 +218,14 @@ class Profile(ProfileData):
     def export_chrome_trace(self, path: str | os.PathLike[str] | IO[str]) -> None:
         """Write a Chrome trace / Perfetto JSON file (open it in ui.perfetto.dev)."""
         write_chrome_trace(path, [self])
+
+    def export_perfetto(self, path: str | os.PathLike[str] | IO[bytes]) -> None:
+        """Write Perfetto's native trace format (``.pftrace``; open it in ui.perfetto.dev):
+        the Chrome trace's tracks, slices, flows and counters as protobuf with interned
+        names, several times smaller and faster to load than JSON. Streamed to disk."""
+        from kprof_core.renderers.perfetto import write_perfetto
+
+        write_perfetto(path, [self])
 
     def tree(self) -> ProfileTree:
         """Device time as a tree: ``kprof.range`` blocks, then the lines of code that launched

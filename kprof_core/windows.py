@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
@@ -223,7 +224,7 @@ class Windows:
         """What opens the windows: the schedule, or the signal."""
         if self.signum is None:
             return self.sched.describe()
-        return f"windows on {signal.Signals(self.signum).name}"
+        return f"windows on {_signame(self.signum)}"
 
     def enter(self, clock: Callable[[], int]) -> None:
         """The scheduled profile's start: ``kprof.step()`` in this context drives it now."""
@@ -248,7 +249,16 @@ class Windows:
                 # cannot be put back: the default then, never kprof's own left behind.
                 prev = self._previous[0]
                 self._previous = None
-                signal.signal(self._previous_num, signal.SIG_DFL if prev is None else prev)
+                try:
+                    signal.signal(self._previous_num, signal.SIG_DFL if prev is None else prev)
+                except ValueError:  # the profile ended outside the main thread
+                    warnings.warn(
+                        f"kprof: the profile with window_signal= ended outside the main "
+                        f"thread, where its {_signame(self._previous_num)} handler cannot be "
+                        f"replaced: it stays, doing nothing once the profile has ended",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
             self.outer.end_ns = clock()
             try:
                 STEPPER.reset(self._token)
@@ -322,7 +332,7 @@ class Windows:
             **(
                 {"schedule": self.sched.describe()}
                 if self.signum is None
-                else {"trigger": signal.Signals(self.signum).name}
+                else {"trigger": _signame(self.signum)}
             ),
             **({"partial": True} if partial else {}),
         }
@@ -346,9 +356,17 @@ class Windows:
             self.outer.meta["windows"]["signals"] = self.signals
             if self.signals and not self.step_num:
                 self.outer.meta["windows"]["note"] = (
-                    f"{self.signals} {signal.Signals(self.signum).name} received but the "
+                    f"{self.signals} {_signame(self.signum)} received but the "
                     "program never called kprof.step(): windows open and close at a step"
                 )
+
+
+def _signame(num: int) -> str:
+    """``SIGUSR2``, or ``signal 35`` for a number without a name."""
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
 
 
 #: No step recorded: the schedule of windows opened by a signal only.

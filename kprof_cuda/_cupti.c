@@ -40,7 +40,8 @@ static cupti_register_t register_callbacks;
 static register_ts_t register_timestamp;
 
 /* CUpti_ActivityKind values and kprof's external correlation kind (set by configure). */
-enum { K_MEMCPY = 1, K_MEMSET = 2, K_DRIVER = 4, K_RUNTIME = 5, K_KERNEL = 10, K_EXT = 39 };
+enum { K_MEMCPY = 1, K_MEMSET = 2, K_DRIVER = 4, K_RUNTIME = 5, K_KERNEL = 10, K_EXT = 39,
+       K_MEMORY2 = 49 };
 static uint32_t ext_kind = 5;
 
 /* Offsets, in cupti_abi.layout()'s order: O_* of the generated header. */
@@ -48,6 +49,8 @@ static size_t off[N_OFFSETS];
 
 #define MAX_CBID 8192
 static unsigned char work_api[2][MAX_CBID], graph_api[2][MAX_CBID]; /* [0] driver, [1] runtime */
+/* Calls that allocate or free (MEMORY2 records): joined as work, never waited for. */
+static unsigned char mem_api[2][MAX_CBID];
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rows_cond = PTHREAD_COND_INITIALIZER;
@@ -77,7 +80,7 @@ static size_t n_pending, cap_pending;
 #define MAX_PENDING ((size_t)1 << 20)
 
 /* ---- launches: correlation id -> scope, launch times (open addressing) -------------------- */
-enum { L_SCOPE = 1, L_API = 2, L_GRAPH = 4 };
+enum { L_SCOPE = 1, L_API = 2, L_GRAPH = 4, L_MEM = 8 };
 typedef struct {
     uint32_t corr; /* 0: empty slot */
     uint32_t flags;
@@ -326,7 +329,7 @@ static void decode(uint8_t *buf, size_t valid) {
         case K_RUNTIME: {
             int rt = kind == K_RUNTIME;
             uint32_t cbid = U32(rec, off[O_API_CBID]), corr = U32(rec, off[O_API_CORRELATIONID]);
-            if (cbid >= MAX_CBID || !work_api[rt][cbid]) {
+            if (cbid >= MAX_CBID || (!work_api[rt][cbid] && !mem_api[rt][cbid])) {
                 /* A call that enqueues no device work: nothing will come for it. */
                 launch_t *l = find_launch(corr);
                 if (l) drop_launch(l);
@@ -334,7 +337,8 @@ static void decode(uint8_t *buf, size_t valid) {
             }
             launch_t *l = get_launch(corr);
             if (!l) break;
-            l->flags |= L_API | (graph_api[rt][cbid] ? L_GRAPH : 0);
+            l->flags |= L_API | (graph_api[rt][cbid] ? L_GRAPH : 0) |
+                        (mem_api[rt][cbid] && !work_api[rt][cbid] ? L_MEM : 0);
             l->lb = (int64_t)U64(rec, off[O_API_START]);
             l->le = (int64_t)U64(rec, off[O_API_END]);
             break;
@@ -383,6 +387,26 @@ static void decode(uint8_t *buf, size_t valid) {
                 v[R_NBYTES] = (int64_t)U64(rec, off[O_MEMSET_BYTES]);
                 v[R_CORRELATION] = U32(rec, off[O_MEMSET_CORRELATIONID]);
             }
+            if (!resolve(&w, 0, NULL, 0)) { add_pending(&w); waiting = 1; }
+            break;
+        }
+        case K_MEMORY2: {
+            /* An allocation or a free: a row of kind 2 or 3 joined as work by its call's
+             * correlation id (begin = end = its time; name = CUPTI's memory kind). */
+            uint32_t op = U32(rec, off[O_MEMORY_MEMORYOPERATIONTYPE]);
+            if (op != 1 && op != 2) break;
+            if (full) { c_dropped_rows++; break; }
+            memset(&w, 0, sizeof w);
+            int64_t *v = w.r.v;
+            v[R_KIND] = op == 1 ? 2 : 3;
+            v[R_NAME] = U32(rec, off[O_MEMORY_MEMORYKIND]);
+            v[R_DEVICE] = U32(rec, off[O_MEMORY_DEVICEID]);
+            w.ctx = U32(rec, off[O_MEMORY_CONTEXTID]);
+            v[R_STREAM] = U32(rec, off[O_MEMORY_STREAMID]);
+            v[R_BEGIN] = v[R_END] = (int64_t)U64(rec, off[O_MEMORY_TIMESTAMP]);
+            v[R_NBYTES] = (int64_t)U64(rec, off[O_MEMORY_BYTES]);
+            v[R_ADDRESS] = (int64_t)U64(rec, off[O_MEMORY_ADDRESS]);
+            v[R_CORRELATION] = U32(rec, off[O_MEMORY_CORRELATIONID]);
             if (!resolve(&w, 0, NULL, 0)) { add_pending(&w); waiting = 1; }
             break;
         }
@@ -461,9 +485,10 @@ static int fill_table(PyObject *seq, unsigned char *table) {
 }
 
 static PyObject *configure(PyObject *m, PyObject *args) {
-    PyObject *fns, *layout, *wd, *wr, *gd, *gr;
+    PyObject *fns, *layout, *wd, *wr, *gd, *gr, *md, *mr;
     unsigned int ek;
-    if (!PyArg_ParseTuple(args, "OOOOOOI:configure", &fns, &layout, &wd, &wr, &gd, &gr, &ek))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOI:configure", &fns, &layout, &wd, &wr, &gd, &gr, &md,
+                          &mr, &ek))
         return NULL;
     PyObject *a = PyTuple_GetItem(fns, 0), *b = PyTuple_GetItem(fns, 1), *c = PyTuple_GetItem(fns, 2);
     if (!a || !b || !c) return NULL;
@@ -485,7 +510,7 @@ static PyObject *configure(PyObject *m, PyObject *args) {
         if (PyErr_Occurred()) return NULL;
     }
     if (fill_table(wd, work_api[0]) || fill_table(wr, work_api[1]) || fill_table(gd, graph_api[0]) ||
-        fill_table(gr, graph_api[1]))
+        fill_table(gr, graph_api[1]) || fill_table(md, mem_api[0]) || fill_table(mr, mem_api[1]))
         return NULL;
     ext_kind = ek;
     Py_RETURN_NONE;
@@ -633,8 +658,8 @@ static PyObject *waiting(PyObject *m, PyObject *args) {
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < cap_launches; i++) {
         launch_t *l = &launches[i];
-        if (l->corr && !l->tomb && (l->flags & L_SCOPE) && (l->flags & L_API) && !l->nrows &&
-            in_scopes(l->scope, sc, n))
+        if (l->corr && !l->tomb && (l->flags & L_SCOPE) && (l->flags & L_API) &&
+            !(l->flags & L_MEM) && !l->nrows && in_scopes(l->scope, sc, n))
             w++;
     }
     pthread_mutex_unlock(&lock);
@@ -674,7 +699,7 @@ static PyObject *forget(PyObject *m, PyObject *args) {
         launch_t *l = &launches[i];
         if (!l->corr || l->tomb || !(l->flags & L_SCOPE) || !in_scopes(l->scope, sc, n)) continue;
         /* Launches still waiting stay: their records, if they come, are known as late. */
-        if ((l->flags & L_API) && !l->nrows) continue;
+        if ((l->flags & L_API) && !(l->flags & L_MEM) && !l->nrows) continue;
         drop_launch(l);
     }
     pthread_mutex_unlock(&lock);

@@ -91,6 +91,7 @@ class CuptiActivity:
         self.reason: str | None = None  # why CUPTI is not used, when it is not
         self._enabled: list[int] = []
         self._apis_enabled = False
+        self._memory_apis = False
         self.backend: kp.Backend | None = None
         self.runtime_records = True
         self._warned = False
@@ -220,6 +221,59 @@ class CuptiActivity:
         self._apis_enabled = on
         return True
 
+    # -- device memory (MEMORY2) ----------------------------------------------------------------
+
+    def memory_start(self, label: Callable[[int, int], str]) -> bool:
+        """Read allocations and frees too (CUPTI's MEMORY2 records, and the API records of the
+        calls that make them, for their scope): while CUPTI is on, for ``memory_install``.
+        ``label``: a device id and CUPTI's memory kind -> the memory device's label. False
+        when this CUPTI cannot (the caller falls back to CuPy's pool hook)."""
+        c = self.cupti
+        if not self.active or c is None or not self._apis_enabled:
+            return False
+        kind = _K["MEMORY2"]
+        if c.ActivityEnable(kind) != 0:
+            return False
+        self._enabled.append(kind)
+        if not self._enable_memory_apis(True):
+            c.ActivityDisable(kind)
+            self._enabled.remove(kind)
+            return False
+        self.drain.memory_label = label
+        return True
+
+    def memory_stop(self) -> None:
+        """Stop reading allocations and frees (``memory_remove``)."""
+        c = self.cupti
+        self.drain.memory_label = None
+        if c is None:
+            return
+        self._enable_memory_apis(False)
+        kind = _K["MEMORY2"]
+        if kind in self._enabled:
+            self._enabled.remove(kind)
+            c.ActivityDisable(kind)
+
+    def _enable_memory_apis(self, on: bool) -> bool:
+        c = self.cupti
+        assert c is not None
+        if c.ActivityEnableDriverApi is None or c.ActivityEnableRuntimeApi is None:
+            return False
+        for enable, ids in (
+            (c.ActivityEnableDriverApi, abi.MEMORY_DRIVER),
+            (c.ActivityEnableRuntimeApi, abi.MEMORY_RUNTIME),
+        ):
+            for cbid in sorted(ids):
+                if enable(cbid, int(on)) != 0 and on:
+                    self._enable_memory_apis(False)
+                    return False
+        self._memory_apis = on
+        return True
+
+    def host_shift(self) -> int:
+        """What turns a row's CUPTI time (as the reader hands it) into perf_counter_ns."""
+        return self._clock.align(_reader, 0, None).host_ns
+
     def _release(self) -> None:
         global _current
         with _reader_lock:
@@ -232,6 +286,8 @@ class CuptiActivity:
             return
         if self._apis_enabled:
             self._enable_apis(False)
+        if self._memory_apis:
+            self._enable_memory_apis(False)
         while self._enabled:
             c.ActivityDisable(self._enabled.pop())
 

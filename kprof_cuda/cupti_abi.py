@@ -23,6 +23,9 @@ __all__ = [
     "KERNEL",
     "KIND",
     "MEMCPY",
+    "MEMORY",
+    "MEMORY_DRIVER",
+    "MEMORY_RUNTIME",
     "MEMSET",
     "WORK_DRIVER",
     "WORK_RUNTIME",
@@ -37,6 +40,7 @@ KIND = {
     "RUNTIME": 5,
     "CONCURRENT_KERNEL": 10,
     "EXTERNAL_CORRELATION": 39,
+    "MEMORY2": 49,
 }
 #: CUpti_ExternalCorrelationKind kprof pushes its scopes as (CUSTOM2, as Kineto's user kind).
 EXT_KIND_CUSTOM2 = 5
@@ -85,6 +89,22 @@ MEMSET = {
     "streamId": 40,
     "correlationId": 44,
 }
+#: CUpti_ActivityMemory4 (MEMORY2 records; the same offsets in Memory3).
+MEMORY = {
+    "memoryOperationType": 4,
+    "memoryKind": 8,
+    "correlationId": 12,
+    "address": 16,
+    "bytes": 24,
+    "timestamp": 32,
+    "deviceId": 52,
+    "contextId": 56,
+    "streamId": 60,
+}
+#: CUpti_ActivityMemoryOperationType: an allocation, a release.
+MEMORY_ALLOCATION, MEMORY_RELEASE = 1, 2
+#: CUpti_ActivityMemoryKind values of host memory (pageable, pinned): not a device's.
+MEMORY_KIND_HOST = frozenset((1, 2))
 #: CUpti_ActivityAPI (DRIVER and RUNTIME records).
 API = {"cbid": 4, "start": 8, "end": 16, "threadId": 28, "correlationId": 32}
 #: CUpti_ActivityExternalCorrelation.
@@ -142,8 +162,26 @@ GRAPH_DRIVER = frozenset((514, 515))
 GRAPH_RUNTIME = frozenset((311, 312))
 
 
+# Callback ids of the calls that allocate or free memory (CUPTI writes a MEMORY2 record for
+# each that did): cuMemAlloc*, cuMemFree*, cuMemHostAlloc*, cuMemAllocManaged, the async and
+# pool forms; cudaMalloc*, cudaFree*, cudaHostAlloc (not arrays). Their API records are enabled
+# only while memory is recorded, and a profile's end never waits for their records (a failed
+# call, or cudaFree(0), writes none).
+MEMORY_DRIVER = frozenset(
+    (29, 31, 33, 37, 38, 39, 243, 244, 245, 271, 294, 371, 598, 599, 600, 601, 611, 612)
+)
+MEMORY_RUNTIME = frozenset((20, 21, 22, 25, 26, 27, 140, 206, 373, 374, 375, 376, 391, 392))
+
+
 def layout() -> tuple[int, ...]:
     """The offsets the compiled reader is configured with, in its order (``cupti_layout.OFFSETS``,
     which ``_cupti.c``'s generated header enumerates)."""
-    tables = {"KERNEL": KERNEL, "MEMCPY": MEMCPY, "MEMSET": MEMSET, "API": API, "EXT": EXT}
+    tables = {
+        "KERNEL": KERNEL,
+        "MEMCPY": MEMCPY,
+        "MEMSET": MEMSET,
+        "API": API,
+        "EXT": EXT,
+        "MEMORY": MEMORY,
+    }
     return tuple(tables[record][field] for record, field in OFFSETS)

@@ -66,6 +66,9 @@ class Drain:
         self._thread: threading.Thread | None = None
         self._queues: list[Any] = []  # reader's queue index -> the plugin's queue
         self._reader_queues = 0
+        #: While MEMORY2 records are read (``CuptiActivity.memory_on``): a device id and
+        #: CUPTI's memory kind -> the memory device's label; None: memory rows are dropped.
+        self.memory_label: Callable[[int, int], str] | None = None
 
     def reset(self, reader: Any) -> None:
         """The kinds are being enabled with ``reader``: its queue indices start over."""
@@ -226,6 +229,9 @@ class Drain:
             backend = self._owner.backend
             if cols is None or backend is None:
                 return
+            cols = self._memory(cols, backend)
+            if cols is None:
+                return
             names = r.names.values
             queues = r.queues
             for dev, ctx, stream in queues[self._reader_queues :]:
@@ -250,6 +256,44 @@ class Drain:
             # Delivered holding the lock: a flush that finds nothing left to take has then
             # seen every row taken before it reach its profile (not arrive late).
             kp.deliver_columns(backend, batch)
+
+    def _memory(self, cols: dict[str, Any], backend: kp.Backend) -> dict[str, Any] | None:
+        """Take the allocation and free rows (kinds 2 and 3: MEMORY2 records) out of a batch
+        into the profiles' memory (``kp.deliver_memory``, times on the host clock); the rest
+        of the batch, or None when nothing is left."""
+        import numpy as np
+
+        kind = _ints(cols["kind"])
+        mem = kind >= 2
+        if not mem.any():
+            return cols
+        label = self.memory_label
+        if label is not None:
+            shift = self._owner.host_shift()
+            dev = _ints(cols["device"])[mem].tolist()
+            mkind = _ints(cols["name"])[mem].tolist()
+            kp.deliver_memory(
+                backend,
+                _ints(cols["scope"])[mem].tolist(),
+                (kind[mem] == 2).astype(np.int64).tolist(),  # 1: an allocation, 0: a free
+                [label(d, k) for d, k in zip(dev, mkind)],
+                _ints(cols["address"])[mem].tolist(),
+                _ints(cols["nbytes"])[mem].tolist(),
+                (_ints(cols["begin"])[mem] + shift).tolist(),
+            )
+        keep = ~mem
+        if not keep.any():
+            return None
+        return {c: _ints(v)[keep] for c, v in cols.items()}
+
+
+def _ints(col: Any) -> Any:
+    """A column as an int64 numpy array (the compiled reader hands bytes, the pure one arrays)."""
+    import numpy as np
+
+    if isinstance(col, (bytes, bytearray, memoryview)):
+        return np.frombuffer(col, np.int64)
+    return np.asarray(col, np.int64)
 
 
 def _mask_devices(mask: int) -> set[int]:

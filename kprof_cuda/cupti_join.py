@@ -59,6 +59,7 @@ class Join:
         self.lb = np.zeros(0, np.int64)
         self.le = np.zeros(0, np.int64)
         self.graph = np.zeros(0, bool)
+        self.mem = np.zeros(0, bool)  # an allocating or freeing call: never waited for
         self.rows = np.zeros(0, np.int64)
         self.devices = np.zeros(0, np.uint64)  # bit d: a row of the launch ran on device d
         self.pending: dict[str, np.ndarray] = {c: np.zeros(0, np.int64) for c in RAW_COLUMNS}
@@ -73,6 +74,7 @@ class Join:
         api_le: np.ndarray,
         api_graph: np.ndarray,
         no_work: np.ndarray,
+        api_mem: np.ndarray | None = None,
     ) -> None:
         n0, n1 = len(self.corr), len(ext_corr)
         keys = np.concatenate([self.corr, ext_corr, api_corr])
@@ -85,19 +87,22 @@ class Join:
         lb = np.zeros(len(u), np.int64)
         le = np.zeros(len(u), np.int64)
         graph = np.zeros(len(u), bool)
+        mem = np.zeros(len(u), bool)
         rows = np.zeros(len(u), np.int64)
         devices = np.zeros(len(u), np.uint64)
         devices[a] = self.devices
         scope[a], api[a], lb[a], le[a] = self.scope, self.api, self.lb, self.le
-        graph[a], rows[a] = self.graph, self.rows
+        graph[a], rows[a], mem[a] = self.graph, self.rows, self.mem
         scope[b] = ext_scope
         api[c], lb[c], le[c], graph[c] = True, api_lb, api_le, api_graph
+        if api_mem is not None:
+            mem[c] = api_mem
         keep = ~np.isin(u, no_work) if len(no_work) else np.ones(len(u), bool)
         if keep.sum() > MAX_LAUNCHES:  # oldest first: launches whose records never came
             keep &= np.cumsum(keep) > keep.sum() - MAX_LAUNCHES
         self.corr, self.scope, self.api = u[keep], scope[keep], api[keep]
         self.lb, self.le, self.graph, self.rows = lb[keep], le[keep], graph[keep], rows[keep]
-        self.devices = devices[keep]
+        self.devices, self.mem = devices[keep], mem[keep]
 
     def match(
         self,
@@ -158,14 +163,15 @@ class Join:
         self.corr, self.scope, self.api = self.corr[keep], self.scope[keep], self.api[keep]
         self.lb, self.le = self.lb[keep], self.le[keep]
         self.graph, self.rows = self.graph[keep], self.rows[keep]
-        self.devices = self.devices[keep]
+        self.devices, self.mem = self.devices[keep], self.mem[keep]
 
     def waiting(self, scopes: tuple[int, ...]) -> int:
-        """Launches of ``scopes`` whose API record came and no work record yet."""
+        """Launches of ``scopes`` whose API record came and no work record yet (allocating
+        and freeing calls not counted: one that failed writes no record)."""
         if not len(self.corr):
             return 0
         mine = np.isin(self.scope, np.array(scopes, np.int64))
-        return int((mine & self.api & (self.rows == 0)).sum())
+        return int((mine & self.api & ~self.mem & (self.rows == 0)).sum())
 
     def graph_devices(self, scopes: tuple[int, ...]) -> int:
         """Bit mask of the devices the rows of ``scopes``' graph launches ran on (CUPTI does
@@ -183,5 +189,5 @@ class Join:
             return
         mine = np.isin(self.scope, np.array(scopes, np.int64))
         if keep_waiting:
-            mine &= ~(self.api & (self.rows == 0))
+            mine &= ~(self.api & ~self.mem & (self.rows == 0))
         self._drop(mine)

@@ -17,8 +17,9 @@ from __future__ import annotations
 __all__ = ["OFFSETS", "ROW_COLUMNS", "SIGNATURE", "c_header"]
 
 #: The row columns both readers hand over, in this order (int64 each). ``scope``: the
-#: profile's scope; ``kind``: 0 kernel, 1 copy or memset; ``name``: index into the reader's
-#: names (``cupti_records.FIXED_NAMES`` first); ``queue``: index into its queues (device,
+#: profile's scope; ``kind``: 0 kernel, 1 copy or memset, 2 an allocation, 3 a free (MEMORY2
+#: records: ``begin`` = ``end`` = its time, ``nbytes``, ``address``, ``name`` = CUPTI's memory
+#: kind); ``name``: index into the reader's names (``cupti_records.FIXED_NAMES`` first); ``queue``: index into its queues (device,
 #: context, stream); ``begin``/``end``: CUPTI's clock; ``nbytes``: -1 for kernels;
 #: ``launch_begin``/``launch_end``: the API call's times (0 when its record was lost).
 ROW_COLUMNS = (
@@ -40,10 +41,11 @@ ROW_COLUMNS = (
     "block_x",
     "block_y",
     "block_z",
+    "address",
 )
 
 #: (record, field) of each offset ``configure()`` hands the compiled reader, in its order:
-#: keys of ``cupti_abi``'s KERNEL, MEMCPY, MEMSET, API and EXT dicts.
+#: keys of ``cupti_abi``'s KERNEL, MEMCPY, MEMSET, API, EXT and MEMORY dicts.
 OFFSETS = (
     *(
         ("KERNEL", f)
@@ -65,6 +67,13 @@ OFFSETS = (
     ),
     *(("API", f) for f in ("cbid", "start", "end", "correlationId")),
     *(("EXT", f) for f in ("externalKind", "externalId", "correlationId")),
+    *(
+        ("MEMORY", f)
+        for f in (
+            "memoryOperationType", "memoryKind", "correlationId", "address", "bytes",
+            "timestamp", "deviceId", "contextId", "streamId",
+        )
+    ),
 )  # fmt: skip
 
 #: What a compiled reader built from this layout exports as ``LAYOUT``.

@@ -52,6 +52,8 @@ class NativeReader:
             sorted(abi.WORK_RUNTIME),
             sorted(abi.GRAPH_DRIVER),
             sorted(abi.GRAPH_RUNTIME),
+            sorted(abi.MEMORY_DRIVER),
+            sorted(abi.MEMORY_RUNTIME),
             abi.EXT_KIND_CUSTOM2,
         )
 

@@ -24,6 +24,7 @@ from .cupti_join import RAW_COLUMNS as _RAW
 from .cupti_join import Join, rebase
 from .cupti_layout import ROW_COLUMNS
 from .cupti_lib import COMPLETE, REQUEST, Cupti
+from .cupti_memory_rows import memory_rows
 from .cupti_records import Interner
 
 __all__ = ["ROW_COLUMNS", "PureReader"]
@@ -31,7 +32,10 @@ __all__ = ["ROW_COLUMNS", "PureReader"]
 _K = abi.KIND
 _KERNEL, _MEMCPY, _MEMSET = _K["CONCURRENT_KERNEL"], _K["MEMCPY"], _K["MEMSET"]
 _DRIVER, _RUNTIME, _EXT = _K["DRIVER"], _K["RUNTIME"], _K["EXTERNAL_CORRELATION"]
-_KNOWN = frozenset((_KERNEL, _MEMCPY, _MEMSET, _DRIVER, _RUNTIME, _EXT))
+_MEMORY = _K["MEMORY2"]
+_KNOWN = frozenset((_KERNEL, _MEMCPY, _MEMSET, _DRIVER, _RUNTIME, _EXT, _MEMORY))
+_MEM_DRIVER = np.array(sorted(abi.MEMORY_DRIVER), np.uint64)
+_MEM_RUNTIME = np.array(sorted(abi.MEMORY_RUNTIME), np.uint64)
 _WORK_DRIVER = np.array(sorted(abi.WORK_DRIVER), np.uint64)
 _WORK_RUNTIME = np.array(sorted(abi.WORK_RUNTIME), np.uint64)
 _GRAPH_DRIVER = np.array(sorted(abi.GRAPH_DRIVER), np.uint64)
@@ -193,7 +197,7 @@ class PureReader:
                 self.counts["decoded"] += 1
         if parts:
             raw = {c: np.concatenate([p[0][c] for p in parts]) for c in _RAW}
-            ext = [np.concatenate([p[i] for p in parts]) for i in range(1, 8)]
+            ext = [np.concatenate([p[i] for p in parts]) for i in range(1, 9)]
             self.join.add_launches(*ext)
         elif not final and not release:
             return None
@@ -304,6 +308,7 @@ class PureReader:
                     "block_x": i32(o, f["blockX"]),
                     "block_y": i32(o, f["blockY"]),
                     "block_z": i32(o, f["blockZ"]),
+                    "address": np.zeros(len(o), np.int64),
                 }
             )
         for kind, f in ((_MEMCPY, abi.MEMCPY), (_MEMSET, abi.MEMSET)):
@@ -333,8 +338,12 @@ class PureReader:
                     "block_x": zeros,
                     "block_y": zeros,
                     "block_z": zeros,
+                    "address": zeros,
                 }
             )
+        memory = memory_rows(offs[kinds == _MEMORY], u32, u64)
+        if memory is not None:
+            parts.append(memory)
         if parts:
             rows = {c: np.concatenate([p[c] for p in parts]) for c in _RAW}
         else:
@@ -350,6 +359,8 @@ class PureReader:
         cbid = w32[(o + f["cbid"]) >> 2].astype(np.uint64)
         drv = k == _DRIVER
         work = np.where(drv, np.isin(cbid, _WORK_DRIVER), np.isin(cbid, _WORK_RUNTIME))
+        mem = np.where(drv, np.isin(cbid, _MEM_DRIVER), np.isin(cbid, _MEM_RUNTIME)) & ~work
+        work |= mem
         graph = np.where(drv, np.isin(cbid, _GRAPH_DRIVER), np.isin(cbid, _GRAPH_RUNTIME))
         acorr = u32(o, f["correlationId"]).astype(np.uint64)
         return (
@@ -361,4 +372,5 @@ class PureReader:
             u64(o, f["end"])[work],
             graph[work],
             acorr[~work],
+            mem[work],
         )

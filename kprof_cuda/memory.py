@@ -1,9 +1,17 @@
-"""Device memory of CuPy's memory pool, through CuPy's documented hook API
-(``cupy.cuda.memory_hook.MemoryHook``): each block the pool hands out (``malloc_postprocess``:
-its pointer and rounded size) is an allocation, each block given back (``free_postprocess``) a
-free. What arrays hold, not the pool's own reserve (``cudaMalloc``, CUPTI's MEMORY2, which
-kprof does not read yet). CuPy keeps hooks per thread: the hook is entered on the thread that
-starts the first profile, so allocations made on other threads are not seen.
+"""Device memory on CUDA, from one of two sources (never both: the pool's blocks lie inside
+the allocations that hold them, and would be counted twice).
+
+- Where CUPTI is on (kernels recorded one by one): CUPTI's MEMORY2 records, read by kprof's
+  CUPTI readers with the rest (``activity.CuptiActivity.memory_start``): every allocation and
+  free of the device (``cudaMalloc`` by CuPy's pool and any other library, managed and
+  async allocations; pinned host memory on a device of its own), each in the profile whose
+  scope made the call. CUPTI wins.
+- Where it is not: CuPy's memory pool through CuPy's documented hook API
+  (``cupy.cuda.memory_hook.MemoryHook``): each block the pool hands out
+  (``malloc_postprocess``: its pointer and rounded size) is an allocation, each block given
+  back (``free_postprocess``) a free: what arrays hold, not the pool's reserve. CuPy keeps hooks
+  per thread: the hook is entered on the thread that starts the first profile, so allocations
+  made on other threads are not seen.
 """
 
 from __future__ import annotations
@@ -13,6 +21,26 @@ from collections.abc import Callable
 from typing import Any
 
 from kprof import plugin as kp
+
+#: The memory device pinned and pageable host allocations (MEMORY2) count against.
+HOST = "CUDA pinned host memory"
+
+
+def cupti_label(device_label: Callable[[int], str]) -> Callable[[int, int], str]:
+    """A MEMORY2 row's memory device: CUPTI's device id and memory kind -> its label."""
+    from .cupti_abi import MEMORY_KIND_HOST
+
+    labels: dict[int, str] = {}
+
+    def label(device: int, kind: int) -> str:
+        if kind in MEMORY_KIND_HOST:
+            return HOST
+        got = labels.get(device)
+        if got is None:
+            got = labels[device] = device_label(device)
+        return got
+
+    return label
 
 
 def hook_base(mod: Any, name: str) -> Any | None:

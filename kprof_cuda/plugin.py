@@ -80,6 +80,7 @@ class CudaPlugin(QueueHooks):
         self._nvtx_loaded = False
         self._patcher: Patcher | None = None
         self._memory_hook: Any = None  # CuPy's memory hook while entered (memory.py)
+        self._memory_cupti = False  # memory from CUPTI's MEMORY2 records instead
         #: The CUPTI activity path (None: events only). ``activity(self)`` builds it.
         self.activity: CuptiActivity | None = (
             activity(self)
@@ -166,16 +167,27 @@ class CudaPlugin(QueueHooks):
 
     @kp.hookimpl
     def memory_install(self, backend: kp.Backend) -> bool:
+        # CUPTI's MEMORY2 records where CUPTI is on: every allocation and free of the device
+        # (cudaMalloc by CuPy's pool and any library). CuPy's pool hook only where it is not:
+        # both on would count the pool's blocks inside the allocations that hold them.
+        from .memory import cupti_label, install
+
+        activity = self.activity
+        if activity is not None and activity.memory_start(cupti_label(self._device_label)):
+            self._memory_cupti = True
+            return True
         mod = _modules.get(self._module)
         if mod is None:  # CuPy not imported: nothing allocates through its pool yet
             return False
-        from .memory import install
-
         self._memory_hook = install(backend, mod, self._module, self._device_label)
         return self._memory_hook is not None
 
     @kp.hookimpl
     def memory_remove(self, backend: kp.Backend) -> None:
+        if self._memory_cupti:
+            self._memory_cupti = False
+            if self.activity is not None:
+                self.activity.memory_stop()
         hook, self._memory_hook = self._memory_hook, None
         if hook is not None:
             from .memory import remove

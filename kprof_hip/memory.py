@@ -52,13 +52,19 @@ def device_label(index: int) -> str:
 
 
 def _current() -> str:
+    if runtime.device_count <= 1:  # one device: no hipGetDevice call
+        got = _labels.get(0)
+        return got if got is not None else device_label(0)
     return device_label(runtime.current_device())
 
 
 def memory_wrappers(
     backend: kp.Backend, originals: dict[str, Any], live: dict[int, str]
 ) -> dict[str, Callable[..., Any]]:
-    """Wrappers for the allocation and free entry points in ``originals``."""
+    """Wrappers for the allocation and free entry points in ``originals``.
+
+    The common path of each is inline (one ``active()`` lookup, the native call, one helper
+    call): about 1 µs a ``hipMalloc``/``hipFree`` pair is what is left (BENCHMARKS.md)."""
     import functools
 
     active, allocated, freed = kp.active, kp.allocated, kp.freed
@@ -73,119 +79,146 @@ def memory_wrappers(
 
         return register
 
-    def took(result: Any, device: Callable[[], str], size: Any) -> None:
-        """Report a successful allocation's pointer (a NULL one: size 0, nothing to report)."""
+    def took(result: Any, dev: str | None, size: Any, stream: Any = None) -> None:
+        """Report a successful allocation's pointer (NULL: size 0, nothing to report) on
+        ``dev`` (None: the stream's device)."""
         if result[0] or result[1] is None:
             return
         try:
             addr = int(result[1])
-            dev = device()
+            if dev is None:
+                dev = device_label(stream_of(stream).device)
         except Exception:  # kprof's own failure must not cost the user's allocation
             return
         if addr:
             live[addr] = dev
             allocated(backend, dev, addr, int(size))
 
-    def gave(ptr: Any, call: Callable[[], Any], device: Callable[[], str]) -> Any:
-        """Run a free, reporting it on the device its allocation was reported on."""
-        try:
-            addr = address(ptr)
-        except Exception:
-            return call()
-        dev = live.pop(addr, None)  # before the call: the address may be reused right after
-        result = call()
+    def gave(addr: int, dev: str | None, result: Any, fallback: Callable[[], str]) -> None:
+        """After a free of ``addr`` (its device ``dev`` popped from ``live`` before the call,
+        as the address may be reused right after): report it, or put ``dev`` back if it
+        failed."""
         if result[0]:  # nothing was freed
             if dev is not None:
                 live[addr] = dev
-            return result
+            return
         if addr and (dev is not None or active() is not None):
             try:
-                freed(backend, dev if dev is not None else device(), addr)
+                freed(backend, dev if dev is not None else fallback(), addr)
             except Exception:
                 pass
-        return result
 
-    def off() -> bool:
-        return active() is None or backend.broken is not None
+    def addr_of(ptr: Any) -> int:
+        try:
+            return address(ptr)
+        except Exception:
+            return 0
 
     # The wrappers repeat hip-python's parameter names so keyword calls keep working.
     o_malloc: Any = originals.get("hipMalloc")
 
     @wrap("hipMalloc")
     def hipMalloc(size: Any) -> Any:
-        if off():
+        # took() inline: the common call is worth the repetition (BENCHMARKS.md).
+        if active() is None or backend.broken is not None:
             return o_malloc(size)
         result = o_malloc(size)
-        took(result, _current, size)
+        if result[0] or result[1] is None:
+            return result
+        try:
+            addr = int(result[1])
+            dev = _current()
+            if addr:
+                live[addr] = dev
+                allocated(backend, dev, addr, int(size))
+        except Exception:  # kprof's own failure must not cost the user's allocation
+            pass
         return result
 
     o_managed: Any = originals.get("hipMallocManaged")
 
     @wrap("hipMallocManaged")
     def hipMallocManaged(size: Any, flags: Any) -> Any:
-        if off():
+        if active() is None or backend.broken is not None:
             return o_managed(size, flags)
         result = o_managed(size, flags)
-        took(result, _current, size)
+        took(result, _current(), size)
         return result
 
     o_ext: Any = originals.get("hipExtMallocWithFlags")
 
     @wrap("hipExtMallocWithFlags")
     def hipExtMallocWithFlags(sizeBytes: Any, flags: Any) -> Any:
-        if off():
+        if active() is None or backend.broken is not None:
             return o_ext(sizeBytes, flags)
         result = o_ext(sizeBytes, flags)
-        took(result, _current, sizeBytes)
+        took(result, _current(), sizeBytes)
         return result
 
     o_malloc_async: Any = originals.get("hipMallocAsync")
 
     @wrap("hipMallocAsync")
     def hipMallocAsync(size: Any, stream: Any) -> Any:
-        if off():
+        if active() is None or backend.broken is not None:
             return o_malloc_async(size, stream)
         result = o_malloc_async(size, stream)
-        took(result, lambda: device_label(stream_of(stream).device), size)
+        took(result, None, size, stream)
         return result
 
     o_host_malloc: Any = originals.get("hipHostMalloc")
 
     @wrap("hipHostMalloc")
     def hipHostMalloc(size: Any, flags: Any) -> Any:
-        if off():
+        if active() is None or backend.broken is not None:
             return o_host_malloc(size, flags)
         result = o_host_malloc(size, flags)
-        took(result, lambda: PINNED, size)
+        took(result, PINNED, size)
         return result
 
     o_free: Any = originals.get("hipFree")
 
     @wrap("hipFree")
     def hipFree(ptr: Any) -> Any:
-        if not live and off():
+        if not live and active() is None:
             return o_free(ptr)
-        return gave(ptr, lambda: o_free(ptr), _current)
+        try:
+            addr = int(ptr)  # a pointer object or an int: address()'s first try, inline
+        except Exception:
+            addr = addr_of(ptr)
+        dev = live.pop(addr, None)
+        result = o_free(ptr)
+        if dev is not None and not result[0]:  # the common case: gave() inline
+            try:
+                freed(backend, dev, addr)
+            except Exception:
+                pass
+            return result
+        gave(addr, dev, result, _current)
+        return result
 
     o_free_async: Any = originals.get("hipFreeAsync")
 
     @wrap("hipFreeAsync")
     def hipFreeAsync(dev_ptr: Any, stream: Any) -> Any:
-        if not live and off():
+        if not live and active() is None:
             return o_free_async(dev_ptr, stream)
-        return gave(
-            dev_ptr,
-            lambda: o_free_async(dev_ptr, stream),
-            lambda: device_label(stream_of(stream).device),
-        )
+        addr = addr_of(dev_ptr)
+        dev = live.pop(addr, None)
+        result = o_free_async(dev_ptr, stream)
+        gave(addr, dev, result, lambda: device_label(stream_of(stream).device))
+        return result
 
     o_host_free: Any = originals.get("hipHostFree")
 
     @wrap("hipHostFree")
     def hipHostFree(ptr: Any) -> Any:
-        if not live and off():
+        if not live and active() is None:
             return o_host_free(ptr)
-        return gave(ptr, lambda: o_host_free(ptr), lambda: PINNED)
+        addr = addr_of(ptr)
+        dev = live.pop(addr, None)
+        result = o_host_free(ptr)
+        gave(addr, dev, result, lambda: PINNED)
+        return result
 
     return out
 

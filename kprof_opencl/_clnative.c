@@ -18,6 +18,22 @@
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
+
+#ifndef Py_XSETREF  /* not in every version's limited-API headers */
+#define Py_XSETREF(op, op2)                     \
+    do {                                        \
+        PyObject *_py_tmp = (PyObject *)(op);   \
+        (op) = (op2);                           \
+        Py_XDECREF(_py_tmp);                    \
+    } while (0)
+#endif
+
+/* The compiled recorder's launch, from its capsule (kprof_core.low_level._crecorder
+ * `_launch_capi`): the C function behind LaunchPath.launch, called without a Python call. */
+typedef PyObject *(*lp_launch_t)(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+static lp_launch_t lp_launch_c = NULL;
+static void *lp_launch_meth = NULL;  /* the PyCFunction a LaunchPath.launch method wraps */
 
 #if defined(_WIN32)
 #define CL_API_CALL __stdcall
@@ -156,6 +172,11 @@ typedef struct {
     PyObject *current;   /* the thread-local holding the current queue */
     PyObject *backend;
     PyObject *kind;      /* KERNEL */
+    /* Per-launch lookups answered once (issue 28): the last kernel and its cached name, the
+     * last queue, whose `_kprof_profiles` was true (both attributes are set once per object
+     * and never change; each lookup cost ~20 ns of str-keyed attribute search per launch). */
+    PyObject *last_kernel, *last_name, *last_queue;
+    int clock;           /* `now` is time.perf_counter_ns: read CLOCK_MONOTONIC here */
 } Launcher;
 
 static PyObject *str_kprof_name, *str_kprof_profiles, *str_queue, *str_launch, *minus_one;
@@ -171,6 +192,9 @@ ln_traverse(Launcher *self, visitproc visit, void *arg)
     Py_VISIT(self->current);
     Py_VISIT(self->backend);
     Py_VISIT(self->kind);
+    Py_VISIT(self->last_kernel);
+    Py_VISIT(self->last_name);
+    Py_VISIT(self->last_queue);
     return 0;
 }
 
@@ -184,6 +208,9 @@ ln_clear(Launcher *self)
     Py_CLEAR(self->current);
     Py_CLEAR(self->backend);
     Py_CLEAR(self->kind);
+    Py_CLEAR(self->last_kernel);
+    Py_CLEAR(self->last_name);
+    Py_CLEAR(self->last_queue);
     return 0;
 }
 
@@ -208,6 +235,46 @@ cached(PyObject *obj, PyObject *name)
     return v;
 }
 
+/* The host clock: perf_counter_ns's own value (CPython reads CLOCK_MONOTONIC for it on POSIX),
+ * without a Python call; `now` itself elsewhere. */
+static PyObject *
+ln_now(Launcher *self)
+{
+#if defined(CLOCK_MONOTONIC) && !defined(__APPLE__)
+    if (self->clock) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
+            return PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    }
+#endif
+    return PyObject_CallNoArgs(self->now);
+}
+
+/* rec.launch(backend, kind, name, queue, t0, t1, ev, ev): straight into the compiled
+ * recorder's C function where `launch` is its LaunchPath's method (no argument packing). */
+static PyObject *
+ln_record(Launcher *self, PyObject *rec, PyObject *name, PyObject *queue, PyObject *t0,
+          PyObject *t1, PyObject *ev, PyObject *config)
+{
+    PyObject *launch = PyObject_GetAttr(rec, str_launch);
+    if (launch == NULL)
+        return NULL;
+    PyObject *r;
+    /* (nbytes -1, and the launch configuration: (global size, local size)) */
+    PyObject *argv[10] = {self->backend, self->kind, name, queue, t0, t1, ev, ev, minus_one,
+                          config};
+    if (lp_launch_c != NULL && PyCFunction_Check(launch)
+        && PyCFunction_GetFunction(launch) == lp_launch_meth) {
+        PyObject *lp = PyCFunction_GetSelf(launch);  /* borrowed: `launch` holds it */
+        r = lp_launch_c(lp, argv, 10, NULL);
+    } else {
+        r = PyObject_CallFunctionObjArgs(launch, argv[0], argv[1], argv[2], argv[3], argv[4],
+                                         argv[5], argv[6], argv[7], argv[8], argv[9], NULL);
+    }
+    Py_DECREF(launch);
+    return r;
+}
+
 static PyObject *
 ln_call(Launcher *self, PyObject *args, PyObject *kwargs)
 {
@@ -224,14 +291,35 @@ ln_call(Launcher *self, PyObject *args, PyObject *kwargs)
     PyObject *name = NULL, *prof = NULL;
     int profiles = 0;
     if (queue != NULL && (kwargs == NULL || PyDict_Size(kwargs) == 0)) {
-        name = cached(kernel, str_kprof_name);
-        prof = name == NULL ? NULL : cached(queue, str_kprof_profiles);
-        profiles = prof == NULL ? -1 : PyObject_IsTrue(prof);
-        Py_XDECREF(prof);
+        if (kernel == self->last_kernel) {
+            name = self->last_name;
+            Py_INCREF(name);
+        } else {
+            name = cached(kernel, str_kprof_name);
+        }
+        if (name != NULL && queue == self->last_queue) {
+            profiles = 1;
+        } else {
+            prof = name == NULL ? NULL : cached(queue, str_kprof_profiles);
+            profiles = prof == NULL ? -1 : PyObject_IsTrue(prof);
+            Py_XDECREF(prof);
+        }
         if (PyErr_Occurred()) {
             Py_XDECREF(name);
             Py_DECREF(rec);
             return NULL;
+        }
+        if (profiles == 1) {
+            if (kernel != self->last_kernel) {
+                Py_INCREF(kernel);
+                Py_XSETREF(self->last_kernel, kernel);
+                Py_INCREF(name);
+                Py_XSETREF(self->last_name, name);
+            }
+            if (queue != self->last_queue) {
+                Py_INCREF(queue);
+                Py_XSETREF(self->last_queue, queue);
+            }
         }
     }
     /* The launch configuration, (global size, local size), as the call has them: tuples (or
@@ -245,22 +333,20 @@ ln_call(Launcher *self, PyObject *args, PyObject *kwargs)
         Py_DECREF(rec);
         return PyObject_Call(self->python, args, kwargs);
     }
-    PyObject *t0 = NULL, *ev = NULL, *t1 = NULL, *launch = NULL, *r = NULL, *config = NULL;
-    t0 = PyObject_CallNoArgs(self->now);
+    PyObject *t0 = NULL, *ev = NULL, *t1 = NULL, *r = NULL, *config = NULL;
+    t0 = ln_now(self);
     if (t0 == NULL)
         goto done;
     ev = PyObject_Call(self->original, args, NULL);
     if (ev == NULL)
         goto done;
-    t1 = PyObject_CallNoArgs(self->now);
+    t1 = ln_now(self);
     if (t1 == NULL || PyObject_SetAttr(self->current, str_queue, queue) < 0)
         goto fail;
-    launch = PyObject_GetAttr(rec, str_launch);
     config = PyTuple_Pack(2, gws, lws);
-    if (launch == NULL || config == NULL)
+    if (config == NULL)
         goto fail;
-    r = PyObject_CallFunctionObjArgs(launch, self->backend, self->kind, name, queue, t0, t1,
-                                     ev, ev, minus_one, config, NULL);
+    r = ln_record(self, rec, name, queue, t0, t1, ev, config);
     if (r == NULL)
         goto fail;
     Py_DECREF(r);
@@ -269,7 +355,6 @@ fail:
     Py_CLEAR(ev);
 done:
     Py_XDECREF(config);
-    Py_XDECREF(launch);
     Py_XDECREF(t1);
     Py_XDECREF(t0);
     Py_DECREF(name);
@@ -342,6 +427,151 @@ new_launcher(PyObject *module, PyObject *args)
         Py_INCREF(o[i]);
         *fields[i] = o[i];
     }
+    /* Where `now` is time.perf_counter_ns itself, ln_now reads the same clock directly. */
+    PyObject *time_mod = PyImport_ImportModule("time");
+    PyObject *pc = time_mod == NULL ? NULL : PyObject_GetAttrString(time_mod, "perf_counter_ns");
+    Py_XDECREF(time_mod);
+    if (pc == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    self->clock = pc == self->now;
+    Py_DECREF(pc);
+    /* The compiled recorder's launch, where it is loaded (optional: else the Python call). */
+    if (lp_launch_c == NULL) {
+        PyObject *cr = PyImport_ImportModule("kprof_core.low_level._crecorder");
+        PyObject *cap = cr == NULL ? NULL : PyObject_GetAttrString(cr, "_launch_capi");
+        if (cap != NULL) {
+            void **fns = (void **)PyCapsule_GetPointer(cap, "kprof_core.low_level._crecorder._launch_capi");
+            if (fns != NULL) {
+                lp_launch_meth = fns[1];
+                lp_launch_c = (lp_launch_t)fns[0];
+            }
+        }
+        Py_XDECREF(cap);
+        Py_XDECREF(cr);
+        PyErr_Clear();
+    }
+    return (PyObject *)self;
+}
+
+/* -- kprof.range's hooks in C ---------------------------------------------------------------
+ *
+ * The twins of plugin.py's current_queue and record_timestamp hooks, which kprof's compiled
+ * range (kprof_core/low_level/_range.h) calls instead of them (`kprof_compiled` on each hook
+ * function): each saves a Python frame per call, three per range. Their common case only:
+ * record_timestamp calls the Python hook itself for a queue without a cached profiling flag or
+ * without profiling (observed markers). */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *current;  /* queues._current: the thread-local holding the current queue */
+    PyObject *python;   /* the Python hook, for every other case */
+    PyObject *marker;   /* pyopencl._cl._enqueue_marker_with_wait_list, once looked up */
+    int stamp;          /* 0: current_queue, 1: record_timestamp */
+} Hook;
+
+static PyObject *str_pyopencl, *str_marker_fn;
+
+static int
+hk_traverse(Hook *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->current);
+    Py_VISIT(self->python);
+    Py_VISIT(self->marker);
+    return 0;
+}
+
+static int
+hk_clear(Hook *self)
+{
+    Py_CLEAR(self->current);
+    Py_CLEAR(self->python);
+    Py_CLEAR(self->marker);
+    return 0;
+}
+
+static void
+hk_dealloc(Hook *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    hk_clear(self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+hk_call(Hook *self, PyObject *args, PyObject *kwargs)
+{
+    if (kwargs != NULL || PyTuple_Size(args) != 1)
+        return PyObject_Call(self->python, args, kwargs);
+    if (!self->stamp) {  /* current_queue: none until PyOpenCL is imported */
+        PyObject *mod = PyDict_GetItemWithError(PyImport_GetModuleDict(), str_pyopencl);
+        if (mod == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            Py_RETURN_NONE;
+        }
+        return PyObject_GetAttr(self->current, str_queue);
+    }
+    PyObject *q = PyObject_GetAttr(self->current, str_queue);
+    if (q == NULL || q == Py_None)
+        return q;
+    PyObject *prof = cached(q, str_kprof_profiles);
+    int profiles = prof == NULL ? -1 : PyObject_IsTrue(prof);
+    Py_XDECREF(prof);
+    if (profiles != 1) {
+        Py_DECREF(q);
+        return PyErr_Occurred() ? NULL : PyObject_Call(self->python, args, NULL);
+    }
+    if (self->marker == NULL) {
+        PyObject *cl = PyImport_ImportModule("pyopencl._cl");
+        self->marker = cl == NULL ? NULL : PyObject_GetAttr(cl, str_marker_fn);
+        Py_XDECREF(cl);
+        if (self->marker == NULL) {
+            Py_DECREF(q);
+            return NULL;
+        }
+    }
+    /* With no wait list a marker waits for everything enqueued before it on the queue. */
+    PyObject *ev = PyObject_CallFunctionObjArgs(self->marker, q, Py_None, NULL);
+    Py_DECREF(q);
+    return ev;
+}
+
+static PyType_Slot hk_slots[] = {
+    {Py_tp_dealloc, hk_dealloc},
+    {Py_tp_traverse, hk_traverse},
+    {Py_tp_clear, hk_clear},
+    {Py_tp_call, hk_call},
+    {0, NULL},
+};
+
+static PyType_Spec hk_spec = {
+    "kprof_opencl._clnative.Hook", sizeof(Hook), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    hk_slots,
+};
+
+static PyObject *HookType;
+
+static PyObject *
+new_hook(PyObject *module, PyObject *args)
+{
+    PyObject *current, *python;
+    int stamp;
+    if (!PyArg_ParseTuple(args, "OOp:range_hook", &current, &python, &stamp))
+        return NULL;
+    Hook *self = (Hook *)PyType_GenericAlloc((PyTypeObject *)HookType, 0);
+    if (self == NULL)
+        return NULL;
+    Py_INCREF(current);
+    self->current = current;
+    Py_INCREF(python);
+    self->python = python;
+    self->stamp = stamp;
     return (PyObject *)self;
 }
 
@@ -350,6 +580,9 @@ static PyMethodDef methods[] = {
      "bind(clGetEventInfo_address, clGetEventProfilingInfo_address)"},
     {"launcher", new_launcher, METH_VARARGS,
      "launcher(original, python_wrapper, active, now, current, backend, kind) -> Launcher"},
+    {"range_hook", new_hook, METH_VARARGS,
+     "range_hook(current, python_hook, stamp) -> the current_queue (stamp false) or "
+     "record_timestamp hook in C, for kprof's compiled range"},
     {"read", read_times, METH_VARARGS,
      "read(starts, stops) -> (begins, ends) as native int64 bytes, for the longest prefix of "
      "complete, readable events"},
@@ -373,8 +606,13 @@ PyInit__clnative(void)
     if (!str_int_ptr || !str_kprof_name || !str_kprof_profiles || !str_queue || !str_launch
         || !minus_one)
         return NULL;
+    str_pyopencl = PyUnicode_InternFromString("pyopencl");
+    str_marker_fn = PyUnicode_InternFromString("_enqueue_marker_with_wait_list");
+    if (!str_pyopencl || !str_marker_fn)
+        return NULL;
     LauncherType = PyType_FromSpec(&ln_spec);
-    if (LauncherType == NULL)
+    HookType = PyType_FromSpec(&hk_spec);
+    if (LauncherType == NULL || HookType == NULL)
         return NULL;
     return PyModule_Create(&moduledef);
 }

@@ -127,6 +127,15 @@ def record_timestamp(backend: kp.Backend) -> Any:
     return _marker(q, None)
 
 
+def _compiled_range_hooks() -> None:
+    """kprof's compiled range calls a hook's ``kprof_compiled`` twin where it has one
+    (``_clnative.range_hook``: the same answers without a Python frame)."""
+    mod = kp.load_plugin_part("kprof_opencl", "_clnative")
+    if mod is not None:
+        for fn, stamp in ((current_queue, False), (record_timestamp, True)):
+            fn.kprof_compiled = mod.range_hook(_current, fn, stamp)  # type: ignore[attr-defined]
+
+
 @hookimpl
 def timestamp_done(backend: kp.Backend, token: Any) -> bool:
     # Errors (< 0) count as done: elapsed_time then says what failed rather than waiting.
@@ -188,6 +197,9 @@ def current_queue(backend: kp.Backend) -> Any:
     if "pyopencl" not in sys.modules:
         return None
     return _current.queue
+
+
+_compiled_range_hooks()
 
 
 @hookimpl

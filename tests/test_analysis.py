@@ -169,6 +169,15 @@ def test_delays_need_an_aligned_clock() -> None:
     assert "(clock not aligned)" in str(a)
 
 
+def test_work_begun_before_its_launch_returned_is_said_not_hidden() -> None:
+    # PoCL runs kernels on the host's cores: a kernel can start before its enqueue returns.
+    early = synth([(0, 0, 8_000, 5_000, 2_000), (0, 10_000, 18_000, 19_000, 2_000)], 30_000)
+    a = early.analysis()
+    assert a.device().delays is not None and a.device().delays.min == -3_000
+    assert any("began that work before its launch call returned" in n for n in a.notes)
+    assert not any("began before" in n for n in launch_bound().analysis().notes)
+
+
 def test_per_range() -> None:
     p = launch_bound()
     # Two instances of "step": [0, 20] µs and [50, 60] µs.

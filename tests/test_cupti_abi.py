@@ -77,6 +77,7 @@ def test_offsets_match_the_headers(version: int, tmp_path: Path) -> None:
         "MEMSET": _newest(text, "Memset"),
         "API": "CUpti_ActivityAPI",
         "EXT": "CUpti_ActivityExternalCorrelation",
+        "MEMORY": _newest(text, "Memory"),
     }
     checks = []
     for table, struct in structs.items():
@@ -95,6 +96,16 @@ def test_offsets_match_the_headers(version: int, tmp_path: Path) -> None:
         f"_Static_assert(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED == {abi.FLAG_FLUSH_FORCED}, "
         '"FLUSH_FORCED");'
     )
+    checks.append(
+        f"_Static_assert(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION == "
+        f'{abi.MEMORY_ALLOCATION}, "ALLOCATION");'
+    )
+    checks.append(
+        f'_Static_assert(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE == {abi.MEMORY_RELEASE}, "RELEASE");'
+    )
+    for name, value in (("PAGEABLE", 1), ("PINNED", 2)):
+        assert value in abi.MEMORY_KIND_HOST
+        checks.append(f'_Static_assert(CUPTI_ACTIVITY_MEMORY_KIND_{name} == {value}, "{name}");')
     kinds = ("HTOD", "DTOH", "HTOA", "ATOH", "ATOA", "ATOD", "DTOA", "DTOD", "HTOH", "PTOP")
     for i, k in enumerate(kinds, 1):
         checks.append(f'_Static_assert(CUPTI_ACTIVITY_MEMCPY_KIND_{k} == {i}, "{k}");')
@@ -130,3 +141,35 @@ def test_work_callback_ids_match_the_headers(version: int) -> None:
         extra = {n: v for n, v in ids.items() if v in work - want}
         assert all(re.fullmatch(r"cuda\d+", n) for n in extra), (header, extra)
         assert {v for n, v in ids.items() if "GraphLaunch" in n} == graph & known, header
+
+
+#: The names of the calls that allocate or free, whose API records carry a MEMORY2 record's
+#: scope (cupti_abi.MEMORY_DRIVER / MEMORY_RUNTIME): arrays and mipmapped arrays left out.
+_MEMORY_CALLS = {
+    "cupti_driver_cbid.h": re.compile(
+        r"cuMem(Alloc|Free|HostAlloc|AllocHost|FreeHost|AllocManaged|AllocPitch|AllocAsync|"
+        r"FreeAsync|AllocFromPoolAsync)(_v2|_ptsz)?"
+    ),
+    "cupti_runtime_cbid.h": re.compile(
+        r"cuda(Malloc|Free|MallocHost|FreeHost|HostAlloc|MallocPitch|Malloc3D|MallocManaged|"
+        r"MallocAsync|FreeAsync|MallocFromPoolAsync)(_ptsz)?_v\d+"
+    ),
+}
+
+
+@pytest.mark.parametrize("version", sorted(HEADERS))
+def test_memory_callback_ids_match_the_headers(version: int) -> None:
+    """The allocating and freeing calls have the ids cupti_abi lists (every one of them in
+    CUDA 12.6's header), none of them a call that enqueues work (never waited for)."""
+    d = HEADERS[version]
+    for header, prefix, mem, work in (
+        ("cupti_driver_cbid.h", "CUPTI_DRIVER_TRACE_CBID_", abi.MEMORY_DRIVER, abi.WORK_DRIVER),
+        ("cupti_runtime_cbid.h", "CUPTI_RUNTIME_TRACE_CBID_", abi.MEMORY_RUNTIME, abi.WORK_RUNTIME),
+    ):
+        ids = _enum_ids(d / header, prefix)
+        want = {v for n, v in ids.items() if _MEMORY_CALLS[header].fullmatch(n)}
+        assert want <= mem, (header, sorted(want - mem))
+        # Ids a later header retired (cuMemHostAlloc_v2 in CUDA 13) stay listed: harmless.
+        extra = {n: v for n, v in ids.items() if v in mem - want}
+        assert all(re.fullmatch(r"cuda\d+", n) for n in extra), (header, extra)
+        assert not mem & work, header

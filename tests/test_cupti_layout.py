@@ -58,11 +58,12 @@ def test_the_c_reader_restates_neither_format() -> None:
 
 def test_layout_is_the_offsets_of_cupti_abi_in_the_readers_order() -> None:
     tables = {"KERNEL": cupti_abi.KERNEL, "MEMCPY": cupti_abi.MEMCPY, "MEMSET": cupti_abi.MEMSET}
-    tables |= {"API": cupti_abi.API, "EXT": cupti_abi.EXT}
+    tables |= {"API": cupti_abi.API, "EXT": cupti_abi.EXT, "MEMORY": cupti_abi.MEMORY}
     got = cupti_abi.layout()
     assert len(got) == len(OFFSETS)
     assert got[OFFSETS.index(("KERNEL", "correlationId"))] == 92
     assert got[OFFSETS.index(("EXT", "externalId"))] == 8
+    assert got[OFFSETS.index(("MEMORY", "address"))] == 16
     assert all(got[i] == tables[r][f] for i, (r, f) in enumerate(OFFSETS))
 
 

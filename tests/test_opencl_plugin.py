@@ -124,6 +124,31 @@ def test_record_timestamp_needs_a_current_profiling_queue(
     ev.wait()
 
 
+def test_the_range_hooks_compiled_twins_answer_as_the_hooks(
+    backend: kprof.plugin.Backend, queue: Any
+) -> None:
+    """kprof's compiled range calls ``kprof_compiled`` (C) instead of the Python hooks: the
+    same answers in every case (none where the compiled parts are not loaded)."""
+    from kprof_core.low_level import native
+
+    cq = getattr(plugin.current_queue, "kprof_compiled", None)
+    rt = getattr(plugin.record_timestamp, "kprof_compiled", None)
+    if native.compiled() is None:
+        assert cq is None and rt is None
+        pytest.skip("pure Python: the hooks have no compiled twins")
+    assert cq is not None and rt is not None
+    with kprof_opencl.use_queue(None):
+        assert cq(backend) is None and rt(backend) is None
+    plain = cl.CommandQueue(queue.context, queue.device)
+    with pytest.warns(kprof_opencl.ProfilingDisabledWarning), kprof_opencl.use_queue(plain):
+        assert rt(backend) is None  # no profiling: the Python hook's answer (outside a profile)
+    with kprof_opencl.use_queue(queue):
+        assert cq(backend) is queue
+        ev = rt(backend)
+        assert type(ev) is cl.Event and ev.command_type == cl.command_type.MARKER
+    ev.wait()
+
+
 def test_markers_bracket_the_work_between_them(
     backend: kprof.plugin.Backend, queue: Any, spin: Any
 ) -> None:

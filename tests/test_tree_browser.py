@@ -66,6 +66,24 @@ PROBE = """
       return [b.getAttribute("data-kind"), b.textContent, +b.getAttribute("data-ns"),
               r.width, r.left - graph.left, r.bottom - graph.top, b.title];
     });
+  // Click "step": the graph zooms to it; click the root: all again.
+  function visible() {
+    return Array.prototype.filter.call(document.querySelectorAll(".kprof-flame .kprof-box"),
+      function (b) { return b.style.display !== "none"; }).map(function (b) {
+        var r = b.getBoundingClientRect();
+        return [b.textContent, +b.getAttribute("data-ns"), r.width, r.left - graph.left,
+                b.classList.contains("kprof-above")];
+      });
+  }
+  var boxEls = document.querySelectorAll(".kprof-flame .kprof-box");
+  function box(name) {
+    return Array.prototype.filter.call(boxEls, function (b) { return b.textContent === name; })[0];
+  }
+  box("step").click();
+  out.zoomed = visible();
+  out.zoom = document.querySelector(".kprof-flame").getAttribute("data-zoom");
+  box("all device work").click();
+  out.unzoomed = visible();
   var el = document.createElement("pre");
   el.id = "kprof-probe";
   el.textContent = JSON.stringify(out);
@@ -124,6 +142,23 @@ def test_the_tree_opens_and_closes_and_the_flame_graph_follows_device_time(
     assert y2[4] == pytest.approx(step[4], abs=1) and x1[4] == pytest.approx(y2[4] + y2[3], abs=1)
     assert step[5] - y2[5] == pytest.approx(18, abs=0.5), "one level above its parent"
     assert y2[6] == "y.py:2 g (/src/y.py:2): 3 µs, 65.2 % of the device time, 1 call"
+    # Zoomed to "step": it spans the graph, the root below it dimmed, its descendants in
+    # step's pixels per ns; the root's other children (a, 20 ns) hidden.
+    assert out["zoom"] == "step"
+    zoomed = {(name, ns): (width, left, above) for name, ns, width, left, above in out["zoomed"]}
+    assert set(zoomed) == {
+        ("all device work", 4603), ("step", 4579), ("y.py:2 g", 3000), ("b", 3000),
+        ("x.py:1 f", 1500), ("a", 1500), ("inner", 79), ("y.py:2 g", 79), ("a", 70),
+        ("b *", 9),
+    }  # fmt: skip
+    assert zoomed[("all device work", 4603)] == (pytest.approx(out["graph"], abs=1), 0, True)
+    assert zoomed[("step", 4579)] == (pytest.approx(out["graph"], abs=1), 0, False)
+    step_per_ns = out["graph"] / 4579
+    for (name, ns), (width, _left, _above) in zoomed.items():
+        if name not in ("all device work", "step"):
+            assert width == pytest.approx(ns * step_per_ns, abs=1.0), name
+    assert zoomed[("x.py:1 f", 1500)][1] == pytest.approx(3000 * step_per_ns, abs=1)
+    assert sorted(b[:4] for b in out["unzoomed"]) == sorted(b[1:5] for b in boxes)
 
 
 SITE_PROBE = """

@@ -143,7 +143,7 @@ def test_the_html_page_and_the_notebook_show_the_tree(tmp_path: Path) -> None:
         nodes = [(n.kind, str(n.total_ns), str(n.calls)) for n in device_tree(p).walk()]
         assert lines == nodes, "the tree lists every node, parents first"
         assert text.count('class="kprof-box"') == 11  # the nodes of at least 0.1 %
-        assert "<h3>Device time by range, line and kernel</h3>" in text
+        assert '<h3 class="kprof-tree-title">Device time by range, line and kernel</h3>' in text
     # Nothing to split (no ranges, no sites): no tree, the device table says it all.
     plain = built()
     plain.host = type(plain.host)()
@@ -202,3 +202,13 @@ def test_a_captured_stack_is_a_chain_from_the_range_to_the_kernel(
         (f"{at(outer, 'first call')} outer", [(launch, [("kernel", "k", 1)])]),
         (f"{at(outer, 'second call')} outer", [(launch, [("kernel", "k", 1)])]),
     ]
+
+
+def test_the_tree_in_a_notebook_is_the_html_tree() -> None:
+    p = built()
+    text = p.tree()._repr_html_()
+    assert text.startswith("<style>") and '<details data-kind="root" data-ns="4603"' in text
+    assert text.count('class="kprof-box"') == 11
+    assert kprof.Profile().tree()._repr_html_() == (
+        "<p>No device work with a device time was recorded.</p>"
+    )

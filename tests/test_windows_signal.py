@@ -212,3 +212,19 @@ def test_kprof_run_bad_window_triggers_exit_2(
 ) -> None:
     r = kprof_run(tmp_path, *args, **env)
     assert r.returncode == 2 and says in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGRTMIN"), reason="no real-time signals here")
+def test_a_signal_without_a_name(testbackends: Any, tdq: Any) -> None:
+    num = signal.SIGRTMIN + 1
+    q = tdq()
+    with kprof.profile(window_signal=num) as p, q:
+        for s in range(4):
+            q.launch(f"s{s}", 0)
+            if s in (0, 2):
+                os.kill(os.getpid(), num)
+            kprof.step()
+    [w] = p.windows
+    assert w.meta["window"]["trigger"] == f"signal {num}"
+    assert [k.name for k in w.kernels] == ["s1", "s2"]
+    assert signal.getsignal(num) is signal.SIG_DFL

@@ -1,4 +1,5 @@
-"""Device memory on PoCL: arrays made in a loop, one buffer never released."""
+"""Device memory on PoCL: arrays made in a loop, one buffer never released; with
+``sites=True`` each allocation keeps the line that made it."""
 
 import os
 
@@ -13,7 +14,7 @@ import kprof_opencl
 
 ctx = cl.Context([kprof_opencl.default_device()])
 
-with kprof.profile() as p:
+with kprof.profile(sites=True) as p:
     q = cl.CommandQueue(ctx)
     x = cla.empty(q, 1 << 20, np.float32)  # 4 MiB
     for _ in range(3):

@@ -1,7 +1,11 @@
 """Comparing two profiles name by name, and telling a real change from run-to-run spread.
 
 ``Profile.diff(other)``, ``kprof diff base.kprof new.kprof`` and the pytest plugin's
-``--kprof-compare`` all use :func:`diff`.
+``--kprof-compare`` all use :func:`diff`. With ``by="line"`` (``kprof diff --by line``) a name
+launched from several lines of code is one row per line (``DiffRow.site``): the same kernel
+from two places is two rows. Lines are matched across the profiles by their label (the
+file's base name, the line and the function: ``"train.py:42 step"``), so that runs from two
+checkouts in different directories compare.
 
 For each name (kernels and copies, device ranges, and host rows in their own section) it
 gives calls, median and total time before and after, and ``ratio`` = median after / median
@@ -33,7 +37,8 @@ from itertools import repeat
 from typing import Any, TypeVar
 
 from kprof_core.data.profile_data import ProfileData
-from kprof_core.data.records import APPROXIMATE, HOST_TIMED
+from kprof_core.data.records import APPROXIMATE, HOST_TIMED, MARKS, RANGE, UNRESOLVED, HostTable
+from kprof_core.data.site_summary import UNKNOWN_SITE
 
 DEFAULT_ALPHA = 0.01
 EXACT_LIMIT = 60  # calls in all; C(64, 32) < 2**64, so every count fits one 64-bit slot
@@ -144,7 +149,9 @@ class DiffRow:
     """One name in one section: before (the base profile) and after (the other one).
 
     ``status``: ``"new"`` (only after), ``"gone"`` (only before), ``"slower"`` or
-    ``"faster"`` (a significant change), ``"same"`` (within the run-to-run spread).
+    ``"faster"`` (a significant change), ``"same"`` (within the run-to-run spread); ``site``:
+    compared by line (``by="line"``), the line's label (``"train.py:42 step"``, or
+    ``"(site unknown)"``), else None.
     """
 
     section: str
@@ -162,16 +169,20 @@ class DiffRow:
     significant: bool
     status: str
     approximate: bool = False
+    site: str | None = None
 
     @property
     def label(self) -> str:
-        return (
+        """The name as tables show it: marked ``*`` or ``~``, and its line when compared by
+        line (``"mul2 @ train.py:42 step"``)."""
+        name = (
             f"{self.name} *"
             if self.host_timed
             else f"{self.name} ~"
             if self.approximate
             else self.name
         )
+        return name if self.site is None else f"{name} @ {self.site}"
 
     @property
     def change_ns(self) -> int:
@@ -188,6 +199,8 @@ class Comparison:
     alpha: float
     span_before: int
     span_after: int
+    #: ``"name"``, or ``"line"``: a row per name and launch site (``DiffRow.site``).
+    by: str = "name"
 
     def section(self, name: str) -> list[DiffRow]:
         """The rows of ``"device"``, ``"device_ranges"`` or ``"host"``."""
@@ -195,12 +208,16 @@ class Comparison:
             raise ValueError(f"unknown section {name!r}; sections: {', '.join(SECTIONS)}")
         return [r for r in self.rows if r.section == name]
 
-    def row(self, name: str, section: str = "device") -> DiffRow:
+    def row(self, name: str, section: str = "device", site: str | None = None) -> DiffRow:
+        """The row of ``name`` in ``section`` (compared by line: the one of line ``site``,
+        a label such as ``"train.py:42 step"``)."""
         for r in self.section(section):
-            if r.name == name:
+            if r.name == name and (site is None or r.site == site):
                 return r
         raise KeyError(
-            f"no {section} row named {name!r}; names: {[r.name for r in self.section(section)]}"
+            f"no {section} row named {name!r}"
+            + (f" at {site!r}" if site is not None else "")
+            + f"; rows: {[r.label for r in self.section(section)]}"
         )
 
     def slowdowns(
@@ -231,6 +248,7 @@ class Comparison:
         """The diff as JSON-able data (times in ns)."""
         return {
             "alpha": self.alpha,
+            "by": self.by,
             "test": "Mann-Whitney U, two-sided",
             "span_before_ns": self.span_before,
             "span_after_ns": self.span_after,
@@ -238,10 +256,13 @@ class Comparison:
         }
 
 
+Key = tuple[str, int] | tuple[str, int, str]  # (name, marks), and the line's label by line
+
+
 def _rows(
     section: str,
-    before: dict[tuple[str, int], list[int]],
-    after: dict[tuple[str, int], list[int]],
+    before: dict[Key, list[int]],
+    after: dict[Key, list[int]],
     alpha: float,
 ) -> list[DiffRow]:
     rows = []
@@ -278,18 +299,47 @@ def _rows(
                 significant,
                 status,
                 bool(key[1] & APPROXIMATE),
+                key[2] if len(key) > 2 else None,
             )
         )
-    rows.sort(key=lambda r: (-abs(r.change_ns), r.name, r.host_timed))
+    rows.sort(key=lambda r: (-abs(r.change_ns), r.name, r.site or "", r.host_timed))
     return rows
+
+
+def durations_by_line(p: ProfileData) -> dict[str, dict[Key, list[int]]]:
+    """The durations of each section, as ``ProfileData.durations`` groups them, split by
+    launch site too: ``(name, marks, site label)`` -> durations (host rows by their own
+    site: a range's, a launch's)."""
+    t, h, names = p.table, p.host, p.names
+    labels = [s.label for s in p.sites] + [UNKNOWN_SITE]  # site -1 reads the last
+    out: dict[str, dict[Key, list[int]]] = {s: {} for s in SECTIONS}
+    device, dranges, host = out["device"], out["device_ranges"], out["host"]
+    for nid, kind, flags, dur, ls, le, site in zip(
+        t.name, t.kind, t.flags, t.duration, t.launch_start, t.launch_end, t.site
+    ):
+        where = labels[site]
+        if kind != RANGE:  # the launch's host call
+            host.setdefault((names[nid], 0, where), []).append(le - ls)
+        if not flags & UNRESOLVED:
+            group = dranges if kind == RANGE else device
+            group.setdefault((names[nid], flags & MARKS, where), []).append(dur)
+    for nid, kind, s, e, site in zip(h.name, h.kind, h.start, h.end, h.site):
+        if kind != HostTable.MARK:
+            host.setdefault((names[nid], 0, labels[site]), []).append(e - s)
+    return out
 
 
 C = TypeVar("C", bound=Comparison)
 
 
-def diff(before: ProfileData, after: ProfileData, alpha: float, cls: type[C]) -> C:
+def diff(
+    before: ProfileData, after: ProfileData, alpha: float, cls: type[C], by: str = "name"
+) -> C:
     """Compare ``after`` with ``before`` (see the module docstring for the rule), as a ``cls``
-    (``Profile.diff`` passes its ``ProfileDiff``, which adds the printed forms)."""
+    (``Profile.diff`` passes its ``ProfileDiff``, which adds the printed forms); ``by``:
+    ``"name"``, or ``"line"`` for a row per name and launch site."""
+    if by not in ("name", "line"):
+        raise ValueError(f'diff(by=...) takes "name" or "line", not {by!r}')
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise ValueError(f"alpha must be a probability between 0 and 1, not {alpha!r}")
     if not isinstance(before, ProfileData) or not isinstance(after, ProfileData):
@@ -297,8 +347,13 @@ def diff(before: ProfileData, after: ProfileData, alpha: float, cls: type[C]) ->
             f"diff compares two kprof.Profile objects, not "
             f"{type(before).__name__} and {type(after).__name__}"
         )
-    db, da = before.durations(), after.durations()
     rows = []
-    for section in SECTIONS:
-        rows += _rows(section, getattr(db, section), getattr(da, section), float(alpha))
-    return cls(rows, float(alpha), before.span_ns, after.span_ns)
+    if by == "line":
+        lb, la = durations_by_line(before), durations_by_line(after)
+        for section in SECTIONS:
+            rows += _rows(section, lb[section], la[section], float(alpha))
+    else:
+        db, da = before.durations(), after.durations()
+        for section in SECTIONS:
+            rows += _rows(section, getattr(db, section), getattr(da, section), float(alpha))
+    return cls(rows, float(alpha), before.span_ns, after.span_ns, by)

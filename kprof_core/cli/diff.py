@@ -46,7 +46,12 @@ def command(args: argparse.Namespace) -> int:
     except CommandError as exc:
         say(f"kprof diff: {exc}")
         return EXIT_BAD_INPUT
-    d = before.diff(after, alpha=args.alpha)
+    if args.by == "line" and not (before.sites or after.sites):
+        say(
+            "kprof diff: --by line: neither profile knows its launch sites (record them with "
+            "KPROF_SITES=1 or profile(sites=True)); every row is (site unknown)."
+        )
+    d = before.diff(after, alpha=args.alpha, by=args.by)
     labels = (args.base, args.new)
     code = 0
     if args.html:
@@ -92,6 +97,13 @@ def add_parser(sub: Any) -> None:
         "--html",
         metavar="FILE.html",
         help="write both timelines and the comparison to one HTML page",
+    )
+    d.add_argument(
+        "--by",
+        choices=("name", "line"),
+        default="name",
+        help="a row per name (default), or per name and launch site: the same kernel "
+        "launched from two lines is two rows (profiles recorded with sites)",
     )
     d.add_argument(
         "--fail-above",

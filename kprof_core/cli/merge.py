@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from kprof_core.cli.common import CommandError, load_profile
+from kprof_core.cli.common import CommandError, add_perfetto_option, load_profile
 from kprof_core.host.backend import KprofError
 from kprof_core.ranks.combine import combine
 from kprof_core.ranks.combine import source_labels as _source_labels
@@ -46,7 +46,8 @@ def _load_all(files: Sequence[str]) -> list[Profile]:
 
 
 def command(args: argparse.Namespace) -> int:
-    """``kprof merge FILES [-o trace.json] [--html page.html] [--save merged.kprof]``."""
+    """``kprof merge FILES [-o trace.json] [--perfetto trace.pftrace] [--html page.html]
+    [--save merged.kprof]``."""
     try:
         profiles = _load_all(args.files)
     except CommandError as exc:
@@ -59,6 +60,7 @@ def command(args: argparse.Namespace) -> int:
     code = 0
     for path, what in (
         (args.output, "trace"),
+        (getattr(args, "perfetto", None), "perfetto"),
         (getattr(args, "html", None), "html"),
         (getattr(args, "save", None), "save"),
     ):
@@ -69,6 +71,10 @@ def command(args: argparse.Namespace) -> int:
                 from kprof_core.renderers.chrome import write_chrome_trace
 
                 write_chrome_trace(path, views, labels)
+            elif what == "perfetto":
+                from kprof_core.renderers.perfetto import write_perfetto
+
+                write_perfetto(path, views, labels)
             elif what == "html":
                 from kprof_core.renderers.html import write_html  # type: ignore[import-not-found, unused-ignore]
 
@@ -94,6 +100,7 @@ def add_parser(sub: Any) -> None:
     m = sub.add_parser("merge", help="merge saved profiles (one per rank) onto one timeline")
     m.add_argument("files", nargs="+", help="saved profiles (.kprof)")
     m.add_argument("-o", "--output", metavar="FILE.json", help="write a Chrome/Perfetto trace")
+    add_perfetto_option(m)
     m.add_argument("--html", metavar="FILE.html", help="write an HTML timeline")
     m.add_argument("--save", metavar="FILE.kprof", help="save the merged profile")
     m.set_defaults(func=command)

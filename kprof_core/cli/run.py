@@ -120,7 +120,7 @@ def _forked_child_paths(args: argparse.Namespace) -> None:
     """In a child the script forked (``os.fork()`` inside the profile, which then ended in
     the child: ``sys.exit`` there), the output paths get the child's pid unless they have
     ``{pid}``: parent and child wrote the same file, the last one replacing the other."""
-    for attr in ("output", "html", "trace_file", "speedscope"):
+    for attr in ("output", "html", "trace_file", "perfetto", "speedscope"):
         path = getattr(args, attr, None)
         if path and "{pid}" not in path:
             root, ext = os.path.splitext(path)
@@ -292,7 +292,7 @@ def _window_writer(args: argparse.Namespace) -> Any:
             **{
                 k: (
                     window_path(v, index)
-                    if k in ("output", "html", "trace_file", "speedscope") and v
+                    if k in ("output", "html", "trace_file", "perfetto", "speedscope") and v
                     else v
                 )
                 for k, v in vars(args).items()

@@ -10,6 +10,7 @@ from typing import Any
 from kprof_core.cli.common import (
     EXIT_BAD_INPUT,
     CommandError,
+    add_perfetto_option,
     add_tree_options,
     load_profile,
     window_files,
@@ -39,6 +40,7 @@ def command(args: argparse.Namespace) -> int:
     code = 0
     for path, export in (
         (args.trace_file, p.export_chrome_trace),
+        (args.perfetto, p.export_perfetto),
         (args.html, p.export_html),
         (args.speedscope, p.export_speedscope),
     ):
@@ -130,6 +132,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument(
         "--trace", dest="trace_file", metavar="FILE.json", help="write a Chrome/Perfetto trace"
     )
+    add_perfetto_option(s)
     add_tree_options(s)
     s.add_argument("--json", action="store_true", help="print the records as JSON instead")
     s.add_argument(

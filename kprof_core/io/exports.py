@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 #: Where an export goes: a path, or an open text file (written to, not closed).
 Target = Union[str, "os.PathLike[str]", TextIO, IO[str]]
+#: Where a binary export goes: a path, or an open binary file (written to, not closed).
+BinaryTarget = Union[str, "os.PathLike[str]", IO[bytes]]
 
 #: The columns of ``to_csv`` and ``to_dataframe``, in order.
 COLUMNS = (
@@ -85,11 +87,30 @@ def open_text(target: Target, what: str) -> Iterator[IO[str]]:
     if not isinstance(target, (str, os.PathLike)):
         yield target
         return
-    path = os.fspath(target)
+    # A lone surrogate in a name (possible in str, not in UTF-8) is written as \udXXX.
+    with _atomic(os.fspath(target), what, "w") as f:
+        yield f
+
+
+@contextlib.contextmanager
+def open_binary(target: BinaryTarget, what: str) -> Iterator[IO[bytes]]:
+    """:func:`open_text` for binary formats (the Perfetto trace): a path is written
+    atomically, an open binary file as is."""
+    if not isinstance(target, (str, os.PathLike)):
+        yield target
+        return
+    with _atomic(os.fspath(target), what, "wb") as f:
+        yield f
+
+
+@contextlib.contextmanager
+def _atomic(path: str, what: str, mode: str) -> Iterator[Any]:
     tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        # A lone surrogate in a name (possible in str, not in UTF-8) is written as \udXXX.
-        f = open(tmp, "w", encoding="utf-8", errors="backslashreplace", newline="")  # closed below
+        if "b" in mode:
+            f = open(tmp, mode)  # closed below
+        else:
+            f = open(tmp, mode, encoding="utf-8", errors="backslashreplace", newline="")
     except OSError as exc:
         raise _export_error(exc, what, path) from exc
     try:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import zlib
+from array import array
 from typing import Any, TypeVar
 
 from kprof_core.data.profile_data import ProfileData
+from kprof_core.data.records import STACK_TYPE
 from kprof_core.data.sites import Site
 from kprof_core.data.values import VALUE_LIMIT
 from kprof_core.io.filecheck import Checker
@@ -84,7 +86,7 @@ def read_v4(data: bytes, pos: int, name: str, cls: type[P]) -> P:
         encoding = c.get("encoding")
         col = _decode(r, blob, encoding if isinstance(encoding, str) else "", rows, what)
         r.between(col, -1, len(stacks) - 1, what)  # -1: no stack known
-        (p.table if table == "device" else p.host).stack = col
+        (p.table if table == "device" else p.host).stack = array(STACK_TYPE, col)
     p.stacks = stacks
     for col_name, (c, blob) in ours.items():
         what = f"device.{col_name}"

@@ -66,7 +66,11 @@ def _columns(profile: ProfileData) -> list[tuple[str, str, array[int]]]:
     cols = [("device", c, getattr(profile.table, c)) for c in DeviceTable.COLUMNS if keep(c)]
     cols += [("host", c, getattr(profile.host, c)) for c in HostTable.COLUMNS if keep(c)]
     if profile.stacks:  # version 4: a stack column per table
-        cols += [("device", "stack", profile.table.stack), ("host", "stack", profile.host.stack)]
+        # Stored as int64, as every column (held as 32-bit ints in memory: STACK_TYPE).
+        cols += [
+            ("device", "stack", array("q", profile.table.stack)),
+            ("host", "stack", array("q", profile.host.stack)),
+        ]
     if profile.memory:  # last: version 2 is version 1 followed by the memory table
         cols += [("memory", c, getattr(profile.memory.table, c)) for c in MemoryTable.COLUMNS]
     return cols

@@ -21,6 +21,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
 
 /* The entry, activity entry and fast-queue formats, generated from layout.py (one home). */
@@ -61,6 +62,9 @@ typedef struct {
     /* Caches of the last launch's backend and queue (most launches repeat them): */
     PyObject *last_backend, *last_slot;  /* the backend and its slot, if timed */
     PyObject *last_queue, *last_qk;      /* the queue and id(queue), kept in `live` */
+    /* kprof.range's compiled path (_range.h): (backend, current_queue, record_timestamp or
+     * None) per backend, or None where every range takes the Python path (recorder.py). */
+    PyObject *range_plan;
 } LaunchPath;
 
 /* Each thread's key (kprof_core.recording.threads: `_tls.key`), once read: the key never changes for a
@@ -88,6 +92,7 @@ lp_traverse(LaunchPath *self, visitproc visit, void *arg)
     Py_VISIT(self->last_slot);
     Py_VISIT(self->last_queue);
     Py_VISIT(self->last_qk);
+    Py_VISIT(self->range_plan);
     return 0;
 }
 
@@ -107,6 +112,7 @@ lp_clear(LaunchPath *self)
     Py_CLEAR(self->last_slot);
     Py_CLEAR(self->last_queue);
     Py_CLEAR(self->last_qk);
+    Py_CLEAR(self->range_plan);
     return 0;
 }
 
@@ -289,6 +295,9 @@ static PyMethodDef lp_methods[] = {
 static PyMemberDef lp_members[] = {
     {"next_harvest", T_PYSSIZET, offsetof(LaunchPath, next_harvest), 0,
      "Call pressure() once this many entries are pending."},
+    {"range_plan", T_OBJECT, offsetof(LaunchPath, range_plan), 0,
+     "kprof.range's compiled path: (backend, current_queue, record_timestamp or None) per "
+     "backend, or None (every range takes the Python path)."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -341,12 +350,22 @@ new_launch_path(PyObject *module, PyObject *args)
     return (PyObject *)self;
 }
 
+/* kprof.range's entry and exit (RangeBase), using LaunchPath and lp_who above. */
+#include <time.h>
+#include "_range.h"
+
 /* -- the harvest's bookkeeping, column-wise ------------------------------------------------ */
 
 static int
 as_i64(PyObject *o, int64_t *out)
 {
+#if LONG_MAX == INT64_MAX
+    /* PyLong_AsLong: CPython 3.11's PyLong_AsLongLong goes through _PyLong_AsByteArray for
+     * every int of more than one digit (the host times: two per launch). */
+    long v = PyLong_AsLong(o);
+#else
     long long v = PyLong_AsLongLong(o);
+#endif
     if (v == -1 && PyErr_Occurred()) {
         PyErr_Clear();
         return 0;
@@ -629,6 +648,10 @@ static PyMethodDef module_methods[] = {
     {"launch_path", new_launch_path, METH_VARARGS,
      "launch_path(incoming, live_queues, timed_slots, slow, pressure, tls, running_loop, who, "
      "next_harvest, sites) -> LaunchPath"},
+    {"range_bind", range_bind, METH_VARARGS,
+     "range_bind(active, now, outside, kind_range, entry_host_range, flag_approximate, "
+     "flag_host_timed): what "
+     "RangeBase's compiled path needs of kprof_core.recording.annotations."},
     {"site_catcher", new_site_catcher, METH_VARARGS,
      "site_catcher(skip, keys, depth=0, stack_type=None) -> SiteCatcher: see "
      "kprof_core.recording.sites."},
@@ -679,6 +702,20 @@ PyInit__crecorder(void)
         return NULL;
     /* native.py compares it with layout.SIGNATURE and refuses this module when they differ. */
     if (PyModule_AddStringConstant(m, "LAYOUT", KPROF_LAYOUT_SIGNATURE) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (range_init(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* For kprof_opencl._clnative's launcher: the C function behind LaunchPath.launch, and the
+     * function pointer its method objects carry (to recognise them), called without packing
+     * arguments (PyObject_Vectorcall is not in the 3.10 limited API). */
+    static void *launch_capi[2] = {(void *)lp_launch, (void *)lp_launch};
+    PyObject *cap = PyCapsule_New(launch_capi, "kprof_core.low_level._crecorder._launch_capi", NULL);
+    if (cap == NULL || PyModule_AddObject(m, "_launch_capi", cap) < 0) {
+        Py_XDECREF(cap);
         Py_DECREF(m);
         return NULL;
     }

@@ -9,6 +9,9 @@ LAYOUT: str
 
 class LaunchPath:
     next_harvest: int
+    #: kprof.range's compiled path: (backend, current_queue, record_timestamp or None) per
+    #: backend, or None (recorder.py's _range_plan).
+    range_plan: tuple[tuple[Any, Any, Any], ...] | None
     def launch(
         self,
         backend: Any,
@@ -23,6 +26,26 @@ class LaunchPath:
         config: Any = ...,
     ) -> None: ...
 
+class RangeBase:
+    """kprof.range's base where this module is loaded: __enter__/__exit__ in C for the common
+    case, annotations.range._enter_py/_exit_py otherwise (_range.h)."""
+
+    name: str
+    _top: Any
+    _more: list[Any] | None
+    def __init__(self, name: str) -> None: ...
+    def __enter__(self) -> Any: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+def range_bind(
+    active: Callable[[], Any],
+    now: Callable[[], int],
+    outside: Any,
+    kind_range: int,
+    entry_host_range: int,
+    flag_approximate: int,
+    flag_host_timed: int,
+) -> None: ...
 def launch_path(
     incoming: list[tuple[Any, ...]],
     live: dict[int, Any],

@@ -73,6 +73,12 @@ def compiled() -> ModuleType | None:
     return _module if _enabled else None
 
 
+def loaded() -> ModuleType | None:
+    """The compiled recorder module where it is loaded, even while ``use_compiled(False)``
+    turns it off for new profiles (``kprof.range``'s base class is chosen once, at import)."""
+    return _module
+
+
 def use_compiled(enabled: bool) -> None:
     """Turn the compiled parts off (or back on) for profiles started from now on, within this
     process (the benchmarks compare both paths in one run; tests run both). Setting

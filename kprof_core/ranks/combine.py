@@ -24,7 +24,7 @@ from typing import Any
 
 from kprof_core.data.memory import Memory, MemoryTable
 from kprof_core.data.provenance import source_label
-from kprof_core.data.records import Interner, QueueRecord, ThreadRecord
+from kprof_core.data.records import STACK_TYPE, Interner, QueueRecord, ThreadRecord
 from kprof_core.data.timefmt import format_time
 from kprof_core.host.backend import KprofError
 from kprof_core.io.filecheck import TIME_LIMIT
@@ -136,8 +136,8 @@ def clock_placements(profiles: Sequence[Profile]) -> list[ClockPlacement]:
 def _stacks(col: array[int], stack_map: list[int], n: int) -> array[int]:
     """A table's ``stack`` column in the merged profile's ids (-1 for every row without)."""
     if not col:
-        return array("q", (-1,)) * n
-    return array("q", [-1 if v < 0 else stack_map[v] for v in col])
+        return array(STACK_TYPE, (-1,)) * n
+    return array(STACK_TYPE, [-1 if v < 0 else stack_map[v] for v in col])
 
 
 def _shifted(col: array[int], delta: int) -> array[int]:
@@ -325,7 +325,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     out.configs = configs.values
     out.stacks = tuple(stacks.values)
     if not out.stacks:  # no rank recorded stacks: the columns stay empty, as such a profile's
-        out.table.stack, out.host.stack = array("q"), array("q")
+        out.table.stack, out.host.stack = array(STACK_TYPE), array(STACK_TYPE)
     out.queues = list(queues)
     out.threads = list(threads)
     spans = array("q")

@@ -23,12 +23,20 @@ from kprof_core.recording.activity_columns import ActivityColumns
 from kprof_core.recording.threads import who as _who
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from kprof_core.host.backend import Backend
     from kprof_core.recording.recorder import Recorder
 
-__all__ = ["ActivityColumns", "DeviceRecord", "deliver", "deliver_columns", "dropped", "stats"]
+__all__ = [
+    "ActivityColumns",
+    "DeviceRecord",
+    "deliver",
+    "deliver_columns",
+    "deliver_memory",
+    "dropped",
+    "stats",
+]
 
 
 class DeviceRecord(NamedTuple):
@@ -308,3 +316,31 @@ def _say_late(backend: Backend, n: int, serials: set[int]) -> None:
             RuntimeWarning,
             stacklevel=3,
         )
+
+
+def deliver_memory(
+    backend: Backend,
+    scope: Sequence[int],
+    kind: Sequence[int],
+    device: Sequence[str],
+    address: Sequence[int],
+    nbytes: Sequence[int],
+    time_ns: Sequence[int],
+) -> int:
+    """Allocations and frees an activity API saw (CUPTI's MEMORY2 records), each tagged with
+    the scope of the call that made it, into the memory of the profiles of those scopes
+    (``Profile.memory``), as ``kprof.plugin.allocated``/``freed`` would record them on the
+    allocating thread. ``kind``: 1 an allocation, 0 a free (``kprof_core.data.memory``'s
+    ``ALLOC``/``FREE``); ``device``: its label as the plugin's ``queue_info`` names devices;
+    ``time_ns``: on the host clock (``perf_counter_ns``). Thread-safe; events of scopes
+    kprof does not know (ended profiles, foreign work) are dropped. Returns how many were
+    recorded."""
+    with _lock:
+        owners = {s: _scopes.get(s) for s in set(scope)}
+    n = 0
+    for s, k, d, a, b, t in zip(scope, kind, device, address, nbytes, time_ns):
+        entry = owners.get(s)
+        if entry is not None:
+            entry[0].memory.add(backend, int(k), d, int(a), int(b), int(t), None)
+            n += 1
+    return n

@@ -12,13 +12,16 @@ import inspect
 import math
 import operator
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from kprof_core.data.records import APPROXIMATE, HOST_TIMED
 from kprof_core.data.values import VALUE_LIMIT
+from kprof_core.low_level import native
+from kprof_core.low_level.layout import ENTRY_HOST_RANGE
 from kprof_core.recording import activity
-from kprof_core.recording.throughput import BY_NAME
 from kprof_core.recording.recorder import KERNEL, RANGE, active, now
 from kprof_core.recording.threads import who
+from kprof_core.recording.throughput import BY_NAME
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -34,7 +37,43 @@ def _check_name(name: object, what: str) -> str:
 _OUTSIDE = ("outside a profile",)
 
 
-class range:  # the public name mirrors KernelAbstractions' ranges
+class _RangeSlots:
+    """What a range object holds, where the compiled recorder is not loaded (there
+    ``_crecorder.RangeBase`` holds the same three in C, and does the common case of
+    ``__enter__``/``__exit__`` in C: see ``_range.h``)."""
+
+    __slots__ = ("_more", "_top", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = _check_name(name, "range")
+        # The innermost entry not yet exited: None, _OUTSIDE (entered outside a profile) or
+        # its frame. An object entered again before it exited (a shared range object) keeps
+        # the outer entries in _more and records them all, innermost exit first.
+        self._top: Any = None
+        self._more: list[Any] | None = None
+
+
+def _range_bind(mod: Any, clock: Callable[[], int]) -> None:
+    """Tell the compiled range what it needs of this module (``clock``: the host clock)."""
+    mod.range_bind(active, clock, _OUTSIDE, RANGE, ENTRY_HOST_RANGE, APPROXIMATE, HOST_TIMED)
+
+
+def _range_base() -> type[_RangeSlots]:
+    mod = native.loaded()
+    if mod is None:
+        return _RangeSlots
+    _range_bind(mod, now)
+    base: type[_RangeSlots] = mod.RangeBase
+    return base
+
+
+if TYPE_CHECKING:
+    _RangeBase = _RangeSlots
+else:
+    _RangeBase = _range_base()
+
+
+class range(_RangeBase):  # the public name mirrors KernelAbstractions' ranges
     """A named range: host time always, device time on backends with a current queue.
 
     Use as ``with kprof.range("step"):`` or as a decorator ``@kprof.range("step")``. On each
@@ -44,19 +83,20 @@ class range:  # the public name mirrors KernelAbstractions' ranges
     summary's device-range rows then show GFLOP/s and bytes per second over its device time.
     """
 
-    __slots__ = ("_more", "_top", "flops", "name", "nbytes")
+    __slots__ = ("flops", "nbytes")
 
     def __init__(self, name: str, flops: int | None = None, bytes: int | None = None) -> None:
-        self.name = _check_name(name, "range")
+        super().__init__(name)
         self.flops = said(flops, "flops", "kprof.range")
         self.nbytes = said(bytes, "bytes", "kprof.range")
-        # The innermost entry not yet exited: None, _OUTSIDE (entered outside a profile) or
-        # its frame. An object entered again before it exited (a shared range object) keeps
-        # the outer entries in _more and records them all, innermost exit first.
-        self._top: Any = None
-        self._more: list[Any] | None = None
+        if self.flops >= 0 or self.nbytes >= 0:
+            # Their entries carry the values: the Python path (the compiled one has none).
+            self.__class__ = _SaidRange
 
-    def __enter__(self) -> range:
+    # The Python path: the whole of it where the compiled recorder is not loaded, and every
+    # case but the common one where it is (RangeBase's C methods call these).
+
+    def _enter_py(self) -> range:
         rec = active()
         if self._top is not None:
             if self._more is None:
@@ -79,7 +119,7 @@ class range:  # the public name mirrors KernelAbstractions' ranges
         self._top = frame
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def _exit_py(self, *exc: object) -> None:
         frame = self._top
         if frame is None:
             return
@@ -97,8 +137,16 @@ class range:  # the public name mirrors KernelAbstractions' ranges
             rec.cut_range_exits(frame)
             rec.host_range(name, since, now(), thread)
             return
-        h1 = rec.device_range_end(name, RANGE, begun, t0, self.nbytes, self.flops) if begun else now()
+        h1 = (
+            rec.device_range_end(name, RANGE, begun, t0, self.nbytes, self.flops)
+            if begun
+            else now()
+        )
         rec.host_range(name, t0, h1, thread)
+
+    if native.loaded() is None:
+        __enter__ = _enter_py
+        __exit__ = _exit_py
 
     def __call__(self, fn: F) -> F:
         name, flops, nbytes = self.name, self.flops, self.nbytes
@@ -107,6 +155,14 @@ class range:  # the public name mirrors KernelAbstractions' ranges
             lambda: range(name, None if flops < 0 else flops, None if nbytes < 0 else nbytes),
             "kprof.range",
         )
+
+
+class _SaidRange(range):
+    """A range whose flops or bytes were said: entered and exited by the Python path."""
+
+    __slots__ = ()
+    __enter__ = range._enter_py
+    __exit__ = range._exit_py
 
 
 def around(
@@ -265,7 +321,9 @@ def annotate(
             BY_NAME[kernel] = (b, f)
         return None
     if not callable(kernel):
-        raise TypeError(f"kprof.annotate takes a name or a kernel object, not {type(kernel).__name__}")
+        raise TypeError(
+            f"kprof.annotate takes a name or a kernel object, not {type(kernel).__name__}"
+        )
     for what, v in (("flops", flops), ("bytes", bytes)):
         if not callable(v):
             said(v, what, "kprof.annotate")  # refused now, not at the first launch

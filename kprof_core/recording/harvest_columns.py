@@ -260,8 +260,8 @@ def run_columns(
         m = next(j for j, k in enumerate(entry_kinds) if k >= FIRST_HOST_KIND)
         if not m:
             return 0, (), (), []
-    _s, kinds, names, qks, whos, h0s, h1s, starts, stops, nbytes, flags, sites, cfgs, flops = (
-        zip(*chunk[:m])
+    _s, kinds, names, qks, whos, h0s, h1s, starts, stops, nbytes, flags, sites, cfgs, flops = zip(
+        *chunk[:m]
     )
     if None in starts:  # host-timed (a queue without profiling)
         m = starts.index(None)

@@ -219,7 +219,19 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
         h.release(backend, start, stop)
     if error is not None:
         row = h.table.append(
-            nid, kind, qid, tid, h0, h1, h0, 0, nbytes, flags | UNRESOLVED | PLACED, site, cfg, flops
+            nid,
+            kind,
+            qid,
+            tid,
+            h0,
+            h1,
+            h0,
+            0,
+            nbytes,
+            flags | UNRESOLVED | PLACED,
+            site,
+            cfg,
+            flops,
         )
         h.errors[row] = error
     else:

@@ -270,6 +270,28 @@ class Recorder(RecorderRanges, RecorderEnd):
             self._sites if self.sites_on else None,
         )
         self.launch = self._native.launch  # type: ignore[method-assign]
+        self._native.range_plan = self._range_plan()
+
+    def _range_plan(self) -> tuple[tuple[Backend, Any, Any], ...] | None:
+        """What ``kprof.range``'s compiled path (``_range.h``) asks of each backend: its
+        ``current_queue`` and its ``record_timestamp`` (None where it has no timestamps); None
+        where every range takes the Python path: no device times, synchronized, closed, or a
+        backend mirroring ranges to its vendor tool."""
+        if not self.device or self.synchronize or self._closed:
+            return None
+        if any(b.mirrors_ranges for b in self.backends):
+            return None
+        # A hook function may carry its C twin (``kprof_compiled``: kprof_opencl's do).
+        return tuple(
+            (
+                b,
+                getattr(b.current_queue, "kprof_compiled", b.current_queue),
+                getattr(b.record_timestamp, "kprof_compiled", b.record_timestamp)
+                if b.has_timestamps
+                else None,
+            )
+            for b in self.backends
+        )
 
     def launch_observed(
         self,
@@ -303,24 +325,8 @@ class Recorder(RecorderRanges, RecorderEnd):
             return
         qk = id(queue)
         self._live_queues.setdefault(qk, queue)
-        self._append(
-            (
-                backend.slot,
-                kind,
-                name,
-                qk,
-                _who(),
-                start_ns,
-                end_ns,
-                token,
-                token,
-                nbytes,
-                APPROXIMATE,
-                self._site(),
-                config,
-                -1,
-            )
-        )
+        head = (backend.slot, kind, name, qk, _who(), start_ns, end_ns, token, token, nbytes)
+        self._append((*head, APPROXIMATE, self._site(), config, -1))
 
     def _outer_for(self, backend: Backend) -> Recorder | None:
         """The nearest enclosing profile still open that uses ``backend``, if any: a kernel

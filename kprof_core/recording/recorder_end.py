@@ -11,11 +11,11 @@ from kprof_core.data.records import PLACED, DeviceTable, HostTable
 from kprof_core.low_level.layout import ENTRY_HOST_RANGE, host_entry
 from kprof_core.recording import threads
 from kprof_core.recording.configs import TEXT
-from kprof_core.recording.throughput import apply_names
 from kprof_core.recording.configs import resolve as resolve_configs
 from kprof_core.recording.recorder_state import RecorderState, _live, now
 from kprof_core.recording.sites import raw_of as raw_site
 from kprof_core.recording.sites import raw_of_stack, resolve_tables
+from kprof_core.recording.throughput import apply_names
 
 if TYPE_CHECKING:
     from kprof_core.host.backend import Backend

@@ -218,8 +218,5 @@ class RecorderRanges(RecorderState):
         """What ``kprof.annotate``'s wrapper says of the call it timed (``start_ns`` to
         ``end_ns``): the harvest gives ``nbytes`` and ``flops`` to the last kernel this thread
         launched inside it (``harvest_take.annotate``)."""
-        who = _who()
-        self._append(
-            (None, ENTRY_ANNOTATE, "", None, who, start_ns, end_ns, None, None, nbytes, 0, -1)
-            + (None, flops)
-        )
+        head = (None, ENTRY_ANNOTATE, "", None, _who(), start_ns, end_ns, None, None, nbytes)
+        self._append((*head, 0, -1, None, flops))

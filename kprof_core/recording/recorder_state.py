@@ -167,6 +167,8 @@ class RecorderState:
         self._next_harvest = n
         if self._native is not None:
             self._native.next_harvest = n
+            if n == 0:  # closed (or a forked child's): kprof.range's Python path from now on
+                self._native.range_plan = None
 
     def open_outer(self) -> Recorder | None:
         """The nearest enclosing profile not closed yet, if any."""

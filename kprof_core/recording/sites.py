@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from types import CodeType, FrameType
 from typing import Any
 
-from kprof_core.data.records import Interner
+from kprof_core.data.records import STACK_TYPE, Interner
 from kprof_core.data.sites import Site
 
 #: Module prefixes never taken for the user's code: kprof's own and the vendor libraries
@@ -308,8 +308,9 @@ def resolve(
     for s in sorted({site for site, _ in by_raw.values()}):
         interned(s)
     stacks = Interner()
+    one: dict[Site, Site] = {s: s for s in interned.values}  # one object per frame's text
     for st in sorted({stack for _, stack in by_raw.values() if stack is not None}):
-        stacks(st)
+        stacks(tuple(one.setdefault(f, f) for f in st))
     final = {r: interned.index[s] for r, (s, _) in by_raw.items()}
     final[-1] = -1
     stack_of = {r: -1 if st is None else stacks.index[st] for r, (_, st) in by_raw.items()}
@@ -318,5 +319,7 @@ def resolve(
         interned.values,
         tuple(stacks.values),
         [array("q", map(final.__getitem__, col)) for col in columns],
-        [array("q", map(stack_of.__getitem__, col)) for col in columns] if stacks.values else [],
+        [array(STACK_TYPE, map(stack_of.__getitem__, col)) for col in columns]
+        if stacks.values
+        else [],
     )

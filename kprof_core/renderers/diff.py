@@ -58,7 +58,9 @@ def cells(r: DiffRow) -> list[str]:
 def _heading(d: Comparison, labels: Sequence[str]) -> str:
     return (
         f"Comparing {labels[1]} ({format_time(d.span_after)}) with {labels[0]} "
-        f"({format_time(d.span_before)}); a change is significant when the per-call "
+        f"({format_time(d.span_before)})"
+        + (", by line (a row per name and launch site)" if d.by == "line" else "")
+        + "; a change is significant when the per-call "
         f"durations differ by a two-sided Mann-Whitney U test at p < {d.alpha:g}."
     )
 

@@ -305,3 +305,42 @@
     status.textContent = rows.length + " rows, " + nItems + " entries over " + fmtTime(span);
   }
 })();
+
+/* The flame graphs of the summary (renderers/tree_html.py): a click on a box zooms to it. Each
+ * box has its level and its place (data-left, data-width, in percent of the whole graph); the
+ * boxes inside the clicked one's span above it are its descendants, those below it that span
+ * it its ancestors (drawn across, dimmed), the rest are hidden. The root shows all again.
+ */
+(function () {
+  "use strict";
+  var EPS = 1e-3;  // places are written with 4 decimals
+  Array.prototype.forEach.call(document.querySelectorAll(".kprof-flame"), function (graph) {
+    var boxes = Array.prototype.map.call(graph.querySelectorAll(".kprof-box"), function (el) {
+      return {el: el, level: +el.getAttribute("data-level"),
+              left: +el.getAttribute("data-left"), width: +el.getAttribute("data-width")};
+    });
+    function zoom(b) {
+      var w = Math.max(b.width, 1e-9);
+      boxes.forEach(function (x) {
+        var show, above = false, left = 0, width = 100;
+        if (x.level <= b.level) {
+          show = x.left <= b.left + EPS && x.left + x.width >= b.left + b.width - EPS;
+          above = x !== b;
+        } else {
+          show = x.left >= b.left - EPS && x.left + x.width <= b.left + b.width + EPS;
+          left = (x.left - b.left) / w * 100;
+          width = x.width / w * 100;
+        }
+        x.el.style.display = show ? "" : "none";
+        x.el.classList.toggle("kprof-above", show && above && b.level > 0);
+        if (show) { x.el.style.left = left.toFixed(4) + "%"; x.el.style.width = width.toFixed(4) + "%"; }
+      });
+      graph.setAttribute("data-zoom", b.level ? b.el.textContent : "");
+    }
+    graph.setAttribute("data-zoomable", "");
+    graph.addEventListener("click", function (e) {
+      var el = e.target.closest ? e.target.closest(".kprof-box") : null;
+      for (var i = 0; el && i < boxes.length; i++) if (boxes[i].el === el) { zoom(boxes[i]); return; }
+    });
+  });
+})();

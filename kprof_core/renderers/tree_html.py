@@ -6,7 +6,8 @@ without a script, so it works in the HTML page, in a notebook's output and where
 run (an untrusted notebook, a notebook viewer). The flame graph is one box per node, the root at
 the bottom, its children on it side by side: each box's width is its share of the device time
 (left and width in percent of the graph), so it scales with the page; hovering shows a box's
-title. Boxes narrower than :data:`MIN_SHARE` percent are left out, with what is under them.
+title. In the HTML page a click on a box zooms the graph to it (its ancestors dimmed across the
+width); a click on the bottom box shows all again. Boxes narrower than :data:`MIN_SHARE` percent are left out, with what is under them.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ STYLE = """<style>
 .kprof-flame .kprof-box[data-kind="range"] { background: #fec84b; }
 .kprof-flame .kprof-box[data-kind="site"] { background: #84caff; }
 .kprof-flame .kprof-box[data-kind="kernel"] { background: #f97066; }
+.kprof-flame .kprof-box.kprof-above { opacity: 0.55; }
+.kprof-flame[data-zoomable] .kprof-box { cursor: zoom-in; }
 </style>"""
 
 
@@ -117,11 +120,12 @@ def _flame(root: TreeNode) -> str:
     height = (max(b[0] for b in boxes) + 1) * LEVEL_PX
     out = [f'<div class="kprof-flame" style="height:{height}px">']
     for level, left, width, node in sorted(boxes, key=lambda b: (b[0], b[1])):
+        place = f"left:{left:.4f}%;width:{width:.4f}%"
         out.append(
             f'<div class="kprof-box" data-kind="{node.kind}" data-ns="{node.total_ns}" '
-            f'style="left:{left:.4f}%;width:{width:.4f}%;'
-            f'top:{height - (level + 1) * LEVEL_PX}px" title="{html.escape(_title(node))}">'
-            f"{html.escape(node.name)}</div>"
+            f'data-level="{level}" data-left="{left:.4f}" data-width="{width:.4f}" '
+            f'style="{place};top:{height - (level + 1) * LEVEL_PX}px" '
+            f'title="{html.escape(_title(node))}">{html.escape(node.name)}</div>'
         )
     out.append("</div>")
     return "".join(out)
@@ -133,9 +137,17 @@ def tree_html(p: ProfileData) -> str:
     root = device_tree(p)
     if not root.total_ns or all(not c.children for c in root.children):
         return ""
+    return root_html(root)
+
+
+def root_html(root: TreeNode) -> str:
+    """The tree under ``root`` (``kprof_core.data.tree.device_tree``) and its flame graph
+    (``Profile.tree()`` in a notebook)."""
+    if not root.total_ns:
+        return "<p>No device work with a device time was recorded.</p>"
     out = [
         STYLE,
-        "<h3>Device time by range, line and kernel</h3>",
+        '<h3 class="kprof-tree-title">Device time by range, line and kernel</h3>',
         '<div class="kprof-tree"><div class="kprof-line kprof-head"><span class="kt">Time</span>'
         '<span class="ks">Share</span><span class="kc">Calls</span>'
         '<span class="kn">Range › line › kernel</span></div>',
@@ -145,7 +157,8 @@ def tree_html(p: ProfileData) -> str:
     out.append(
         "<h3>Flame graph of device time</h3>"
         '<p class="note">Each box is as wide as its device time: ranges (yellow), lines of '
-        "code (blue, outermost first), kernels and copies (red). Hover for times.</p>"
+        "code (blue, outermost first), kernels and copies (red). Hover for times; in the page, "
+        "click a box to zoom to it, the bottom one to show all.</p>"
     )
     out.append(_flame(root))
     return "\n".join(out)

@@ -79,6 +79,7 @@ lib.cuptidouble_has_timestamp_callback.restype = ctypes.c_int
 lib.cuptidouble_forced_flushes.restype = ctypes.c_long
 lib.cuptidouble_flushes.restype = ctypes.c_long
 lib.cuptiActivityFlushAll.argtypes = [u32]
+lib.cuptidouble_memory.argtypes = [u32, ctypes.c_int, ctypes.c_int, u64, u64, u32, u32, u32, u64]
 
 # Values from CUPTI's public headers (cupti_activity.h, cupti_driver_cbid.h,
 # cupti_runtime_cbid.h, cupti_result.h); test_cupti_abi checks kprof's against them.
@@ -94,6 +95,11 @@ EXT = abi.EXT_KIND_CUSTOM2
 DTOH = 2  # CUPTI_ACTIVITY_MEMCPY_KIND_DTOH
 MANGLED = b"_Z5scaleIfEvPT_S0_i"  # void scale<float>(float*, float, int)
 MULTIPLE_SUBSCRIBERS = 39  # CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+MEMORY2 = abi.KIND["MEMORY2"]
+RT_MALLOC, RT_FREE, RT_MALLOC_HOST = 20, 22, 25  # cudaMalloc_v3020, cudaFree_v3020, cudaMallocHost
+MEM_ALLOC = 243  # CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2
+ALLOCATION, RELEASE = 1, 2  # CUpti_ActivityMemoryOperationType
+DEVICE_MEMORY, PINNED_MEMORY = 3, 2  # CUpti_ActivityMemoryKind
 
 
 def launch(
@@ -114,6 +120,24 @@ def launch(
             corr, name, device, 1, stream, *grid, *block, t + 5000, t + 5000 + duration
         )
     return corr, t + 5000
+
+
+def memory_call(
+    cbid: int,
+    operation: int | None,
+    address: int = 0,
+    nbytes: int = 0,
+    runtime: int = RUNTIME,
+    kind: int = DEVICE_MEMORY,
+) -> int:
+    """An allocating or freeing call on the calling thread and, unless ``operation`` is None
+    (a call that made nothing: cudaFree(0), a failed cudaMalloc), its MEMORY2 record, 1 µs
+    into the call. Returns the record's time on the double's clock."""
+    t = lib.cuptidouble_now()
+    corr = lib.cuptidouble_api(runtime, cbid, t, t + 2000)
+    if operation is not None:
+        lib.cuptidouble_memory(corr, operation, kind, address, nbytes, 0, 1, 0, t + 1000)
+    return int(t + 1000)
 
 
 def wait_for_double(device: int) -> None:
@@ -700,6 +724,67 @@ def kernels_running_at_the_end_are_waited_for(env: Env) -> None:
     assert rows(p) == []
 
 
+def memory_records_become_allocations(env: Env) -> None:
+    """MEMORY2 records (with the API records of their calls, for their scope) become the
+    profile's memory: exact sizes, addresses, devices, times on perf_counter_ns, peaks and
+    live-at-end. CUPTI wins over CuPy's pool hook: it is not entered, and a pool block made
+    meanwhile is not counted twice. A call that made nothing never makes the end wait."""
+    offset = 5_000_000_000_000
+    lib.cuptidouble_set_clock_offset(offset)
+    dev, host = "CUDA 0 (Fake GPU)", "CUDA pinned host memory"
+    a, b, c = 0x7000_0000_0000, 0x7000_0010_0000, 0x6000_0000_0000
+    with warnings.catch_warnings(record=True) as caught, kprof.profile() as p:
+        warnings.simplefilter("always")
+        assert lib.cuptidouble_enabled(MEMORY2) == 1
+        assert lib.cuptidouble_api_enabled(RUNTIME, RT_MALLOC) == 1
+        assert lib.cuptidouble_api_enabled(DRIVER, MEM_ALLOC) == 1
+        assert tcf.FakeMemoryHook.hooks() == {}  # CUPTI wins: CuPy's hook not entered
+        t_a = memory_call(RT_MALLOC, ALLOCATION, a, 4096)
+        launch()
+        memory_call(MEM_ALLOC, ALLOCATION, b, 1000, runtime=DRIVER)
+        memory_call(RT_FREE, RELEASE, a, 4096)
+        memory_call(RT_MALLOC_HOST, ALLOCATION, c, 256, kind=PINNED_MEMORY)
+        memory_call(RT_FREE, None)  # cudaFree(0): no record; the end must not wait for one
+        block = env.mod.ndarray(100)  # a pool block: inside an allocation CUPTI saw
+    # The end did not wait for a record of cudaFree(0) (it would have, until the timeout,
+    # and said so: "had no device record").
+    assert not [w for w in caught if "no device record" in str(w.message)], caught
+    assert lib.cuptidouble_enabled(MEMORY2) == 0  # off with the profile
+    assert lib.cuptidouble_api_enabled(RUNTIME, RT_MALLOC) == 0
+    m = p.memory
+    assert [(e.kind, e.device, e.nbytes, e.address) for e in m.events] == [
+        ("alloc", dev, 4096, a),
+        ("alloc", dev, 1000, b),
+        ("free", dev, 4096, a),
+        ("alloc", host, 256, c),
+    ], m.events
+    assert m.peak == {dev: 5096, host: 256} and m.unmatched_frees == 0
+    assert [(x.device, x.nbytes, x.address) for x in m.live_at_end] == [
+        (dev, 1000, b),
+        (host, 256, c),
+    ]
+    (clock,) = p.clocks.values()
+    if lib.cuptidouble_has_timestamp_callback():
+        offset = 0  # the compiled reader's records are on the host clock already
+    first = m.events[0].time_ns + p.start_ns
+    assert abs(first - (t_a - offset)) <= clock.error_ns, (first, t_a - offset)
+    assert [r["name"] for r in rows(p)] == ["void scale<float>(float*, float, int)"]
+    del block
+
+
+def memory_outside_the_profile_is_not_recorded(env: Env) -> None:
+    """Allocations before the profile (MEMORY2 off: none written), and on a thread the
+    profile does not follow (no scope: foreign), are not the profile's."""
+    memory_call(RT_MALLOC, ALLOCATION, 0x1000, 64)
+    assert lib.cuptidouble_suppressed() > 0
+    with kprof.profile() as p:
+        t = threading.Thread(target=memory_call, args=(RT_MALLOC, ALLOCATION, 0x2000, 128))
+        t.start()
+        t.join()
+        memory_call(RT_MALLOC, ALLOCATION, 0x3000, 512)
+    assert [(e.kind, e.nbytes, e.address) for e in p.memory.events] == [("alloc", 512, 0x3000)]
+
+
 SCENARIOS: dict[str, Callable[[Env], None]] = {
     f.__name__: f
     for f in (
@@ -725,6 +810,8 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         unknown_kinds_skipped_and_counted,
         contexts_do_not_collide,
         kernels_running_at_the_end_are_waited_for,
+        memory_records_become_allocations,
+        memory_outside_the_profile_is_not_recorded,
     )
 }
 

@@ -45,6 +45,8 @@ SCENARIOS = (
     "unknown_kinds_skipped_and_counted",
     "contexts_do_not_collide",
     "kernels_running_at_the_end_are_waited_for",
+    "memory_records_become_allocations",
+    "memory_outside_the_profile_is_not_recorded",
 )
 
 

@@ -65,7 +65,7 @@ def cupti_major(cupti_include: Path) -> int:
 
 
 def record_types(cupti_include: Path) -> list[str]:
-    """``-D`` flags naming the newest kernel, memcpy and memset record structs the headers
+    """``-D`` flags naming the newest kernel, memcpy, memset and memory record structs the headers
     define: what a libcupti built from these headers writes, and what the matching
     kprof must read at its common offsets (Kernel9/Memcpy6/Memset4 in CUDA 12.9's,
     Kernel13/Memcpy7/Memset5 in
@@ -80,6 +80,7 @@ def record_types(cupti_include: Path) -> list[str]:
         ("KERNEL_RECORD", "Kernel"),
         ("MEMCPY_RECORD", "Memcpy"),
         ("MEMSET_RECORD", "Memset"),
+        ("MEMORY_RECORD", "Memory"),
     ):
         versions = [int(v) for v in re.findall(rf"}}\s*CUpti_Activity{base}(\d+)\s*;", text)]
         if not versions:

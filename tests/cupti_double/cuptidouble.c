@@ -58,6 +58,9 @@
 #ifndef MEMSET_RECORD
 #define MEMSET_RECORD CUpti_ActivityMemset4
 #endif
+#ifndef MEMORY_RECORD
+#define MEMORY_RECORD CUpti_ActivityMemory4
+#endif
 
 #define MAX_DEPTH 64
 #define N_EXT_KINDS 8
@@ -129,6 +132,7 @@ static size_t record_size(CUpti_ActivityKind kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL: return sizeof(KERNEL_RECORD);
     case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(MEMCPY_RECORD);
     case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(MEMSET_RECORD);
+    case CUPTI_ACTIVITY_KIND_MEMORY2: return sizeof(MEMORY_RECORD);
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
@@ -723,4 +727,33 @@ uint32_t cuptidouble_launch(const char *name, uint32_t stream, uint64_t kernel_n
         *exit_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     }
     return corr;
+}
+
+/* An allocation (operation 1) or a release (2) of `bytes` at `address`, of CUpti_ActivityMemoryKind
+ * `memory_kind`, made by the call of correlation `corr` at `timestamp` (double clock): a MEMORY2
+ * record, written while that kind is enabled. */
+int cuptidouble_memory(uint32_t corr, int operation, int memory_kind, uint64_t address,
+                       uint64_t bytes, uint32_t device, uint32_t context, uint32_t stream,
+                       uint64_t timestamp) {
+    pthread_mutex_lock(&lock);
+    int ok = 0;
+    if (enabled[CUPTI_ACTIVITY_KIND_MEMORY2]) {
+        MEMORY_RECORD *r = (MEMORY_RECORD *)reserve_locked(sizeof *r);
+        if (r) {
+            r->kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+            r->memoryOperationType = (CUpti_ActivityMemoryOperationType)operation;
+            r->memoryKind = (CUpti_ActivityMemoryKind)memory_kind;
+            r->correlationId = corr;
+            r->address = address;
+            r->bytes = bytes;
+            r->timestamp = timestamp;
+            r->processId = (uint32_t)getpid();
+            r->deviceId = device; r->contextId = context; r->streamId = stream;
+            ok = 1;
+        }
+    } else {
+        suppressed++;
+    }
+    pthread_mutex_unlock(&lock);
+    return ok;
 }

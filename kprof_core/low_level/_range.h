@@ -1,0 +1,552 @@
+/* kprof.range's entry and exit in C: the twin of annotations.range._enter_py/_exit_py and of
+ * recorder_ranges.device_range_begin/device_range_end for their common case.
+ *
+ * `RangeBase` is the base class of kprof.range where the compiled recorder is loaded. Its
+ * __enter__/__exit__ handle a range entered once (not re-entered before it exited) in a
+ * profile whose recorder runs the compiled launch path and whose LaunchPath carries a range
+ * plan (recorder.py `_range_plan`: the profile times on the device, does not synchronize, and
+ * no backend mirrors ranges; cleared when the profile closes or the process forks). Everything
+ * else (outside that case, re-entry, a frame cut by the profile's end or a fork, a backend
+ * that broke, a range without a start token on some backend)
+ * calls the Python methods `_enter_py`/`_exit_py`, which do it all: both paths make the same
+ * frame (name, t0, begun, who, recorder), register it in `open_ranges`, and append the same
+ * two entries (the device range's, then the host range's) to the pending list.
+ * Included by _crecorder.c, after the LaunchPath type. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;
+    PyObject *top;   /* the innermost entry not yet exited: NULL/None, `outside` or a frame */
+    PyObject *more;  /* the outer entries of a range object entered again (a list), or NULL */
+} RangeBase;
+
+/* Set once by range_bind(): annotations.py's `active`, `now` and `_OUTSIDE`, and the numbers
+ * an entry carries. */
+static PyObject *rg_active, *rg_now, *rg_outside;
+static PyObject *rg_kind_range, *rg_entry_host_range, *rg_flag_approximate, *rg_flag_host_timed;
+static int rg_clock;  /* rg_now is time.perf_counter_ns: read its clock directly */
+static PyObject *str_open_ranges, *str_native, *str_enter_py, *str_exit_py, *str_forked_ranges, *str_broken,
+    *str_approximate, *str_hook_failed, *str_current_queue, *str_record_timestamp;
+
+static PyObject *
+rg_time(void)
+{
+#if defined(CLOCK_MONOTONIC) && !defined(__APPLE__)
+    if (rg_clock) {  /* perf_counter_ns's own clock on POSIX, without a Python call */
+        struct timespec ts;
+        if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0)
+            return PyLong_FromLongLong((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    }
+#endif
+    return PyObject_CallNoArgs(rg_now);
+}
+
+static int
+rg_traverse(RangeBase *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->name);
+    Py_VISIT(self->top);
+    Py_VISIT(self->more);
+    return 0;
+}
+
+static int
+rg_clear(RangeBase *self)
+{
+    Py_CLEAR(self->name);
+    Py_CLEAR(self->top);
+    Py_CLEAR(self->more);
+    return 0;
+}
+
+static void
+rg_dealloc(RangeBase *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    rg_clear(self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
+/* range(name): the name checked as annotations._check_name does. */
+static int
+rg_init(RangeBase *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *name;
+    static char *kwlist[] = {"name", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:range", kwlist, &name))
+        return -1;
+    if (!PyUnicode_Check(name)) {
+        PyObject *tn = PyObject_GetAttrString((PyObject *)Py_TYPE(name), "__name__");
+        if (tn != NULL)
+            PyErr_Format(PyExc_TypeError, "range name must be a str, not %U", tn);
+        Py_XDECREF(tn);
+        return -1;
+    }
+    if (PyUnicode_GetLength(name) == 0) {
+        PyErr_SetString(PyExc_ValueError, "range name must not be empty");
+        return -1;
+    }
+    Py_INCREF(name);
+    Py_XSETREF(self->name, name);
+    Py_CLEAR(self->top);
+    Py_CLEAR(self->more);
+    return 0;
+}
+
+#define RG_NONE(o) ((o) == NULL || (o) == Py_None)
+
+/* The LaunchPath of `rec` (a new reference) if it carries a range plan, else NULL; no
+ * exception either way. */
+static LaunchPath *
+rg_path(PyObject *rec)
+{
+    PyObject *lp = PyObject_GetAttr(rec, str_native);
+    if (lp == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    LaunchPath *path = NULL;
+    if (Py_TYPE(lp) == (PyTypeObject *)LaunchPathType && !RG_NONE(((LaunchPath *)lp)->range_plan))
+        path = (LaunchPath *)lp;
+    else
+        Py_DECREF(lp);
+    return path;
+}
+
+/* A hook that raised an Exception: rec._hook_failed(backend, hook, exc), as the Python path
+ * reports it (0; the caller goes on). Anything else (KeyboardInterrupt, SystemExit) goes up,
+ * as it does from the Python path: -1. */
+static int
+rg_hook_failed(PyObject *rec, PyObject *backend, PyObject *hook)
+{
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return -1;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(tb);
+        return 0;
+    }
+    if (tb != NULL)
+        PyException_SetTraceback(value, tb);
+    PyObject *r = PyObject_CallMethodObjArgs(rec, str_hook_failed, backend, hook, value, NULL);
+    Py_XDECREF(type);
+    Py_DECREF(value);
+    Py_XDECREF(tb);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static PyObject *
+rg_enter(RangeBase *self, PyObject *unused)
+{
+    PyObject *rec = PyObject_CallNoArgs(rg_active);
+    if (rec == NULL)
+        return NULL;
+    LaunchPath *lp = NULL;
+    if (!RG_NONE(self->top) || (rec != Py_None && (lp = rg_path(rec)) == NULL)) {
+        Py_DECREF(rec);  /* re-entered, or not this path's case: the Python method */
+        return PyObject_CallMethodObjArgs((PyObject *)self, str_enter_py, NULL);
+    }
+    if (rec == Py_None) {
+        Py_DECREF(rec);
+        Py_INCREF(rg_outside);
+        Py_XSETREF(self->top, rg_outside);
+        Py_INCREF(self);
+        return (PyObject *)self;
+    }
+    /* As device_range_begin: a timestamp on each backend with a current queue, the host
+     * range's start taken before them (it encloses them). */
+    PyObject *plan = lp->range_plan;  /* tuple of (backend, current_queue, record_timestamp) */
+    Py_INCREF(plan);  /* (lp, ours: a hook may rebind the recorder's meanwhile) */
+    PyObject *t0 = NULL, *begun = NULL, *who = NULL, *frame = NULL, *key = NULL, *result = NULL;
+    t0 = rg_time();
+    begun = PyList_New(0);
+    if (t0 == NULL || begun == NULL)
+        goto done;
+    Py_ssize_t n = PyTuple_Size(plan);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GetItem(plan, i);
+        PyObject *b = PyTuple_GetItem(item, 0), *cq = PyTuple_GetItem(item, 1);
+        PyObject *rt = PyTuple_GetItem(item, 2);
+        PyObject *broken = PyObject_GetAttr(b, str_broken);
+        if (broken == NULL)
+            goto done;
+        int skip = broken != Py_None;
+        Py_DECREF(broken);
+        if (skip)
+            continue;
+        PyObject *q = PyObject_CallFunctionObjArgs(cq, b, NULL);
+        if (q == NULL) {
+            if (rg_hook_failed(rec, b, str_current_queue) < 0)
+                goto done;
+            continue;
+        }
+        if (q == Py_None) {
+            Py_DECREF(q);
+            continue;
+        }
+        PyObject *tok = Py_None;
+        Py_INCREF(tok);
+        if (rt != Py_None) {
+            Py_DECREF(tok);
+            tok = PyObject_CallFunctionObjArgs(rt, b, NULL);
+            if (tok == NULL) {  /* (no range_pop: a plan has no backend mirroring ranges) */
+                Py_DECREF(q);
+                if (rg_hook_failed(rec, b, str_record_timestamp) < 0)
+                    goto done;
+                continue;
+            }
+        }
+        PyObject *entry = PyTuple_Pack(3, b, q, tok);
+        Py_DECREF(q);
+        Py_DECREF(tok);
+        if (entry == NULL || PyList_Append(begun, entry) < 0) {
+            Py_XDECREF(entry);
+            goto done;
+        }
+        Py_DECREF(entry);
+    }
+    who = lp_who(lp);
+    if (who == NULL)
+        goto done;
+    frame = PyTuple_Pack(5, self->name, t0, begun, who, rec);
+    if (frame == NULL)
+        goto done;
+    /* Registered with the recorder: a profile ending while the range is open records it. */
+    key = PyLong_FromVoidPtr(frame);  /* id(frame) */
+    PyObject *open = PyObject_GetAttr(rec, str_open_ranges);
+    if (key == NULL || open == NULL || PyObject_SetItem(open, key, frame) < 0) {
+        Py_XDECREF(open);
+        goto done;
+    }
+    Py_DECREF(open);
+    Py_INCREF(frame);
+    Py_XSETREF(self->top, frame);
+    Py_INCREF(self);
+    result = (PyObject *)self;
+done:
+    Py_XDECREF(key);
+    Py_XDECREF(frame);
+    Py_XDECREF(who);
+    Py_XDECREF(begun);
+    Py_XDECREF(t0);
+    Py_DECREF(plan);
+    Py_DECREF(lp);
+    Py_DECREF(rec);
+    return result;
+}
+
+/* The record_timestamp the plan has for backend `b` (its C twin, where it has one), else the
+ * backend's own: a new reference, or NULL with an exception. */
+static PyObject *
+rg_stamp_of(LaunchPath *lp, PyObject *b)
+{
+    PyObject *plan = lp->range_plan;
+    Py_ssize_t n = RG_NONE(plan) ? 0 : PyTuple_Size(plan);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GetItem(plan, i);
+        if (PyTuple_GetItem(item, 0) == b && PyTuple_GetItem(item, 2) != Py_None) {
+            PyObject *rt = PyTuple_GetItem(item, 2);
+            Py_INCREF(rt);
+            return rt;
+        }
+    }
+    return PyObject_GetAttr(b, str_record_timestamp);
+}
+
+/* The entries below are packed by position (PyTuple_Pack with KPROF_ENTRY_LEN values): this
+ * fails to compile if layout.py's entry changes without them following. */
+typedef char kprof_range_entry_matches_layout_py[
+    (KPROF_ENTRY_LEN == 14 && KPROF_E_CONFIG == 12 && KPROF_E_FLOPS == 13) ? 1 : -1];
+
+/* Appends `entry` to the pending list (untracked: see lp_launch), then back-pressure. */
+static int
+rg_append(LaunchPath *lp, PyObject *entry)
+{
+    PyObject_GC_UnTrack(entry);
+    if (PyList_Append(lp->incoming, entry) < 0)
+        return -1;
+    if (PyList_Size(lp->incoming) >= lp->next_harvest) {
+        PyObject *r = PyObject_CallNoArgs(lp->pressure);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+static PyObject *
+rg_exit(RangeBase *self, PyObject *args)
+{
+    PyObject *frame = self->top;
+    if (RG_NONE(frame))
+        Py_RETURN_NONE;
+    if (self->more != NULL && self->more != Py_None
+        && (!PyList_Check(self->more) || PyList_Size(self->more) > 0))
+        return PyObject_CallMethodObjArgs((PyObject *)self, str_exit_py, NULL);
+    if (frame == rg_outside) {
+        Py_CLEAR(self->top);
+        Py_RETURN_NONE;
+    }
+    /* The common case only; anything else is _exit_py's, with nothing changed yet. */
+    LaunchPath *lp = NULL;
+    PyObject *rec = NULL, *open = NULL, *key = NULL, *begun = NULL;
+    int fast = PyTuple_Check(frame) && PyTuple_Size(frame) == 5;
+    if (fast) {
+        rec = PyTuple_GetItem(frame, 4);
+        begun = PyTuple_GetItem(frame, 2);
+        lp = rg_path(rec);
+        fast = lp != NULL && PyList_Check(begun);
+    }
+    if (fast) {  /* not forked since (then the child's part is host time only) */
+        PyObject *forked = PyObject_GetAttr(rec, str_forked_ranges);
+        fast = forked != NULL && PyDict_Check(forked) && PyDict_Size(forked) == 0;
+        Py_XDECREF(forked);
+        PyErr_Clear();
+    }
+    Py_ssize_t nb = fast ? PyList_Size(begun) : 0;
+    for (Py_ssize_t i = 0; fast && i < nb; i++) {  /* every backend still well, with a token */
+        PyObject *item = PyList_GetItem(begun, i);
+        PyObject *broken = PyObject_GetAttr(PyTuple_GetItem(item, 0), str_broken);
+        fast = broken == Py_None && PyTuple_GetItem(item, 2) != Py_None;
+        Py_XDECREF(broken);
+        PyErr_Clear();
+    }
+    if (fast) {  /* still open: its profile did not end (and cut it) first */
+        open = PyObject_GetAttr(rec, str_open_ranges);
+        key = PyLong_FromVoidPtr(frame);
+        fast = open != NULL && key != NULL && PyDict_Check(open)
+               && PyDict_GetItemWithError(open, key) != NULL;
+        if (!fast && PyErr_Occurred()) {
+            Py_XDECREF(open);
+            Py_XDECREF(key);
+            Py_DECREF(lp);
+            return NULL;
+        }
+    }
+    if (!fast) {
+        Py_XDECREF(open);
+        Py_XDECREF(key);
+        Py_XDECREF(lp);
+        PyObject *r = PyObject_CallMethodObjArgs((PyObject *)self, str_exit_py, NULL);
+        return r;
+    }
+    PyObject *result = NULL, *stops = NULL, *who = NULL, *site = NULL, *end = NULL;
+    Py_INCREF(frame);  /* ours now: out of the range object and of open_ranges */
+    Py_INCREF(rec);
+    Py_INCREF(begun);
+    Py_CLEAR(self->top);
+    if (PyDict_DelItem(open, key) < 0)
+        goto done;
+    /* As device_range_end: the stop timestamps, then the host end after the last of them. */
+    who = lp_who(lp);
+    if (who == NULL)
+        goto done;
+    if (lp->sites == NULL) {
+        site = minus_one;
+        Py_INCREF(site);
+    } else {
+        Py_ssize_t sid = site_capture((SiteCatcher *)lp->sites);
+        site = sid == -2 ? NULL : PyLong_FromSsize_t(sid);
+        if (site == NULL)
+            goto done;
+    }
+    stops = PyList_New(nb);
+    if (stops == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < nb; i++) {
+        PyObject *item = PyList_GetItem(begun, i);
+        PyObject *b = PyTuple_GetItem(item, 0);
+        PyObject *rt = rg_stamp_of(lp, b);
+        PyObject *stop = rt == NULL ? NULL : PyObject_CallFunctionObjArgs(rt, b, NULL);
+        Py_XDECREF(rt);
+        if (stop == NULL) {
+            if (rg_hook_failed(rec, b, str_record_timestamp) < 0)
+                goto done;
+            PyObject *r = PyObject_CallMethod(rec, "_release", "OOO", b,
+                                              PyTuple_GetItem(item, 2), Py_None);
+            if (r == NULL)
+                goto done;
+            Py_DECREF(r);
+            continue;  /* left out below (its slot stays NULL) */
+        }
+        PyList_SetItem(stops, i, stop);
+    }
+    end = rg_time();
+    if (end == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < nb; i++) {
+        PyObject *stop = PyList_GetItem(stops, i);  /* borrowed; NULL: its hook raised */
+        if (stop == NULL)
+            continue;
+        PyObject *item = PyList_GetItem(begun, i);
+        PyObject *b = PyTuple_GetItem(item, 0), *q = PyTuple_GetItem(item, 1);
+        PyObject *tok = PyTuple_GetItem(item, 2);
+        PyObject *flags = zero;
+        if (stop == Py_None) {
+            /* No stop timestamp after all: the start one is given back and the range is
+             * timed on the host, its queue synchronized (device_range_end). */
+            PyObject *r = PyObject_CallMethod(rec, "_release", "OOO", b, tok, Py_None);
+            Py_XDECREF(r);
+            r = r == NULL ? NULL : PyObject_CallMethod(rec, "_sync", "OO", b, q);
+            Py_XDECREF(r);
+            PyObject *t = r == NULL ? NULL : rg_time();
+            if (t == NULL)
+                goto done;
+            PyList_SetItem(stops, i, t);  /* kept alive by the list */
+            stop = t;
+            tok = Py_None;
+            flags = rg_flag_host_timed;
+        } else if (PyObject_HasAttr(stop, str_approximate)) {
+            /* Tokens that are host observations say so (see launch_observed). HasAttr first:
+             * where the attribute is missing (every device token) it makes no exception
+             * object, where GetAttr would make and drop one per range. */
+            PyObject *approx = PyObject_GetAttr(stop, str_approximate);
+            if (approx == NULL)
+                goto done;
+            if (approx == Py_True)
+                flags = rg_flag_approximate;
+            Py_DECREF(approx);
+        }
+        PyObject *slot = PyObject_GetAttr(b, str_slot);
+        PyObject *qk = slot == NULL ? NULL : PyLong_FromVoidPtr(q);
+        if (qk == NULL) {
+            Py_XDECREF(slot);
+            goto done;
+        }
+        if (PyDict_GetItemWithError(lp->live, qk) == NULL
+            && (PyErr_Occurred() || PyDict_SetItem(lp->live, qk, q) < 0)) {
+            Py_DECREF(qk);
+            Py_DECREF(slot);
+            goto done;
+        }
+        PyObject *entry = PyTuple_Pack(KPROF_ENTRY_LEN, slot, rg_kind_range, self->name, qk, who,
+                                       PyTuple_GetItem(frame, 1), end, tok, stop, minus_one,
+                                       flags, site, Py_None, minus_one);  /* no config, flops */
+        Py_DECREF(qk);
+        Py_DECREF(slot);
+        if (entry == NULL)
+            goto done;
+        int bad = rg_append(lp, entry);
+        Py_DECREF(entry);
+        if (bad)
+            goto done;
+    }
+    /* The host range, on the thread that entered it (host_range). */
+    PyObject *host = PyTuple_Pack(KPROF_ENTRY_LEN, Py_None, rg_entry_host_range, self->name,
+                                  Py_None, PyTuple_GetItem(frame, 3), PyTuple_GetItem(frame, 1),
+                                  end, Py_None, Py_None, minus_one, zero, site, Py_None, minus_one);
+    if (host == NULL)
+        goto done;
+    int bad = rg_append(lp, host);
+    Py_DECREF(host);
+    if (bad)
+        goto done;
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_XDECREF(end);
+    Py_XDECREF(stops);
+    Py_XDECREF(site);
+    Py_XDECREF(who);
+    Py_DECREF(begun);
+    Py_DECREF(rec);
+    Py_DECREF(frame);
+    Py_DECREF(open);
+    Py_DECREF(key);
+    Py_DECREF(lp);
+    return result;
+}
+
+static PyMethodDef rg_methods[] = {
+    {"__enter__", (PyCFunction)rg_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)rg_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef rg_members[] = {
+    {"name", T_OBJECT, offsetof(RangeBase, name), 0, NULL},
+    {"_top", T_OBJECT, offsetof(RangeBase, top), 0, NULL},
+    {"_more", T_OBJECT, offsetof(RangeBase, more), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot rg_slots[] = {
+    {Py_tp_dealloc, rg_dealloc},
+    {Py_tp_traverse, rg_traverse},
+    {Py_tp_clear, rg_clear},
+    {Py_tp_init, rg_init},
+    {Py_tp_new, PyType_GenericNew},
+    {Py_tp_methods, rg_methods},
+    {Py_tp_members, rg_members},
+    {Py_tp_doc, "kprof.range's compiled entry and exit (see kprof_core/recording/annotations.py)."},
+    {0, NULL},
+};
+
+static PyType_Spec rg_spec = {
+    "kprof_core.low_level._crecorder.RangeBase", sizeof(RangeBase), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, rg_slots,
+};
+
+static PyObject *RangeBaseType;
+
+/* range_bind(active, now, outside, kind_range, entry_host_range, flag_approximate,
+ *            flag_host_timed) */
+static PyObject *
+range_bind(PyObject *module, PyObject *args)
+{
+    PyObject *o[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO:range_bind", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6]))
+        return NULL;
+    PyObject **fields[7] = {&rg_active, &rg_now, &rg_outside, &rg_kind_range,
+                            &rg_entry_host_range, &rg_flag_approximate, &rg_flag_host_timed};
+    for (int i = 0; i < 7; i++) {
+        Py_INCREF(o[i]);
+        Py_XSETREF(*fields[i], o[i]);
+    }
+    PyObject *time_mod = PyImport_ImportModule("time");
+    PyObject *pc = time_mod == NULL ? NULL : PyObject_GetAttrString(time_mod, "perf_counter_ns");
+    Py_XDECREF(time_mod);
+    if (pc == NULL)
+        return NULL;
+    rg_clock = pc == rg_now;
+    Py_DECREF(pc);
+    Py_RETURN_NONE;
+}
+
+static int
+range_init(PyObject *m)
+{
+    str_open_ranges = PyUnicode_InternFromString("open_ranges");
+    str_native = PyUnicode_InternFromString("_native");
+    str_enter_py = PyUnicode_InternFromString("_enter_py");
+    str_exit_py = PyUnicode_InternFromString("_exit_py");
+    str_forked_ranges = PyUnicode_InternFromString("forked_ranges");
+    str_broken = PyUnicode_InternFromString("broken");
+    str_approximate = PyUnicode_InternFromString("approximate");
+    str_hook_failed = PyUnicode_InternFromString("_hook_failed");
+    str_current_queue = PyUnicode_InternFromString("current_queue");
+    str_record_timestamp = PyUnicode_InternFromString("record_timestamp");
+    if (!str_open_ranges || !str_native || !str_enter_py || !str_exit_py || !str_forked_ranges || !str_broken
+        || !str_approximate || !str_hook_failed || !str_current_queue || !str_record_timestamp)
+        return -1;
+    RangeBaseType = PyType_FromSpec(&rg_spec);
+    if (RangeBaseType == NULL)
+        return -1;
+    Py_INCREF(RangeBaseType);
+    if (PyModule_AddObject(m, "RangeBase", RangeBaseType) < 0) {
+        Py_DECREF(RangeBaseType);
+        return -1;
+    }
+    return 0;
+}
