@@ -7,13 +7,14 @@
 MODE: ``setup`` (the set-up alone, to subtract), ``plain``, ``events`` (the hand-written loop:
 every event kept and its END read after ``finish``), ``kprof``, or ``kprof_noharvest`` (no
 harvest while the loop runs). TOTAL launches in profiles (or rounds) of N, each ended with
-``q.finish()``. CPU time, not wall: on a shared machine the wall time of one process says
+``q.finish()``; it prints the loops' own CPU time (``process_time``). CPU time, not wall: on a shared machine the wall time of one process says
 little, and ``perf`` counts every thread (PoCL's workers too).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 from harness import opencl
 
@@ -29,6 +30,7 @@ def main(mode: str, n: int, total: int) -> None:
     q.finish()
     if mode == "kprof_noharvest":
         Recorder.harvest_every = Recorder.max_pending = 10**9
+    t0 = time.process_time_ns()  # every thread of the process: PoCL's workers too
     for _ in range(0 if mode == "setup" else total // n):
         if mode == "plain":
             for _ in range(n):
@@ -44,6 +46,8 @@ def main(mode: str, n: int, total: int) -> None:
                 for _ in range(n):
                     tiny(q, g, None, buf)
                 q.finish()
+    # The loops' CPU time, set-up excluded (bench/launch_lengths.py reads it).
+    print(f"loop_cpu_ns {time.process_time_ns() - t0}")
 
 
 if __name__ == "__main__":

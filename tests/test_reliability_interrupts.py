@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +48,20 @@ def test_keyboard_interrupt_while_resolving(tdq: Any) -> None:
     q = tdq()
     original = device.Queue.launch
     q.hang.clear()
-    timer = threading.Timer(0.5, _thread.interrupt_main)
+    prof = kprof.profile(timeout=30)
+
+    def interrupt() -> None:
+        # Once "done" is resolved: on a loaded machine the end may not have got that far in
+        # 0.5 s (a helper saw this test fail so under load 18 on 2 cores).
+        rec, waited = prof._recorder, 0
+        while rec is not None and not len(rec.table) and waited < 2000:
+            time.sleep(0.01)
+            waited += 1
+        _thread.interrupt_main()
+
+    timer = threading.Timer(0.5, interrupt)
     with pytest.raises(KeyboardInterrupt):
-        with kprof.profile(timeout=30) as p, q:
+        with prof as p, q:
             q.launch("done", 10)
             q.finish()  # "done" completes: it can be resolved before the interrupt
             q.launch("hang")

@@ -139,3 +139,5 @@ def test_a_slow_release_stays_inside_the_deadline(fake_clock: FakeClock) -> None
     assert len(p.device_ranges) == 50 and not p.unresolved
     # Four releases before the deadline, one more begun inside the grace (2 s + 0.2 s).
     assert took == 2.5 and plugin.released == 5
+    # Said in the profile too, so that the conformance kit can tell them from a plugin's.
+    assert p.meta["tokens_left"] == 2 * 50 - 5

@@ -73,6 +73,15 @@ _DEVICE = re.compile(r"pthread-[^,:]*?(?=,|:|\s{2,}|$)")
 
 _EARLY = "(negative launch-to-start delays"
 
+# A tree row: its guides ("│  ", "   ") and branch ("├─ " or "└─ ") say whether a sibling
+# follows, which the siblings' order (by device time, so by the load) decides; only the
+# depth is kept.
+_BRANCH = re.compile(r"((?:│  |   )*)[├└]─ ")
+
+
+def _depth(m: re.Match[str]) -> str:
+    return f"<depth {len(m.group(1)) // 3 + 1}> "
+
 
 def normalize(text: str) -> list[str]:
     """The lines of ``text`` with timings masked, spaces collapsed, in sorted order (rows of
@@ -81,6 +90,7 @@ def normalize(text: str) -> list[str]:
     for line in text.splitlines():
         if _VERDICT.match(line):  # the analysis' verdict follows the machine's load
             line = "<verdict>"
+        line = _BRANCH.sub(_depth, line)
         line = _NUMBER.sub("#", line)
         line = _DEVICE.sub("<cpu>", line)  # PoCL names the machine's CPU
         if "of busy)" in line:  # an analysis row: the queue depth follows the load too

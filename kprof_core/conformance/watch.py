@@ -105,11 +105,14 @@ class Ledger:
         if self.violations:
             raise self.violations[0]
 
-    def check_all_released(self) -> None:
+    def check_all_released(self, left_by_kprof: int = 0) -> None:
+        """Every token handed out was given back, but for ``left_by_kprof``: those kprof
+        said it left to the plugin (its releases ran past the profile's deadline, which a
+        loaded machine does with a short timeout)."""
         if not self.backend.pools_tokens:
             return  # kprof only drops its references: nothing to count
         left = list(self.outstanding.values())
-        if left:
+        if len(left) > left_by_kprof:
             raise fail(
                 "release_timestamp",
                 "is called exactly once per token",
