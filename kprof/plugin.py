@@ -32,7 +32,12 @@ functions::
 (``time.perf_counter_ns``); ``active()`` the calling context's :class:`Recorder`, or None
 outside a profile; ``Patcher`` replaces library attributes and restores the very same objects.
 ``rec.launch`` appends and returns; it never blocks except when a profile has so much pending
-work that it must wait for the oldest (which bounds the live device events).
+work that it must wait for the oldest (which bounds the live device events). Its optional last
+arguments: ``nbytes`` (a copy's size, -1 otherwise) and ``config``, the launch configuration
+as the call has it (hashable, e.g. ``(grid, block)`` or ``(global_size, local_size)``: nothing
+is formatted per launch), which the optional ``launch_config`` hook makes text once per
+distinct value per profile; ``summary(by=("name", "config"))`` groups by it. Activity rows
+carry theirs in ``ActivityColumns(config=(format, columns))`` or ``DeviceRecord.config``.
 
 Backends whose vendor tool reports device work after it ran (CUPTI's Activity API) hand it
 over with ``deliver(backend, records)``, a list of :class:`DeviceRecord`, or column-wise with

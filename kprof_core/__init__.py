@@ -20,7 +20,7 @@ from kprof_core.io.storage import ProfileFileError
 from kprof_core.profiler import profile
 from kprof_core.ranks import mpi
 from kprof_core.ranks.combine import combine
-from kprof_core.recording.annotations import kernel, mark, propagate, range
+from kprof_core.recording.annotations import annotate, kernel, mark, propagate, range
 from kprof_core.result import Profile, ProfileTree, Summary, drift, load
 from kprof_core.windows import Schedule, save_windows, schedule, step
 
@@ -69,6 +69,7 @@ __all__ = [
     "Summary",
     "SummaryRow",
     "__version__",
+    "annotate",
     "backends",
     "combine",
     "drift",

@@ -38,9 +38,10 @@ def config_rows(
     none handed), largest total first. Without ``by_name`` a row's name is its configuration."""
     groups: dict[tuple[int, int, int], list[int]] = {}
     sizes: dict[tuple[int, int, int], int] = {}
+    said: dict[tuple[int, int, int], int] = {}
     t = table
-    for nid, kind, flags, dur, nbytes, cfg in zip(
-        t.name, t.kind, t.flags, t.duration, t.nbytes, t.config
+    for nid, kind, flags, dur, nbytes, cfg, flops in zip(
+        t.name, t.kind, t.flags, t.duration, t.nbytes, t.config, t.flops
     ):
         if kind == RANGE or flags & UNRESOLVED:
             continue
@@ -51,13 +52,16 @@ def config_rows(
         group.append(dur)
         if nbytes >= 0:
             sizes[key] = sizes.get(key, 0) + nbytes
+        if flops >= 0:
+            said[key] = said.get(key, 0) + flops
     out = []
     for key, durs in groups.items():
         nid, cfg, marks = key
         text = configs[cfg] if cfg >= 0 else None
         name = names[nid] if by_name else (text or NO_CONFIG)
         moved = {(name, marks): sizes[key]} if key in sizes else {}
-        (row,) = rows_of({(name, marks): durs}, moved, span_ns)
+        done = {(name, marks): said[key]} if key in said else {}
+        (row,) = rows_of({(name, marks): durs}, moved, span_ns, done)
         out.append(replace(row, config=text))
     out.sort(key=lambda r: (-r.total_ns, r.name, r.config or ""))
     return out

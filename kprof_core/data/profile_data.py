@@ -36,7 +36,7 @@ from kprof_core.data.records import (
 )
 from kprof_core.data.site_summary import SiteRow, StackRow, site_rows, stack_rows
 from kprof_core.data.sites import Site
-from kprof_core.data.summary import Durations, Summary, _split, rows_of
+from kprof_core.data.summary import Durations, Summary, _split, rows_of, said_totals
 
 if TYPE_CHECKING:
     from kprof_core.recording.recorder import DeviceClock, Recorder
@@ -271,7 +271,7 @@ class ProfileData:
                 gkey = (nid, flags & MARKS)
                 (dranges if rest & 1 else device)[gkey] = durs
                 nb = nb_split[key]
-                if max(nb) >= 0:
+                if not rest & 1 and max(nb) >= 0:  # ranges' bytes: said_totals
                     sizes[gkey] = sizes.get(gkey, 0) + sum(compress(nb, map(ge, nb, repeat(0))))
         else:
             for nid, kind, flags, dur, nbytes in zip(t.name, t.kind, t.flags, t.duration, t.nbytes):
@@ -283,7 +283,7 @@ class ProfileData:
                 if group is None:
                     group = groups[key2] = []
                 group.append(dur)
-                if nbytes >= 0:
+                if nbytes >= 0 and kind != RANGE:
                     sizes[key2] = sizes.get(key2, 0) + nbytes
         # The host side: launches' host calls (device rows that are not ranges), then host rows.
         launch_durs = array("q", map(operator.sub, t.launch_end, t.launch_start))
@@ -327,7 +327,17 @@ class ProfileData:
         def named(groups: dict[tuple[int, int], Any]) -> dict[tuple[str, int], Any]:
             return {(names[nid], marks): v for (nid, marks), v in groups.items()}
 
-        return Durations(named(host), named(device), named(dranges), named(sizes), markers)
+        flops, range_nbytes, range_flops = said_totals(t.name, t.kind, t.flags, t.nbytes, t.flops)
+        return Durations(
+            named(host),
+            named(device),
+            named(dranges),
+            named(sizes),
+            markers,
+            named(flops),
+            named(range_nbytes),
+            named(range_flops),
+        )
 
     @overload
     def summary(self, by: Literal["line"]) -> list[SiteRow]: ...  # type: ignore[overload-overlap]
@@ -357,8 +367,8 @@ class ProfileData:
         return Summary(
             span,
             rows_of(d.host, {}, span),
-            rows_of(d.device, d.nbytes, span),
-            rows_of(d.device_ranges, {}, span),
+            rows_of(d.device, d.nbytes, span, d.flops),
+            rows_of(d.device_ranges, d.range_nbytes, span, d.range_flops),
             sorted(d.markers.items(), key=lambda kv: (-kv[1], kv[0])),
         )
 

@@ -29,7 +29,7 @@ def iter_device_records(
     configs: Sequence[str] = (),
 ) -> Iterator[KernelRecord]:
     """Build record views; times are given relative to ``origin``."""
-    site_col, config_col = table.site, table.config
+    site_col, config_col, flops_col = table.site, table.config, table.flops
     for i in range(len(table)):
         q = queues[table.queue[i]]
         flags = table.flags[i]
@@ -51,4 +51,5 @@ def iter_device_records(
             approximate=bool(flags & APPROXIMATE),
             site=sites[site_col[i]] if site_col[i] >= 0 else None,
             config=configs[config_col[i]] if config_col[i] >= 0 else None,
+            flops=flops_col[i] if flops_col[i] >= 0 else None,
         )

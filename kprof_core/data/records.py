@@ -8,11 +8,10 @@ are built only when asked for.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kprof_core.data.details import Details as Details  # its home before: importers use it
 from kprof_core.data.sites import Site
 
 # Kinds of device records.
@@ -88,7 +87,8 @@ class KernelRecord:
     ``approximate`` ones from completions observed on the host, without synchronizing (``~``).
     ``error`` says why a record has no device time, when it has none. ``site``: the line of
     the user's code that launched it (``kprof.Site``: file, line, function), or None;
-    ``config``: its launch configuration as text (``"global 1024 local 64"``), or None.
+    ``config``: its launch configuration as text (``"global 1024 local 64"``), or None;
+    ``flops``/``nbytes``: the flops and bytes the user said (``kprof.annotate``), or None.
 
     ``name``: the kernel's, copy's or range's name; ``kind``: ``"kernel"``, ``"copy"`` or
     ``"range"``; ``backend``, ``device`` and ``queue``: where it ran (the backend's name, and
@@ -112,6 +112,7 @@ class KernelRecord:
     approximate: bool = False
     site: Site | None = None
     config: str | None = None
+    flops: int | None = None
 
     @property
     def end_ns(self) -> int:
@@ -192,6 +193,7 @@ class DeviceTable:
         "flags",
         "site",
         "config",
+        "flops",
     )
 
     def __init__(self) -> None:
@@ -213,6 +215,7 @@ class DeviceTable:
     site: array[int]
     #: The launch configuration: an index into the profile's ``configs``, -1 for none.
     config: array[int]
+    flops: array[int]  #: flops the user said (kprof.range, kprof.annotate), -1: not said
     #: The launch stack: an index into the profile's ``stacks``, -1 for none. Not one of the
     #: ``COLUMNS`` rows are recorded with: made at the profile's end from the raw ids in
     #: ``site``, and empty when no row has a stack (``profile(stacks=False)``). 32-bit
@@ -233,11 +236,12 @@ class DeviceTable:
         flags: int,
         site: int = -1,
         config: int = -1,
+        flops: int = -1,
     ) -> int:
         # All or nothing: a value a column refuses (a plugin's float, an int past int64)
         # raises before any column grew, so the columns never differ in length.
         row = array("q", (name, kind, queue, thread, launch_start, launch_end, start, duration))
-        row.extend((nbytes, flags, site, config))
+        row.extend((nbytes, flags, site, config, flops))
         self.name.append(row[0])
         self.kind.append(row[1])
         self.queue.append(row[2])
@@ -250,6 +254,7 @@ class DeviceTable:
         self.flags.append(row[9])
         self.site.append(row[10])
         self.config.append(row[11])
+        self.flops.append(row[12])
         return len(self.name) - 1
 
     def __len__(self) -> int:
@@ -266,87 +271,6 @@ class DeviceTable:
 
     def row(self, i: int) -> tuple[int, ...]:
         return tuple(getattr(self, c)[i] for c in self.COLUMNS)
-
-
-class Details(MutableMapping[int, str]):
-    """Row -> what a backend said about a device row, formatted only when read.
-
-    Texts set one by one (``details[row] = text``) are kept as they are; rows that arrived
-    column-wise (``kprof.plugin.ActivityColumns``) keep their columns and a format string
-    (``"grid ({0}, {1}, {2}) block ({3}, {4}, {5})"``) until a view asks for a row."""
-
-    def __init__(self) -> None:
-        self._texts: dict[int, str] = {}
-        # (first row, row count, format, columns): sorted by first row, never overlapping.
-        self._blocks: list[tuple[int, int, str, tuple[Sequence[int], ...]]] = []
-        self._firsts: list[int] = []
-
-    def add_block(self, first: int, n: int, fmt: str, columns: tuple[Sequence[int], ...]) -> None:
-        """Rows ``first .. first + n - 1`` are described by ``fmt`` over ``columns[k][i]``."""
-        if n:
-            self._blocks.append((first, n, fmt, columns))
-            self._firsts.append(first)
-
-    def _block(self, row: int) -> tuple[int, int, str, tuple[Sequence[int], ...]] | None:
-        j = bisect_right(self._firsts, row) - 1
-        if j >= 0:
-            b = self._blocks[j]
-            if row < b[0] + b[1]:
-                return b
-        return None
-
-    def __getitem__(self, row: int) -> str:
-        text = self._texts.get(row)
-        if text is not None:
-            return text
-        b = self._block(row) if type(row) is int else None
-        if b is None:
-            raise KeyError(row)
-        i = row - b[0]
-        return b[2].format(*(c[i] for c in b[3]))
-
-    def __contains__(self, row: object) -> bool:
-        return row in self._texts or (type(row) is int and self._block(row) is not None)
-
-    def __setitem__(self, row: int, text: str) -> None:
-        self._texts[row] = text
-
-    def __delitem__(self, row: int) -> None:
-        del self._texts[row]  # rows of blocks are not deleted one by one
-
-    def __iter__(self) -> Iterator[int]:
-        rows = set(self._texts)
-        for first, n, _f, _c in self._blocks:
-            rows.update(range(first, first + n))
-        return iter(sorted(rows))
-
-    def __len__(self) -> int:
-        return len(self._texts) + sum(b[1] for b in self._blocks if b[0] not in self._texts)
-
-    def renumber(
-        self, a: int, b: int, new_row: Callable[[int], int | None], shift: int = 0
-    ) -> None:
-        """After rows were taken out of the table (``recording/bounds.py``): rows ``a`` to
-        ``b - 1`` become ``new_row(i)`` (None: gone), rows from ``b`` on move by ``shift``.
-        Blocks wholly outside ``a .. b - 1`` move as blocks; rows of the others become texts."""
-        texts: dict[int, str] = {}
-        for i, v in self._texts.items():
-            j = i if i < a else (new_row(i) if i < b else i + shift)
-            if j is not None:
-                texts[j] = v
-        blocks = []
-        for first, n, fmt, cols in self._blocks:
-            if first + n <= a:
-                blocks.append((first, n, fmt, cols))
-            elif first >= b:
-                blocks.append((first + shift, n, fmt, cols))
-            else:
-                for i in range(first, first + n):
-                    j = i if i < a else (new_row(i) if i < b else i + shift)
-                    if j is not None and i not in self._texts:
-                        texts[j] = fmt.format(*(c[i - first] for c in cols))
-        self._texts, self._blocks = texts, blocks
-        self._firsts = [blk[0] for blk in blocks]
 
 
 class HostTable:

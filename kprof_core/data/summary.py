@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from itertools import compress, islice, repeat
 from operator import eq
 
-from kprof_core.data.records import APPROXIMATE, HOST_TIMED
+from kprof_core.data.records import APPROXIMATE, HOST_TIMED, MARKS, RANGE, UNRESOLVED
 
 
 @dataclass(frozen=True)
@@ -23,8 +23,11 @@ class SummaryRow:
     ``percent``: ``total_ns`` as a share of the profiled span; ``host_timed``: the records
     were timed on the host (shown with ``*``); ``approximate``: their times are completions
     observed on the host, without synchronizing (shown with ``~``); ``nbytes``: bytes moved,
-    for copies, else None; ``config``: the launch configuration's text, in rows grouped by it
-    (``summary(by=("name", "config"))``), else None.
+    for copies (and kernels or ranges the user said them of), else None; ``flops``: the
+    floating-point operations the user said its records do (``kprof.range(flops=)``,
+    ``kprof.annotate``), else None; ``config``: the launch configuration's text, in rows
+    grouped by it (``summary(by=("name", "config"))``), else None. ``gbps`` and ``gflops``:
+    those over ``total_ns`` (GB/s, GFLOP/s), or None.
     """
 
     name: str
@@ -40,6 +43,17 @@ class SummaryRow:
     nbytes: int | None = None
     approximate: bool = False
     config: str | None = None
+    flops: int | None = None
+
+    @property
+    def gbps(self) -> float | None:
+        """Bytes per ns (GB/s) over the total device time, or None without bytes."""
+        return self.nbytes / self.total_ns if self.nbytes and self.total_ns > 0 else None
+
+    @property
+    def gflops(self) -> float | None:
+        """Floating-point operations per ns (GFLOP/s) over the total time, or None."""
+        return self.flops / self.total_ns if self.flops and self.total_ns > 0 else None
 
     @property
     def label(self) -> str:
@@ -54,10 +68,14 @@ class SummaryRow:
 
 
 def rows_of(
-    groups: Mapping[tuple[str, int], list[int]], sizes: Mapping[tuple[str, int], int], span_ns: int
+    groups: Mapping[tuple[str, int], list[int]],
+    sizes: Mapping[tuple[str, int], int],
+    span_ns: int,
+    flops: Mapping[tuple[str, int], int] | None = None,
 ) -> list[SummaryRow]:
     """Summary rows of durations already grouped by ``(name, marks)``, where marks are the
-    record flags ``HOST_TIMED`` and ``APPROXIMATE`` (or a bool: host-timed); largest total first."""
+    record flags ``HOST_TIMED`` and ``APPROXIMATE`` (or a bool: host-timed); largest total
+    first. ``sizes`` and ``flops``: the bytes and flops said per group (absent: none)."""
     rows = []
     for (name, marks), durs in groups.items():
         n = len(durs)
@@ -78,6 +96,7 @@ def rows_of(
                 host_timed=bool(marks & HOST_TIMED),
                 nbytes=sizes.get((name, marks)),
                 approximate=bool(marks & APPROXIMATE),
+                flops=None if flops is None else flops.get((name, marks)),
             )
         )
     rows.sort(key=lambda r: (-r.total_ns, r.name))
@@ -137,6 +156,36 @@ def _split(keys: array[int], values: array[int], most: int = 8) -> dict[int, lis
     }
 
 
+def said_totals(
+    names: Sequence[int],
+    kinds: Sequence[int],
+    flags: Sequence[int],
+    nbytes: Sequence[int],
+    flops: Sequence[int],
+) -> tuple[dict[tuple[int, int], int], dict[tuple[int, int], int], dict[tuple[int, int], int]]:
+    """What the user said of device rows, per ``(name id, marks)``: flops of kernels and
+    copies, bytes and flops of ranges (their bytes are not a copy's). One pass, only when a
+    row has any (checked in C first: most profiles have none)."""
+    dev: dict[tuple[int, int], int] = {}
+    rng_b: dict[tuple[int, int], int] = {}
+    rng_f: dict[tuple[int, int], int] = {}
+    ranges_said = RANGE in kinds and max(compress(nbytes, map(eq, kinds, repeat(RANGE)))) >= 0
+    if max(flops, default=-1) < 0 and not ranges_said:
+        return dev, rng_b, rng_f
+    for nid, kind, fl, nb, fp in zip(names, kinds, flags, nbytes, flops):
+        if fl & UNRESOLVED:
+            continue
+        key = (nid, fl & MARKS)
+        if kind == RANGE:
+            if nb >= 0:
+                rng_b[key] = rng_b.get(key, 0) + nb
+            if fp >= 0:
+                rng_f[key] = rng_f.get(key, 0) + fp
+        elif fp >= 0:
+            dev[key] = dev.get(key, 0) + fp
+    return dev, rng_b, rng_f
+
+
 @dataclass(frozen=True)
 class Durations:
     """Per-call durations (ns) grouped by ``(name, marks)`` in each section of a profile, where
@@ -147,6 +196,11 @@ class Durations:
     device_ranges: dict[tuple[str, int], list[int]]
     nbytes: dict[tuple[str, int], int]
     markers: dict[str, int]
+    #: Floating-point operations said per group of device rows, where any; bytes and flops
+    #: said per group of device ranges (``kprof.range(name, bytes=, flops=)``).
+    flops: dict[tuple[str, int], int] = field(default_factory=dict)
+    range_nbytes: dict[tuple[str, int], int] = field(default_factory=dict)
+    range_flops: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ record views ``p.kernels``, ``p.ranges`` are):
   interval, queue, thread, bytes, ``host_timed``, ``approximate`` (observed on the host) and,
   for records the device never timed, ``error`` (their ``start_ns``/``duration_ns`` are then the launch's, not device times),
   ``detail``: what the backend said about the row (a CUDA kernel's grid and block), and
-  ``config``: its launch configuration as text (``summary(by=("name", "config"))``'s);
+  ``config``: its launch configuration as text (``summary(by=("name", "config"))``'s), and
+  ``flops``: the floating-point operations the user said it does (``nbytes``: the bytes);
 - host records: ranges and markers.
 
 Each record's launch site is in ``file``, ``line`` and ``function``, and its launch stack
@@ -62,6 +63,7 @@ COLUMNS = (
     "error",
     "detail",
     "config",
+    "flops",
     "file",
     "line",
     "function",
@@ -187,6 +189,7 @@ def _device_rows(p: ProfileData, order: Any = None) -> Iterator[dict[str, Any]]:
             "error": p.errors.get(i, "unresolved") if flags & UNRESOLVED else None,
             "detail": p.details.get(i),
             "config": p.configs[c] if (c := t.config[i]) >= 0 else None,
+            "flops": f if (f := t.flops[i]) >= 0 else None,
             **_site(p, t.site[i]),
             "stack": _stack(t.stack, i),
         }
@@ -214,6 +217,7 @@ def _host_rows(p: ProfileData, order: Any = None) -> Iterator[dict[str, Any]]:
             "error": None,
             "detail": None,
             "config": None,
+            "flops": None,
             **_site(p, h.site[j]),
             "stack": _stack(h.stack, j),
         }

@@ -43,9 +43,10 @@ column (indexes into ``stacks``, -1: none). It is written only for profiles that
 (``profile(stacks=True)``), and read by ``read_v4.py``, which takes the stacks off and hands
 the rest to ``read_v3``.
 
-Version 4 also holds launch configurations, where a profile has them: the header adds
-``configs`` ([str], the texts the column indexes) and the device table a ``config`` column (-1:
-none). A version 4 file holds stacks, configurations or both; ``read_v4.py`` takes off what it
+Version 4 also holds launch configurations and throughput, where a profile has them: the
+header adds ``configs`` ([str], the texts the column indexes) and the device table a ``config``
+column (-1: none) and a ``flops`` column (the floating-point operations the user said a row
+does, -1: not said). A version 4 file holds stacks, configurations or both; ``read_v4.py`` takes off what it
 holds and hands the rest to the reader of version 3, 2 or 1.
 
 The file ends right after the last column. Readers are kept per format version, so files of
@@ -65,7 +66,7 @@ from kprof_core.host.backend import KprofError
 MAGIC = b"\x89KPROF\r\n"
 FORMAT_VERSION = 4  # the newest version written (1 to 3 where a profile needs no more)
 #: The device columns version 4 added (read_v4.py takes them off, older readers never see them).
-V4_DEVICE_COLUMNS = ("config",)
+V4_DEVICE_COLUMNS = ("config", "flops")
 PREFIX = struct.Struct("<8sI")  # magic, version
 V1_FRAME = struct.Struct("<II")  # header length, header crc32
 RAW, SHUFFLED = "raw", "shuffle8+zlib"

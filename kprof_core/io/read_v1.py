@@ -97,6 +97,7 @@ def read_v1(data: bytes, pos: int, name: str, cls: type[P]) -> P:
     p.table.site = array("q", (-1,)) * len(p.table)
     p.host.site = array("q", (-1,)) * len(p.host)
     p.table.config = array("q", (-1,)) * len(p.table)  # nor configurations (version 4)
+    p.table.flops = array("q", (-1,)) * len(p.table)  # nor flops (version 4)
     return p
 
 

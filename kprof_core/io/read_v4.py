@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from kprof_core.data.profile_data import ProfileData
 from kprof_core.data.records import STACK_TYPE
 from kprof_core.data.sites import Site
+from kprof_core.data.values import VALUE_LIMIT
 from kprof_core.io.filecheck import Checker
 from kprof_core.io.fileformat import V1_FRAME, V4_DEVICE_COLUMNS, CorruptProfileError
 from kprof_core.io.read_v1 import _decode, read_header, read_v1
@@ -67,8 +68,7 @@ def read_v4(data: bytes, pos: int, name: str, cls: type[P]) -> P:
         raise r.fail(f"{len(data) - at} unexpected bytes after the last column")
     if set(stack_cols) not in ({"device", "host"}, set()) or (stacks and not stack_cols):
         raise r.fail("the header does not list a stack column for each table")
-    if ours and set(ours) != set(V4_DEVICE_COLUMNS):
-        raise r.fail(f"the header does not list every device column of {V4_DEVICE_COLUMNS}")
+    # (A file may list only some of V4_DEVICE_COLUMNS: the others are -1, as in older files.)
     if not stack_cols and not ours:
         raise r.fail("the header lists neither stack nor configuration columns")
     # What version 3 (or 2, 1) holds, as that file: the header without ours, our columns out.
@@ -98,7 +98,10 @@ def read_v4(data: bytes, pos: int, name: str, cls: type[P]) -> P:
             raise r.fail(f"column {what} checksum mismatch")
         encoding = c.get("encoding")
         col = _decode(r, blob, encoding if isinstance(encoding, str) else "", len(p.table), what)
-        r.between(col, -1, len(configs) - 1, what)  # -1: no configuration
+        if col_name == "config":
+            r.between(col, -1, len(configs) - 1, what)  # -1: no configuration
+        else:
+            r.between(col, -1, VALUE_LIMIT - 1, what)  # -1: not said
         setattr(p.table, col_name, col)
     p.configs = configs
     return p

@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 from kprof_core.data.memory import MemoryTable
 from kprof_core.data.profile_data import ProfileData
 from kprof_core.data.records import DeviceTable, HostTable
+from kprof_core.data.values import VALUE_LIMIT
 from kprof_core.host.backend import KprofError
 from kprof_core.io.filecheck import Checker
 from kprof_core.io.fileformat import (
@@ -56,7 +57,8 @@ def _le_bytes(col: array[int]) -> bytes:
 def _columns(profile: ProfileData) -> list[tuple[str, str, array[int]]]:
     # The site columns only with sites (version 3), the configurations' only with some (version
     # 4): other files stay as older kprof wrote them.
-    skip = (() if profile.sites else ("site",)) + (() if profile.configs else V4_DEVICE_COLUMNS)
+    v4 = profile.configs or max(profile.table.flops, default=-1) >= 0
+    skip = (() if profile.sites else ("site",)) + (() if v4 else V4_DEVICE_COLUMNS)
 
     def keep(c: str) -> bool:
         return c not in skip
@@ -101,6 +103,8 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
             check.between(col, -1, len(profile.stacks) - 1, f"{table}.stack")
         if name == "config":
             check.between(col, -1, len(profile.configs) - 1, f"{table}.config")
+        if name == "flops":
+            check.between(col, -1, VALUE_LIMIT - 1, f"{table}.flops")
         raw = _le_bytes(col)
         encoding = RAW
         if compress and raw:
@@ -153,8 +157,8 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
         frames = {f: i for i, f in enumerate(sorted({f for s in profile.stacks for f in s}))}
         header["frames"] = [[s.file, s.line, s.function] for s in frames]
         header["stacks"] = [[frames[f] for f in s] for s in profile.stacks]
-    if profile.configs:  # only then version 4: one of the above plus launch configurations
-        version = 4
+    if profile.configs or max(profile.table.flops, default=-1) >= 0:
+        version = 4  # only then: one of the above plus launch configurations and flops
         header["configs"] = list(profile.configs)
     try:
         hbytes = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("ascii")

@@ -30,7 +30,7 @@
 /* LaunchPath.launch packs an entry's fields by position (PyTuple_Pack, the cheapest way):
  * this fails to compile if layout.py changes their order without this file following. */
 typedef char kprof_entry_order_matches_layout_py[
-    (KPROF_ENTRY_LEN == 13 && KPROF_E_SITE == 11 && KPROF_E_CONFIG == 12 && KPROF_E_SLOT == 0 && KPROF_E_KIND == 1 && KPROF_E_NAME == 2
+    (KPROF_ENTRY_LEN == 14 && KPROF_E_SITE == 11 && KPROF_E_CONFIG == 12 && KPROF_E_FLOPS == 13 && KPROF_E_SLOT == 0 && KPROF_E_KIND == 1 && KPROF_E_NAME == 2
      && KPROF_E_QUEUE == 3 && KPROF_E_WHO == 4 && KPROF_E_H0 == 5 && KPROF_E_H1 == 6
      && KPROF_E_START == 7 && KPROF_E_STOP == 8 && KPROF_E_NBYTES == 9 && KPROF_E_FLAGS == 10)
         ? 1 : -1];
@@ -253,7 +253,7 @@ lp_launch(LaunchPath *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
             goto fail;
     }
     entry = PyTuple_Pack(KPROF_ENTRY_LEN, slot, args[1], args[2], qk, who, args[4], args[5], args[6], stop,
-                         nbytes, zero, site, config);
+                         nbytes, zero, site, config, minus_one);
     if (entry == NULL)
         goto fail;
     /* Not for the collector: an entry refers to tokens, ints and a str, and nothing refers to
@@ -377,7 +377,7 @@ as_i64(PyObject *o, int64_t *out)
 /* run_columns(chunk, slot, backend, fast_queues, thread_ids, name_ids, config_ids, known,
  *             kind_bound)
  * -> (m, starts, stops, names, kinds, queues, threads, h0s, h1s, nbytes, flags, sites, configs,
- *     refb)
+ *     flops, refb)
  *
  * What harvest_columns.run_columns does in Python: the longest prefix of `chunk` (entry tuples) whose
  * entries are timed launches of `backend` (its `slot`) on queues in `fast_queues` (id(queue)
@@ -398,7 +398,7 @@ run_columns(PyObject *module, PyObject *args)
                           &known, &kind_bound))
         return NULL;
     Py_ssize_t n = PyList_Size(chunk);
-    enum { NAME, KIND, QUEUE, THREAD, H0, H1, NBYTES, FLAGS, SITE, CONFIG, REFB, NCOLS };
+    enum { NAME, KIND, QUEUE, THREAD, H0, H1, NBYTES, FLAGS, SITE, CONFIG, FLOPS, REFB, NCOLS };
     int64_t *cols = (int64_t *)PyMem_Malloc(sizeof(int64_t) * NCOLS * (size_t)(n ? n : 1));
     if (cols == NULL)
         return PyErr_NoMemory();
@@ -457,7 +457,8 @@ run_columns(PyObject *module, PyObject *args)
             || !as_i64(f[KPROF_E_NBYTES], &row[NBYTES * n + m])
             || !as_i64(f[KPROF_E_FLAGS], &row[FLAGS * n + m]) || row[FLAGS * n + m] != 0
             || !as_i64(f[KPROF_E_SITE], &row[SITE * n + m])
-            || !as_i64(cid, &row[CONFIG * n + m]))
+            || !as_i64(cid, &row[CONFIG * n + m])
+            || !as_i64(f[KPROF_E_FLOPS], &row[FLOPS * n + m]))
             break;  /* flagged entries (approximate, observed on the host) are _take's */
         row[QUEUE * n + m] = last_qid;
         row[REFB * n + m] = last_refb;

@@ -3,7 +3,7 @@
 #ifndef KPROF_LAYOUT_H
 #define KPROF_LAYOUT_H
 
-#define KPROF_ENTRY_LEN 13
+#define KPROF_ENTRY_LEN 14
 #define KPROF_E_SLOT 0
 #define KPROF_E_KIND 1
 #define KPROF_E_NAME 2
@@ -17,6 +17,7 @@
 #define KPROF_E_FLAGS 10
 #define KPROF_E_SITE 11
 #define KPROF_E_CONFIG 12
+#define KPROF_E_FLOPS 13
 
 #define KPROF_ACTIVITY_LEN 5
 #define KPROF_A_SLOT 0
@@ -33,6 +34,6 @@
 #define KPROF_FIRST_HOST_KIND 10
 #define KPROF_ENTRY_ACTIVITY 20
 
-#define KPROF_LAYOUT_SIGNATURE "entry:slot,kind,name,queue,who,h0,h1,start,stop,nbytes,flags,site,config;activity:slot,kind,record,queue,who;fast_queue:backend,qid,device_key;first_host_kind:10"
+#define KPROF_LAYOUT_SIGNATURE "entry:slot,kind,name,queue,who,h0,h1,start,stop,nbytes,flags,site,config,flops;activity:slot,kind,record,queue,who;fast_queue:backend,qid,device_key;first_host_kind:10"
 
 #endif

@@ -265,7 +265,8 @@ rg_stamp_of(LaunchPath *lp, PyObject *b)
 
 /* The entries below are packed by position (PyTuple_Pack with KPROF_ENTRY_LEN values): this
  * fails to compile if layout.py's entry changes without them following. */
-typedef char kprof_range_entry_matches_layout_py[(KPROF_ENTRY_LEN == 13 && KPROF_E_CONFIG == 12) ? 1 : -1];
+typedef char kprof_range_entry_matches_layout_py[
+    (KPROF_ENTRY_LEN == 14 && KPROF_E_CONFIG == 12 && KPROF_E_FLOPS == 13) ? 1 : -1];
 
 /* Appends `entry` to the pending list (untracked: see lp_launch), then back-pressure. */
 static int
@@ -430,7 +431,7 @@ rg_exit(RangeBase *self, PyObject *args)
         }
         PyObject *entry = PyTuple_Pack(KPROF_ENTRY_LEN, slot, rg_kind_range, self->name, qk, who,
                                        PyTuple_GetItem(frame, 1), end, tok, stop, minus_one,
-                                       flags, site, Py_None);  /* config: none */
+                                       flags, site, Py_None, minus_one);  /* no config, flops */
         Py_DECREF(qk);
         Py_DECREF(slot);
         if (entry == NULL)
@@ -443,7 +444,7 @@ rg_exit(RangeBase *self, PyObject *args)
     /* The host range, on the thread that entered it (host_range). */
     PyObject *host = PyTuple_Pack(KPROF_ENTRY_LEN, Py_None, rg_entry_host_range, self->name,
                                   Py_None, PyTuple_GetItem(frame, 3), PyTuple_GetItem(frame, 1),
-                                  end, Py_None, Py_None, minus_one, zero, site, Py_None);
+                                  end, Py_None, Py_None, minus_one, zero, site, Py_None, minus_one);
     if (host == NULL)
         goto done;
     int bad = rg_append(lp, host);

@@ -34,6 +34,7 @@ ENTRY_FIELDS = (
     "flags",  # record flags (HOST_TIMED, APPROXIMATE), 0 for the common case
     "site",  # the launch site's raw id (recording/sites.py), -1 when none was found
     "config",  # the launch configuration the plugin handed (hashable; None: none)
+    "flops",  # floating-point operations the user said the work does (kprof.range), -1: none
 )
 # Final literals, so that mypy types ``entry[START]`` as precisely as ``entry[7]``.
 SLOT: Final = 0
@@ -49,11 +50,16 @@ NBYTES: Final = 9
 FLAGS: Final = 10
 SITE: Final = 11
 CONFIG: Final = 12
+FLOPS: Final = 13
 ENTRY_LEN: Final = len(ENTRY_FIELDS)
 
 # Entry kinds beyond the record kinds (records.KERNEL, COPY, RANGE are all below them).
 #: Host-only entries travel through the same list as launches, tagged with these kinds.
 ENTRY_HOST_RANGE, ENTRY_MARK, ENTRY_HOST_LAUNCH = 10, 11, 12
+#: Throughput the user gave for the work a call launched (``kprof.annotate``'s wrapper): an
+#: entry with its thread, host interval (h0, h1), ``nbytes`` and ``flops``; the harvest gives
+#: them to the last kernel that thread launched inside the interval.
+ENTRY_ANNOTATE = 13
 #: Kinds from here on are host entries or activity entries, never a launch's.
 FIRST_HOST_KIND = ENTRY_HOST_RANGE
 #: A delivered activity record (``recording/activity.py``): an activity entry, below.
@@ -69,7 +75,7 @@ def host_entry(
 ) -> tuple[object, ...]:
     """An entry of the host side only (``ENTRY_HOST_RANGE``, ``ENTRY_MARK``,
     ``ENTRY_HOST_LAUNCH``): no backend, queue or tokens."""
-    return (None, kind, name, None, who, h0, h1, None, None, -1, 0, site, None)
+    return (None, kind, name, None, who, h0, h1, None, None, -1, 0, site, None, -1)
 
 
 # -- the activity entry: one delivered DeviceRecord -----------------------------------------------

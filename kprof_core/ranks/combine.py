@@ -296,6 +296,7 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
         d.flags.extend(t.flags)
         d.site.extend(array("q", [site_map[v] for v in t.site]))
         d.config.extend(array("q", map(config_map.__getitem__, t.config)))
+        d.flops.extend(t.flops)
         d.stack.extend(_stacks(t.stack, stack_map, len(t)))
         for row, msg in p.errors.items():
             out.errors[first + row] = msg

@@ -1,4 +1,5 @@
-"""What users put in their code: ``kprof.range``, ``kprof.kernel``, ``kprof.mark``, ``kprof.propagate``.
+"""What users put in their code: ``kprof.range``, ``kprof.kernel``, ``kprof.annotate``,
+``kprof.mark``, ``kprof.propagate``.
 
 Each costs one context-variable lookup outside a profile.
 """
@@ -8,15 +9,19 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import math
+import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kprof_core.data.records import APPROXIMATE, HOST_TIMED
+from kprof_core.data.values import VALUE_LIMIT
 from kprof_core.low_level import native
 from kprof_core.low_level.layout import ENTRY_HOST_RANGE
 from kprof_core.recording import activity
 from kprof_core.recording.recorder import KERNEL, RANGE, active, now
 from kprof_core.recording.threads import who
+from kprof_core.recording.throughput import BY_NAME
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,9 +79,19 @@ class range(_RangeBase):  # the public name mirrors KernelAbstractions' ranges
     Use as ``with kprof.range("step"):`` or as a decorator ``@kprof.range("step")``. On each
     backend where the calling thread has a current queue, timestamps are put on that queue at
     entry and exit, so the range's device time is that of the work enqueued inside it.
+    ``flops`` and ``bytes``: what that work computes and moves, per entry (ints); the
+    summary's device-range rows then show GFLOP/s and bytes per second over its device time.
     """
 
-    __slots__ = ()
+    __slots__ = ("flops", "nbytes")
+
+    def __init__(self, name: str, flops: int | None = None, bytes: int | None = None) -> None:
+        super().__init__(name)
+        self.flops = said(flops, "flops", "kprof.range")
+        self.nbytes = said(bytes, "bytes", "kprof.range")
+        if self.flops >= 0 or self.nbytes >= 0:
+            # Their entries carry the values: the Python path (the compiled one has none).
+            self.__class__ = _SaidRange
 
     # The Python path: the whole of it where the compiled recorder is not loaded, and every
     # case but the common one where it is (RangeBase's C methods call these).
@@ -122,7 +137,11 @@ class range(_RangeBase):  # the public name mirrors KernelAbstractions' ranges
             rec.cut_range_exits(frame)
             rec.host_range(name, since, now(), thread)
             return
-        h1 = rec.device_range_end(name, RANGE, begun, t0) if begun else now()
+        h1 = (
+            rec.device_range_end(name, RANGE, begun, t0, self.nbytes, self.flops)
+            if begun
+            else now()
+        )
         rec.host_range(name, t0, h1, thread)
 
     if native.loaded() is None:
@@ -130,8 +149,20 @@ class range(_RangeBase):  # the public name mirrors KernelAbstractions' ranges
         __exit__ = _exit_py
 
     def __call__(self, fn: F) -> F:
-        name = self.name
-        return around(fn, lambda: range(name), "kprof.range")
+        name, flops, nbytes = self.name, self.flops, self.nbytes
+        return around(
+            fn,
+            lambda: range(name, None if flops < 0 else flops, None if nbytes < 0 else nbytes),
+            "kprof.range",
+        )
+
+
+class _SaidRange(range):
+    """A range whose flops or bytes were said: entered and exited by the Python path."""
+
+    __slots__ = ()
+    __enter__ = range._enter_py
+    __exit__ = range._exit_py
 
 
 def around(
@@ -236,6 +267,87 @@ def kernel(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any
 
     timed.__kprof_name__ = label  # type: ignore[attr-defined]
     return timed
+
+
+def said(value: Any, what: str, where: str) -> int:
+    """A count the user said (flops, bytes) as kprof keeps it: an int from 0 (a float is
+    rounded), -1 for None; anything else raises naming it."""
+    if value is None:
+        return -1
+    if isinstance(value, float) and math.isfinite(value):
+        value = round(value)
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        n = operator.index(value)  # ints, NumPy's integers
+    except TypeError:
+        raise TypeError(
+            f"{where}: {what} must be an int (or None), not {type(value).__name__}"
+        ) from None
+    if not 0 <= n < VALUE_LIMIT:
+        raise ValueError(f"{where}: {what} must be from 0 to 2**59, not {n}")
+    return n
+
+
+def annotate(
+    kernel: Any,
+    flops: int | Callable[..., int] | None = None,
+    bytes: int | Callable[..., int] | None = None,
+) -> Any:
+    """Say how much work a kernel does, so reports show its GFLOP/s and bytes per second.
+
+    ``kprof.annotate("gemm", flops=2 * n**3, bytes=3 * 4 * n**2)``: every kernel row named
+    ``gemm`` without its own values gets these at the profile's end (numbers only: a name
+    sees no launch's arguments); ``None`` for both forgets the name. Nothing runs at launch.
+
+    ``gemm = kprof.annotate(prg.gemm, flops=lambda queue, gsize, lsize, a, b, c, n: 2 * n**3)``
+    returns a wrapper of the kernel object: inside a profile, each call runs the kernel, then
+    the callables with the call's arguments, and the values go to the kernel the call
+    launched (the last one, if it launched several: wrap those in ``kprof.range(name,
+    flops=...)`` instead). Kernels not annotated pay nothing; an annotated call pays its
+    callables and one entry, and only inside a profile. Rows reported later by an activity
+    tracer (CUDA with CUPTI) are annotated by name only.
+    """
+    if isinstance(kernel, str):
+        if callable(flops) or callable(bytes):
+            raise TypeError(
+                f"kprof.annotate({kernel!r}, ...): a callable needs the launch's arguments: "
+                f"annotate the kernel object (kprof.annotate(prg.{kernel}, flops=lambda ...))"
+            )
+        f, b = said(flops, "flops", "kprof.annotate"), said(bytes, "bytes", "kprof.annotate")
+        if f < 0 and b < 0:
+            BY_NAME.pop(kernel, None)
+        else:
+            BY_NAME[kernel] = (b, f)
+        return None
+    if not callable(kernel):
+        raise TypeError(
+            f"kprof.annotate takes a name or a kernel object, not {type(kernel).__name__}"
+        )
+    for what, v in (("flops", flops), ("bytes", bytes)):
+        if not callable(v):
+            said(v, what, "kprof.annotate")  # refused now, not at the first launch
+
+    def value(v: Any, what: str, args: Any, kwargs: Any) -> int:
+        return said(v(*args, **kwargs) if callable(v) else v, what, "kprof.annotate")
+
+    @functools.wraps(kernel)
+    def annotated(*args: Any, **kwargs: Any) -> Any:
+        rec = active()
+        if rec is None:
+            return kernel(*args, **kwargs)
+        t0 = now()
+        result = kernel(*args, **kwargs)
+        t1 = now()
+        try:
+            b, f = value(bytes, "bytes", args, kwargs), value(flops, "flops", args, kwargs)
+        except Exception as exc:  # the user's callable: their kernel ran, say it once
+            rec.annotation_failed(exc)
+            return result
+        rec.annotate_launch(b, f, t0, t1)
+        return result
+
+    return annotated
 
 
 def mark(name: str) -> None:

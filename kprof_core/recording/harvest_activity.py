@@ -101,6 +101,7 @@ def take_activity_columns(h: Harvest, entry: tuple[Any, ...]) -> None:
     t.flags.extend(array("q", (PLACED,)) * n)
     t.site.extend(array("q", (-1,)) * n)  # the launch's site is not joined yet
     t.config.extend(config_ids(h, cols, n))
+    t.flops.extend(array("q", (-1,)) * n)
     if cols.detail is not None:
         fmt, columns = cols.detail
         h.details.add_block(first, n, fmt, tuple(columns))

@@ -152,7 +152,7 @@ def bulk_rows(
             begins = array("q", map(sub, to_stop, durs))
     if not k:
         return 0, m
-    names, kinds, queues, threads, h0s, h1s, nbytes, flags, sites, configs, refb = cols
+    names, kinds, queues, threads, h0s, h1s, nbytes, flags, sites, configs, flops, refb = cols
     # start: relative to the first work seen on the device (refb: when it began; 0 for
     # elapsed-time backends, whose begins are already relative to it). Only the rows up to
     # the first value kprof cannot keep (harvest_take.bad_times says which): that row goes
@@ -175,7 +175,7 @@ def bulk_rows(
     if k < m:
         names, kinds, queues, threads = names[:k], kinds[:k], queues[:k], threads[:k]
         h0s, h1s, nbytes, flags = h0s[:k], h1s[:k], nbytes[:k], flags[:k]
-        sites, configs = sites[:k], configs[:k]
+        sites, configs, flops = sites[:k], configs[:k], flops[:k]
     t = h.table
     t.name.extend(names)
     t.kind.extend(kinds)
@@ -189,6 +189,7 @@ def bulk_rows(
     t.flags.extend(flags)
     t.site.extend(sites)
     t.config.extend(configs)
+    t.flops.extend(flops)
     if backend.pools_tokens:
         for start, stop in zip(starts[:k], stops[:k]):
             h.release(backend, start, stop)
@@ -244,7 +245,8 @@ def run_columns(
     """The bookkeeping of a run, in Python (``_crecorder.run_columns`` in C): the longest
     prefix of ``chunk`` of timed launches of ``backend`` on known queues of a device in
     ``known``, by known threads, with known names; ``(m, starts, stops, columns)`` with the
-    columns name, kind, queue id, thread id, h0, h1, nbytes, flags, site, config id and the reference's
+    columns name, kind, queue id, thread id, h0, h1, nbytes, flags, site, config id, flops and the
+    reference's
     begin time (0 where ``known`` holds no int)."""
     m = len(chunk)
     slots = list(map(_SLOT, chunk))
@@ -258,7 +260,7 @@ def run_columns(
         m = next(j for j, k in enumerate(entry_kinds) if k >= FIRST_HOST_KIND)
         if not m:
             return 0, (), (), []
-    _s, kinds, names, qks, whos, h0s, h1s, starts, stops, nbytes, flags, sites, cfgs = zip(
+    _s, kinds, names, qks, whos, h0s, h1s, starts, stops, nbytes, flags, sites, cfgs, flops = zip(
         *chunk[:m]
     )
     if None in starts:  # host-timed (a queue without profiling)
@@ -293,6 +295,7 @@ def run_columns(
             array("q", (0,)) * m,
             array("q", sites[:m]),
             _column(cids, m),
+            array("q", flops[:m]),
             _column(list(map(refb.__getitem__, qs)), m),
         ]
     except (TypeError, OverflowError):  # a field that is not an int: _take reports it

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
     """Make a row of one common entry (as ``_bulk`` would, for a run of one); False, with
     nothing changed, for anything else (``_take`` then handles it)."""
-    slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags, site, config = entry
+    slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags, site, config, flops = entry
     q = h.fast_queues.get(qk)
     if (
         q is None
@@ -29,6 +29,7 @@ def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
         or backend.broken is not None
         or flags
         or type(site) is not int
+        or type(flops) is not int
         or type(kind) is not int
         or kind >= FIRST_HOST_KIND
     ):
@@ -67,7 +68,7 @@ def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
         dur = end - begin
     except Exception:
         return False  # _take asks again and reports the failure properly
-    h.table.append(nid, kind, q[FQ_QID], tid, h0, h1, rel, dur, nbytes, flags, site, cfg)
+    h.table.append(nid, kind, q[FQ_QID], tid, h0, h1, rel, dur, nbytes, flags, site, cfg, flops)
     if backend.pools_tokens:
         h.release(backend, start, stop)
     return True

@@ -12,16 +12,29 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kprof_core import _clock
-from kprof_core.data.records import APPROXIMATE, HOST_TIMED, PLACED, UNRESOLVED, HostTable
+from kprof_core.data.records import (
+    APPROXIMATE,
+    HOST_TIMED,
+    KERNEL,
+    PLACED,
+    UNRESOLVED,
+    HostTable,
+)
 from kprof_core.data.values import VALUE_LIMIT, bad_value, is_time, name_of, time_problem
 from kprof_core.host.backend import Backend, BadReturn, NeverSubmitted
 from kprof_core.low_level.layout import (
     ENTRY_ACTIVITY,
+    ENTRY_ANNOTATE,
     ENTRY_HOST_LAUNCH,
     ENTRY_HOST_RANGE,
     ENTRY_MARK,
+    FLOPS,
+    H0,
+    H1,
     KIND,
+    NBYTES,
     SLOT,
+    WHO,
 )
 from kprof_core.recording import harvest_delivered
 
@@ -86,10 +99,15 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
     if entry[KIND] == ENTRY_ACTIVITY:
         harvest_delivered.take_activity(h, entry)
         return True
+    if entry[KIND] == ENTRY_ANNOTATE:
+        annotate(h, entry)
+        return True
 
-    backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags, site, config = h.decode(
-        entry
+    backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags, site, config, flops = (
+        h.decode(entry)
     )
+    if type(flops) is not int or not -1 <= flops < VALUE_LIMIT:
+        flops = -1  # kprof's own (checked where the user gave it): never, but never lost
     name = name_of(name)
     cfg = -1 if config is None else h.configs.intern(entry[SLOT], config)
     if type(site) is not int or not -1 <= site < VALUE_LIMIT:
@@ -123,6 +141,7 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
             flags | HOST_TIMED | PLACED | (UNRESOLVED if error else 0),
             site,
             cfg,
+            flops,
         )
         if error:
             h.errors[row] = error
@@ -200,12 +219,53 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
         h.release(backend, start, stop)
     if error is not None:
         row = h.table.append(
-            nid, kind, qid, tid, h0, h1, h0, 0, nbytes, flags | UNRESOLVED | PLACED, site, cfg
+            nid,
+            kind,
+            qid,
+            tid,
+            h0,
+            h1,
+            h0,
+            0,
+            nbytes,
+            flags | UNRESOLVED | PLACED,
+            site,
+            cfg,
+            flops,
         )
         h.errors[row] = error
     else:
-        h.table.append(nid, kind, qid, tid, h0, h1, rel, dur, nbytes, flags, site, cfg)
+        h.table.append(nid, kind, qid, tid, h0, h1, rel, dur, nbytes, flags, site, cfg, flops)
     return True
+
+
+#: How far back ``annotate`` looks for the kernel it annotates (rows of other threads, harvested
+#: meanwhile, lie between): beyond it the values are dropped rather than searched for.
+ANNOTATE_REACH = 4096
+
+
+def annotate(h: Harvest, entry: tuple[Any, ...]) -> None:
+    """``kprof.annotate``'s values for a call (``ENTRY_ANNOTATE``): its bytes and flops go to
+    the last kernel row of the same thread launched inside the call's host interval. That row
+    was harvested already: entries are taken in order, and the call's launches were appended
+    before it returned. Nothing is changed when there is none (a call that launched nothing
+    kprof records, or kernels that an activity tracer reports later)."""
+    tid = h.thread_ids.get(entry[WHO])
+    if tid is None:
+        return
+    h0, h1, nbytes, flops = entry[H0], entry[H1], entry[NBYTES], entry[FLOPS]
+    t = h.table
+    for row in range(len(t) - 1, max(-1, len(t) - 1 - ANNOTATE_REACH), -1):
+        if t.thread[row] != tid:
+            continue
+        if t.launch_start[row] < h0:
+            return  # this thread's rows are in launch order: none of the call's is left
+        if t.kind[row] == KERNEL and t.launch_end[row] <= h1:
+            if nbytes >= 0:
+                t.nbytes[row] = nbytes
+            if flops >= 0:
+                t.flops[row] = flops
+            return
 
 
 def stuck_reason(h: Harvest, hook: str | None = None) -> str:

@@ -193,6 +193,7 @@ class Recorder(RecorderRanges, RecorderEnd):
                     0,
                     self._site(),
                     config,
+                    -1,  # flops: only kprof.range and kprof.annotate say them
                 )
             )
             if len(incoming) >= self._next_harvest:
@@ -235,6 +236,7 @@ class Recorder(RecorderRanges, RecorderEnd):
                 flags,
                 self._site(),
                 config,
+                -1,
             )
         )
 
@@ -324,7 +326,7 @@ class Recorder(RecorderRanges, RecorderEnd):
         qk = id(queue)
         self._live_queues.setdefault(qk, queue)
         head = (backend.slot, kind, name, qk, _who(), start_ns, end_ns, token, token, nbytes)
-        self._append((*head, APPROXIMATE, self._site(), config))
+        self._append((*head, APPROXIMATE, self._site(), config, -1))
 
     def _outer_for(self, backend: Backend) -> Recorder | None:
         """The nearest enclosing profile still open that uses ``backend``, if any: a kernel

@@ -15,6 +15,7 @@ from kprof_core.recording.configs import resolve as resolve_configs
 from kprof_core.recording.recorder_state import RecorderState, _live, now
 from kprof_core.recording.sites import raw_of as raw_site
 from kprof_core.recording.sites import raw_of_stack, resolve_tables
+from kprof_core.recording.throughput import apply_names
 
 if TYPE_CHECKING:
     from kprof_core.host.backend import Backend
@@ -83,6 +84,7 @@ class RecorderEnd(RecorderState):
             self.configs, t.config = resolve_configs(
                 self.rows.configs, t.config, self.rows.by_slot, self._config_failed
             )
+            apply_names(t, self.rows.names.values)  # kprof.annotate("name", ...)
 
     def _config_failed(self, backend: Backend, exc: BaseException) -> None:
         self.rows.hook_failed(backend, "launch_config", exc, disable=False)
@@ -150,6 +152,7 @@ class RecorderEnd(RecorderState):
                     ct.flags[i] | PLACED,
                     raw(ct, i),
                     cmap[ct.config[i]],
+                    ct.flops[i],
                 )
                 if i in child.errors:
                     self.errors[row] = child.errors[i]

@@ -9,7 +9,13 @@ from typing import Any
 
 from kprof_core.data.records import APPROXIMATE, HOST_TIMED, KERNEL, RANGE
 from kprof_core.host.backend import Backend
-from kprof_core.low_level.layout import ENTRY_HOST_LAUNCH, ENTRY_HOST_RANGE, ENTRY_MARK, host_entry
+from kprof_core.low_level.layout import (
+    ENTRY_ANNOTATE,
+    ENTRY_HOST_LAUNCH,
+    ENTRY_HOST_RANGE,
+    ENTRY_MARK,
+    host_entry,
+)
 from kprof_core.recording.recorder_state import RecorderState, now
 from kprof_core.recording.threads import who as _who
 
@@ -72,9 +78,17 @@ class RecorderRanges(RecorderState):
         return begun
 
     def device_range_end(
-        self, name: str, kind: int, begun: list[tuple[Backend, Any, Any]], start_ns: int
+        self,
+        name: str,
+        kind: int,
+        begun: list[tuple[Backend, Any, Any]],
+        start_ns: int,
+        nbytes: int = -1,
+        flops: int = -1,
     ) -> int:
         """Close what ``device_range_begin`` opened; host-time the backends without tokens.
+        ``nbytes`` and ``flops``: what the user said the range's work moves and computes
+        (``kprof.range(name, bytes=, flops=)``), -1 when not said.
 
         ``start_ns`` must be taken before ``device_range_begin``: no work of the range can
         start on the device before it (placement relies on that). Returns the range's host end,
@@ -122,7 +136,22 @@ class RecorderRanges(RecorderState):
                 # around them, not one more kernel (nothing is counted twice).
                 kind = RANGE
             self._append(
-                (b.slot, kind, name, qk, who, start_ns, end_ns, tok, stop, -1, flags, site, None)
+                (
+                    b.slot,
+                    kind,
+                    name,
+                    qk,
+                    who,
+                    start_ns,
+                    end_ns,
+                    tok,
+                    stop,
+                    nbytes,
+                    flags,
+                    site,
+                    None,
+                    flops,
+                )
             )
         return end_ns
 
@@ -169,5 +198,25 @@ class RecorderRanges(RecorderState):
                 HOST_TIMED,
                 self._site(),
                 None,
+                -1,
             )
         )
+
+    def annotation_failed(self, exc: BaseException) -> None:
+        """A ``kprof.annotate`` callable raised: its call is recorded without the values;
+        said once per profile."""
+        if "annotate" not in self.rows.warned:
+            self.rows.warned.add("annotate")
+            warnings.warn(
+                f"kprof: a kprof.annotate callable raised {type(exc).__name__}: {exc}; its "
+                f"calls are recorded without their flops and bytes",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def annotate_launch(self, nbytes: int, flops: int, start_ns: int, end_ns: int) -> None:
+        """What ``kprof.annotate``'s wrapper says of the call it timed (``start_ns`` to
+        ``end_ns``): the harvest gives ``nbytes`` and ``flops`` to the last kernel this thread
+        launched inside it (``harvest_take.annotate``)."""
+        head = (None, ENTRY_ANNOTATE, "", None, _who(), start_ns, end_ns, None, None, nbytes)
+        self._append((*head, 0, -1, None, flops))

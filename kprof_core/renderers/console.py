@@ -23,7 +23,11 @@ if TYPE_CHECKING:
 def _table(
     title: str, rows: Sequence[SummaryRow], throughput: bool = False, config: bool = False
 ) -> list[str]:
-    headers = list(COLUMNS) + (["Throughput"] if throughput else [])
+    """A summary table; ``throughput``: with a bytes-per-second column when a row has bytes,
+    and a GFLOP/s one when a row has flops (both over its total device time)."""
+    rates = throughput and any(r.nbytes for r in rows)
+    flops = throughput and any(r.flops for r in rows)
+    headers = list(COLUMNS) + (["Throughput"] if rates else []) + (["GFLOP/s"] if flops else [])
     headers += ["Config", "Name"] if config else ["Name"]
     body = []
     for r in rows:
@@ -36,8 +40,10 @@ def _table(
             format_time(r.max_ns),
             format_time(r.median_ns),
         ]
-        if throughput:
+        if rates:
             cells.append(format_rate(r.nbytes, r.total_ns) if r.nbytes else "")
+        if flops:
+            cells.append(f"{r.gflops:.3g}" if r.gflops is not None else "")
         if config:
             cells.append(r.config or "-")
         cells.append(r.label)
@@ -82,14 +88,15 @@ def render_summary(p: ProfileData, by: str | tuple[str, ...] = "name") -> list[s
             if by in ("name", "line")
             else f"Device-side activity by {_by(by)}:"
         )
-        throughput = any(r.nbytes for r in s.device)
-        out += _table(title, s.device, throughput, config=by == ("name", "config"))
+        out += _table(title, s.device, True, config=by == ("name", "config"))
     else:
         out.append("No device-side activity was recorded.")
     if s.device_ranges:
         out.append("")
         out += _table(
-            "Device-side ranges (device time of the work enqueued inside each):", s.device_ranges
+            "Device-side ranges (device time of the work enqueued inside each):",
+            s.device_ranges,
+            True,
         )
     out += _by_line(p)
     if s.markers:

@@ -230,7 +230,10 @@ def _flags(p: ProfileData, item: int) -> int:
 
 
 def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> str:
-    headers = [*COLUMNS, *(["Throughput"] if throughput else [])]
+    """As the text report's: bytes per second and GFLOP/s columns when a row has them."""
+    rates = throughput and any(r.nbytes for r in rows)
+    flops = throughput and any(r.flops for r in rows)
+    headers = [*COLUMNS, *(["Throughput"] if rates else []), *(["GFLOP/s"] if flops else [])]
     out = [f"<h3>{html.escape(title)}</h3>", "<table><thead><tr>"]
     out += [f"<th>{html.escape(c)}</th>" for c in headers]
     out.append('<th class="name">Name</th></tr></thead><tbody>')
@@ -244,8 +247,10 @@ def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> 
             format_time(r.max_ns),
             format_time(r.median_ns),
         ]
-        if throughput:
+        if rates:
             cells.append(format_rate(r.nbytes, r.total_ns) if r.nbytes else "")
+        if flops:
+            cells.append(f"{r.gflops:.3g}" if r.gflops is not None else "")
         out.append(
             "<tr>"
             + "".join(f"<td>{html.escape(c)}</td>" for c in cells)
@@ -275,14 +280,16 @@ def summary_html(p: ProfileData, label: str | None) -> str:
         else "<p>No host-side activity was recorded.</p>"
     )
     out.append(
-        _table("Device-side activity", s.device, any(r.nbytes for r in s.device))
+        _table("Device-side activity", s.device, True)
         if s.device
         else "<p>No device-side activity was recorded.</p>"
     )
     if s.device_ranges:
         out.append(
             _table(
-                "Device-side ranges (device time of the work enqueued inside each)", s.device_ranges
+                "Device-side ranges (device time of the work enqueued inside each)",
+                s.device_ranges,
+                True,
             )
         )
     if s.device:

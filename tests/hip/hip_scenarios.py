@@ -96,6 +96,34 @@ def profile(**kw: Any) -> kprof.profile:
 
 
 @scenario
+def throughput() -> Any:
+    """Flops and bytes said by kernel name: given at the profile's end to its rows."""
+    s = stream()
+    kprof.annotate("k500", flops=1_000_000, bytes=4_000)
+    try:
+        with profile() as p:
+            # Functions got inside the profile are named (hipModuleGetFunction is captured).
+            lead, k, other = function("hang"), function("k500"), function("scale")
+            launch(lead, 1, s)
+            for _ in range(3):
+                launch(k, 500, s)
+            launch(other, 200, s)
+            ctl.hipdouble_release_hangs()
+            ok(hip.hipStreamSynchronize(s))
+    finally:
+        kprof.annotate("k500")
+    row = p.summary().device_row("k500")
+    return {
+        "rows": [[r.name, r.flops, r.nbytes] for r in p.kernels],
+        "flops": row.flops,
+        "nbytes": row.nbytes,
+        "total_ns": row.total_ns,
+        "gflops": row.gflops,
+        "report": p.report(),
+    }
+
+
+@scenario
 def describe() -> Any:
     info = kprof.get_backend("hip").info()
     return {

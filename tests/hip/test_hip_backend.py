@@ -44,6 +44,7 @@ BATCH = (
     "outside_profile",
     "host_only",
     "synchronized",
+    "throughput",
 )
 
 
@@ -452,3 +453,20 @@ def test_memory_frees_count_on_the_allocating_device(
     ]
     assert data["peak"] == {dev1: 100, DEVICE: 40} and data["unmatched"] == 0
     assert [x[:2] for x in data["live_at_end"]] == [[DEVICE, 40]]
+
+
+def test_flops_and_bytes_said_by_name(batch: Results) -> None:
+    """kprof.annotate("k500", ...): each of its rows gets the values, the summary row their
+    sums and the rate over its device time (the double's exact 3 x 500 µs)."""
+    data = batch["throughput"]
+    assert data["rows"] == [
+        ["hang", None, None],
+        *[["k500", 1_000_000, 4_000]] * 3,
+        ["scale", None, None],
+    ]
+    assert (data["flops"], data["nbytes"]) == (3_000_000, 12_000)
+    assert abs(data["total_ns"] - 1500 * US) <= 3 * EXACT_NS
+    assert data["gflops"] == 3_000_000 / data["total_ns"]  # about 2 GFLOP/s
+    device = data["report"][data["report"].index("Device-side activity") :]
+    line = next(ln for ln in device.splitlines() if ln.endswith("  k500"))
+    assert f"{data['gflops']:.3g}" in line
