@@ -58,6 +58,6 @@ doc = json.load(open("stacks.speedscope.json"))
 prof = doc["profiles"][0]
 print()
 print(f"speedscope: {len(doc['shared']['frames'])} frames, {len(prof['samples'])} samples")
-print("first frames:", ", ".join(f["name"] for f in doc["shared"]["frames"][:4]))
+print("frames:", ", ".join(sorted({f["name"] for f in doc["shared"]["frames"]})))
 device = sum(r.total_ns for r in p.summary().device)
 print("weights sum to the device time:", sum(prof["weights"]) == device)
