@@ -20,6 +20,7 @@ from kprof_core.host.discovery import MAX_SECONDS, env_flag, env_seconds, regist
 from kprof_core.recording import activity, bounds
 from kprof_core.recording.annotations import around
 from kprof_core.recording.recorder import Recorder, now
+from kprof_core.recording.recorder_ranges import queueless_notes
 from kprof_core.recording.recorder_state import _ACTIVE
 from kprof_core.recording.sites import stack_depth
 from kprof_core.result import Profile
@@ -321,6 +322,7 @@ class profile:
             if rec.scopes:
                 activity.forget(rec)
             notes = _notes(rec)  # before remove_capture: what the capture could not see
+            notes += queueless_notes(rec)
             interrupted = _uninstall(rec.backends) if self._counted else None
             result._load(rec)
             if rec.bounds is not None:

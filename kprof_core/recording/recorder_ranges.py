@@ -7,7 +7,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from kprof_core.data.records import APPROXIMATE, HOST_TIMED, KERNEL, RANGE
+from kprof_core.data.records import APPROXIMATE, HOST_TIMED, KERNEL, RANGE, HostTable
 from kprof_core.host.backend import Backend
 from kprof_core.low_level.layout import (
     ENTRY_ANNOTATE,
@@ -220,3 +220,42 @@ class RecorderRanges(RecorderState):
         launched inside it (``harvest_take.annotate``)."""
         head = (None, ENTRY_ANNOTATE, "", None, _who(), start_ns, end_ns, None, None, nbytes)
         self._append((*head, 0, -1, None, flops))
+
+
+def queueless_notes(rec: RecorderRanges) -> list[str]:
+    """Why some ranges have no device time on a backend that did device work in the profile:
+    counted at the end from the tables (host ranges of a name minus that backend's device
+    ranges of it), so that entering a range costs nothing more. The usual cause is a range
+    entered before the thread had a current queue (OpenCL: before its first launch)."""
+    if not rec.device:
+        return []
+    table, host = rec.table, rec.host
+    timed = {b.name for b in rec.backends if b.has_timestamps}
+    used: set[str] = set()
+    device: dict[tuple[str, int], int] = {}
+    for q in set(table.queue):
+        if q >= 0:
+            used.add(rec.queues[q].backend)
+    if not used & timed:
+        return []
+    for q, kind, name in zip(table.queue, table.kind, table.name):
+        if q >= 0 and kind == RANGE:
+            key = (rec.queues[q].backend, name)
+            device[key] = device.get(key, 0) + 1
+    entered: dict[int, int] = {}
+    for kind, name in zip(host.kind, host.name):
+        if kind == HostTable.RANGE:
+            entered[name] = entered.get(name, 0) + 1
+    notes = []
+    for backend in sorted(used & timed):
+        for name, n in sorted(entered.items()):
+            missing = n - device.get((backend, name), 0)
+            if missing > 0:
+                label = rec.names.values[name]
+                notes.append(
+                    f"{missing} of {n} {label!r} ranges had no device time on {backend}: "
+                    "entered where the thread had no current queue (OpenCL learns it from the "
+                    "thread's first launch, or kprof_opencl.use_queue(q); HIP from "
+                    "kprof_hip.use_stream(s))"
+                )
+    return notes
