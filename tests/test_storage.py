@@ -24,6 +24,8 @@ from kprof_core.data.records import (
     QueueRecord,
     ThreadRecord,
 )
+from kprof_core.data.memory import ALLOC, FREE, Memory, MemoryTable
+from kprof_core.data.sites import Site
 from kprof_core.io import storage
 from kprof_core.io.read_v1 import read_v1
 from kprof_core.io.storage import (
@@ -326,6 +328,56 @@ def test_version_1_writer_is_unchanged() -> None:
     assert dumps(fixture_profile(), compress=False) == (DATA / "v1-raw.kprof").read_bytes()
 
 
+def fixture_v2() -> kprof.Profile:
+    """The content of tests/data/v2-memory.kprof: version 1's profile and memory events."""
+    p = fixture_profile()
+    t = MemoryTable()
+    base = 1_000_000_000
+    for row in [
+        (base + 12, 0, ALLOC, 4096, 0x1000, 0),
+        (base + 40, 1, ALLOC, 8192, 0x2000, -1),
+        (base + 600, 0, FREE, 4096, 0x1000, -1),
+    ]:
+        for c, v in zip(MemoryTable.COLUMNS, row):
+            getattr(t, c).append(v)
+    devices = [("testdev", "testdev 0"), ("opencl", "Portable CPU")]
+    p.memory = Memory(t, devices, ["train.py:42 step"], p.start_ns)
+    return p
+
+
+def fixture_v3() -> kprof.Profile:
+    """The content of tests/data/v3-sites.kprof: version 1's profile and launch sites."""
+    p = fixture_profile()
+    p.sites = [Site("/src/train.py", 42, "step"), Site("/src/model.py", 7, "forward")]
+    for i, v in enumerate([0, 1, -1, 0]):
+        p.table.site[i] = v
+    p.host.site[0] = 1
+    return p
+
+
+OLDER = {"v2-memory.kprof": (2, fixture_v2), "v3-sites.kprof": (3, fixture_v3)}
+
+
+@pytest.mark.parametrize("name", sorted(OLDER))
+def test_versions_2_and_3_files_stay_readable(name: str) -> None:
+    """Files of format versions 2 (memory) and 3 (sites), committed when version 4 (stacks,
+    configurations) came: a reader change that breaks them fails here, not at a user's."""
+    version, make = OLDER[name]
+    blob = (DATA / name).read_bytes()
+    assert struct.unpack("<I", blob[8:12])[0] == version
+    back, want = kprof.load(DATA / name), make()
+    assert state(back) == state(want)
+    assert list(back.memory.table.nbytes) == list(want.memory.table.nbytes)
+    assert back.memory.peak == want.memory.peak
+    assert [r.site for r in back.kernels] == [r.site for r in want.kernels]
+
+
+@pytest.mark.parametrize("name", sorted(OLDER))
+def test_versions_2_and_3_writers_are_unchanged(name: str) -> None:
+    """A profile that needs no more than version 2 or 3 is still written as exactly that."""
+    assert dumps(OLDER[name][1](), compress=False) == (DATA / name).read_bytes()
+
+
 def test_newer_version_is_refused_with_upgrade_advice() -> None:
     blob = bytearray(dumps(fixture_profile()))
     struct.pack_into("<I", blob, 8, storage.FORMAT_VERSION + 1)
@@ -455,3 +507,5 @@ def write_fixtures() -> None:  # pragma: no cover - run by hand once, when versi
     DATA.mkdir(exist_ok=True)
     (DATA / "v1-raw.kprof").write_bytes(dumps(fixture_profile(), compress=False))
     (DATA / "v1-zlib.kprof").write_bytes(dumps(fixture_profile(), compress=True))
+    for name, (_version, make) in OLDER.items():  # written 2026-12-04, when version 4 came
+        (DATA / name).write_bytes(dumps(make(), compress=False))
