@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kprof
+from kprof_core.data.memory import ALLOC, FREE, Memory, MemoryTable
 from kprof_core.data.records import (
     ALL_FLAGS,
     KIND_NAMES,
@@ -24,7 +25,6 @@ from kprof_core.data.records import (
     QueueRecord,
     ThreadRecord,
 )
-from kprof_core.data.memory import ALLOC, FREE, Memory, MemoryTable
 from kprof_core.data.sites import Site
 from kprof_core.io import storage
 from kprof_core.io.read_v1 import read_v1
