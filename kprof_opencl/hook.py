@@ -206,6 +206,9 @@ def install(backend: Any) -> tuple[list[int], dict[str, str]]:
         platforms = survey()
     except Exception:  # no platform at all (no ICD): nothing to hook, PyOpenCL will say why
         return [], {}
+    # The memory hook's install comes right after (capture_users): it takes this survey
+    # rather than make its own (85 µs a survey here, a sixth of an empty profile).
+    backend.state["survey"] = platforms
     mechanisms = {p.title: p.why for p in platforms}
     if mod is None:
         return [], mechanisms
