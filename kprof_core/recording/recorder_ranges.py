@@ -5,6 +5,7 @@ calls these on ``Recorder``)."""
 from __future__ import annotations
 
 import warnings
+from itertools import compress
 from typing import Any
 
 from kprof_core.data.records import APPROXIMATE, HOST_TIMED, KERNEL, RANGE, HostTable
@@ -230,22 +231,22 @@ def queueless_notes(rec: RecorderRanges) -> list[str]:
     if not rec.device:
         return []
     table, host = rec.table, rec.host
-    timed = {b.name for b in rec.backends if b.has_timestamps}
-    used: set[str] = set()
-    device: dict[tuple[str, int], int] = {}
-    for q in set(table.queue):
-        if q >= 0:
-            used.add(rec.queues[q].backend)
-    if not used & timed:
-        return []
-    for q, kind, name in zip(table.queue, table.kind, table.name):
-        if q >= 0 and kind == RANGE:
-            key = (rec.queues[q].backend, name)
-            device[key] = device.get(key, 0) + 1
     entered: dict[int, int] = {}
     for kind, name in zip(host.kind, host.name):
         if kind == HostTable.RANGE:
             entered[name] = entered.get(name, 0) + 1
+    if not entered:  # no range: no scan of the (maybe million-row) device table
+        return []
+    timed = {b.name for b in rec.backends if b.has_timestamps}
+    used = {rec.queues[q].backend for q in set(table.queue) if q >= 0}
+    if not used & timed:
+        return []
+    device: dict[tuple[str, int], int] = {}
+    # Only the range rows reach Python: the kind test runs in C (map, compress).
+    for q, name in compress(zip(table.queue, table.name), map(RANGE.__eq__, table.kind)):
+        if q >= 0:
+            key = (rec.queues[q].backend, name)
+            device[key] = device.get(key, 0) + 1
     notes = []
     for backend in sorted(used & timed):
         for name, n in sorted(entered.items()):
