@@ -81,3 +81,37 @@ def test_default_queue_names_do_not_accumulate() -> None:
     del q  # the loop variable still holds the last queue
     gc.collect()
     assert len(backend.state["kprof.queue_numbers"]) == 0
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "pure"])
+def test_ended_windows_free_their_recorders_without_the_collector(tdq: Any, compiled: bool) -> None:
+    """Each window's recorder is freed when its window ends, by reference counting alone: no
+    cycle (the compiled launch path held the recorder's bound methods) keeps ended windows'
+    recorders and their tables for the collector, which in a long run met the next windows
+    (issue 22: its peak memory over one window's)."""
+    from kprof_core.low_level import native
+    from kprof_core.recording.harvest import Harvest
+    from kprof_core.recording.recorder import Recorder
+
+    if compiled and native.compiled() is None:
+        pytest.skip("the compiled recorder is not built")
+    q = tdq()
+    native.use_compiled(compiled)
+    gc.collect()
+    gc.disable()
+    try:
+        windows: list[int] = []
+        sched = kprof.schedule(wait=1, active=3, repeat=3)
+        on_window = lambda w: windows.append(len(w.kernels))  # noqa: E731
+        with kprof.profile(backends=["testdev"], schedule=sched, on_window=on_window):
+            for _ in range(12):
+                for _ in range(400):  # past a harvest's threshold: the launch path harvests
+                    q.launch("k")
+                q.finish()
+                kprof.step()
+            alive = sum(isinstance(o, (Recorder, Harvest)) for o in gc.get_objects())
+    finally:
+        gc.enable()
+        native.use_compiled(True)
+    assert windows == [1200, 1200, 1200]
+    assert alive == 0
