@@ -359,8 +359,8 @@ def add_parser(sub: Any) -> None:
     r.add_argument(
         "--signal",
         action="store_true",
-        help="SIGUSR2 (kill -USR2 PID) opens a window, the next one closes it, each at the "
-        "next kprof.step()",
+        help="SIGUSR2 (kill -USR2 PID) opens a window, the next one closes it: at once in a "
+        "script without kprof.step(), else at the next step",
     )
     r.add_argument(
         "--sites",

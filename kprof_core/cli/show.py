@@ -78,7 +78,7 @@ def _list(directory: str) -> int:
             index, steps = "-", "-"
             if isinstance(w, dict):
                 index = str(w.get("index", "-"))
-                steps = f"{w.get('first_step')}-{w.get('last_step')}"
+                steps = f"{w.get('first_step')}-{w.get('last_step')}" if "first_step" in w else "-"
                 steps += " (partial)" if w.get("partial") else ""
             device = sum(r.total_ns for r in p.summary().device)
             rows.append(
