@@ -127,10 +127,11 @@ def config_ids(h: Harvest, cols: ActivityColumns, n: int) -> array[int]:
     if cols.config is None:
         return array("q", (-1,)) * n
     fmt, columns = cols.config
-    ids = array("q", map(_Texts(h, fmt).__getitem__, zip(*columns)))
-    if COPY in cols.kind:  # a copy has no launch configuration
-        ids = array("q", [-1 if k == COPY else c for k, c in zip(cols.kind, ids)])
-    return ids
+    texts = _Texts(h, fmt)
+    if COPY not in cols.kind:
+        return array("q", map(texts.__getitem__, zip(*columns)))
+    # A copy has no launch configuration (nor is its columns' text made).
+    return array("q", [-1 if k == COPY else texts[c] for k, c in zip(cols.kind, zip(*columns))])
 
 
 def sane_columns(cols: ActivityColumns, n: int) -> tuple[array[int], set[int], set[int]] | None:
