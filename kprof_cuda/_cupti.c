@@ -482,6 +482,8 @@ static uint64_t monotonic_ns(void) {
 typedef cupti_result (*subscribe_t)(void **, void (*)(void *, int, uint32_t, const void *), void *);
 static subscribe_t subscribe_fn;
 static PyObject *site_fn;            /* kprof.plugin.launch_site, or NULL: sites off */
+static PyObject *active_fn;          /* kprof.plugin.active: the thread's active profile */
+static PyObject *str_launch_site;
 static volatile int sites_on;
 static __thread long site_depth;     /* site scopes entered on this thread */
 static long long c_callbacks, c_sites, c_site_calls; /* delivered; sites kept; Python calls */
@@ -495,12 +497,23 @@ static void on_callback(void *userdata, int domain, uint32_t cbid, const void *c
     if (PyGILState_GetThisThreadState() == NULL) return; /* not a Python thread */
     PyGILState_STATE g = PyGILState_Ensure();
     long long site = -1;
-    PyObject *fn = site_fn;
-    if (fn) {
+    PyObject *fn = site_fn, *r = NULL;
+    if (fn && active_fn) {
         Py_INCREF(fn);
-        PyObject *r = PyObject_CallNoArgs(fn);
-        Py_DECREF(fn);
         __atomic_add_fetch(&c_site_calls, 1, __ATOMIC_RELAXED);
+        /* The active profile's catcher (Recorder.launch_site), called straight from here: no
+         * Python frame between it and the launching one, where either catcher's walk starts
+         * (the compiled one at the innermost frame; the pure one at its own frame's caller,
+         * the same). launch_site() where a profile has none bound. */
+        PyObject *rec = PyObject_CallNoArgs(active_fn);
+        if (rec && rec != Py_None) {
+            PyObject *cap = PyObject_GetAttr(rec, str_launch_site);
+            if (cap && cap != Py_None) r = PyObject_CallNoArgs(cap);
+            else if (cap) r = PyObject_CallNoArgs(fn);
+            Py_XDECREF(cap);
+        }
+        Py_XDECREF(rec);
+        Py_DECREF(fn);
         if (r) site = PyLong_AsLongLong(r);
         if (!r || (site == -1 && PyErr_Occurred())) { PyErr_Clear(); site = -1; }
         Py_XDECREF(r);
@@ -523,19 +536,27 @@ static PyObject *subscribe(PyObject *m, PyObject *noargs) {
     return Py_BuildValue("(iK)", r, (unsigned long long)(uintptr_t)handle);
 }
 
-/* set_sites(fn or None): the site function the callback calls (None: sites off). */
-static PyObject *set_sites(PyObject *m, PyObject *fn) {
+/* set_sites(launch_site, active) or set_sites(None, None): the site function and the active
+ * profile's getter the callback calls (None: sites off). */
+static PyObject *set_sites(PyObject *m, PyObject *args) {
     (void)m;
-    PyObject *old = site_fn;
-    if (fn == Py_None) {
+    PyObject *fn, *act;
+    if (!PyArg_ParseTuple(args, "OO:set_sites", &fn, &act)) return NULL;
+    if (!str_launch_site && !(str_launch_site = PyUnicode_InternFromString("launch_site")))
+        return NULL;
+    PyObject *old = site_fn, *old_act = active_fn;
+    if (fn == Py_None || act == Py_None) {
         sites_on = 0;
-        site_fn = NULL;
+        site_fn = active_fn = NULL;
     } else {
         Py_INCREF(fn);
+        Py_INCREF(act);
         site_fn = fn;
+        active_fn = act;
         sites_on = 1;
     }
     Py_XDECREF(old);
+    Py_XDECREF(old_act);
     Py_RETURN_NONE;
 }
 
@@ -845,7 +866,8 @@ static PyMethodDef methods[] = {
     {"stats", stats, METH_NOARGS, "stats() -> counts"},
     {"subscribe", subscribe, METH_NOARGS,
      "subscribe() -> (CUptiResult, handle): cuptiSubscribe with kprof's callback"},
-    {"set_sites", set_sites, METH_O, "set_sites(fn or None): the launch-site function, or off"},
+    {"set_sites", set_sites, METH_VARARGS,
+     "set_sites(launch_site, active) or set_sites(None, None): the site functions, or off"},
     {"site_scope", site_scope, METH_O,
      "site_scope(delta) -> depth: site scopes entered on this thread"},
     {"callback_stats", callback_stats, METH_NOARGS,

@@ -114,7 +114,10 @@ class NativeReader:
         return int(code), int(handle)
 
     def set_sites(self, fn: Any) -> None:
-        self.mod.set_sites(fn)
+        """The launch-site function (``kp.launch_site``), or None: off. The C callback calls
+        the active profile's catcher itself (``Recorder.launch_site``, no Python frame in
+        between), ``fn`` where a profile has none."""
+        self.mod.set_sites(fn, None if fn is None else kp.active)
 
     def site_scope(self, delta: int) -> int:
         return int(self.mod.site_scope(delta))

@@ -73,6 +73,7 @@ class RecorderState:
         self.stack_depth = stacks  # frames per launch stack; 0: sites alone
         self._skip = Skipper([*site_skip, *plugin_prefixes(b.plugin for b in self.backends)])
         self._site: Any = None
+        self.launch_site: Any = None
         #: The sites the tables' ``site`` columns index, once the end resolved them.
         self.sites: list[Site] = []
         #: The launch configurations' texts the ``config`` column indexes, once resolved.

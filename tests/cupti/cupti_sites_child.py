@@ -316,6 +316,24 @@ def allocations_have_their_line(env: Env) -> None:
     ], p.memory.events
 
 
+def either_recorder(env: Env) -> None:
+    """The recorder's pure catcher under this reader (the compiled callback then goes through
+    ``launch_site()``, the fast path calls the compiled catcher itself): the same line."""
+    from kprof_core.low_level import native
+
+    got = []
+    for compiled in (False, True):
+        native.use_compiled(compiled)
+        try:
+            with kprof.profile(sites=True) as p:
+                t = now()
+                kernel(lib.cuptidouble_api(DRIVER, LAUNCH, t, t + 1000))  # either: line
+        finally:
+            native.use_compiled(True)
+        got.append(sites(p))
+    assert got == [[(line("either: line"), "either_recorder")]] * 2, got
+
+
 SCENARIOS: dict[str, Callable[[Env], None]] = {
     f.__name__: f
     for f in (
@@ -327,6 +345,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         nested_profile_without_sites,
         another_subscriber,
         allocations_have_their_line,
+        either_recorder,
     )
 }
 

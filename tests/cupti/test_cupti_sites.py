@@ -25,6 +25,7 @@ SCENARIOS = (
     "nested_profile_without_sites",
     "another_subscriber",
     "allocations_have_their_line",
+    "either_recorder",
 )
 
 
