@@ -59,10 +59,20 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE / "results.json"))
     args = ap.parse_args()
     chosen = args.only.split(",") if args.only else list(found)
-    results: dict[str, Any] = {
+    unknown = [n for n in chosen if n not in found]
+    if unknown:
+        ap.error(f"no benchmark named {', '.join(unknown)}; there are: {', '.join(found)}")
+    out = Path(args.out)
+    # --only updates its benchmarks in the results file and keeps the others' figures (each
+    # with the date it was measured in "measured"), rather than dropping them.
+    results: dict[str, Any] = json.loads(out.read_text()) if args.only and out.exists() else {}
+    measured = results.pop("measured", {}) if isinstance(results.get("measured"), dict) else {}
+    results |= {
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "command": "python bench/run.py" + (" --quick" if args.quick else ""),
+        "command": "python bench/run.py"
+        + (" --quick" if args.quick else "")
+        + (f" --only {args.only}" if args.only else ""),
     }
     try:
         import pyopencl
@@ -77,11 +87,13 @@ def main() -> int:
     for name in chosen:
         print(f"== {name}", flush=True)
         results[name] = found[name](args.quick)
+        measured[name] = time.strftime("%Y-%m-%d %H:%M")
         print(json.dumps(results[name], indent=2), flush=True)
     from kprof_core.low_level import native
 
     results["recorder"] = native.describe()
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    results["measured"] = measured
+    out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
     print(
         f"\n== targets ({results['date']}, {results['machine']}; {results['device']}; "

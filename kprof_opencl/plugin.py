@@ -271,6 +271,8 @@ def install_capture(backend: kp.Backend) -> None:
     backend.state["hooked"], backend.state["mechanisms"] = hook.install(backend)
     # The clock offset now, to bound how far it drifts (NTP slews CLOCK_MONOTONIC) by the end.
     backend.state["raw_offset"] = clock.raw_offset()
+    # What the watcher has tracked so far: the report counts this capture's observed commands.
+    backend.state["observed_from"] = list(observed.watcher.counts)
 
 
 @hookimpl
@@ -317,8 +319,12 @@ def report_notes(backend: kp.Backend) -> list[str] | None:
     # While capture is installed the hook's state is known; a C-launching library imported
     # where no platform is hooked means its kernels ran unseen.
     mechanisms = backend.state.get("mechanisms")
-    note = hook.unseen(mechanisms) if mechanisms else None
-    return [note] if note else None
+    notes = [hook.unseen(mechanisms) if mechanisms else None]
+    stamped0, polled0 = backend.state.get("observed_from", (0, 0))
+    stamped, polled = observed.watcher.counts
+    # max(): a forked child's watcher counts afresh from 0.
+    notes.append(observed.accuracy_note(max(0, stamped - stamped0), max(0, polled - polled0)))
+    return [n for n in notes if n] or None
 
 
 @hookimpl

@@ -36,7 +36,7 @@ class _Current(threading.local):
 
 _current = _Current()
 _numbers = itertools.count(1)
-_label_lock = threading.Lock()
+_label_lock = threading.RLock()  # re-entered by a _LabelTag collected while held
 
 
 def current_queue() -> Any:
@@ -96,7 +96,11 @@ def queue_profiles(queue: Any) -> bool:
 
 def _warn_not_profiling(queue: Any) -> None:
     try:
-        where = f"{queue_label(queue)} on {device_name(queue.device)}"
+        label = queue_label(queue)
+        if label in _warned:  # another object over the same queue (the hook's) said it
+            return
+        _warned.add(label)
+        where = f"{label} on {device_name(queue.device)}"
     except Exception:  # describing is best effort; the advice is what matters
         where = repr(queue)
     warnings.warn(
@@ -130,20 +134,63 @@ def _user_stacklevel() -> int:
 
 
 def queue_label(queue: Any) -> str:
-    """``"queue N"``: queues are numbered per process in the order kprof first sees them."""
+    """``"queue N"``: queues are numbered per process in the order kprof first sees them. Two
+    Python objects over one ``cl_command_queue`` (the user's, and the one kprof's dispatch-table
+    hook makes for a C library's enqueue on it, as VkFFT's) get the same label, so they are one
+    queue in the reports."""
     try:
         return str(queue._kprof_label)
     except AttributeError:
         pass
+    try:
+        handle = int(queue.int_ptr)
+    except Exception:
+        handle = None
     with _label_lock:
         label = getattr(queue, "_kprof_label", None)
         if label is None:
-            label = f"queue {next(_numbers)}"
+            known = _by_handle.get(handle) if handle is not None else None
+            label = known[0] if known is not None else f"queue {next(_numbers)}"
             try:
                 queue._kprof_label = label
+                if handle is not None:
+                    queue._kprof_label_tag = _LabelTag(handle, label)
             except AttributeError:
                 pass
     return str(label)
+
+
+class _LabelTag:
+    """Kept on each labelled queue object: the handle's label is known while one lives. When
+    the last dies the handle may be reused by a new queue, which gets a new number."""
+
+    __slots__ = ("handle", "label")
+
+    def __init__(self, handle: int, label: str) -> None:
+        self.handle, self.label = handle, label
+        entry = _by_handle.get(handle)
+        if entry is not None and entry[0] == label:
+            entry[1] += 1
+        else:
+            _by_handle[handle] = [label, 1]
+
+    def __del__(self) -> None:
+        try:
+            with _label_lock:
+                entry = _by_handle.get(self.handle)
+                if entry is not None and entry[0] == self.label:
+                    entry[1] -= 1
+                    if entry[1] <= 0:
+                        del _by_handle[self.handle]
+        except Exception:  # interpreter shutdown: the module's globals may be gone
+            pass
+
+
+#: Labels of queues whose lack of profiling was said (once per queue, whichever object).
+_warned: set[str] = set()
+
+#: ``{handle: [label, live labelled objects]}`` (changed under ``_label_lock``).
+_by_handle: dict[int, list[Any]] = {}
 
 
 def platform_title(platform_name: str) -> str:

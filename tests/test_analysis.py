@@ -158,7 +158,10 @@ def test_host_timed_and_approximate_rows_are_left_out_and_said() -> None:
     a = p.analysis()
     assert a.skipped == {"host-timed": 2, "approximate": 1}
     assert a.device().rows == 7 and a.device().busy_ns == 14_000
-    assert "left out: 2 host-timed, 1 approximate rows (no device times)" in a.notes
+    assert (
+        "left out: 2 host-timed, 1 approximate rows, the analysis takes exact device times only"
+        in a.notes
+    )
 
 
 def test_delays_need_an_aligned_clock() -> None:
@@ -200,6 +203,22 @@ def test_per_range() -> None:
 def test_no_device_work() -> None:
     a = synth([], 1_000).analysis()
     assert (a.kind, a.verdict, a.devices) == ("no device work", "no device work to analyse", [])
+
+
+def test_only_approximate_rows_are_said_to_be_left_out_not_absent() -> None:
+    # An OpenCL queue made before the profile: every row approximate. The report must not say
+    # there was no device work, and must say why nothing was analysed.
+    rows = [(0, i * 10_000, i * 10_000 + 8_000, i * 10_000 + 9_000, 2_000) for i in range(3)]
+    p = synth(rows, 100_000, flags={i: APPROXIMATE for i in range(3)})
+    a = p.analysis()
+    assert (a.kind, a.verdict, a.devices) == (
+        "no device work",
+        "no exactly timed device work to analyse",
+        [],
+    )
+    assert a.notes == ["left out: 3 approximate rows, the analysis takes exact device times only"]
+    text = str(p)
+    assert " no exactly timed device work to analyse\n (left out: 3 approximate rows" in text
 
 
 def test_the_section_is_in_the_report_the_html_and_saved_files(tmp_path: Any) -> None:

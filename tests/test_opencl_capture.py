@@ -19,6 +19,7 @@ cla = pytest.importorskip("pyopencl.array")
 
 import kprof_opencl  # noqa: E402
 from kprof_opencl import capture as ocl_capture  # noqa: E402
+from kprof_opencl import observed  # noqa: E402
 from kprof_opencl.queues import is_pocl_cpu  # noqa: E402
 
 QUEUED, SUBMIT, START, END = (
@@ -243,6 +244,16 @@ def test_queue_without_profiling_is_observed_without_waiting_and_says_so_once(
             assert r.start_ns >= prev.end_ns
     text = p.report()
     assert "scale ~" in text and "~ approximate" in text and "*" not in text
+    # The report says how these 4 commands were observed, and only that way.
+    (note,) = [n for n in p.meta["notes"] if "without profiling" in n]
+    if observed.method().startswith("the driver's"):
+        assert "4 by the driver's completion callbacks" in note and "polling" not in note
+    else:
+        assert "4 by kprof's watcher thread polling" in note and "callbacks" not in note
+    assert "! " + note in text
+    with profile() as exact:  # nothing observed: no note
+        program.scale(queue, (64,), None, x)
+    assert not [n for n in exact.meta.get("notes", []) if "without profiling" in n]
     assert text.startswith(
         f"Profiled {kprof.format_time(p.span_ns)}, recording 0 ranges, 3 kernels and 1 copy."
     )

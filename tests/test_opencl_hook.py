@@ -151,6 +151,25 @@ def test_pyopencl_and_c_launches_in_one_profile(hooked: Any, clib: CLib, ctx: An
         clib.run(q.int_ptr, N, SIZE)
         k(q, (SIZE,), None, buf)
     assert [r.name for r in p.kernels if r.kind == "kernel"] == ["twice", *["kc_axpb"] * N, "twice"]
+    # The hook's own object over the same cl_command_queue is the same queue in the reports.
+    assert {r.queue for r in p.kernels} == {q._kprof_label}
+    assert len([g for g in p.analysis().queues]) <= 1
+
+
+def test_a_queue_seen_through_two_objects_is_said_once_and_is_one_queue(
+    hooked: Any, clib: CLib, ctx: Any
+) -> None:
+    prg = cl.Program(ctx, "__kernel void twice(__global float *a) { a[get_global_id(0)] *= 2; }")
+    k = prg.build().twice
+    q = cl.CommandQueue(ctx)  # no profiling: made before the profile
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * SIZE)
+    with pytest.warns(kprof_opencl.ProfilingDisabledWarning) as said, kprof.profile() as p:
+        k(q, (SIZE,), None, buf)
+        clib.run(q.int_ptr, N, SIZE)
+    ours = [w for w in said if issubclass(w.category, kprof_opencl.ProfilingDisabledWarning)]
+    assert len(ours) == 1
+    assert {r.queue for r in p.kernels} == {q._kprof_label}
+    assert [r.name for r in p.kernels if r.kind == "kernel"] == ["twice", *["kc_axpb"] * N]
 
 
 def test_queues_made_before_without_profiling_are_approximate(
@@ -444,3 +463,20 @@ def test_without_the_interposer_c_work_is_unseen_and_said(
         clib.run(q.int_ptr, N, SIZE)
     assert not rows(p, "kc_axpb")  # not hooked, not preloaded: invisible...
     assert "Run the program under `kprof run`" in str(p)  # ...and the report says so
+
+
+def test_a_handles_label_is_forgotten_when_its_last_object_dies(ctx: Any) -> None:
+    from kprof_opencl import queues
+
+    q = cl.CommandQueue(ctx)
+    handle = q.int_ptr
+    twin = cl.CommandQueue.from_int_ptr(handle, retain=True)
+    label = queues.queue_label(q)
+    assert queues.queue_label(twin) == label and queues._by_handle[handle] == [label, 2]
+    del q
+    gc.collect()
+    assert queues._by_handle[handle] == [label, 1]  # the twin still holds the queue
+    del twin
+    gc.collect()
+    # The handle may now be reused by a new queue, which must get a number of its own.
+    assert handle not in queues._by_handle

@@ -220,6 +220,8 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
     errors = [g.error_ns for g in d_out if g.aligned and g.error_ns is not None]
     window_ns = sum(w1 - w0 for w0, w1 in windows)
     kind, said = verdict(d_out)
+    if not d_out and skipped:  # there was device work, none of it exactly timed
+        said = "no exactly timed device work to analyse"
     notes_ = notes(d_out, skipped, errors)
     return Analysis(
         range=range,

@@ -189,7 +189,9 @@ def notes(devices: list[GroupAnalysis], skipped: dict[str, int], errors: list[in
     out = []
     if skipped:
         parts = ", ".join(f"{n} {why}" for why, n in skipped.items())
-        out.append(f"left out: {parts} row{'s' * (sum(skipped.values()) != 1)} (no device times)")
+        out.append(
+            f"left out: {parts} row{'s' * (sum(skipped.values()) != 1)}, the analysis takes exact device times only"
+        )
     unaligned = [g.title for g in devices if not g.aligned]
     if unaligned:
         out.append(

@@ -100,7 +100,7 @@ def analysis_lines(a: Analysis) -> list[str]:
     """The section as lines (for ``print(p)``, ``kprof show``)."""
     out = [_title(a), " " + a.verdict]
     if not a.devices:
-        return out
+        return out + [f" ({n})" for n in a.notes]  # why nothing was analysed
     body = [_cells(g) for g in _groups(a)]
     widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(HEADERS)]
 

@@ -17,15 +17,13 @@ FOOTNOTE = (
     "gives no device timestamps"
 )
 APPROXIMATE_FOOTNOTE = (
-    " ~ approximate: the queue was created without device timestamps (an OpenCL queue made "
-    "before kprof captured, without PROFILING_ENABLE), so each command was timed on the host "
-    "as the driver reported it running and complete (a polling thread in pure Python), "
-    "without synchronizing. Measured against exact times of the same commands on PoCL "
-    "(bench/bench_approximate.py): reikna's FFTs and matrix products within 2 % in total, "
-    "tiny kernels up to 2.5x and tiny blocking copies up to 200x too long (launch to "
-    "completion), no command under 0.93x its exact time (0.05x when polling). For exact "
-    "device times create queues while kprof captures (kprof run, or inside the profile), or "
-    "call kprof_opencl.enable_profiling() before creating them."
+    " ~ approximate: the queue gives no device timestamps (e.g. an OpenCL queue created "
+    "before kprof captured, without PROFILING_ENABLE), so each command was timed on the host, "
+    "without synchronizing, from when the driver reported it running and complete: late by "
+    "the observation's own latency, so short commands read long. A backend's note (!), where "
+    "it gives one, says how they were observed and how close that came. For exact device "
+    "times create queues while kprof captures (kprof run, or inside the profile), or call "
+    "kprof_opencl.enable_profiling() before creating them."
 )
 
 
