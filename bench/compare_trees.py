@@ -196,9 +196,9 @@ def child_opencl() -> dict[str, float]:
     def wrapper() -> None:
         """The compiled launch wrapper (``_clnative.Launcher``) and the recorder's launch,
         around a stand-in for the native enqueue (a C callable taking any arguments): kprof's
-        own work per launch, without PoCL's (whose threads share the cores)."""
-        import itertools
-
+        own work per launch, without PoCL's (whose threads share the cores). The stand-in
+        returns an object the collector does not track, as PyOpenCL's events are not (a
+        tracked token, ``itertools.chain``'s, made young collections walk the pending ones)."""
         from kprof_opencl import capture
 
         class Obj:
@@ -209,7 +209,7 @@ def child_opencl() -> dict[str, float]:
         queue._kprof_profiles = True  # type: ignore[attr-defined]
         native.use_compiled(True)
         backend = kprof.get_backend("opencl")
-        launch = capture._compiled(itertools.chain, lambda *a: None, backend)
+        launch = capture._compiled("".format, lambda *a: None, backend)
         saved = Recorder.harvest_every, Recorder.max_pending
         Recorder.harvest_every = Recorder.max_pending = 10**9
         try:

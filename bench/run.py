@@ -32,6 +32,7 @@ ORDER = (
     "queue",
     "launch",
     "parts",
+    "gap",
     "idle",
     "range",
     "accuracy",

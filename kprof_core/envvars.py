@@ -128,7 +128,8 @@ VARIABLES: tuple[EnvVar, ...] = (
         WINDOW_SIGNAL,
         "",
         "``1`` (or ``true``, ``yes``, ``on``): ``kprof run`` opens a window when the process "
-        "gets ``SIGUSR2`` and closes it at the next, each at the next ``kprof.step()``, as "
+        "gets ``SIGUSR2`` and closes it at the next (at once in a script without "
+        "``kprof.step()``, else at the next step), as "
         "``--signal`` does, when its command line has neither ``--steps`` nor ``--signal``. "
         "Not with ``KPROF_STEPS``. A value that is not a boolean is an error.",
     ),

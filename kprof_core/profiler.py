@@ -24,7 +24,8 @@ from kprof_core.recording.recorder_ranges import queueless_notes
 from kprof_core.recording.recorder_state import _ACTIVE
 from kprof_core.recording.sites import stack_depth
 from kprof_core.result import Profile
-from kprof_core.windows import NEVER, Schedule, Windows, check_schedule, check_signal
+from kprof_core.windows import NEVER, Schedule, Windows, check_schedule
+from kprof_core.windows_signal import SignalWindows, check_signal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -99,9 +100,10 @@ class profile:
     ``kprof.save_windows(dir)``) or, without it, kept in the yielded profile's ``windows``;
     the yielded profile itself records nothing. Between windows no recorder runs.
     ``window_signal=True`` (or a signal number; True is ``SIGUSR2``), instead of a schedule:
-    each signal the process gets opens or closes a window at the next ``kprof.step()`` (the
-    handler only takes note); the previous handler is back when the profile ends. Main
-    thread only, as every signal handler.
+    each signal the process gets opens or closes a window, at once until the program first
+    calls ``kprof.step()`` (in one that never does: always), at the next step after that;
+    the previous handler is back when the profile ends. Main thread only, as every signal
+    handler.
 
     ``max_records``: keep at most this many device rows, the latest (``keep="last"``, a ring)
     or the first (``keep="first"``); ``min_duration_ns``: drop kernels and copies shorter
@@ -250,11 +252,14 @@ class profile:
     def _enter_scheduled(self, sched: Schedule | None) -> Profile:
         registry.usable(self._backend_names)  # an unknown backend name raises here, not later
         self.result = Profile(trace=self.trace, backends=[])
-        self._windows = Windows(
-            sched or NEVER, self._window, self._hold, self.result, self.on_window
-        )
         if self.window_signal is not None:
-            self._windows.on_signal(self.window_signal)
+            self._windows = SignalWindows(
+                self.window_signal, self._window, self._hold, self.result, self.on_window
+            )
+        else:
+            self._windows = Windows(
+                sched or NEVER, self._window, self._hold, self.result, self.on_window
+            )
         self._windows.enter(now)
         return self.result
 

@@ -418,6 +418,52 @@ def test_two_queues_on_two_threads_are_separate_rows(queue: Any, program: Any) -
     assert len({r.device for r in p.kernels}) == 1
 
 
+def test_each_thread_current_queue_is_the_one_it_last_launched_on(queue: Any, program: Any) -> None:
+    # The compiled launcher writes the thread's current queue straight into its dict of the
+    # thread-local, cached per thread state: each thread must still see only its own.
+    second = kprof_opencl.profiling_queue(queue)
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 128)
+    scale = cl.Kernel(program, "scale")  # one kernel object: its name cached after a launch
+    with profile():  # the queues' flags and the kernel's name cached: the compiled case
+        scale(queue, (128,), None, x)
+        scale(second, (128,), None, x)
+    queue.finish()
+    second.finish()
+    assert ocl_capture.queue_profiles(second)
+    seen: dict[str, list[Any]] = {}
+    go = [threading.Event() for _ in range(3)]
+
+    def work(name: str, q: Any, step: threading.Event, done: threading.Event) -> None:
+        mine = seen.setdefault(name, [kprof_opencl.current_queue()])
+        scale(q, (128,), None, x)
+        mine.append(kprof_opencl.current_queue())
+        done.set()
+        step.wait()  # the other thread launches meanwhile, on another queue
+        mine.append(kprof_opencl.current_queue())
+
+    with profile() as p:
+        scale(queue, (128,), None, x)
+        assert kprof_opencl.current_queue() is queue
+        a = threading.Thread(target=kprof.propagate(work), args=("a", second, go[0], go[1]))
+        b = threading.Thread(target=kprof.propagate(work), args=("b", queue, go[2], go[2]))
+        a.start()
+        go[1].wait()
+        b.start()
+        b.join()
+        go[0].set()
+        a.join()
+        assert kprof_opencl.current_queue() is queue
+        scale(second, (128,), None, x)
+        assert kprof_opencl.current_queue() is second
+        with kprof_opencl.use_queue(queue):
+            assert kprof_opencl.current_queue() is queue
+        assert kprof_opencl.current_queue() is second
+        queue.finish()
+        second.finish()
+    assert seen == {"a": [None, second, second], "b": [None, queue, queue]}
+    assert len(p.kernels) == 4 and not p.unresolved
+
+
 def test_range_is_timed_on_the_current_queue(queue: Any, program: Any) -> None:
     x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 256)
     with kprof_opencl.use_queue(queue), profile() as p:
