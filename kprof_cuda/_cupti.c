@@ -501,14 +501,14 @@ static void on_callback(void *userdata, int domain, uint32_t cbid, const void *c
     if (fn && active_fn) {
         Py_INCREF(fn);
         __atomic_add_fetch(&c_site_calls, 1, __ATOMIC_RELAXED);
-        /* The active profile's catcher (Recorder.launch_site), called straight from here: no
-         * Python frame between it and the launching one, where either catcher's walk starts
-         * (the compiled one at the innermost frame; the pure one at its own frame's caller,
-         * the same). launch_site() where a profile has none bound. */
+        /* The active profile's compiled catcher (Recorder.launch_site, a C builtin), called
+         * straight from here: its walk starts at the innermost frame, the launching one, with
+         * no launch_site() frame to make and skip. Any other catcher (the pure one walks from
+         * its caller's caller) through launch_site(). */
         PyObject *rec = PyObject_CallNoArgs(active_fn);
         if (rec && rec != Py_None) {
             PyObject *cap = PyObject_GetAttr(rec, str_launch_site);
-            if (cap && cap != Py_None) r = PyObject_CallNoArgs(cap);
+            if (cap && PyCFunction_Check(cap)) r = PyObject_CallNoArgs(cap);
             else if (cap) r = PyObject_CallNoArgs(fn);
             Py_XDECREF(cap);
         }

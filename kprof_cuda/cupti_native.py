@@ -115,8 +115,8 @@ class NativeReader:
 
     def set_sites(self, fn: Any) -> None:
         """The launch-site function (``kp.launch_site``), or None: off. The C callback calls
-        the active profile's catcher itself (``Recorder.launch_site``, no Python frame in
-        between), ``fn`` where a profile has none."""
+        the active profile's compiled catcher itself (``Recorder.launch_site``, no Python
+        frame in between), ``fn`` for any other."""
         self.mod.set_sites(fn, None if fn is None else kp.active)
 
     def site_scope(self, delta: int) -> int:

@@ -10,12 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from kprof import plugin as kp
-
 from . import cupti_abi as abi
 from .cupti_lib import CALLBACK, Cupti
-
-active = kp.active
 
 __all__ = ["PureSites"]
 
@@ -69,11 +65,7 @@ class PureSites:
                 return
             corr = ctypes.c_uint32.from_address(data + cb["correlationId"]).value
             counts["site_calls"] += 1
-            # The active profile's catcher itself (its walk skips this frame, kprof's), as
-            # the compiled callback does; launch_site() where a profile has none bound.
-            rec = active()
-            cap = None if rec is None else rec.launch_site
-            site = (fn if cap is None else cap)() if rec is not None else -1
+            site = fn()  # launch_site(): its walk skips this frame (kprof's)
             if type(site) is int and site >= 0:
                 self._sites.append((corr, site))
                 counts["sites"] += 1

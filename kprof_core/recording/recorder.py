@@ -255,9 +255,8 @@ class Recorder(RecorderRanges, RecorderEnd):
             site_catcher(self._skip, mod, self.stack_depth) if self.sites_on else NoCatcher()
         )
         self._site = self._sites.capture
-        #: The catcher's ``capture``, for an activity backend's C callback: called from C with
-        #: no Python frame between it and the launching frame, the raw site id of the user's
-        #: frame (-1 with sites off): ``launch_site()`` without its own Python frame.
+        #: ``launch_site()`` without its frame, for a C callback where compiled (walks from the
+        #: innermost frame); the pure catcher skips two frames: call ``launch_site()`` then.
         self.launch_site = self._site
         # An allocation's site is caught as a launch's (memory_log.py): None with sites off.
         self.memory.catch = self._site if self.sites_on else None
