@@ -83,8 +83,10 @@ VARIABLES: tuple[EnvVar, ...] = (
         SITES,
         "",
         "``1`` (or ``true``, ``yes``, ``on``): profiles keep each record's launch site, the "
-        "line of the user's code behind it (``profile(sites=...)`` wins). Off by default for "
-        "its cost per launch (BENCHMARKS.md). A value that is not a boolean is an error.",
+        "line of the user's code behind it (``profile(sites=...)`` wins); ``kprof run`` and the "
+        "pytest plugin honour it too. Off by default for its cost per launch (about 0.2 µs "
+        "compiled, 0.5 µs in pure Python: BENCHMARKS.md). A value that is not a boolean is an "
+        "error.",
     ),
     EnvVar(
         STACKS,

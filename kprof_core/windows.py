@@ -11,7 +11,6 @@ recorder is active and launches cost what they cost outside any profile.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import threading
@@ -224,12 +223,6 @@ class Windows:
         finally:
             if release is not None:
                 release()
-        if close:
-            # A finished profile leaves reference cycles (recorder, launch path, harvest);
-            # collected with the young generations here, a long run keeps one window's
-            # memory instead of each window's until a full collection (measured: +100 KB
-            # per window of 1,000 launches). Young generations only: cheap on a large heap.
-            gc.collect(1)
         if self._cm is None:
             wake = self.sched.next_active(self.step_num + 1)
             self.wake = sys.maxsize if wake is None else wake

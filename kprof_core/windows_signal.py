@@ -23,7 +23,6 @@ instead (the handler only takes note), with exact step ranges, as ``--steps`` wi
 
 from __future__ import annotations
 
-import gc
 import signal
 import sys
 import threading
@@ -175,7 +174,6 @@ class SignalWindows(Windows):
                         self._close(self.step_num, partial=False)
                     finally:
                         self._now = False
-                    gc.collect(1)  # as after a scheduled window (Windows._move)
                 else:
                     return
         except Exception as exc:  # raised into the interrupted code otherwise: said instead
@@ -198,7 +196,6 @@ class SignalWindows(Windows):
                 self._pending = False
                 if self._cm is not None:
                     self._close(n - 1, partial=False)
-                    gc.collect(1)
                 else:
                     self._open(RECORD)
         finally:

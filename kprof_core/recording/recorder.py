@@ -245,6 +245,9 @@ class Recorder(RecorderRanges, RecorderEnd):
     def _bind_launch_path(self) -> None:
         """Use the compiled launch path for this recorder, where it is available."""
         mod = native.compiled()
+        # The backends whose ranges put timestamps (Backend.has_timestamps, a property: read
+        # once here, not per range).
+        self._stamped = frozenset(b for b in self.backends if b.has_timestamps)
         if getattr(self, "_native", None) is not None:
             # Ranges entered on the old path exit by the Python one (_range.h's rule: a path
             # with a plan is its recorder's current one).
@@ -292,16 +295,21 @@ class Recorder(RecorderRanges, RecorderEnd):
         if any(b.mirrors_ranges for b in self.backends):
             return None
         # A hook function may carry its C twin (``kprof_compiled``: kprof_opencl's do).
+        # Made from a list, not a generator: CPython builds a tuple from a generator at 10
+        # items and shrinks it, and the shrunk tuple, freed at the profile's end, joins the
+        # free list of its size for good: one more cached tuple per window of a long run.
         return tuple(
-            (
-                b,
-                getattr(b.current_queue, "kprof_compiled", b.current_queue),
-                getattr(b.record_timestamp, "kprof_compiled", b.record_timestamp)
-                if b.has_timestamps
-                else None,
-                b.slot,
-            )
-            for b in self.backends
+            [
+                (
+                    b,
+                    getattr(b.current_queue, "kprof_compiled", b.current_queue),
+                    getattr(b.record_timestamp, "kprof_compiled", b.record_timestamp)
+                    if b.has_timestamps
+                    else None,
+                    b.slot,
+                )
+                for b in self.backends
+            ]
         )
 
     def launch_observed(

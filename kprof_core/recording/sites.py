@@ -118,7 +118,10 @@ class Skipper:
     """Decides, per frame, whether it is not the user's (True) or the user's (False)."""
 
     def __init__(self, prefixes: Iterable[str] = ()) -> None:
-        self.prefixes = tuple(dict.fromkeys([*DEFAULT_SKIP, *prefixes]))
+        # A dict display, not dict.fromkeys: CPython's free list of dicts takes back every
+        # dict but gives only those made by displays, so fromkeys' dict, freed, grows the free
+        # list by one per profile (a long run's windows) up to its 80; likewise below.
+        self.prefixes = tuple([*{p: None for p in [*DEFAULT_SKIP, *prefixes]}])
 
     def __call__(self, frame: FrameType) -> bool:
         module = frame.f_globals.get("__name__")
