@@ -257,10 +257,7 @@ class Recorder(RecorderRanges, RecorderEnd):
         self._sites = (
             site_catcher(self._skip, mod, self.stack_depth) if self.sites_on else NoCatcher()
         )
-        self._site = self._sites.capture
-        #: ``launch_site()`` without its frame, for a C callback where compiled (walks from the
-        #: innermost frame); the pure catcher skips two frames: call ``launch_site()`` then.
-        self.launch_site = self._site
+        self._site = self.launch_site = self._sites.capture
         # An allocation's site is caught as a launch's (memory_log.py): None with sites off.
         self.memory.catch = self._site if self.sites_on else None
         # Where Recorder.launch was replaced (the conformance kit watches every launch so),

@@ -73,6 +73,9 @@ class RecorderState:
         self.stack_depth = stacks  # frames per launch stack; 0: sites alone
         self._skip = Skipper([*site_skip, *plugin_prefixes(b.plugin for b in self.backends)])
         self._site: Any = None
+        #: The catcher's ``capture`` (bound with the launch path): ``launch_site()`` without
+        #: its frame, for a tracer's C callback where compiled (the compiled catcher walks from
+        #: the innermost frame; the pure one skips two: call ``launch_site()`` then).
         self.launch_site: Any = None
         #: The sites the tables' ``site`` columns index, once the end resolved them.
         self.sites: list[Site] = []
