@@ -9,6 +9,7 @@ defines here and the ``Harvest``'s public methods (``rows``).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import weakref
@@ -244,3 +245,15 @@ class RecorderState:
         with self.rows.lock:
             if self.rows.finished:  # otherwise finish() is still at work and takes them
                 self.rows.drop_late()
+
+
+def _forked() -> None:
+    """In a child made by ``os.fork()``: each recorder still recording starts over there."""
+    fork_ns = now()
+    for rec in list(_live):
+        if not rec.rows.finished:
+            rec._after_fork_in_child(fork_ns)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
