@@ -15,6 +15,7 @@ from kprof_core.capture_users import (  # tests read the counts here
 from kprof_core.capture_users import _install, _uninstall
 from kprof_core.capture_users import _installed as _installed
 from kprof_core.capture_users import capture_installed as capture_installed
+from kprof_core.host import imports
 from kprof_core.host.backend import Backend
 from kprof_core.host.discovery import MAX_SECONDS, env_flag, env_seconds, registry
 from kprof_core.recording import activity, bounds
@@ -79,7 +80,9 @@ class profile:
     ``device``: time work on the device with timestamps (default). With ``False`` only host
     records are kept. ``trace``: print a chronological trace after the summary.
     ``synchronize``: synchronize after every launch (for debugging; perturbs what it measures).
-    ``backends``: names of the backends to use (default: every available one).
+    ``backends``: names of the backends to use (default: every available one whose library
+    the program has imported, each other one from the program's import of its library, so
+    that a profile imports no vendor library the program does not).
     ``timeout``: how long, in seconds and in all, to wait for the device when resolving at
     the end (default 60, or ``KPROF_RESOLVE_TIMEOUT``); records whose work had not completed
     by then are marked unresolved, with the reason, and the profile ends normally.
@@ -176,6 +179,7 @@ class profile:
         self._scope: tuple[int, list[Backend], int] | None = None
         self._recorder: Recorder | None = None
         self._counted = False  # this profile counts as a user of its backends' capture
+        self._watches: list[Callable[[str], None]] = []  # backends waiting for an import
         self.result: Profile | None = None
 
     def __enter__(self) -> Profile:
@@ -183,7 +187,23 @@ class profile:
             raise RuntimeError("this kprof.profile() is already active; create a new one to nest")
         if self.schedule is not None or self.window_signal is not None:
             return self._enter_scheduled(self.schedule)
-        return self.enter_with(registry.usable(self._backend_names))
+        if self._backend_names is not None:
+            return self.enter_with(registry.usable(self._backend_names))
+        # Every backend: those whose library the program has imported start now, the others
+        # when it imports theirs (kprof imports no vendor library the program did not).
+        usable, later = imports.split(registry.loaded())
+        result = self.enter_with(usable)
+        for b, mods in later:
+            start = self._start_on_import(b)
+            self._watches.append(start)
+            imports.watch(mods, start)
+        return result
+
+    def _start_on_import(self, backend: Backend) -> Callable[[str], None]:
+        def start(module: str) -> None:
+            self.add_backend(backend)
+
+        return start
 
     def enter_with(self, backends: list[Backend]) -> Profile:
         """Enter with these backends only (usable ones, as ``registry.usable`` gives); more
@@ -238,7 +258,11 @@ class profile:
 
     def _hold(self) -> Callable[[], None]:
         """Keep this profile's backends' capture installed until the returned call."""
-        backends = registry.usable(self._backend_names)
+        backends = (
+            registry.usable(self._backend_names)
+            if self._backend_names is not None
+            else imports.split(registry.loaded())[0]
+        )
         if not _install(backends):
             return lambda: None
 
@@ -250,7 +274,8 @@ class profile:
         return release
 
     def _enter_scheduled(self, sched: Schedule | None) -> Profile:
-        registry.usable(self._backend_names)  # an unknown backend name raises here, not later
+        if self._backend_names is not None:  # an unknown backend name raises here, not later
+            registry.usable(self._backend_names)
         self.result = Profile(trace=self.trace, backends=[])
         if self.window_signal is not None:
             self._windows = SignalWindows(
@@ -291,6 +316,8 @@ class profile:
             w, self._windows = self._windows, None
             w.exit(now)
             return
+        while self._watches:
+            imports.unwatch(self._watches.pop())
         rec, result = self._recorder, self.result
         assert rec is not None and result is not None
         result.end_ns = now()

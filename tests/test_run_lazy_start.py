@@ -197,3 +197,60 @@ def test_a_backend_wanting_the_programs_start_is_said_and_named_starts_it(
     named = kprof_run("--backends", "opencl", str(script), cwd=tmp_path, **env)
     assert named.returncode == 0, named.stderr
     assert "kprof run started backend" not in named.stdout
+
+
+# -- kprof.profile() in a program: the same rule -------------------------------------------------
+
+PROFILE_IN_A_PROGRAM = """
+import json, sys
+VENDOR = {vendor!r}
+import kprof
+with kprof.profile(backends=["testdev"]) as named:
+    pass
+after_named = sorted(m for m in VENDOR if m in sys.modules)
+with kprof.profile() as p:
+    before_import = sorted(m for m in VENDOR if m in sys.modules)
+    started_before = sorted(p.backends)
+    import pyopencl as cl
+    import kprof_opencl
+    q = kprof_opencl.profiling_queue(kprof_opencl.default_device())
+    prg = cl.Program(q.context, "__kernel void k(__global float *a) {{ a[0] = 1; }}").build()
+    buf = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, 4)
+    prg.k(q, (1,), None, buf)
+    q.finish()
+print(json.dumps({{
+    "after_named": after_named,
+    "before_import": before_import,
+    "started_before": started_before,
+    "started": sorted(p.backends),
+    "kernels": [k.name for k in p.kernels if k.backend == "opencl"],
+    "watching": __import__("kprof_core.host.imports", fromlist=["x"]).watching(),
+}}))
+"""
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_profile_imports_no_vendor_library_and_starts_one_at_its_import(
+    tmp_path: Path, pure: bool
+) -> None:
+    pytest.importorskip("pyopencl")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    if pure:
+        base["KPROF_PURE_PYTHON"] = "1"
+    r = subprocess.run(
+        [sys.executable, "-c", PROFILE_IN_A_PROGRAM.format(vendor=VENDOR)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=base,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    # A named backend describes that backend only; the default describes none whose library
+    # the program has not imported (before: hip-python, cupy_backends and PyOpenCL).
+    assert out["after_named"] == [] and out["before_import"] == []
+    assert "opencl" not in out["started_before"] and "hip" not in out["started_before"]
+    # The import inside the profile started OpenCL: its kernel after the import is recorded.
+    assert "opencl" in out["started"] and out["kernels"] == ["k"]
+    assert not out["watching"]  # the profile's end left no finder on sys.meta_path

@@ -74,28 +74,6 @@ def _restart_with(env: dict[str, str]) -> None:
     os.execve(sys.executable, list(sys.orig_argv), {**os.environ, **env, REEXEC: "1"})
 
 
-def _split(backends: list[Any]) -> tuple[list[Any], list[tuple[Any, list[str]]]]:
-    """The backends to start with the program (usable, and either naming no modules in
-    ``capture_modules`` or one the program has already imported), and the others with the
-    modules whose import starts them. Only the first are described (vendor imports)."""
-    now: list[Any] = []
-    later: list[tuple[Any, list[str]]] = []
-    for b in backends:
-        if b.broken is not None:
-            continue
-        try:
-            mods = b.capture_modules(b)
-        except Exception:  # a plugin's failure: started with the program, as before the hook
-            mods = None
-        if isinstance(mods, (list, tuple)) and mods and all(isinstance(m, str) for m in mods):
-            if not any(m in sys.modules for m in mods):
-                later.append((b, list(mods)))
-                continue
-        if b.info().status == "available":
-            now.append(b)
-    return now, later
-
-
 def _start_later(prof: Any, backend: Any, notes: list[str]) -> Any:
     """What starts ``backend`` in ``prof`` once the program imports one of its modules; what
     the backend wanted from the program's start and did not get goes to ``notes``."""
@@ -165,7 +143,7 @@ def command(args: argparse.Namespace) -> int:
         except Exception:  # an unknown backend name: the profile reports it, as before
             usable = []
     else:
-        usable, later = _split(registry.loaded())
+        usable, later = imports.split(registry.loaded())
     _restart_with(_exec_environment(usable))
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [script, *args.args]

@@ -285,13 +285,21 @@ class Registry:
     def get(self, name: str) -> Backend:
         if not isinstance(name, str):
             raise TypeError(f"a backend name must be a str, not {type(name).__name__}")
-        backends = self._ensure()
+        # Only the named backend is described: describing imports its vendor library, and
+        # profile(backends=["opencl"]) must not import hip-python or CuPy.
+        backends = self._ensure(describe=False)
         try:
-            return backends[name]
+            b = backends[name]
         except KeyError:
             raise KprofError(
                 f"unknown backend {name!r}; known backends: {', '.join(backends) or 'none'}"
             ) from None
+        if b in self._undescribed:
+            with self._lock:
+                if b in self._undescribed:
+                    self._undescribed.remove(b)
+                    self._describe(b, self._timeout)
+        return b
 
     def usable(self, names: list[str] | None = None) -> list[Backend]:
         """Backends a profile can use: available and not disabled after an error."""

@@ -1,5 +1,6 @@
-"""A call right after a module's first import: how ``kprof run`` starts a backend's capture only
-when the program imports the backend's vendor library, and imports nothing itself.
+"""A call right after a module's first import: how ``kprof run`` and ``kprof.profile()`` start a
+backend's capture only when the program imports the backend's vendor library, and import
+nothing themselves (``split``).
 
 CPython has no post-import hook, so a finder goes first on ``sys.meta_path`` (as coverage and
 ddtrace do): for a watched top-level name it asks the finders after it for the module's spec
@@ -14,7 +15,12 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from kprof_core.host.discovery import registry
+
+if TYPE_CHECKING:
+    from kprof_core.host.backend import Backend
 
 _lock = threading.Lock()
 #: name -> the callbacks waiting for its import. A callback is called once, for the first of
@@ -129,3 +135,31 @@ def unwatch(callback: Callable[[str], None]) -> None:
 def watching() -> bool:
     """Whether anything is watched (kprof's finder is on ``sys.meta_path``)."""
     return _finder in sys.meta_path
+
+
+def split(backends: list[Backend]) -> tuple[list[Backend], list[tuple[Backend, list[str]]]]:
+    """The backends to start now (usable, and either naming no modules in ``capture_modules``
+    or one the program has already imported), and the others with the modules whose import
+    starts them. Only the first are described (``describe_backend`` imports the vendor
+    library): a profile never imports a library the program did not."""
+    now: list[Backend] = []
+    later: list[tuple[Backend, list[str]]] = []
+    for b in backends:
+        if b.broken is not None:
+            continue
+        try:
+            mods = b.capture_modules(b)
+        except Exception:  # a plugin's failure: started now, as before the hook
+            mods = None
+        if isinstance(mods, (list, tuple)) and mods and all(isinstance(m, str) for m in mods):
+            if not any(m in sys.modules for m in mods):
+                later.append((b, list(mods)))
+                continue
+        # Described through the registry: bounded in time, a hung plugin is skipped.
+        try:
+            registry.get(b.name)
+        except Exception:  # a name another registration replaced: described as it is
+            pass
+        if b.broken is None and b.info().status == "available":
+            now.append(b)
+    return now, later

@@ -453,7 +453,8 @@ def every_graph_node_is_waited_for(env: Env) -> None:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with kprof.profile() as p:
+            # Named: without CuPy imported, profile() would start CUDA only at its import.
+            with kprof.profile(backends=["cuda"]) as p:
                 t = lib.cuptidouble_now()
                 corr = lib.cuptidouble_api(DRIVER, GRAPH, t, t + 1000)
                 for name, dev, begin, end in (
