@@ -83,8 +83,10 @@ VARIABLES: tuple[EnvVar, ...] = (
         SITES,
         "",
         "``1`` (or ``true``, ``yes``, ``on``): profiles keep each record's launch site, the "
-        "line of the user's code behind it (``profile(sites=...)`` wins). Off by default for "
-        "its cost per launch (BENCHMARKS.md). A value that is not a boolean is an error.",
+        "line of the user's code behind it (``profile(sites=...)`` wins); ``kprof run`` and the "
+        "pytest plugin honour it too. Off by default for its cost per launch (about 0.2 µs "
+        "compiled, 0.5 µs in pure Python: BENCHMARKS.md). A value that is not a boolean is an "
+        "error.",
     ),
     EnvVar(
         STACKS,
@@ -128,7 +130,8 @@ VARIABLES: tuple[EnvVar, ...] = (
         WINDOW_SIGNAL,
         "",
         "``1`` (or ``true``, ``yes``, ``on``): ``kprof run`` opens a window when the process "
-        "gets ``SIGUSR2`` and closes it at the next, each at the next ``kprof.step()``, as "
+        "gets ``SIGUSR2`` and closes it at the next (at once in a script without "
+        "``kprof.step()``, else at the next step), as "
         "``--signal`` does, when its command line has neither ``--steps`` nor ``--signal``. "
         "Not with ``KPROF_STEPS``. A value that is not a boolean is an error.",
     ),

@@ -24,7 +24,8 @@ from kprof_core.recording.recorder_ranges import queueless_notes
 from kprof_core.recording.recorder_state import _ACTIVE
 from kprof_core.recording.sites import stack_depth
 from kprof_core.result import Profile
-from kprof_core.windows import NEVER, Schedule, Windows, check_schedule, check_signal
+from kprof_core.windows import NEVER, Schedule, Windows, check_schedule
+from kprof_core.windows_signal import SignalWindows, check_signal
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -83,8 +84,8 @@ class profile:
     the end (default 60, or ``KPROF_RESOLVE_TIMEOUT``); records whose work had not completed
     by then are marked unresolved, with the reason, and the profile ends normally.
     ``sites``: keep each record's launch site, the line of your code behind it (default off,
-    as it costs about 0.5 to 1.5 µs per launch: BENCHMARKS.md; ``KPROF_SITES=1`` turns the
-    default on): the innermost frame that is not kprof's, a
+    as it costs about 0.2 µs per PoCL launch compiled and 0.5 µs in pure Python, at or over
+    the targets of issue 21: BENCHMARKS.md; ``KPROF_SITES=1`` turns the default on): the innermost frame that is not kprof's, a
     plugin's, the standard library's or a library's that kprof skips by default (PyOpenCL,
     CuPy, reikna, loopy, NumPy, pytools, hip-python). ``site_skip``: more module prefixes whose frames are not
     yours (``("mylib", "company.gpu")``): a launch from inside them is given the line that
@@ -99,9 +100,10 @@ class profile:
     ``kprof.save_windows(dir)``) or, without it, kept in the yielded profile's ``windows``;
     the yielded profile itself records nothing. Between windows no recorder runs.
     ``window_signal=True`` (or a signal number; True is ``SIGUSR2``), instead of a schedule:
-    each signal the process gets opens or closes a window at the next ``kprof.step()`` (the
-    handler only takes note); the previous handler is back when the profile ends. Main
-    thread only, as every signal handler.
+    each signal the process gets opens or closes a window, at once until the program first
+    calls ``kprof.step()`` (in one that never does: always), at the next step after that;
+    the previous handler is back when the profile ends. Main thread only, as every signal
+    handler.
 
     ``max_records``: keep at most this many device rows, the latest (``keep="last"``, a ring)
     or the first (``keep="first"``); ``min_duration_ns``: drop kernels and copies shorter
@@ -250,11 +252,14 @@ class profile:
     def _enter_scheduled(self, sched: Schedule | None) -> Profile:
         registry.usable(self._backend_names)  # an unknown backend name raises here, not later
         self.result = Profile(trace=self.trace, backends=[])
-        self._windows = Windows(
-            sched or NEVER, self._window, self._hold, self.result, self.on_window
-        )
         if self.window_signal is not None:
-            self._windows.on_signal(self.window_signal)
+            self._windows = SignalWindows(
+                self.window_signal, self._window, self._hold, self.result, self.on_window
+            )
+        else:
+            self._windows = Windows(
+                sched or NEVER, self._window, self._hold, self.result, self.on_window
+            )
         self._windows.enter(now)
         return self.result
 

@@ -163,7 +163,8 @@ class Profile(ProfileData):
         whether the change stands out of the run-to-run spread of the per-call durations (a
         Mann-Whitney U test at ``alpha``, default 0.01); see :mod:`kprof_core.analysis.compare`.
         ``by="line"``: a row per name and launch site (profiles taken with ``sites=True``), so
-        that the same kernel launched from two places is two rows.
+        that the same kernel launched from two places is two rows; ``by="config"``: a row per
+        name and launch configuration (``DiffRow.config``).
         """
         return _diff(self, other, DEFAULT_ALPHA if alpha is None else alpha, ProfileDiff, by)
 

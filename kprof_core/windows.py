@@ -11,12 +11,9 @@ recorder is active and launches cost what they cost outside any profile.
 
 from __future__ import annotations
 
-import gc
 import os
-import signal
 import sys
 import threading
-import warnings
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
@@ -144,31 +141,6 @@ def check_schedule(sched: Any, on_window: Any, signalled: bool = False) -> None:
         )
 
 
-def check_signal(value: Any, sched: Any) -> int | None:
-    """The signal number ``profile(window_signal=...)`` asks for (True: ``SIGUSR2``), or None;
-    an error saying what is wrong with it."""
-    if value is False:
-        return None
-    if value is True:
-        num = getattr(signal, "SIGUSR2", None)
-        if num is None:
-            raise ValueError(
-                "profile(window_signal=True) uses SIGUSR2, which this platform lacks: "
-                "give a signal number it has"
-            )
-        value = num
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"profile(window_signal=...) takes True or a signal number, not {value!r}")
-    uncatchable = {getattr(signal, n, None) for n in ("SIGKILL", "SIGSTOP")}
-    if value not in set(signal.valid_signals()) or value in uncatchable:
-        raise ValueError(f"profile(window_signal={value}): not a signal a handler can catch")
-    if sched is not None:
-        raise ValueError(
-            "profile(window_signal=...) opens and closes windows itself: give it no schedule="
-        )
-    return int(value)
-
-
 class Windows:
     """One scheduled profile's steps and windows; ``kprof.step()`` drives it.
 
@@ -199,66 +171,31 @@ class Windows:
         # common step between windows is then a counter and a comparison.
         self.wake = 0
         self._token: Any = None
-        # Windows on a signal (``profile(window_signal=...)``): the handler only sets
-        # ``_pending`` and ``wake = 0``; the next ``kprof.step()`` opens or closes the window,
-        # never the handler (it may interrupt kprof's own code, or a library's, mid-update).
-        self.signum: int | None = None
-        self.signals = 0
-        self._pending = False
-        self._previous: tuple[Any] | None = None
-        self._previous_num = 0
-
-    def on_signal(self, signum: int) -> None:
-        """Open and close windows when the process gets ``signum`` (for programs that cannot
-        be edited): a window opens at the first ``kprof.step()`` after one signal and closes
-        at the first after the next. Called before :meth:`enter`; replaces the schedule."""
-        self.signum = signum
-        self.sched = NEVER
-
-    def _signalled(self, signum: int, frame: Any) -> None:
-        self.signals += 1
-        self._pending = True
-        self.wake = 0
 
     def describe(self) -> str:
-        """What opens the windows: the schedule, or the signal."""
-        if self.signum is None:
-            return self.sched.describe()
-        return f"windows on {_signame(self.signum)}"
+        """What opens the windows, in words."""
+        return self.sched.describe()
 
     def enter(self, clock: Callable[[], int]) -> None:
         """The scheduled profile's start: ``kprof.step()`` in this context drives it now."""
         self.outer.start_ns = clock()
         self._token = STEPPER.set(self)
         try:
-            if self.signum is not None:  # only the main thread may set a handler: raises there
-                self._previous = (signal.signal(self.signum, self._signalled),)
-                self._previous_num = self.signum
             self._move(NONE, self.sched(0))
+            self.begin()
         except BaseException:
             self.exit(clock)
             raise
+
+    def begin(self) -> None:
+        """What a kind of windows sets up last at the profile's start (``enter``): nothing
+        here; the signal's handler (``windows_signal.py``)."""
 
     def exit(self, clock: Callable[[], int]) -> None:
         """The scheduled profile's end (``finish``), ``kprof.step()`` no longer driving it."""
         try:
             self.finish()
         finally:
-            if self._previous is not None:
-                # What was there before; a handler set outside Python (getsignal's None)
-                # cannot be put back: the default then, never kprof's own left behind.
-                prev = self._previous[0]
-                self._previous = None
-                try:
-                    signal.signal(self._previous_num, signal.SIG_DFL if prev is None else prev)
-                except ValueError:  # the profile ended outside the main thread
-                    warnings.warn(
-                        f"kprof: the profile with window_signal= ended outside the main "
-                        f"thread, where its {_signame(self._previous_num)} handler cannot be "
-                        f"replaced: it stays, doing nothing once the profile has ended",
-                        RuntimeWarning,
-                        stacklevel=3,
-                    )
             self.outer.end_ns = clock()
             try:
                 STEPPER.reset(self._token)
@@ -267,20 +204,8 @@ class Windows:
 
     def advance(self, n: int) -> None:
         """Step ``n`` begins (``step_num`` is already ``n``): close and open windows as the
-        schedule says (or a signal asked). ``kprof.step()`` calls it only from ``wake`` on."""
-        if self.signum is None:
-            self._move(self.sched(n - 1), self.sched(n))
-            return
-        if self._pending:
-            self._pending = False
-            if self._cm is not None:
-                self._close(n - 1, partial=False)
-                gc.collect(1)  # as after a scheduled window (see _move)
-            else:
-                self._open(RECORD)
-        self.wake = sys.maxsize
-        if self._pending:  # a signal that came while the window changed: the next step
-            self.wake = 0
+        schedule says. ``kprof.step()`` calls it only from ``wake`` on."""
+        self._move(self.sched(n - 1), self.sched(n))
 
     def _move(self, prev: int, nxt: int) -> None:
         recording = nxt in (RECORD, RECORD_AND_SAVE)
@@ -298,12 +223,6 @@ class Windows:
         finally:
             if release is not None:
                 release()
-        if close:
-            # A finished profile leaves reference cycles (recorder, launch path, harvest);
-            # collected with the young generations here, a long run keeps one window's
-            # memory instead of each window's until a full collection (measured: +100 KB
-            # per window of 1,000 launches). Young generations only: cheap on a large heap.
-            gc.collect(1)
         if self._cm is None:
             wake = self.sched.next_active(self.step_num + 1)
             self.wake = sys.maxsize if wake is None else wake
@@ -327,15 +246,17 @@ class Windows:
         self.delivered += 1
         p.meta["window"] = {
             "index": self.delivered,
-            "first_step": self._first,
-            "last_step": last,
-            **(
-                {"schedule": self.sched.describe()}
-                if self.signum is None
-                else {"trigger": _signame(self.signum)}
-            ),
+            **self.window_meta(last),
             **({"partial": True} if partial else {}),
         }
+        self.deliver(p)
+
+    def window_meta(self, last: int) -> dict[str, Any]:
+        """What ``meta["window"]`` says of the window ending now, besides its index."""
+        return {"first_step": self._first, "last_step": last, "schedule": self.sched.describe()}
+
+    def deliver(self, p: Profile) -> None:
+        """Hand a finished window to ``on_window``, or keep it in the outer profile."""
         if self.on_window is None:
             self.outer.windows.append(p)
         else:
@@ -352,21 +273,6 @@ class Windows:
             "delivered": self.delivered,
             "warmups_discarded": self.discarded,
         }
-        if self.signum is not None:
-            self.outer.meta["windows"]["signals"] = self.signals
-            if self.signals and not self.step_num:
-                self.outer.meta["windows"]["note"] = (
-                    f"{self.signals} {_signame(self.signum)} received but the "
-                    "program never called kprof.step(): windows open and close at a step"
-                )
-
-
-def _signame(num: int) -> str:
-    """``SIGUSR2``, or ``signal 35`` for a number without a name."""
-    try:
-        return signal.Signals(num).name
-    except ValueError:
-        return f"signal {num}"
 
 
 #: No step recorded: the schedule of windows opened by a signal only.

@@ -43,8 +43,13 @@ class Decoded:
     tracks: dict[int, str] = field(default_factory=dict)  # uuid -> "process / thread"
     slices: dict[str, list[Slice]] = field(default_factory=lambda: defaultdict(list))
     instants: dict[str, list[Slice]] = field(default_factory=lambda: defaultdict(list))
-    counters: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))
+    #: Per counter track: (ts, value), the value an int (``counter_value``) or a float
+    #: (``double_counter_value``), as written.
+    counters: dict[str, list[tuple[int, int | float]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     units: dict[str, int] = field(default_factory=dict)
+    unit_names: dict[str, str] = field(default_factory=dict)
     sequences: set[int] = field(default_factory=set)
     packets: int = 0
 
@@ -95,6 +100,7 @@ def decode(data: bytes) -> Decoded:
                 pid = next(p for p, u in pids.items() if u == t.parent_uuid)
                 counter_tracks[t.uuid] = f"{d.processes[pid]} / {t.name}"
                 d.units[counter_tracks[t.uuid]] = t.counter.unit
+                d.unit_names[counter_tracks[t.uuid]] = t.counter.unit_name
             continue
         assert seq, "every other packet belongs to a sequence"
         d.sequences.add(seq)
@@ -129,7 +135,9 @@ def decode(data: bytes) -> Decoded:
         assert pk.HasField("timestamp")
         if ev.type == TE.TYPE_COUNTER:
             assert ev.track_uuid in counter_tracks, "a counter on an undescribed track"
-            d.counters[counter_tracks[ev.track_uuid]].append((ts, ev.counter_value))
+            which = ev.WhichOneof("counter_value_field")
+            assert which in ("counter_value", "double_counter_value"), "a counter without value"
+            d.counters[counter_tracks[ev.track_uuid]].append((ts, getattr(ev, which)))
             continue
         assert pk.sequence_flags == NEEDS, "an event using interned names must say so"
         u = ev.track_uuid

@@ -67,7 +67,7 @@ def test_by_name_one_row_by_line_a_row_per_line() -> None:
     }  # fmt: skip
     with pytest.raises(KeyError, match=r"at 'z\.py:3 h'; rows: \['k @ x\.py:1 f'"):
         d.row("k", site="z.py:3 h")
-    with pytest.raises(ValueError, match='"name" or "line"'):
+    with pytest.raises(ValueError, match='"name", "line" or "config"'):
         BEFORE.diff(AFTER, by="file")
 
 

@@ -89,12 +89,23 @@ def _same_as_chrome(d: Decoded, doc: Any) -> None:
         for fid, pair in c.flows.items()
     }
     assert flows(d) == chrome_flows
+    # Counters: device memory in bytes (ints), device time as busy percentages (floats).
+    arg = {"memory": "bytes", "busy": "percent"}
     chrome_counters = {
-        f"{c.processes[pid]} / {name}": [(ns(e["ts"]), e["args"]["bytes"]) for e in evs]
+        f"{c.processes[pid]} / {name}": [(ns(e["ts"]), e["args"][arg[e["cat"]]]) for e in evs]
         for (pid, name), evs in c.counters.items()
     }
     assert dict(d.counters) == chrome_counters
-    assert set(d.units.values()) <= {pb.CounterDescriptor.UNIT_SIZE_BYTES}
+    for name, points in d.counters.items():
+        memory = name.split(" / ")[-1].startswith("live bytes, ")
+        assert memory != name.split(" / ")[-1].startswith("busy, "), name
+        assert all(type(v) is (int if memory else float) for _, v in points), name
+        if memory:
+            assert d.units[name] == pb.CounterDescriptor.UNIT_SIZE_BYTES, name
+            assert name.startswith("device memory / ") or ": device memory / " in name
+        else:
+            assert d.unit_names[name] == "%" and not d.units[name], name
+            assert "device memory" not in name.split(" / ")[0], name
     # What the Chrome trace says in args, the Perfetto trace says in annotations, source
     # locations and callstacks (a site alone: a source location, no callstack).
     frames = doc["otherData"].get("frames", [])
@@ -145,6 +156,7 @@ def test_the_fields_are_perfettos() -> None:
 
     wire = {
         FD.TYPE_FIXED64: perfetto_fields.FIXED64,
+        FD.TYPE_DOUBLE: perfetto_fields.FIXED64,
         FD.TYPE_STRING: perfetto_fields.LEN,
         FD.TYPE_BYTES: perfetto_fields.LEN,
         FD.TYPE_MESSAGE: perfetto_fields.LEN,

@@ -19,7 +19,7 @@ import kprof
 from kprof_core.data.records import APPROXIMATE, HOST_TIMED, RANGE
 from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD
 from kprof_core.low_level import native
-from kprof_core.low_level.layout import ENTRY_HOST_RANGE
+from kprof_core.low_level.layout import ENTRY_HOST_RANGE, WITH_HOST
 from kprof_core.recording import annotations, recorder_ranges
 from kprof_core.recording.recorder import Recorder
 
@@ -173,14 +173,21 @@ def test_both_paths_make_the_same_entries(reg: Any, monkeypatch: pytest.MonkeyPa
     fast, pure = results[True], results[False]
     assert fast["entries"] == pure["entries"]
     assert fast["open"] == pure["open"] == {}
-    # Every range's host entry, with the device entry before it where a token was put: 9
-    # ranges (the shared one twice), 8 with a start timestamp; the one whose stop raised has
-    # no device entry (and its backend is disabled), the one whose stop was None is timed on
-    # the host; both gave their start token back.
+    # One entry per range: 9 ranges (the shared one twice), 8 with a start timestamp; the one
+    # whose stop raised has no device entry (and its backend is disabled), the one whose stop
+    # was None is timed on the host; both gave their start token back. The 7 device entries
+    # carry their host side (WITH_HOST); the range without a queue and the one whose stop
+    # raised have a host entry alone.
     kinds = [e[1] for e in pure["entries"]]
-    assert kinds.count(ENTRY_HOST_RANGE) == 9 and kinds.count(RANGE) == 7
+    assert len(kinds) == 9
+    assert kinds.count(ENTRY_HOST_RANGE) == 2 and kinds.count(RANGE) == 7
     flags = [e[10] for e in pure["entries"] if e[1] == RANGE]
+    assert all(f & WITH_HOST for f in flags)
+    flags = [f & ~WITH_HOST for f in flags]
     assert flags.count(APPROXIMATE) == 1 and flags.count(HOST_TIMED) == 1
+    # The host side is the frame's: the entering thread, t0 to the end, the exit's site.
+    for e in pure["entries"]:
+        assert e[4] == pure["entries"][0][4] and e[5] < e[6]
     # Every token handed out is given back once (14: two per range with both timestamps, the
     # start of the last two), by the harvest or at the exit.
     assert fast["released"] == pure["released"] and len(set(pure["released"])) == 14

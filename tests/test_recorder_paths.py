@@ -27,9 +27,11 @@ from hypothesis import strategies as st
 import kprof
 from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD
 from kprof_core.low_level import native
+from kprof_core.low_level.layout import WITH_HOST
 from kprof_core.recording import harvest_columns, harvest_one
 from kprof_core.recording import recorder as recorder_module
-from kprof_core.recording.recorder import COPY, KERNEL, Recorder
+from kprof_core.recording.recorder import COPY, KERNEL, RANGE, Recorder
+from kprof_core.recording.threads import who
 
 KPROF = str(Path(sys.executable).with_name("kprof"))
 COMPILED = native.compiled() is not None
@@ -134,7 +136,17 @@ class ElapsedPlugin(AbsolutePlugin):
 OPS = st.lists(
     st.tuples(
         st.sampled_from(
-            ["kernel", "kernel", "kernel", "copy", "host_timed", "range", "mark", "observed"]
+            [
+                "kernel",
+                "kernel",
+                "kernel",
+                "copy",
+                "host_timed",
+                "range",
+                "mark",
+                "observed",
+                "device_range",
+            ]
         ),
         st.integers(0, 2),
         st.integers(0, 3),
@@ -183,6 +195,15 @@ def run(
                     rec.mark(nm, t)
                 elif what == "host_timed":
                     rec.launch(backend, KERNEL, nm, queues[qi], t, t + 10)
+                elif what == "device_range":
+                    # A kprof.range's device entry carrying its host side (WITH_HOST), as both
+                    # range paths make it (test_range_paths): column-wise with the launches.
+                    begin = 10_000 + t * 3 + (1 if qi == 2 else 0)
+                    a = Tok(begin, begin + 1, 0, rare.get(i) == "fail", rare.get(i) == "bad")
+                    b = Tok(begin + 5, begin + 60 + ni, asks, rare.get(i) == "fail")
+                    rec._live_queues.setdefault(id(queues[qi]), queues[qi])
+                    head = (backend.slot, RANGE, nm, id(queues[qi]), who(), t, t + 70, a, b)
+                    rec._append((*head, -1, WITH_HOST, -1, None, -1))
                 elif what == "observed" and not isinstance(plugin, ElapsedPlugin):
                     # Host-observed (approximate): always through _take, on every path.
                     rec.launch_observed(
@@ -262,9 +283,11 @@ def test_every_path_makes_the_same_records(
     first = results[0]
     for path, other in zip(PATHS[1:], results[1:]):
         assert other == first, path
-    # The input is all there: one device or host row per operation.
+    # The input is all there: one device or host row per operation, both for a device range.
     n_host = sum(1 for op in ops if op[0] in ("range", "mark"))
-    assert len(first["table"][0]) == len(ops) - n_host and len(first["host"][0]) == n_host
+    n_both = sum(1 for op in ops if op[0] == "device_range")
+    assert len(first["table"][0]) == len(ops) - n_host
+    assert len(first["host"][0]) == n_host + n_both
 
 
 def test_the_column_wise_harvest_is_used_for_runs(
@@ -288,6 +311,51 @@ def test_the_column_wise_harvest_is_used_for_runs(
         assert len(out["table"][0]) == 200
         # The first launch sets the device's reference (entry by entry); the rest in runs.
         assert sum(taken) == 199 and max(taken) >= 16
+        monkeypatch.undo()
+
+
+def test_ranges_between_launches_stay_in_the_column_wise_run(
+    reg: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A range's one entry (device and host side, WITH_HOST) does not break the run of the
+    launches around it: the range's timestamps are read in the same batch call as theirs, and
+    its host row is made beside its device row; on both paths."""
+    for compiled in (True, False):
+        taken: list[int] = []
+        batches: list[int] = []
+        original = harvest_columns.bulk_rows
+
+        def spy(
+            h: Any, *args: Any, original: Any = original, taken: list[int] = taken
+        ) -> tuple[int, int]:
+            k, run = original(h, *args)
+            taken.append(k)
+            return k, run
+
+        class Counted(BatchPlugin):
+            def __init__(self, batches: list[int]) -> None:
+                self.batches = batches
+
+            @kprof.plugin.hookimpl
+            def device_times_batch(self, starts: Any, stops: Any) -> Any:
+                self.batches.append(len(starts))
+                return super().device_times_batch(starts, stops)
+
+        monkeypatch.setattr(harvest_columns, "bulk_rows", spy)
+        ops = [("kernel", 0, 1, 0, False, False, -1), ("device_range", 0, 2, 0, False, False, -1)]
+        out = run(Counted(batches), ops * 100, {}, compiled, True, monkeypatch, every=400)
+        table, host = out["table"], out["host"]
+        # Every row in long runs but two: the first launch (the device's reference) and the
+        # first range (a name not interned yet) go entry by entry.
+        assert len(table[0]) == 200 and sum(taken) == 198 and max(taken) >= 64
+        assert batches == [k for k in taken if k]  # one batch read per run, ranges included
+        # The host rows: one per range, in order, each the device row's host interval.
+        names = out["names"]
+        assert [names[n] for n in host[0]] == ["k2"] * 100
+        kinds = table[1]
+        ranges = [i for i, k in enumerate(kinds) if k == RANGE]
+        assert host[3] == [table[4][i] for i in ranges] and host[4] == [table[5][i] for i in ranges]
+        assert set(host[1]) == {0}  # HostTable.RANGE
         monkeypatch.undo()
 
 

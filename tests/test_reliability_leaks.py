@@ -81,3 +81,47 @@ def test_default_queue_names_do_not_accumulate() -> None:
     del q  # the loop variable still holds the last queue
     gc.collect()
     assert len(backend.state["kprof.queue_numbers"]) == 0
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "pure"])
+def test_ended_windows_free_their_recorders_without_the_collector(tdq: Any, compiled: bool) -> None:
+    """Each window's recorder is freed when its window ends, by reference counting alone: no
+    cycle (the compiled launch path held the recorder's bound methods) keeps ended windows'
+    recorders and their tables for the collector, which in a long run met the next windows
+    (issue 22: its peak memory over one window's)."""
+    import weakref
+
+    from kprof_core.low_level import native
+    from kprof_core.recording.recorder_state import _live
+
+    if compiled and native.compiled() is None:
+        pytest.skip("the compiled recorder is not built")
+    q = tdq()
+    native.use_compiled(compiled)
+    gc.collect()
+    before = set(map(id, _live))
+    seen: list[Any] = []  # the windows' recorders, weakly
+
+    def note(seen: list[Any], before: set[int]) -> None:  # no local outlives the call
+        for r in _live:
+            if id(r) not in before and not any(w() is r for w in seen):
+                seen.append(weakref.ref(r))
+
+    gc.disable()
+    try:
+        windows: list[int] = []
+        sched = kprof.schedule(wait=1, active=3, repeat=3)
+        on_window = lambda w: windows.append(len(w.kernels))  # noqa: E731
+        with kprof.profile(backends=["testdev"], schedule=sched, on_window=on_window):
+            for _ in range(12):
+                for _ in range(400):  # past a harvest's threshold: the launch path harvests
+                    q.launch("k")
+                q.finish()
+                note(seen, before)
+                kprof.step()
+        alive = [r() for r in seen if r() is not None]
+    finally:
+        gc.enable()
+        native.use_compiled(True)
+    assert windows == [1200, 1200, 1200] and len(seen) == 3  # a recorder per window
+    assert alive == [], [type(x).__name__ for r in alive for x in gc.get_referrers(r)]

@@ -139,6 +139,63 @@ def test_custom_prefixes_skip_a_wrapper_library(
     assert kernel_sites(p) == [want]
 
 
+def through_each(libs: Any, q: Any, kernel: Any, buf: Any) -> None:
+    for lib in libs:
+        lib.launch(q, kernel, buf)  # one call, two libraries
+
+
+def test_the_same_call_through_other_frames_is_walked_again(
+    path: str, ocl: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same running frame, the same instruction, the same depth, one frame between it
+    # and kprof a skipped library's or the user's: the catcher's kept walk must not answer
+    # for the other.
+    q, kernel, buf = ocl
+    skipped, mine = _wrapper_module("mywrap.gpu"), _wrapper_module("mine.gpu")
+    monkeypatch.setitem(sys.modules, "mywrap.gpu", skipped)
+    monkeypatch.setitem(sys.modules, "mine.gpu", mine)
+    with kprof.profile(sites=True, site_skip=["mywrap"]) as p:
+        through_each([skipped, mine, mine, skipped, skipped, mine], q, kernel, buf)
+    q.finish()
+    loop = Site(HERE, line_of(through_each, "one call, two libraries"), "through_each")
+    theirs = Site("/lib/mine.gpu.py", 2, "launch")
+    assert kernel_sites(p) == [loop, theirs, theirs, loop, loop, theirs]
+
+
+def launch_from_a(q: Any, kernel: Any, buf: Any, n: int) -> None:
+    for _ in range(n):
+        kernel(q, (64,), None, buf)
+
+
+def launch_from_b(q: Any, kernel: Any, buf: Any, n: int) -> None:
+    for _ in range(n):
+        kernel(q, (64,), None, buf)
+
+
+def test_threads_launching_from_two_lines_each_keep_their_own(path: str, ocl: Any) -> None:
+    import threading
+
+    q, kernel, buf = ocl
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible, mid-walk too
+    try:
+        with kprof.profile(sites=True) as p:
+            threads = [
+                threading.Thread(target=kprof.propagate(fn), args=(q, kernel, buf, 300), name=name)
+                for name, fn in (("A", launch_from_a), ("B", launch_from_b))
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        q.finish()
+    finally:
+        sys.setswitchinterval(old)
+    got = [(r.thread, r.site.function if r.site else None) for r in p.kernels]
+    assert len(got) == 600
+    assert set(got) == {("A", "launch_from_a"), ("B", "launch_from_b")}
+
+
 def test_prefixes_match_whole_module_names() -> None:
     skip = site_mod.Skipper(["mywrap"])
 

@@ -111,7 +111,12 @@ def test_the_readme_example_on_pocl(opencl_device: None, tmp_path: Path) -> None
     procs = sorted(c.processes.values())
     # The buffers' memory track too: OpenCL memory is on by default through the table hook.
     assert len(procs) == 3 and procs[0].startswith("OpenCL ") and procs[2].startswith("host ")
-    assert procs[1] == "device memory" and c.counters
+    assert procs[1] == "device memory"
+    # Counters: live bytes in the memory process, busy percentages in the device's.
+    by_process: dict[str, set[str]] = {}
+    for pid, name in c.counters:
+        by_process.setdefault(c.processes[pid], set()).add(name.split(", ")[0])
+    assert by_process == {"device memory": {"live bytes"}, procs[0]: {"busy"}}
     assert _rows_are_two_threads_and_their_queues(list(c.threads.values()))
     data = embedded_data((tmp_path / "t.html").read_text())
     rows = [

@@ -1,7 +1,8 @@
 """Windows opened and closed by a signal (issue 22), for programs that cannot be edited:
 ``profile(window_signal=...)``, ``kprof run --signal``, ``KPROF_WINDOW_SIGNAL`` and
 ``KPROF_STEPS``. The programs signal themselves between known steps, so the window's steps
-and kernel counts are exact; both recorder paths."""
+and kernel counts are exact; both recorder paths. Programs without steps:
+``test_windows_signal_now.py``."""
 
 from __future__ import annotations
 
@@ -93,16 +94,6 @@ def test_signalled_windows_repeat_and_one_open_at_the_end_is_partial(
     assert [len(w.kernels) for w in got] == [3, 4 * 3]  # steps 6-9; step 10 launched nothing
     assert got[1].meta["window"]["partial"] is True and "partial" not in got[0].meta["window"]
     assert p.windows == [] and p.meta["windows"]["delivered"] == 2
-
-
-def test_signals_without_steps_say_why_no_window(testbackends: Any, tdq: Any) -> None:
-    q = tdq()
-    with kprof.profile(window_signal=True) as p, q:
-        q.launch("k", 0)
-        os.kill(os.getpid(), USR2)
-        q.launch("k", 0)
-    assert p.windows == [] and p.meta["windows"]["signals"] == 1
-    assert "1 SIGUSR2 received but the program never called kprof.step()" in str(p)
 
 
 def test_window_signal_outside_the_main_thread_raises_and_leaves_nothing(

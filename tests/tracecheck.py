@@ -115,9 +115,11 @@ def validate(doc: Any) -> Checked:
                 assert type(e["tid"]) is int
                 c.threads[(e["pid"], e["tid"])] = e["args"]["name"]
             continue
-        if ph == "C":  # a counter (device memory): numbers by series name, per process
+        if ph == "C":  # a counter: numbers by series name, per process
+            # Device memory in whole bytes; device time as a busy percentage (a float).
+            number = float if e.get("cat") == "busy" else int
             assert e["args"] and all(
-                isinstance(v, int) and not isinstance(v, bool) for v in e["args"].values()
+                isinstance(v, number) and not isinstance(v, bool) for v in e["args"].values()
             ), e
             assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0, e
             c.counters[(e["pid"], e["name"])].append(e)

@@ -36,13 +36,12 @@ from dataclasses import asdict, dataclass
 from itertools import repeat
 from typing import Any, TypeVar
 
+from kprof_core.analysis.compare_groups import SECTIONS, Key, durations_by_config, durations_by_line
 from kprof_core.data.profile_data import ProfileData
-from kprof_core.data.records import APPROXIMATE, HOST_TIMED, MARKS, RANGE, UNRESOLVED, HostTable
-from kprof_core.data.site_summary import UNKNOWN_SITE
+from kprof_core.data.records import APPROXIMATE, HOST_TIMED
 
 DEFAULT_ALPHA = 0.01
 EXACT_LIMIT = 60  # calls in all; C(64, 32) < 2**64, so every count fits one 64-bit slot
-SECTIONS = ("device", "device_ranges", "host")
 SECTION_TITLES = {
     "device": "Device-side activity (kernels and copies)",
     "device_ranges": "Device-side ranges",
@@ -151,7 +150,9 @@ class DiffRow:
     ``status``: ``"new"`` (only after), ``"gone"`` (only before), ``"slower"`` or
     ``"faster"`` (a significant change), ``"same"`` (within the run-to-run spread); ``site``:
     compared by line (``by="line"``), the line's label (``"train.py:42 step"``, or
-    ``"(site unknown)"``), else None.
+    ``"(site unknown)"``), else None; ``config``: compared by launch configuration
+    (``by="config"``), the configuration's text (``"global 1024 local 64"``), else None (and
+    None for rows that have none: ranges, copies).
     """
 
     section: str
@@ -170,11 +171,13 @@ class DiffRow:
     status: str
     approximate: bool = False
     site: str | None = None
+    config: str | None = None
 
     @property
     def label(self) -> str:
         """The name as tables show it: marked ``*`` or ``~``, and its line when compared by
-        line (``"mul2 @ train.py:42 step"``)."""
+        line (``"mul2 @ train.py:42 step"``), its configuration when compared by configuration
+        (``"mul2 [global 1024 local 64]"``)."""
         name = (
             f"{self.name} *"
             if self.host_timed
@@ -182,6 +185,8 @@ class DiffRow:
             if self.approximate
             else self.name
         )
+        if self.config is not None:
+            name = f"{name} [{self.config}]"
         return name if self.site is None else f"{name} @ {self.site}"
 
     @property
@@ -199,7 +204,8 @@ class Comparison:
     alpha: float
     span_before: int
     span_after: int
-    #: ``"name"``, or ``"line"``: a row per name and launch site (``DiffRow.site``).
+    #: ``"name"``; ``"line"``: a row per name and launch site (``DiffRow.site``); ``"config"``:
+    #: a row per name and launch configuration (``DiffRow.config``).
     by: str = "name"
 
     def section(self, name: str) -> list[DiffRow]:
@@ -208,15 +214,27 @@ class Comparison:
             raise ValueError(f"unknown section {name!r}; sections: {', '.join(SECTIONS)}")
         return [r for r in self.rows if r.section == name]
 
-    def row(self, name: str, section: str = "device", site: str | None = None) -> DiffRow:
+    def row(
+        self,
+        name: str,
+        section: str = "device",
+        site: str | None = None,
+        config: str | None = None,
+    ) -> DiffRow:
         """The row of ``name`` in ``section`` (compared by line: the one of line ``site``,
-        a label such as ``"train.py:42 step"``)."""
+        a label such as ``"train.py:42 step"``; by configuration: the one of ``config``, a
+        text such as ``"global 1024 local 64"``)."""
         for r in self.section(section):
-            if r.name == name and (site is None or r.site == site):
+            if (
+                r.name == name
+                and (site is None or r.site == site)
+                and (config is None or r.config == config)
+            ):
                 return r
         raise KeyError(
             f"no {section} row named {name!r}"
             + (f" at {site!r}" if site is not None else "")
+            + (f" with {config!r}" if config is not None else "")
             + f"; rows: {[r.label for r in self.section(section)]}"
         )
 
@@ -256,17 +274,16 @@ class Comparison:
         }
 
 
-Key = tuple[str, int] | tuple[str, int, str]  # (name, marks), and the line's label by line
-
-
 def _rows(
     section: str,
     before: dict[Key, list[int]],
     after: dict[Key, list[int]],
     alpha: float,
+    by: str,
 ) -> list[DiffRow]:
     rows = []
     for key in before.keys() | after.keys():
+        label = key[2] if len(key) > 2 else None
         b, a = before.get(key, []), after.get(key, [])
         mb, ma = _median(b), _median(a)
         ratio = ma / mb if mb and ma is not None else None
@@ -299,34 +316,12 @@ def _rows(
                 significant,
                 status,
                 bool(key[1] & APPROXIMATE),
-                key[2] if len(key) > 2 else None,
+                label if by == "line" else None,
+                (label or None) if by == "config" else None,
             )
         )
-    rows.sort(key=lambda r: (-abs(r.change_ns), r.name, r.site or "", r.host_timed))
+    rows.sort(key=lambda r: (-abs(r.change_ns), r.name, r.site or "", r.config or "", r.host_timed))
     return rows
-
-
-def durations_by_line(p: ProfileData) -> dict[str, dict[Key, list[int]]]:
-    """The durations of each section, as ``ProfileData.durations`` groups them, split by
-    launch site too: ``(name, marks, site label)`` -> durations (host rows by their own
-    site: a range's, a launch's)."""
-    t, h, names = p.table, p.host, p.names
-    labels = [s.label for s in p.sites] + [UNKNOWN_SITE]  # site -1 reads the last
-    out: dict[str, dict[Key, list[int]]] = {s: {} for s in SECTIONS}
-    device, dranges, host = out["device"], out["device_ranges"], out["host"]
-    for nid, kind, flags, dur, ls, le, site in zip(
-        t.name, t.kind, t.flags, t.duration, t.launch_start, t.launch_end, t.site
-    ):
-        where = labels[site]
-        if kind != RANGE:  # the launch's host call
-            host.setdefault((names[nid], 0, where), []).append(le - ls)
-        if not flags & UNRESOLVED:
-            group = dranges if kind == RANGE else device
-            group.setdefault((names[nid], flags & MARKS, where), []).append(dur)
-    for nid, kind, s, e, site in zip(h.name, h.kind, h.start, h.end, h.site):
-        if kind != HostTable.MARK:
-            host.setdefault((names[nid], 0, labels[site]), []).append(e - s)
-    return out
 
 
 C = TypeVar("C", bound=Comparison)
@@ -337,9 +332,10 @@ def diff(
 ) -> C:
     """Compare ``after`` with ``before`` (see the module docstring for the rule), as a ``cls``
     (``Profile.diff`` passes its ``ProfileDiff``, which adds the printed forms); ``by``:
-    ``"name"``, or ``"line"`` for a row per name and launch site."""
-    if by not in ("name", "line"):
-        raise ValueError(f'diff(by=...) takes "name" or "line", not {by!r}')
+    ``"name"``, ``"line"`` for a row per name and launch site, or ``"config"`` for a row per
+    name and launch configuration."""
+    if by not in ("name", "line", "config"):
+        raise ValueError(f'diff(by=...) takes "name", "line" or "config", not {by!r}')
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise ValueError(f"alpha must be a probability between 0 and 1, not {alpha!r}")
     if not isinstance(before, ProfileData) or not isinstance(after, ProfileData):
@@ -348,12 +344,13 @@ def diff(
             f"{type(before).__name__} and {type(after).__name__}"
         )
     rows = []
-    if by == "line":
-        lb, la = durations_by_line(before), durations_by_line(after)
+    if by != "name":
+        split = durations_by_line if by == "line" else durations_by_config
+        lb, la = split(before), split(after)
         for section in SECTIONS:
-            rows += _rows(section, lb[section], la[section], float(alpha))
+            rows += _rows(section, lb[section], la[section], float(alpha), by)
     else:
         db, da = before.durations(), after.durations()
         for section in SECTIONS:
-            rows += _rows(section, getattr(db, section), getattr(da, section), float(alpha))
+            rows += _rows(section, getattr(db, section), getattr(da, section), float(alpha), by)
     return cls(rows, float(alpha), before.span_ns, after.span_ns, by)

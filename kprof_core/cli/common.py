@@ -113,6 +113,22 @@ def add_tree_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: ``--by`` of the printed report (``kprof show``, ``kprof run``): ``Profile.report``'s ``by``.
+REPORT_BY: dict[str, str | tuple[str, ...]] = {"name": "name", "config": ("name", "config")}
+
+
+def add_by_option(p: argparse.ArgumentParser) -> None:
+    """``--by``: how the printed report's device table groups its rows."""
+    p.add_argument(
+        "--by",
+        choices=tuple(REPORT_BY),
+        default="name",
+        help="the device table: a row per name (default), or per name and launch "
+        "configuration (config: CUDA's grid and block, OpenCL's global and local sizes), "
+        'as p.report(by=("name", "config"))',
+    )
+
+
 def write_outputs(p: Any, args: argparse.Namespace) -> None:
     """Exports asked for on the command line; a failed export is reported, the run goes on."""
     targets = [

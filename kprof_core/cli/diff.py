@@ -51,6 +51,11 @@ def command(args: argparse.Namespace) -> int:
             "kprof diff: --by line: neither profile knows its launch sites (record them with "
             "KPROF_SITES=1 or profile(sites=True)); every row is (site unknown)."
         )
+    if args.by == "config" and not (before.configs or after.configs):
+        say(
+            "kprof diff: --by config: neither profile holds launch configurations (their "
+            "backends handed none); the rows are those of --by name."
+        )
     d = before.diff(after, alpha=args.alpha, by=args.by)
     labels = (args.base, args.new)
     code = 0
@@ -100,10 +105,11 @@ def add_parser(sub: Any) -> None:
     )
     d.add_argument(
         "--by",
-        choices=("name", "line"),
+        choices=("name", "line", "config"),
         default="name",
-        help="a row per name (default), or per name and launch site: the same kernel "
-        "launched from two lines is two rows (profiles recorded with sites)",
+        help="a row per name (default); line: per name and launch site, the same kernel "
+        "launched from two lines is two rows (profiles recorded with sites); config: per name "
+        "and launch configuration (CUDA's grid and block, OpenCL's global and local sizes)",
     )
     d.add_argument(
         "--fail-above",

@@ -12,7 +12,7 @@ import traceback
 from typing import Any
 
 from kprof_core import envvars
-from kprof_core.cli.common import add_output_options, write_outputs
+from kprof_core.cli.common import REPORT_BY, add_by_option, add_output_options, write_outputs
 from kprof_core.host import imports
 from kprof_core.host.backend import KprofError
 from kprof_core.host.discovery import env_flag
@@ -195,7 +195,7 @@ def command(args: argparse.Namespace) -> int:
         # must not cost them.
         if not windowed:
             write_outputs(p, args)
-            print_text(p.report())
+            print_text(p.report(by=REPORT_BY[args.by]))
             if args.tree:
                 print_text("\n" + p.tree().report())
         else:  # the windows were written and printed as they ended
@@ -299,7 +299,7 @@ def _window_writer(args: argparse.Namespace) -> Any:
             }
         )
         write_outputs(w, per)
-        print_text(w.report())
+        print_text(w.report(by=REPORT_BY[args.by]))
 
     return write
 
@@ -359,8 +359,8 @@ def add_parser(sub: Any) -> None:
     r.add_argument(
         "--signal",
         action="store_true",
-        help="SIGUSR2 (kill -USR2 PID) opens a window, the next one closes it, each at the "
-        "next kprof.step()",
+        help="SIGUSR2 (kill -USR2 PID) opens a window, the next one closes it: at once in a "
+        "script without kprof.step(), else at the next step",
     )
     r.add_argument(
         "--sites",
@@ -376,6 +376,7 @@ def add_parser(sub: Any) -> None:
         help="keep each record's Python stack too (32 frames deep, or DEPTH)",
     )
     add_output_options(r)
+    add_by_option(r)
     r.add_argument("script", help="the script (or module, with -m)")
     r.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     r.set_defaults(func=command)

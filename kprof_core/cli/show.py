@@ -9,7 +9,9 @@ from typing import Any
 
 from kprof_core.cli.common import (
     EXIT_BAD_INPUT,
+    REPORT_BY,
     CommandError,
+    add_by_option,
     add_perfetto_option,
     add_tree_options,
     load_profile,
@@ -57,7 +59,7 @@ def command(args: argparse.Namespace) -> int:
         p.to_json(sys.stdout)
         sys.stdout.write("\n")
     else:
-        print(p.report(True if args.print_trace else None))
+        print(p.report(True if args.print_trace else None, by=REPORT_BY[args.by]))
         if args.tree:
             print("\n" + p.tree().report())
     return code
@@ -76,7 +78,7 @@ def _list(directory: str) -> int:
             index, steps = "-", "-"
             if isinstance(w, dict):
                 index = str(w.get("index", "-"))
-                steps = f"{w.get('first_step')}-{w.get('last_step')}"
+                steps = f"{w.get('first_step')}-{w.get('last_step')}" if "first_step" in w else "-"
                 steps += " (partial)" if w.get("partial") else ""
             device = sum(r.total_ns for r in p.summary().device)
             rows.append(
@@ -134,6 +136,7 @@ def add_parser(sub: Any) -> None:
     )
     add_perfetto_option(s)
     add_tree_options(s)
+    add_by_option(s)
     s.add_argument("--json", action="store_true", help="print the records as JSON instead")
     s.add_argument(
         "--window",

@@ -113,7 +113,7 @@ class ProfileData:
         self.stacks = rec.stacks
         self.errors, self.clocks = rec.errors, rec.clocks
         self.details = rec.details
-        self.dropped = dict(getattr(rec, "activity_dropped", {}))
+        self.dropped = {**getattr(rec, "activity_dropped", {})}  # not dict(): sites.Skipper
         self._finished = True
         from kprof_core.data.provenance import fill_meta
 

@@ -65,6 +65,9 @@ typedef struct {
     /* kprof.range's compiled path (_range.h): (backend, current_queue, record_timestamp or
      * None) per backend, or None where every range takes the Python path (recorder.py). */
     PyObject *range_plan;
+    /* The recorder's open_ranges and forked_ranges dicts (recorder.py binds them): the range's
+     * frame goes in and out of the first, and the second says whether the process forked. */
+    PyObject *open_ranges, *forked_ranges;
 } LaunchPath;
 
 /* Each thread's key (kprof_core.recording.threads: `_tls.key`), once read: the key never changes for a
@@ -97,6 +100,8 @@ lp_traverse(LaunchPath *self, visitproc visit, void *arg)
     Py_VISIT(self->last_queue);
     Py_VISIT(self->last_qk);
     Py_VISIT(self->range_plan);
+    Py_VISIT(self->open_ranges);
+    Py_VISIT(self->forked_ranges);
     return 0;
 }
 
@@ -117,6 +122,8 @@ lp_clear(LaunchPath *self)
     Py_CLEAR(self->last_queue);
     Py_CLEAR(self->last_qk);
     Py_CLEAR(self->range_plan);
+    Py_CLEAR(self->open_ranges);
+    Py_CLEAR(self->forked_ranges);
     return 0;
 }
 
@@ -300,8 +307,12 @@ static PyMemberDef lp_members[] = {
     {"next_harvest", T_PYSSIZET, offsetof(LaunchPath, next_harvest), 0,
      "Call pressure() once this many entries are pending."},
     {"range_plan", T_OBJECT, offsetof(LaunchPath, range_plan), 0,
-     "kprof.range's compiled path: (backend, current_queue, record_timestamp or None) per "
-     "backend, or None (every range takes the Python path)."},
+     "kprof.range's compiled path: (backend, current_queue, record_timestamp or None, slot) "
+     "per backend, or None (every range takes the Python path)."},
+    {"open_ranges", T_OBJECT, offsetof(LaunchPath, open_ranges), 0,
+     "The recorder's open_ranges (a dict; kprof.range's compiled path needs it)."},
+    {"forked_ranges", T_OBJECT, offsetof(LaunchPath, forked_ranges), 0,
+     "The recorder's forked_ranges (a dict; kprof.range's compiled path needs it)."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -382,7 +393,7 @@ as_i64(PyObject *o, int64_t *out)
 /* run_columns(chunk, slot, backend, fast_queues, thread_ids, name_ids, config_ids, known,
  *             kind_bound)
  * -> (m, starts, stops, names, kinds, queues, threads, h0s, h1s, nbytes, flags, sites, configs,
- *     flops, refb)
+ *     flops, refb, host)
  *
  * What harvest_columns.run_columns does in Python: the longest prefix of `chunk` (entry tuples) whose
  * entries are timed launches of `backend` (its `slot`) on queues in `fast_queues` (id(queue)
@@ -391,7 +402,8 @@ as_i64(PyObject *o, int64_t *out)
  * threads in `thread_ids`, names in `name_ids` and launch configurations in `config_ids` (the
  * backend's: config -> id, None -> -1), of a kind below `kind_bound` (device work,
  * not host entries or delivered activity records), with int fields and no flags; their columns as native
- * int64 bytes, their tokens as tuples. */
+ * int64 bytes, their tokens as tuples. An entry flagged WITH_HOST (a range's device entry
+ * carrying its host side) is in the run: its flags 0, its `host` 1. */
 static PyObject *
 run_columns(PyObject *module, PyObject *args)
 {
@@ -403,7 +415,8 @@ run_columns(PyObject *module, PyObject *args)
                           &known, &kind_bound))
         return NULL;
     Py_ssize_t n = PyList_Size(chunk);
-    enum { NAME, KIND, QUEUE, THREAD, H0, H1, NBYTES, FLAGS, SITE, CONFIG, FLOPS, REFB, NCOLS };
+    enum { NAME, KIND, QUEUE, THREAD, H0, H1, NBYTES, FLAGS, SITE, CONFIG, FLOPS, REFB, HOST,
+           NCOLS };
     int64_t *cols = (int64_t *)PyMem_Malloc(sizeof(int64_t) * NCOLS * (size_t)(n ? n : 1));
     if (cols == NULL)
         return PyErr_NoMemory();
@@ -460,13 +473,16 @@ run_columns(PyObject *module, PyObject *args)
             || !as_i64(tid, &row[THREAD * n + m]) || !as_i64(f[KPROF_E_H0], &row[H0 * n + m])
             || !as_i64(f[KPROF_E_H1], &row[H1 * n + m])
             || !as_i64(f[KPROF_E_NBYTES], &row[NBYTES * n + m])
-            || !as_i64(f[KPROF_E_FLAGS], &row[FLAGS * n + m]) || row[FLAGS * n + m] != 0
+            || !as_i64(f[KPROF_E_FLAGS], &row[FLAGS * n + m])
+            || (row[FLAGS * n + m] != 0 && row[FLAGS * n + m] != KPROF_WITH_HOST)
             || !as_i64(f[KPROF_E_SITE], &row[SITE * n + m])
             || !as_i64(cid, &row[CONFIG * n + m])
             || !as_i64(f[KPROF_E_FLOPS], &row[FLOPS * n + m]))
             break;  /* flagged entries (approximate, observed on the host) are _take's */
         row[QUEUE * n + m] = last_qid;
         row[REFB * n + m] = last_refb;
+        row[HOST * n + m] = row[FLAGS * n + m] != 0;  /* a range's host side too */
+        row[FLAGS * n + m] = 0;
     }
     starts = PyTuple_New(m);
     stops = PyTuple_New(m);
@@ -655,7 +671,7 @@ static PyMethodDef module_methods[] = {
      "next_harvest, sites) -> LaunchPath"},
     {"range_bind", range_bind, METH_VARARGS,
      "range_bind(active, now, outside, kind_range, entry_host_range, flag_approximate, "
-     "flag_host_timed): what "
+     "flag_host_timed, said, enter_py, exit_py): what "
      "RangeBase's compiled path needs of kprof_core.recording.annotations."},
     {"site_catcher", new_site_catcher, METH_VARARGS,
      "site_catcher(skip, keys, depth=0, stack_type=None) -> SiteCatcher: see "

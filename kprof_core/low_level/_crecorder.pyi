@@ -9,9 +9,12 @@ LAYOUT: str
 
 class LaunchPath:
     next_harvest: int
-    #: kprof.range's compiled path: (backend, current_queue, record_timestamp or None) per
-    #: backend, or None (recorder.py's _range_plan).
-    range_plan: tuple[tuple[Any, Any, Any], ...] | None
+    #: kprof.range's compiled path: (backend, current_queue, record_timestamp or None, slot)
+    #: per backend, or None (recorder.py's _range_plan).
+    range_plan: tuple[tuple[Any, Any, Any, int], ...] | None
+    #: The recorder's open_ranges and forked_ranges (the compiled range uses them).
+    open_ranges: dict[int, tuple[Any, ...]]
+    forked_ranges: dict[int, int]
     def launch(
         self,
         backend: Any,
@@ -33,7 +36,9 @@ class RangeBase:
     name: str
     _top: Any
     _more: list[Any] | None
-    def __init__(self, name: str) -> None: ...
+    flops: int
+    nbytes: int
+    def __init__(self, name: str, flops: int | None = None, bytes: int | None = None) -> None: ...
     def __enter__(self) -> Any: ...
     def __exit__(self, *exc: object) -> None: ...
 
@@ -45,6 +50,9 @@ def range_bind(
     entry_host_range: int,
     flag_approximate: int,
     flag_host_timed: int,
+    said: Callable[[Any, str, str], int],
+    enter_py: Callable[[Any], Any],
+    exit_py: Callable[..., None],
 ) -> None: ...
 def launch_path(
     incoming: list[tuple[Any, ...]],

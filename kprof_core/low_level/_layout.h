@@ -33,7 +33,8 @@
 
 #define KPROF_FIRST_HOST_KIND 10
 #define KPROF_ENTRY_ACTIVITY 20
+#define KPROF_WITH_HOST 65536
 
-#define KPROF_LAYOUT_SIGNATURE "entry:slot,kind,name,queue,who,h0,h1,start,stop,nbytes,flags,site,config,flops;activity:slot,kind,record,queue,who;fast_queue:backend,qid,device_key;first_host_kind:10"
+#define KPROF_LAYOUT_SIGNATURE "entry:slot,kind,name,queue,who,h0,h1,start,stop,nbytes,flags,site,config,flops;activity:slot,kind,record,queue,who;fast_queue:backend,qid,device_key;first_host_kind:10;with_host:65536"
 
 #endif

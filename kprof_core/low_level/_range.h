@@ -10,7 +10,8 @@
  * that broke, a range without a start token on some backend)
  * calls the Python methods `_enter_py`/`_exit_py`, which do it all: both paths make the same
  * frame (name, t0, begun, who, recorder), register it in `open_ranges`, and append the same
- * two entries (the device range's, then the host range's) to the pending list.
+ * entries to the pending list: one per backend timed, the last carrying the host range too
+ * (WITH_HOST), or the host range's alone where there is none.
  * Included by _crecorder.c, after the LaunchPath type. */
 
 typedef struct {
@@ -18,15 +19,20 @@ typedef struct {
     PyObject *name;
     PyObject *top;   /* the innermost entry not yet exited: NULL/None, `outside` or a frame */
     PyObject *more;  /* the outer entries of a range object entered again (a list), or NULL */
+    long long flops, nbytes;  /* what the user said the range's work does (-1: not said) */
+    /* Set by a compiled __enter__ for the frame in `top` (cleared by every exit): the
+     * LaunchPath it was entered on and id(frame), its key in open_ranges. */
+    PyObject *lp, *key;
 } RangeBase;
 
-/* Set once by range_bind(): annotations.py's `active`, `now` and `_OUTSIDE`, and the numbers
- * an entry carries. */
-static PyObject *rg_active, *rg_now, *rg_outside;
+/* Set once by range_bind(): annotations.py's `active`, `now`, `_OUTSIDE`, `said` and the
+ * Python twins, and the numbers an entry carries. */
+static PyObject *rg_active, *rg_now, *rg_outside, *rg_said, *rg_enter_py, *rg_exit_py;
 static PyObject *rg_kind_range, *rg_entry_host_range, *rg_flag_approximate, *rg_flag_host_timed;
+static PyObject *rg_with_host;  /* WITH_HOST, as an int */
 static int rg_clock;  /* rg_now is time.perf_counter_ns: read its clock directly */
-static PyObject *str_open_ranges, *str_native, *str_enter_py, *str_exit_py, *str_forked_ranges, *str_broken,
-    *str_approximate, *str_hook_failed, *str_current_queue, *str_record_timestamp;
+static PyObject *str_native, *str_broken, *str_approximate, *str_hook_failed,
+    *str_current_queue, *str_record_timestamp, *str_flops, *str_bytes, *str_where;
 
 static PyObject *
 rg_time(void)
@@ -48,6 +54,8 @@ rg_traverse(RangeBase *self, visitproc visit, void *arg)
     Py_VISIT(self->name);
     Py_VISIT(self->top);
     Py_VISIT(self->more);
+    Py_VISIT(self->lp);
+    Py_VISIT(self->key);
     return 0;
 }
 
@@ -57,6 +65,8 @@ rg_clear(RangeBase *self)
     Py_CLEAR(self->name);
     Py_CLEAR(self->top);
     Py_CLEAR(self->more);
+    Py_CLEAR(self->lp);
+    Py_CLEAR(self->key);
     return 0;
 }
 
@@ -71,13 +81,30 @@ rg_dealloc(RangeBase *self)
     Py_DECREF(tp);
 }
 
-/* range(name): the name checked as annotations._check_name does. */
+/* A value the user said (flops=, bytes=): -1 for None, else annotations.said's answer (an
+ * int from 0; it raises for anything else). 0, or -1 with an exception. */
+static int
+rg_said_value(PyObject *v, PyObject *what, long long *out)
+{
+    if (v == NULL || v == Py_None) {
+        *out = -1;
+        return 0;
+    }
+    PyObject *n = PyObject_CallFunctionObjArgs(rg_said, v, what, str_where, NULL);
+    if (n == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(n);
+    Py_DECREF(n);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* range(name, flops=None, bytes=None): checked as annotations._RangeSlots.__init__ does. */
 static int
 rg_init(RangeBase *self, PyObject *args, PyObject *kwargs)
 {
-    PyObject *name;
-    static char *kwlist[] = {"name", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:range", kwlist, &name))
+    PyObject *name, *flops = NULL, *nbytes = NULL;
+    static char *kwlist[] = {"name", "flops", "bytes", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:range", kwlist, &name, &flops, &nbytes))
         return -1;
     if (!PyUnicode_Check(name)) {
         PyObject *tn = PyObject_GetAttrString((PyObject *)Py_TYPE(name), "__name__");
@@ -90,10 +117,15 @@ rg_init(RangeBase *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_ValueError, "range name must not be empty");
         return -1;
     }
+    if (rg_said_value(flops, str_flops, &self->flops) < 0
+        || rg_said_value(nbytes, str_bytes, &self->nbytes) < 0)
+        return -1;
     Py_INCREF(name);
     Py_XSETREF(self->name, name);
     Py_CLEAR(self->top);
     Py_CLEAR(self->more);
+    Py_CLEAR(self->lp);
+    Py_CLEAR(self->key);
     return 0;
 }
 
@@ -110,7 +142,8 @@ rg_path(PyObject *rec)
         return NULL;
     }
     LaunchPath *path = NULL;
-    if (Py_TYPE(lp) == (PyTypeObject *)LaunchPathType && !RG_NONE(((LaunchPath *)lp)->range_plan))
+    if (Py_TYPE(lp) == (PyTypeObject *)LaunchPathType && !RG_NONE(((LaunchPath *)lp)->range_plan)
+        && ((LaunchPath *)lp)->open_ranges != NULL)
         path = (LaunchPath *)lp;
     else
         Py_DECREF(lp);
@@ -145,6 +178,28 @@ rg_hook_failed(PyObject *rec, PyObject *backend, PyObject *hook)
     return 0;
 }
 
+/* The Python twin, called as a function (no bound method made per call). */
+static PyObject *
+rg_python(PyObject *fn, RangeBase *self)
+{
+    return PyObject_CallFunctionObjArgs(fn, (PyObject *)self, NULL);
+}
+
+/* The plan's item for backend `b` (borrowed), or NULL. A plan item is (backend,
+ * current_queue, record_timestamp or None, slot). */
+static PyObject *
+rg_plan_item(LaunchPath *lp, PyObject *b)
+{
+    PyObject *plan = lp->range_plan;
+    Py_ssize_t n = RG_NONE(plan) ? 0 : PyTuple_Size(plan);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GetItem(plan, i);
+        if (PyTuple_GetItem(item, 0) == b)
+            return item;
+    }
+    return NULL;
+}
+
 static PyObject *
 rg_enter(RangeBase *self, PyObject *unused)
 {
@@ -154,7 +209,7 @@ rg_enter(RangeBase *self, PyObject *unused)
     LaunchPath *lp = NULL;
     if (!RG_NONE(self->top) || (rec != Py_None && (lp = rg_path(rec)) == NULL)) {
         Py_DECREF(rec);  /* re-entered, or not this path's case: the Python method */
-        return PyObject_CallMethodObjArgs((PyObject *)self, str_enter_py, NULL);
+        return rg_python(rg_enter_py, self);
     }
     if (rec == Py_None) {
         Py_DECREF(rec);
@@ -165,7 +220,7 @@ rg_enter(RangeBase *self, PyObject *unused)
     }
     /* As device_range_begin: a timestamp on each backend with a current queue, the host
      * range's start taken before them (it encloses them). */
-    PyObject *plan = lp->range_plan;  /* tuple of (backend, current_queue, record_timestamp) */
+    PyObject *plan = lp->range_plan;  /* tuple of (backend, current_queue, record_timestamp, slot) */
     Py_INCREF(plan);  /* (lp, ours: a hook may rebind the recorder's meanwhile) */
     PyObject *t0 = NULL, *begun = NULL, *who = NULL, *frame = NULL, *key = NULL, *result = NULL;
     t0 = rg_time();
@@ -223,14 +278,14 @@ rg_enter(RangeBase *self, PyObject *unused)
         goto done;
     /* Registered with the recorder: a profile ending while the range is open records it. */
     key = PyLong_FromVoidPtr(frame);  /* id(frame) */
-    PyObject *open = PyObject_GetAttr(rec, str_open_ranges);
-    if (key == NULL || open == NULL || PyObject_SetItem(open, key, frame) < 0) {
-        Py_XDECREF(open);
+    if (key == NULL || PyDict_SetItem(lp->open_ranges, key, frame) < 0)
         goto done;
-    }
-    Py_DECREF(open);
     Py_INCREF(frame);
     Py_XSETREF(self->top, frame);
+    Py_INCREF(lp);
+    Py_XSETREF(self->lp, (PyObject *)lp);
+    Py_INCREF(key);
+    Py_XSETREF(self->key, key);
     Py_INCREF(self);
     result = (PyObject *)self;
 done:
@@ -243,24 +298,6 @@ done:
     Py_DECREF(lp);
     Py_DECREF(rec);
     return result;
-}
-
-/* The record_timestamp the plan has for backend `b` (its C twin, where it has one), else the
- * backend's own: a new reference, or NULL with an exception. */
-static PyObject *
-rg_stamp_of(LaunchPath *lp, PyObject *b)
-{
-    PyObject *plan = lp->range_plan;
-    Py_ssize_t n = RG_NONE(plan) ? 0 : PyTuple_Size(plan);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GetItem(plan, i);
-        if (PyTuple_GetItem(item, 0) == b && PyTuple_GetItem(item, 2) != Py_None) {
-            PyObject *rt = PyTuple_GetItem(item, 2);
-            Py_INCREF(rt);
-            return rt;
-        }
-    }
-    return PyObject_GetAttr(b, str_record_timestamp);
 }
 
 /* The entries below are packed by position (PyTuple_Pack with KPROF_ENTRY_LEN values): this
@@ -284,73 +321,86 @@ rg_append(LaunchPath *lp, PyObject *entry)
     return 0;
 }
 
+/* id(q), kept in the recorder's live queues (the launch path's cache of the last queue). */
 static PyObject *
-rg_exit(RangeBase *self, PyObject *args)
+rg_queue_key(LaunchPath *lp, PyObject *q)
+{
+    if (q == lp->last_queue) {
+        Py_INCREF(lp->last_qk);
+        return lp->last_qk;
+    }
+    PyObject *qk = PyLong_FromVoidPtr(q);
+    if (qk == NULL)
+        return NULL;
+    if (PyDict_GetItemWithError(lp->live, qk) == NULL
+        && (PyErr_Occurred() || PyDict_SetItem(lp->live, qk, q) < 0)) {
+        Py_DECREF(qk);
+        return NULL;
+    }
+    Py_INCREF(q);
+    Py_XSETREF(lp->last_queue, q);
+    Py_INCREF(qk);
+    Py_XSETREF(lp->last_qk, qk);
+    return qk;
+}
+
+static PyObject *
+rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *frame = self->top;
     if (RG_NONE(frame))
         Py_RETURN_NONE;
     if (self->more != NULL && self->more != Py_None
         && (!PyList_Check(self->more) || PyList_Size(self->more) > 0))
-        return PyObject_CallMethodObjArgs((PyObject *)self, str_exit_py, NULL);
+        return rg_python(rg_exit_py, self);
     if (frame == rg_outside) {
         Py_CLEAR(self->top);
         Py_RETURN_NONE;
     }
-    /* The common case only; anything else is _exit_py's, with nothing changed yet. */
-    LaunchPath *lp = NULL;
-    PyObject *rec = NULL, *open = NULL, *key = NULL, *begun = NULL;
-    int fast = PyTuple_Check(frame) && PyTuple_Size(frame) == 5;
+    /* The common case only: a frame this path entered, on a LaunchPath still its recorder's
+     * (rebinding clears the old one's plan), not forked since (then the child's part is host
+     * time only), every backend still well and with a token, and still open (its profile did
+     * not end and cut it first). Anything else is _exit_py's, with nothing changed yet. */
+    LaunchPath *lp = (LaunchPath *)self->lp;
+    PyObject *begun = NULL;
+    int fast = lp != NULL && self->key != NULL && !RG_NONE(lp->range_plan)
+               && PyTuple_Check(frame) && PyTuple_Size(frame) == 5
+               && PyLong_AsVoidPtr(self->key) == (void *)frame
+               && PyDict_Check(lp->forked_ranges) && PyDict_Size(lp->forked_ranges) == 0;
     if (fast) {
-        rec = PyTuple_GetItem(frame, 4);
         begun = PyTuple_GetItem(frame, 2);
-        lp = rg_path(rec);
-        fast = lp != NULL && PyList_Check(begun);
-    }
-    if (fast) {  /* not forked since (then the child's part is host time only) */
-        PyObject *forked = PyObject_GetAttr(rec, str_forked_ranges);
-        fast = forked != NULL && PyDict_Check(forked) && PyDict_Size(forked) == 0;
-        Py_XDECREF(forked);
-        PyErr_Clear();
+        fast = PyList_Check(begun);
     }
     Py_ssize_t nb = fast ? PyList_Size(begun) : 0;
-    for (Py_ssize_t i = 0; fast && i < nb; i++) {  /* every backend still well, with a token */
+    for (Py_ssize_t i = 0; fast && i < nb; i++) {
         PyObject *item = PyList_GetItem(begun, i);
         PyObject *broken = PyObject_GetAttr(PyTuple_GetItem(item, 0), str_broken);
-        fast = broken == Py_None && PyTuple_GetItem(item, 2) != Py_None;
+        fast = broken == Py_None && PyTuple_GetItem(item, 2) != Py_None
+               && rg_plan_item(lp, PyTuple_GetItem(item, 0)) != NULL;
         Py_XDECREF(broken);
         PyErr_Clear();
     }
-    if (fast) {  /* still open: its profile did not end (and cut it) first */
-        open = PyObject_GetAttr(rec, str_open_ranges);
-        key = PyLong_FromVoidPtr(frame);
-        fast = open != NULL && key != NULL && PyDict_Check(open)
-               && PyDict_GetItemWithError(open, key) != NULL;
-        if (!fast && PyErr_Occurred()) {
-            Py_XDECREF(open);
-            Py_XDECREF(key);
-            Py_DECREF(lp);
+    if (fast && PyDict_DelItem(lp->open_ranges, self->key) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_KeyError))
             return NULL;
-        }
+        PyErr_Clear();
+        fast = 0;  /* cut by its profile's end: _exit_py says so */
     }
-    if (!fast) {
-        Py_XDECREF(open);
-        Py_XDECREF(key);
-        Py_XDECREF(lp);
-        PyObject *r = PyObject_CallMethodObjArgs((PyObject *)self, str_exit_py, NULL);
-        return r;
+    if (!fast) {  /* the frame in `top` exits by the Python path */
+        Py_CLEAR(self->lp);
+        Py_CLEAR(self->key);
+        return rg_python(rg_exit_py, self);
     }
-    PyObject *result = NULL, *stops = NULL, *who = NULL, *site = NULL, *end = NULL;
+    PyObject *result = NULL, *stops = NULL, *site = NULL, *end = NULL, *rec = NULL;
     Py_INCREF(frame);  /* ours now: out of the range object and of open_ranges */
-    Py_INCREF(rec);
     Py_INCREF(begun);
     Py_CLEAR(self->top);
-    if (PyDict_DelItem(open, key) < 0)
-        goto done;
+    self->lp = NULL;  /* its reference is ours now */
+    Py_CLEAR(self->key);
+    rec = PyTuple_GetItem(frame, 4);
+    PyObject *who = PyTuple_GetItem(frame, 3);  /* the thread that entered it, as in Python */
+    PyObject *t0 = PyTuple_GetItem(frame, 1);
     /* As device_range_end: the stop timestamps, then the host end after the last of them. */
-    who = lp_who(lp);
-    if (who == NULL)
-        goto done;
     if (lp->sites == NULL) {
         site = minus_one;
         Py_INCREF(site);
@@ -363,12 +413,12 @@ rg_exit(RangeBase *self, PyObject *args)
     stops = PyList_New(nb);
     if (stops == NULL)
         goto done;
+    Py_ssize_t last = -1;  /* the last device entry made: it carries the host side */
     for (Py_ssize_t i = 0; i < nb; i++) {
         PyObject *item = PyList_GetItem(begun, i);
         PyObject *b = PyTuple_GetItem(item, 0);
-        PyObject *rt = rg_stamp_of(lp, b);
-        PyObject *stop = rt == NULL ? NULL : PyObject_CallFunctionObjArgs(rt, b, NULL);
-        Py_XDECREF(rt);
+        PyObject *rt = PyTuple_GetItem(rg_plan_item(lp, b), 2);
+        PyObject *stop = PyObject_CallFunctionObjArgs(rt, b, NULL);
         if (stop == NULL) {
             if (rg_hook_failed(rec, b, str_record_timestamp) < 0)
                 goto done;
@@ -380,6 +430,7 @@ rg_exit(RangeBase *self, PyObject *args)
             continue;  /* left out below (its slot stays NULL) */
         }
         PyList_SetItem(stops, i, stop);
+        last = i;
     }
     end = rg_time();
     if (end == NULL)
@@ -391,7 +442,7 @@ rg_exit(RangeBase *self, PyObject *args)
         PyObject *item = PyList_GetItem(begun, i);
         PyObject *b = PyTuple_GetItem(item, 0), *q = PyTuple_GetItem(item, 1);
         PyObject *tok = PyTuple_GetItem(item, 2);
-        PyObject *flags = zero;
+        long flags = 0;
         if (stop == Py_None) {
             /* No stop timestamp after all: the start one is given back and the range is
              * timed on the host, its queue synchronized (device_range_end). */
@@ -405,7 +456,7 @@ rg_exit(RangeBase *self, PyObject *args)
             PyList_SetItem(stops, i, t);  /* kept alive by the list */
             stop = t;
             tok = Py_None;
-            flags = rg_flag_host_timed;
+            flags = PyLong_AsLong(rg_flag_host_timed);
         } else if (PyObject_HasAttr(stop, str_approximate)) {
             /* Tokens that are host observations say so (see launch_observed). HasAttr first:
              * where the attribute is missing (every device token) it makes no exception
@@ -414,26 +465,31 @@ rg_exit(RangeBase *self, PyObject *args)
             if (approx == NULL)
                 goto done;
             if (approx == Py_True)
-                flags = rg_flag_approximate;
+                flags = PyLong_AsLong(rg_flag_approximate);
             Py_DECREF(approx);
         }
-        PyObject *slot = PyObject_GetAttr(b, str_slot);
-        PyObject *qk = slot == NULL ? NULL : PyLong_FromVoidPtr(q);
+        if (i == last)
+            flags |= KPROF_WITH_HOST;  /* the host range travels in the last device entry */
+        PyObject *fl = flags == 0 ? zero : flags == KPROF_WITH_HOST ? rg_with_host : NULL;
+        if (fl != NULL)
+            Py_INCREF(fl);
+        else if ((fl = PyLong_FromLong(flags)) == NULL)
+            goto done;
+        PyObject *qk = rg_queue_key(lp, q);
         if (qk == NULL) {
-            Py_XDECREF(slot);
+            Py_DECREF(fl);
             goto done;
         }
-        if (PyDict_GetItemWithError(lp->live, qk) == NULL
-            && (PyErr_Occurred() || PyDict_SetItem(lp->live, qk, q) < 0)) {
-            Py_DECREF(qk);
-            Py_DECREF(slot);
-            goto done;
-        }
-        PyObject *entry = PyTuple_Pack(KPROF_ENTRY_LEN, slot, rg_kind_range, self->name, qk, who,
-                                       PyTuple_GetItem(frame, 1), end, tok, stop, minus_one,
-                                       flags, site, Py_None, minus_one);  /* no config, flops */
+        PyObject *nbytes = PyLong_FromLongLong(self->nbytes);
+        PyObject *flops = nbytes == NULL ? NULL : PyLong_FromLongLong(self->flops);
+        PyObject *entry = flops == NULL ? NULL
+            : PyTuple_Pack(KPROF_ENTRY_LEN, PyTuple_GetItem(rg_plan_item(lp, b), 3),
+                           rg_kind_range, self->name, qk, who, t0, end, tok, stop, nbytes, fl,
+                           site, Py_None, flops);  /* no launch configuration */
+        Py_XDECREF(nbytes);
+        Py_XDECREF(flops);
         Py_DECREF(qk);
-        Py_DECREF(slot);
+        Py_DECREF(fl);
         if (entry == NULL)
             goto done;
         int bad = rg_append(lp, entry);
@@ -441,35 +497,32 @@ rg_exit(RangeBase *self, PyObject *args)
         if (bad)
             goto done;
     }
-    /* The host range, on the thread that entered it (host_range). */
-    PyObject *host = PyTuple_Pack(KPROF_ENTRY_LEN, Py_None, rg_entry_host_range, self->name,
-                                  Py_None, PyTuple_GetItem(frame, 3), PyTuple_GetItem(frame, 1),
-                                  end, Py_None, Py_None, minus_one, zero, site, Py_None, minus_one);
-    if (host == NULL)
-        goto done;
-    int bad = rg_append(lp, host);
-    Py_DECREF(host);
-    if (bad)
-        goto done;
+    if (last < 0) {  /* no device entry: the host range alone (host_range) */
+        PyObject *host = PyTuple_Pack(KPROF_ENTRY_LEN, Py_None, rg_entry_host_range, self->name,
+                                      Py_None, who, t0, end, Py_None, Py_None, minus_one, zero,
+                                      site, Py_None, minus_one);
+        if (host == NULL)
+            goto done;
+        int bad = rg_append(lp, host);
+        Py_DECREF(host);
+        if (bad)
+            goto done;
+    }
     result = Py_None;
     Py_INCREF(result);
 done:
     Py_XDECREF(end);
     Py_XDECREF(stops);
     Py_XDECREF(site);
-    Py_XDECREF(who);
     Py_DECREF(begun);
-    Py_DECREF(rec);
     Py_DECREF(frame);
-    Py_DECREF(open);
-    Py_DECREF(key);
     Py_DECREF(lp);
     return result;
 }
 
 static PyMethodDef rg_methods[] = {
     {"__enter__", (PyCFunction)rg_enter, METH_NOARGS, NULL},
-    {"__exit__", (PyCFunction)rg_exit, METH_VARARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))rg_exit, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -477,6 +530,8 @@ static PyMemberDef rg_members[] = {
     {"name", T_OBJECT, offsetof(RangeBase, name), 0, NULL},
     {"_top", T_OBJECT, offsetof(RangeBase, top), 0, NULL},
     {"_more", T_OBJECT, offsetof(RangeBase, more), 0, NULL},
+    {"flops", T_LONGLONG, offsetof(RangeBase, flops), 0, NULL},
+    {"nbytes", T_LONGLONG, offsetof(RangeBase, nbytes), 0, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -500,17 +555,18 @@ static PyType_Spec rg_spec = {
 static PyObject *RangeBaseType;
 
 /* range_bind(active, now, outside, kind_range, entry_host_range, flag_approximate,
- *            flag_host_timed) */
+ *            flag_host_timed, said, enter_py, exit_py) */
 static PyObject *
 range_bind(PyObject *module, PyObject *args)
 {
-    PyObject *o[7];
-    if (!PyArg_ParseTuple(args, "OOOOOOO:range_bind", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
-                          &o[6]))
+    PyObject *o[10];
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOO:range_bind", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &o[6], &o[7], &o[8], &o[9]))
         return NULL;
-    PyObject **fields[7] = {&rg_active, &rg_now, &rg_outside, &rg_kind_range,
-                            &rg_entry_host_range, &rg_flag_approximate, &rg_flag_host_timed};
-    for (int i = 0; i < 7; i++) {
+    PyObject **fields[10] = {&rg_active, &rg_now, &rg_outside, &rg_kind_range,
+                             &rg_entry_host_range, &rg_flag_approximate, &rg_flag_host_timed,
+                             &rg_said, &rg_enter_py, &rg_exit_py};
+    for (int i = 0; i < 10; i++) {
         Py_INCREF(o[i]);
         Py_XSETREF(*fields[i], o[i]);
     }
@@ -527,18 +583,18 @@ range_bind(PyObject *module, PyObject *args)
 static int
 range_init(PyObject *m)
 {
-    str_open_ranges = PyUnicode_InternFromString("open_ranges");
     str_native = PyUnicode_InternFromString("_native");
-    str_enter_py = PyUnicode_InternFromString("_enter_py");
-    str_exit_py = PyUnicode_InternFromString("_exit_py");
-    str_forked_ranges = PyUnicode_InternFromString("forked_ranges");
     str_broken = PyUnicode_InternFromString("broken");
     str_approximate = PyUnicode_InternFromString("approximate");
     str_hook_failed = PyUnicode_InternFromString("_hook_failed");
     str_current_queue = PyUnicode_InternFromString("current_queue");
     str_record_timestamp = PyUnicode_InternFromString("record_timestamp");
-    if (!str_open_ranges || !str_native || !str_enter_py || !str_exit_py || !str_forked_ranges || !str_broken
-        || !str_approximate || !str_hook_failed || !str_current_queue || !str_record_timestamp)
+    str_flops = PyUnicode_InternFromString("flops");
+    str_bytes = PyUnicode_InternFromString("bytes");
+    str_where = PyUnicode_InternFromString("kprof.range");
+    rg_with_host = PyLong_FromLong(KPROF_WITH_HOST);
+    if (!str_native || !str_broken || !str_approximate || !str_hook_failed || !str_current_queue
+        || !str_record_timestamp || !str_flops || !str_bytes || !str_where || !rg_with_host)
         return -1;
     RangeBaseType = PyType_FromSpec(&rg_spec);
     if (RangeBaseType == NULL)

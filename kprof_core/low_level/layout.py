@@ -62,6 +62,12 @@ ENTRY_HOST_RANGE, ENTRY_MARK, ENTRY_HOST_LAUNCH = 10, 11, 12
 ENTRY_ANNOTATE = 13
 #: Kinds from here on are host entries or activity entries, never a launch's.
 FIRST_HOST_KIND = ENTRY_HOST_RANGE
+#: An entry-only bit of ``flags`` (above every record flag; never stored in a table): this
+#: device entry of a ``kprof.range`` carries the range's host side too, the host range of its
+#: ``name``, ``who``, ``h0``, ``h1`` and ``site``. One entry instead of two keeps a range
+#: between launches in the harvest's column-wise run (its host row is appended beside its
+#: device row); a range with no device entry appends an ``ENTRY_HOST_RANGE`` entry instead.
+WITH_HOST = 1 << 16
 #: A delivered activity record (``recording/activity.py``): an activity entry, below.
 ENTRY_ACTIVITY = 20
 #: A batch of activity rows delivered column-wise (``ActivityColumns``): an activity entry
@@ -76,6 +82,17 @@ def host_entry(
     """An entry of the host side only (``ENTRY_HOST_RANGE``, ``ENTRY_MARK``,
     ``ENTRY_HOST_LAUNCH``): no backend, queue or tokens."""
     return (None, kind, name, None, who, h0, h1, None, None, -1, 0, site, None, -1)
+
+
+def with_host(entry: tuple[object, ...]) -> bool:
+    """Whether ``entry`` is a range's device entry carrying its host side (``WITH_HOST``)."""
+    kind, flags = entry[KIND], entry[FLAGS] if len(entry) == ENTRY_LEN else 0
+    return (
+        type(kind) is int
+        and kind < FIRST_HOST_KIND
+        and type(flags) is int
+        and bool(flags & WITH_HOST)
+    )
 
 
 # -- the activity entry: one delivered DeviceRecord -----------------------------------------------
@@ -116,7 +133,8 @@ SIGNATURE = (
     f"entry:{','.join(ENTRY_FIELDS)};"
     f"activity:{','.join(ACTIVITY_FIELDS)};"
     f"fast_queue:{','.join(FAST_QUEUE_FIELDS)};"
-    f"first_host_kind:{FIRST_HOST_KIND}"
+    f"first_host_kind:{FIRST_HOST_KIND};"
+    f"with_host:{WITH_HOST}"
 )
 
 
@@ -139,6 +157,7 @@ def c_header() -> str:
         "",
         f"#define KPROF_FIRST_HOST_KIND {FIRST_HOST_KIND}",
         f"#define KPROF_ENTRY_ACTIVITY {ENTRY_ACTIVITY}",
+        f"#define KPROF_WITH_HOST {WITH_HOST}",
         "",
         f'#define KPROF_LAYOUT_SIGNATURE "{SIGNATURE}"',
         "",

@@ -49,6 +49,7 @@ FIELDS: dict[str, dict[str, tuple[int, int]]] = {
         "name_iid": (10, VARINT),
         "track_uuid": (11, VARINT),
         "counter_value": (30, VARINT),
+        "double_counter_value": (44, FIXED64),
         "source_location_iid": (34, VARINT),
         "flow_ids": (47, FIXED64),
         "callstack_iid": (56, VARINT),
@@ -74,7 +75,7 @@ FIELDS: dict[str, dict[str, tuple[int, int]]] = {
         "legacy_sort_index": (3, VARINT),
         "thread_name": (5, LEN),
     },
-    "CounterDescriptor": {"unit": (3, VARINT)},
+    "CounterDescriptor": {"unit": (3, VARINT), "unit_name": (6, LEN)},
     "InternedData": {
         "event_categories": (1, LEN),
         "event_names": (2, LEN),

@@ -23,6 +23,7 @@ Timestamps are ``time + shift`` as unsigned varints (two's complement below 0, a
 
 from __future__ import annotations
 
+import struct
 from array import array
 from collections.abc import Callable
 from types import ModuleType
@@ -62,6 +63,11 @@ def number(k: bytes, n: int) -> bytes:
 def fixed64(k: bytes, n: int) -> bytes:
     """A fixed64 field."""
     return k + (n & MASK).to_bytes(8, "little")
+
+
+def double(k: bytes, x: float) -> bytes:
+    """A double field (fixed64 wire type, IEEE 754 little-endian)."""
+    return k + struct.pack("<d", x)
 
 
 def nested(k: bytes, payload: bytes) -> bytes:

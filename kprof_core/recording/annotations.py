@@ -39,30 +39,43 @@ _OUTSIDE = ("outside a profile",)
 
 class _RangeSlots:
     """What a range object holds, where the compiled recorder is not loaded (there
-    ``_crecorder.RangeBase`` holds the same three in C, and does the common case of
-    ``__enter__``/``__exit__`` in C: see ``_range.h``)."""
+    ``_crecorder.RangeBase`` holds the same in C, checks the same arguments, and does the
+    common case of ``__enter__``/``__exit__`` in C: see ``_range.h``)."""
 
-    __slots__ = ("_more", "_top", "name")
+    __slots__ = ("_more", "_top", "flops", "name", "nbytes")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, flops: int | None = None, bytes: int | None = None) -> None:
         self.name = _check_name(name, "range")
         # The innermost entry not yet exited: None, _OUTSIDE (entered outside a profile) or
         # its frame. An object entered again before it exited (a shared range object) keeps
         # the outer entries in _more and records them all, innermost exit first.
         self._top: Any = None
         self._more: list[Any] | None = None
+        # What the user said the range's work computes and moves (-1: not said).
+        self.flops = -1 if flops is None else said(flops, "flops", "kprof.range")
+        self.nbytes = -1 if bytes is None else said(bytes, "bytes", "kprof.range")
 
 
 def _range_bind(mod: Any, clock: Callable[[], int]) -> None:
     """Tell the compiled range what it needs of this module (``clock``: the host clock)."""
-    mod.range_bind(active, clock, _OUTSIDE, RANGE, ENTRY_HOST_RANGE, APPROXIMATE, HOST_TIMED)
+    mod.range_bind(
+        active,
+        clock,
+        _OUTSIDE,
+        RANGE,
+        ENTRY_HOST_RANGE,
+        APPROXIMATE,
+        HOST_TIMED,
+        said,
+        range._enter_py,
+        range._exit_py,
+    )
 
 
 def _range_base() -> type[_RangeSlots]:
     mod = native.loaded()
     if mod is None:
         return _RangeSlots
-    _range_bind(mod, now)
     base: type[_RangeSlots] = mod.RangeBase
     return base
 
@@ -83,15 +96,7 @@ class range(_RangeBase):  # the public name mirrors KernelAbstractions' ranges
     summary's device-range rows then show GFLOP/s and bytes per second over its device time.
     """
 
-    __slots__ = ("flops", "nbytes")
-
-    def __init__(self, name: str, flops: int | None = None, bytes: int | None = None) -> None:
-        super().__init__(name)
-        self.flops = said(flops, "flops", "kprof.range")
-        self.nbytes = said(bytes, "bytes", "kprof.range")
-        if self.flops >= 0 or self.nbytes >= 0:
-            # Their entries carry the values: the Python path (the compiled one has none).
-            self.__class__ = _SaidRange
+    __slots__ = ()
 
     # The Python path: the whole of it where the compiled recorder is not loaded, and every
     # case but the common one where it is (RangeBase's C methods call these).
@@ -137,12 +142,10 @@ class range(_RangeBase):  # the public name mirrors KernelAbstractions' ranges
             rec.cut_range_exits(frame)
             rec.host_range(name, since, now(), thread)
             return
-        h1 = (
-            rec.device_range_end(name, RANGE, begun, t0, self.nbytes, self.flops)
-            if begun
-            else now()
-        )
-        rec.host_range(name, t0, h1, thread)
+        if begun:  # the host side travels with the device entries (WITH_HOST)
+            rec.device_range_end(name, RANGE, begun, t0, self.nbytes, self.flops, thread, True)
+        else:
+            rec.host_range(name, t0, now(), thread)
 
     if native.loaded() is None:
         __enter__ = _enter_py
@@ -155,14 +158,6 @@ class range(_RangeBase):  # the public name mirrors KernelAbstractions' ranges
             lambda: range(name, None if flops < 0 else flops, None if nbytes < 0 else nbytes),
             "kprof.range",
         )
-
-
-class _SaidRange(range):
-    """A range whose flops or bytes were said: entered and exited by the Python path."""
-
-    __slots__ = ()
-    __enter__ = range._enter_py
-    __exit__ = range._exit_py
 
 
 def around(
@@ -388,3 +383,7 @@ def _in_scope(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, A
         return fn(*args, **kwargs)
     finally:
         activity.close_scope(rec, scope, opened)
+
+
+if (_mod := native.loaded()) is not None:
+    _range_bind(_mod, now)  # at the end: it hands over said() and the Python twins

@@ -4,10 +4,8 @@ The launch path (``recorder.py``) appends one entry per launch to ``_incoming``;
 owns the other end. Tokens are turned into durations in batches: when enough are pending
 (which bounds the number of live device events) and when the profile ends.
 
-An entry's format (the tuple of ``ENTRY_FIELDS``, activity entries, the fast-queue triple)
-is defined once, in ``kprof_core/low_level/layout.py``; it is built by ``Recorder._launch_py``
-and the compiled ``lp_launch``, and read here by constant index or unpacked in that order.
-"""
+Entry formats are defined once, in ``kprof_core/low_level/layout.py`` (built by the launch and
+range paths, read here by constant index or unpacked in that order)."""
 
 from __future__ import annotations
 
@@ -42,6 +40,8 @@ from kprof_core.low_level.layout import (
     START,
     STOP,
     WHO,
+    WITH_HOST,
+    with_host,
 )
 from kprof_core.recording.configs import Configs
 from kprof_core.recording.placement import DeviceClock, place
@@ -187,15 +187,14 @@ class Harvest:
                 elif (
                     kind < FIRST_HOST_KIND
                     and entry[START] is not None
-                    and not entry[FLAGS]
+                    and (not (flags := entry[FLAGS]) or flags == WITH_HOST)
                     and not past
                 ):
-                    # Long runs of launches go column-wise. A column-wise call costs a few µs
-                    # whatever its length, so entries that come alone or in short runs
-                    # (launches inside ranges: kernel, host range, range, ...) go one by one,
-                    # until a few dozen later the next try finds a long run again. Flagged
-                    # entries (approximate ones, observed on the host) and delivered activity
-                    # records (ENTRY_ACTIVITY) go to _take.
+                    # Long runs of launches (and ranges: WITH_HOST) go column-wise; a call costs
+                    # a few µs whatever its length, so entries alone or in short runs (between
+                    # marks) go one by one, until a few dozen later the next try finds a long
+                    # run again. Flagged entries (approximate: observed on the host) and
+                    # delivered activity records (ENTRY_ACTIVITY) go to _take.
                     if clock is not None and clock() >= deadline:  # type: ignore[operator]
                         past, clock = True, None
                     elif (
@@ -253,6 +252,7 @@ class Harvest:
             what = f"a record of {name!r}"
         backend = self.by_slot.get(slot) if slot is not None else None
         self.dropped_bad += rows
+        take_route.keep_host_side(self, entry)
         if "bad entry" not in self.warned:
             self.warned.add("bad entry")
             who = f"backend {backend.name!r} ({backend.plugin_label})" if backend else "kprof"
@@ -369,7 +369,7 @@ class Harvest:
             if entry[KIND] == ENTRY_ACTIVITY_COLUMNS:  # a batch: its rows, no tokens
                 self.late_dropped += len(entry[A_RECORD])
                 continue
-            self.late_dropped += 1
+            self.late_dropped += 2 if with_host(entry) else 1
             slot = entry[SLOT]
             if entry[KIND] != ENTRY_ACTIVITY and slot is not None and entry[START] is not None:
                 self.release(self.by_slot[slot], entry[START], entry[STOP])  # holds tokens

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from array import array
 from functools import partial
-from itertools import repeat, takewhile
+from itertools import compress, repeat, takewhile
 from operator import add, itemgetter, sub
 from typing import TYPE_CHECKING, Any
 
+from kprof_core.data.records import HostTable
 from kprof_core.data.values import IN_LIMIT_TOP_BYTES, NON_NEGATIVE_TOP_BYTES, VALUE_LIMIT
 from kprof_core.host.backend import Backend
 from kprof_core.low_level.layout import (
@@ -20,6 +21,7 @@ from kprof_core.low_level.layout import (
     FQ_QID,
     KIND,
     SLOT,
+    WITH_HOST,
 )
 
 if TYPE_CHECKING:
@@ -152,7 +154,7 @@ def bulk_rows(
             begins = array("q", map(sub, to_stop, durs))
     if not k:
         return 0, m
-    names, kinds, queues, threads, h0s, h1s, nbytes, flags, sites, configs, flops, refb = cols
+    names, kinds, queues, threads, h0s, h1s, nbytes, flags, sites, configs, flops, refb, host = cols
     # start: relative to the first work seen on the device (refb: when it began; 0 for
     # elapsed-time backends, whose begins are already relative to it). Only the rows up to
     # the first value kprof cannot keep (harvest_take.bad_times says which): that row goes
@@ -190,6 +192,16 @@ def bulk_rows(
     t.site.extend(sites)
     t.config.extend(configs)
     t.flops.extend(flops)
+    if host[:k].count(0) != k:
+        # Ranges' host sides (WITH_HOST): their host rows, in the same order.
+        sel = host[:k]
+        ht = h.host
+        ht.name.extend(compress(names, sel))
+        ht.thread.extend(compress(threads, sel))
+        ht.start.extend(compress(h0s, sel))
+        ht.end.extend(compress(h1s, sel))
+        ht.site.extend(compress(sites, sel))
+        ht.kind.extend(array("q", (HostTable.RANGE,)) * (k - sel.count(0)))
     if backend.pools_tokens:
         for start, stop in zip(starts[:k], stops[:k]):
             h.release(backend, start, stop)
@@ -245,9 +257,9 @@ def run_columns(
     """The bookkeeping of a run, in Python (``_crecorder.run_columns`` in C): the longest
     prefix of ``chunk`` of timed launches of ``backend`` on known queues of a device in
     ``known``, by known threads, with known names; ``(m, starts, stops, columns)`` with the
-    columns name, kind, queue id, thread id, h0, h1, nbytes, flags, site, config id, flops and the
-    reference's
-    begin time (0 where ``known`` holds no int)."""
+    columns name, kind, queue id, thread id, h0, h1, nbytes, flags, site, config id, flops, the
+    reference's begin time (0 where ``known`` holds no int) and 1 where the entry carries its
+    range's host side (``WITH_HOST``; its flags 0), else 0."""
     m = len(chunk)
     slots = list(map(_SLOT, chunk))
     if slots.count(slot) != m:
@@ -265,8 +277,10 @@ def run_columns(
     )
     if None in starts:  # host-timed (a queue without profiling)
         m = starts.index(None)
+    host = array("q", (0,)) * m
     if any(flags[:m]):  # flagged (approximate: observed on the host): _take's
-        m = next(j for j, f in enumerate(flags) if f)
+        m = next((j for j, f in enumerate(flags[:m]) if f and f != WITH_HOST), m)
+        host = array("q", map(WITH_HOST.__eq__, flags[:m]))  # a range's host side too
     # Most runs have one queue, one thread and one name: one lookup each, not one a row.
     qs, m = _looked_up(h.fast_queues, qks, m)
     tids, m = _looked_up(h.thread_ids, whos, m)
@@ -297,6 +311,7 @@ def run_columns(
             _column(cids, m),
             array("q", flops[:m]),
             _column(list(map(refb.__getitem__, qs)), m),
+            host[:m],
         ]
     except (TypeError, OverflowError):  # a field that is not an int: _take reports it
         return 0, (), (), []

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kprof_core.data.records import HostTable
 from kprof_core.data.values import launch_problem, time_problem
 from kprof_core.low_level.layout import (
     FIRST_HOST_KIND,
     FQ_BACKEND,
     FQ_DEVICE_KEY,
     FQ_QID,
+    WITH_HOST,
 )
 
 if TYPE_CHECKING:
@@ -27,7 +29,7 @@ def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
         q is None
         or (backend := q[FQ_BACKEND]).slot != slot
         or backend.broken is not None
-        or flags
+        or (flags and flags != WITH_HOST)
         or type(site) is not int
         or type(flops) is not int
         or type(kind) is not int
@@ -68,7 +70,9 @@ def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
         dur = end - begin
     except Exception:
         return False  # _take asks again and reports the failure properly
-    h.table.append(nid, kind, q[FQ_QID], tid, h0, h1, rel, dur, nbytes, flags, site, cfg, flops)
+    h.table.append(nid, kind, q[FQ_QID], tid, h0, h1, rel, dur, nbytes, 0, site, cfg, flops)
+    if flags:  # WITH_HOST: the range's host side, on the same thread, interval and site
+        h.host.append(nid, HostTable.RANGE, tid, h0, h1, site)
     if backend.pools_tokens:
         h.release(backend, start, stop)
     return True

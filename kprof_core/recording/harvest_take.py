@@ -28,13 +28,19 @@ from kprof_core.low_level.layout import (
     ENTRY_HOST_LAUNCH,
     ENTRY_HOST_RANGE,
     ENTRY_MARK,
+    FLAGS,
     FLOPS,
     H0,
     H1,
     KIND,
+    NAME,
     NBYTES,
+    SITE,
     SLOT,
     WHO,
+    WITH_HOST,
+    host_entry,
+    with_host,
 )
 from kprof_core.recording import harvest_delivered
 
@@ -102,7 +108,32 @@ def take(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
     if entry[KIND] == ENTRY_ANNOTATE:
         annotate(h, entry)
         return True
+    flags = entry[FLAGS]
+    if type(flags) is int and flags & WITH_HOST and entry[KIND] not in HOST_KINDS:
+        # A range's device entry carrying its host side: the device row, then the host one.
+        if not take(h, (*entry[:FLAGS], flags & ~WITH_HOST, *entry[FLAGS + 1 :]), deadline):
+            return False
+        return take(h, host_entry(ENTRY_HOST_RANGE, *_host_side(entry)), deadline)
+    return take_device(h, entry, deadline)
 
+
+def keep_host_side(h: Harvest, entry: tuple[Any, ...]) -> None:
+    """A malformed entry dropped (``Harvest.bad_entry``): its range's host side, kprof's own,
+    is kept where it can be read."""
+    try:
+        if with_host(entry):
+            take(h, host_entry(ENTRY_HOST_RANGE, *_host_side(entry)), None)
+    except Exception:
+        h.dropped_bad += 1
+
+
+def _host_side(entry: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A ``WITH_HOST`` entry's host range: name, thread, start, end, site."""
+    return entry[NAME], entry[WHO], entry[H0], entry[H1], entry[SITE]
+
+
+def take_device(h: Harvest, entry: tuple[Any, ...], deadline: float | None) -> bool:
+    """``take`` for an entry of the pending format (a device or host entry)."""
     backend, kind, name, queue, who, h0, h1, start, stop, nbytes, flags, site, config, flops = (
         h.decode(entry)
     )

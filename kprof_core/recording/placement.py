@@ -70,7 +70,7 @@ def place(
     n = len(t)
     if not n:
         return {}
-    devices = list(dict.fromkeys(q.device_key for q in queues))
+    devices = [*{q.device_key: None for q in queues}]  # not fromkeys: see sites.Skipper
     if len(devices) > 254:  # more than a byte can number
         return _place_each(t, queues, refs, hook_failed, deadline)
     # Each row's device as a code: 0 for rows already placed (host-timed, unresolved, merged

@@ -245,6 +245,10 @@ class Recorder(RecorderRanges, RecorderEnd):
     def _bind_launch_path(self) -> None:
         """Use the compiled launch path for this recorder, where it is available."""
         mod = native.compiled()
+        if getattr(self, "_native", None) is not None:
+            # Ranges entered on the old path exit by the Python one (_range.h's rule: a path
+            # with a plan is its recorder's current one).
+            self._native.range_plan = None
         self._native: Any = None
         # The catcher of launch sites: compiled with the compiled launch path, else Python.
         self._sites = (
@@ -270,11 +274,14 @@ class Recorder(RecorderRanges, RecorderEnd):
             self._sites if self.sites_on else None,
         )
         self.launch = self._native.launch  # type: ignore[method-assign]
+        self._native.open_ranges = self.open_ranges
+        self._native.forked_ranges = self.forked_ranges
         self._native.range_plan = self._range_plan()
 
-    def _range_plan(self) -> tuple[tuple[Backend, Any, Any], ...] | None:
+    def _range_plan(self) -> tuple[tuple[Backend, Any, Any, int], ...] | None:
         """What ``kprof.range``'s compiled path (``_range.h``) asks of each backend: its
-        ``current_queue`` and its ``record_timestamp`` (None where it has no timestamps); None
+        ``current_queue`` and its ``record_timestamp`` (None where it has no timestamps), and
+        its slot; None
         where every range takes the Python path: no device times, synchronized, closed, or a
         backend mirroring ranges to its vendor tool."""
         if not self.device or self.synchronize or self._closed:
@@ -282,15 +289,21 @@ class Recorder(RecorderRanges, RecorderEnd):
         if any(b.mirrors_ranges for b in self.backends):
             return None
         # A hook function may carry its C twin (``kprof_compiled``: kprof_opencl's do).
+        # Made from a list, not a generator: CPython builds a tuple from a generator at 10
+        # items and shrinks it, and the shrunk tuple, freed at the profile's end, joins the
+        # free list of its size for good: one more cached tuple per window of a long run.
         return tuple(
-            (
-                b,
-                getattr(b.current_queue, "kprof_compiled", b.current_queue),
-                getattr(b.record_timestamp, "kprof_compiled", b.record_timestamp)
-                if b.has_timestamps
-                else None,
-            )
-            for b in self.backends
+            [
+                (
+                    b,
+                    getattr(b.current_queue, "kprof_compiled", b.current_queue),
+                    getattr(b.record_timestamp, "kprof_compiled", b.record_timestamp)
+                    if b.has_timestamps
+                    else None,
+                    b.slot,
+                )
+                for b in self.backends
+            ]
         )
 
     def launch_observed(

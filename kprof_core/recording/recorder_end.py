@@ -85,6 +85,12 @@ class RecorderEnd(RecorderState):
                 self.rows.configs, t.config, self.rows.by_slot, self._config_failed
             )
             apply_names(t, self.rows.names.values)  # kprof.annotate("name", ...)
+            # The compiled launch path holds this recorder's bound methods, and the recorder
+            # holds it: a cycle only a full collection frees, which kept each ended window's
+            # recorder and harvest alive into the next windows of a long run. Launches after
+            # the end take the Python path, which does with a closed profile what it did.
+            self._native = None
+            self.__dict__.pop("launch", None)
 
     def _config_failed(self, backend: Backend, exc: BaseException) -> None:
         self.rows.hook_failed(backend, "launch_config", exc, disable=False)

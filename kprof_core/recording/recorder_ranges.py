@@ -15,6 +15,7 @@ from kprof_core.low_level.layout import (
     ENTRY_HOST_LAUNCH,
     ENTRY_HOST_RANGE,
     ENTRY_MARK,
+    WITH_HOST,
     host_entry,
 )
 from kprof_core.recording.recorder_state import RecorderState, now
@@ -86,10 +87,15 @@ class RecorderRanges(RecorderState):
         start_ns: int,
         nbytes: int = -1,
         flops: int = -1,
+        thread: Any = None,
+        host: bool = False,
     ) -> int:
         """Close what ``device_range_begin`` opened; host-time the backends without tokens.
         ``nbytes`` and ``flops``: what the user said the range's work moves and computes
-        (``kprof.range(name, bytes=, flops=)``), -1 when not said.
+        (``kprof.range(name, bytes=, flops=)``), -1 when not said. ``thread``: the key of the
+        thread that entered the range (default: the calling thread's). With ``host`` the
+        range's host side (``start_ns`` to the returned end) is recorded too: in the last
+        device entry (``WITH_HOST``), else in a host entry of its own.
 
         ``start_ns`` must be taken before ``device_range_begin``: no work of the range can
         start on the device before it (placement relies on that). Returns the range's host end,
@@ -97,7 +103,7 @@ class RecorderRanges(RecorderState):
         call that put the range's timestamps (a slow ``record_timestamp`` is part of what the
         block cost the thread).
         """
-        who = _who()
+        who = _who() if thread is None else thread
         site = self._site()
         stops: list[tuple[Backend, Any, Any, Any]] = []
         for b, q, tok in begun:
@@ -116,7 +122,8 @@ class RecorderRanges(RecorderState):
                     continue
             stops.append((b, q, tok, stop))
         end_ns = now()
-        for b, q, tok, stop in stops:
+        last = len(stops) - 1
+        for i, (b, q, tok, stop) in enumerate(stops):
             flags = 0
             # Tokens that are host observations say so (see launch_observed).
             if getattr(stop, "approximate", False) is True:
@@ -129,13 +136,16 @@ class RecorderRanges(RecorderState):
                 flags = HOST_TIMED
             elif self.synchronize:
                 self._sync(b, q)
-            self._range_pop(b)
+            if b.mirrors_ranges:
+                self._range_pop(b)
             qk = id(q)
             self._live_queues.setdefault(qk, q)
             if kind == KERNEL and b in self.activity_backends:
                 # The backend reports every kernel itself: a kprof.kernel call is then a range
                 # around them, not one more kernel (nothing is counted twice).
                 kind = RANGE
+            if host and i == last:
+                flags |= WITH_HOST  # the host range travels in the last device entry
             self._append(
                 (
                     b.slot,
@@ -154,6 +164,8 @@ class RecorderRanges(RecorderState):
                     flops,
                 )
             )
+        if host and not stops:
+            self._append(host_entry(ENTRY_HOST_RANGE, name, who, start_ns, end_ns, site))
         return end_ns
 
     def cut_range_exits(self, frame: tuple[Any, ...]) -> None:

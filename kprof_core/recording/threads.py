@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import threading
 from asyncio import current_task as _current_task
+from collections.abc import Callable
 from typing import Any
 
 # A C function: cheap on the launch path. Bound here (not imported under another name) so that
@@ -79,6 +80,24 @@ def who() -> Any:
     return key
 
 
+#: Per thread: how many ``OwnedLock``s it holds (or is taking), in ``n``.
+_held = threading.local()
+#: Thread ident -> what that thread calls as it lets go of its last ``OwnedLock``.
+_when_free: dict[int, Callable[[], None]] = {}
+
+
+def holding() -> bool:
+    """Whether the calling thread holds (or is taking) any ``OwnedLock``: kprof's own code
+    that a signal handler must not re-enter (capture install or removal, a harvest, an end)."""
+    return getattr(_held, "n", 0) > 0
+
+
+def when_free(fn: Callable[[], None]) -> None:
+    """Have the calling thread call ``fn`` as it releases its last ``OwnedLock`` (a signal
+    handler that found one held defers its work to then); replaces an earlier ``fn``."""
+    _when_free[threading.get_ident()] = fn
+
+
 class OwnedLock:
     """A lock that tells whether the calling thread holds it (or is taking it).
 
@@ -88,6 +107,8 @@ class OwnedLock:
     profile's entry or exit) asks ``held_here()`` first and defers or skips its work instead.
     The mark is per thread and set before the lock is taken and cleared after it is released,
     so that a signal between the two steps finds it set (deferring is always safe).
+    ``holding()`` asks the same of all of them at once, and ``when_free`` has the thread act
+    once it lets go of the last.
     """
 
     __slots__ = ("_here", "_lock")
@@ -97,19 +118,28 @@ class OwnedLock:
         self._here = threading.local()
 
     def acquire(self, blocking: bool = True) -> bool:
+        _held.n = getattr(_held, "n", 0) + 1  # first: a handler between the two defers
         self._here.held = True
         try:
             got = self._lock.acquire(blocking)
         except BaseException:
-            self._here.held = False
+            self._let_go()
             raise
         if not got:
-            self._here.held = False
+            self._let_go()
         return got
 
     def release(self) -> None:
         self._lock.release()
+        self._let_go()
+
+    def _let_go(self) -> None:
         self._here.held = False
+        n = _held.n = _held.n - 1
+        if not n and _when_free:
+            fn = _when_free.pop(threading.get_ident(), None)
+            if fn is not None:
+                fn()
 
     def held_here(self) -> bool:
         """Whether the calling thread holds the lock (or is between taking and having it)."""

@@ -26,6 +26,10 @@ Layout (see :mod:`.timeline` for which record goes on which track):
   site alone when no stack was recorded), as ids into ``otherData.frames``, where each frame
   is ``{"name": "train.py:42 step", "file", "line", "function"}``. Ids are unique in the file,
   across its profiles.
+- Device time: in each device's process, a counter (``C``, category ``busy``) per queue,
+  ``busy, <queue>``, and ``busy, all queues`` on a device with several: the percentage of
+  each time bin the device was busy with that work (``args``: ``{"percent": 37.5}``), at most
+  ``busy.MAX_BINS`` points per track whatever the number of launches; see :mod:`.busy`.
 - Device memory (``Profile.memory``): a process ``device memory`` with one counter (``C``)
   track per device, ``live bytes, <device>``, a point per allocation or free.
 - Metadata: ``process_name``, ``process_labels`` (host, pid, rank; the device clock's
@@ -52,6 +56,7 @@ from kprof_core.data.records import (
 )
 from kprof_core.data.stacks import Stack, frames_of
 from kprof_core.io.exports import Target, open_text
+from kprof_core.renderers.busy import busy_tracks
 from kprof_core.renderers.common import check_profiles, first_time, host_name, offset_of
 from kprof_core.renderers.timeline import (
     DEVICE,
@@ -223,7 +228,8 @@ def _write_profile(
     if p.meta.get("rank") is not None:
         host_ident.append(f"rank {p.meta['rank']}")
 
-    for proc in tl.processes:
+    bins, busy = busy_tracks(tl)
+    for pi, proc in enumerate(tl.processes):
         pid = ids[0]
         ids[0] += 1
         if proc.kind == "host":
@@ -307,6 +313,16 @@ def _write_profile(
                         f'{where},"ts":{(hs_[i] + shift) / 1000:.3f},"args":{{"kind":"marker"'
                         f"{extra}}}}}"
                     )
+                if len(buf) >= FLUSH_EVERY:
+                    ev.flush()
+        if bins is not None and pi in busy:
+            times = [f"{(x + shift) / 1000:.3f}" for x in bins.edges()]
+            for counter in busy[pi]:
+                head = f'{{"ph":"C","cat":"busy","name":{dumps(counter.name)},"pid":{pid},"ts":'
+                values = [*bins.percent(counter.busy), 0.0]
+                buf.extend(
+                    f'{head}{ts},"args":{{"percent":{v!r}}}}}' for ts, v in zip(times, values)
+                )
                 if len(buf) >= FLUSH_EVERY:
                     ev.flush()
     _write_memory(ev, p, label, shift, ids, meta)

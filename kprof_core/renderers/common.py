@@ -41,11 +41,14 @@ def headline(p: ProfileData) -> str:
 
 
 def window_title(meta: dict[str, Any]) -> str:
-    """``Window 2, steps 100-109: `` for a window's meta, else nothing."""
+    """``Window 2, steps 100-109: `` for a window's meta (``Window 2, on SIGUSR2: `` for one
+    a signal opened and closed, which has no steps), else nothing."""
     w = meta.get("window")
     if not isinstance(w, dict):
         return ""
     partial = " (partial: the profile ended in it)" if w.get("partial") else ""
+    if "first_step" not in w and "trigger" in w:
+        return f"Window {w.get('index')}, on {w['trigger']}{partial}: "
     return f"Window {w.get('index')}, steps {w.get('first_step')}-{w.get('last_step')}{partial}: "
 
 

@@ -6,7 +6,8 @@ import html
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kprof_core.analysis.compare import SECTION_TITLES, SECTIONS
+from kprof_core.analysis.compare import SECTION_TITLES
+from kprof_core.analysis.compare_groups import SECTIONS
 from kprof_core.data.timefmt import format_time
 from kprof_core.renderers.common import FOOTNOTE
 from kprof_core.renderers.terminal import lines
@@ -55,11 +56,17 @@ def cells(r: DiffRow) -> list[str]:
     ]
 
 
+BY_HEADINGS = {
+    "line": ", by line (a row per name and launch site)",
+    "config": ", by launch configuration (a row per name and configuration)",
+}
+
+
 def _heading(d: Comparison, labels: Sequence[str]) -> str:
     return (
         f"Comparing {labels[1]} ({format_time(d.span_after)}) with {labels[0]} "
         f"({format_time(d.span_before)})"
-        + (", by line (a row per name and launch site)" if d.by == "line" else "")
+        + BY_HEADINGS.get(d.by, "")
         + "; a change is significant when the per-call "
         f"durations differ by a two-sided Mann-Whitney U test at p < {d.alpha:g}."
     )

@@ -17,6 +17,10 @@ on which track), as ``TracePacket`` protobuf (fields: ``low_level/perfetto_field
   launch to its device record (``flow_ids`` on the launch, ``terminating_flow_ids`` on the
   kernel or copy: ``id`` as in the Chrome trace); see :mod:`kprof_core.low_level.protowire`.
   Encoded in C (``_perfetto.c``) where the compiled parts run, else in Python: the same bytes.
+- Device time: under each device's process, a counter track per queue, ``busy, <queue>``,
+  and ``busy, all queues`` on a device with several (``unit_name`` ``%``): the percentage of
+  each time bin the device was busy with that work, as ``double_counter_value``; the Chrome
+  trace's points (:mod:`.busy`: bins, union, at most ``MAX_BINS`` per track).
 - Device memory: a process ``device memory`` with one counter track per device, ``live bytes,
   <device>`` (unit bytes), a ``COUNTER`` event per allocation or free.
 
@@ -40,6 +44,7 @@ from kprof_core.io.exports import BinaryTarget, open_binary
 from kprof_core.low_level import perfetto_fields as pf
 from kprof_core.low_level import protowire as w
 from kprof_core.renderers import timeline
+from kprof_core.renderers.busy import Bins, BusyTrack, busy_tracks
 from kprof_core.renderers.common import check_profiles, first_time, host_name, offset_of
 from kprof_core.renderers.timeline import Timeline, thread_title
 
@@ -238,7 +243,9 @@ def _write_profile(
         host_labels.append(f"rank {p.meta['rank']}")
     host_labels.append(f"time 0: perf_counter_ns {base - off}")
     tracks = []
-    for proc in tl.processes:
+    bins, busy = busy_tracks(tl)
+    counters: list[tuple[int, list[BusyTrack]]] = []
+    for pi, proc in enumerate(tl.processes):
         pid, puuid = ids[0], ids[2]
         ids[0] += 1
         ids[2] += 1
@@ -249,6 +256,8 @@ def _write_profile(
             clock = clocks.get(proc.device_key or "")
             plabels = [f"clock: {clock}"] if clock else []
         write(_process(puuid, pid, pname, plabels))
+        if pi in busy:
+            counters.append((puuid, busy[pi]))
         for sort_index, track in enumerate(proc.tracks, 1):
             tname = track.name
             if track.kind == "thread":
@@ -269,7 +278,42 @@ def _write_profile(
         enc.track_events(
             write, track.items.tobytes(), tcols, hcols, extras, uuid, shift, flow_base, seq
         )
+    if bins is not None:
+        _write_busy(write, bins, counters, shift, ids, seq)
     _write_memory(write, p, label, shift, ids, seq)
+
+
+def _write_busy(
+    write: Callable[[bytes], Any],
+    bins: Bins,
+    counters: list[tuple[int, list[BusyTrack]]],
+    shift: int,
+    ids: list[int],
+    seq: int,
+) -> None:
+    """Busy percentages per bin: a counter track each, under its device's process."""
+    unit = w.nested(
+        _K("TrackDescriptor", "counter"), w.text(_K("CounterDescriptor", "unit_name"), "%")
+    )
+    head = w.number(w.K_TYPE, pf.ENUMS["TYPE_COUNTER"])
+    k_value, seq_part = _K("TrackEvent", "double_counter_value"), w.number(K_SEQ, seq)
+    stamps = [w.number(w.K_TS, x + shift) for x in bins.edges()]
+    for puuid, tracks in counters:
+        for counter in tracks:
+            uuid = ids[2]
+            ids[2] += 1
+            desc = w.number(_K("TrackDescriptor", "uuid"), uuid)
+            desc += w.text(_K("TrackDescriptor", "name"), counter.name)
+            desc += w.number(_K("TrackDescriptor", "parent_uuid"), puuid)
+            write(w.packet(w.nested(K_TRACK, desc + unit)))
+            on = head + w.number(w.K_TRACK, uuid)
+            values = [*bins.percent(counter.busy), 0.0]
+            write(
+                b"".join(
+                    w.packet(ts + seq_part + w.nested(w.K_EVENT, on + w.double(k_value, v)))
+                    for ts, v in zip(stamps, values)
+                )
+            )
 
 
 def _write_memory(
