@@ -328,32 +328,59 @@ static Py_tss_t *cur_dict, *cur_dict_state;
 static PyObject *fast_local;  /* strong, never released */
 static PyObject *str_dict;
 
-static int
-set_current(PyObject *current, PyObject *queue)
+/* The calling thread's dict of `current` (borrowed), as described above; NULL where this
+ * local is not the one served or its dict is not a plain dict (the caller then takes the
+ * attribute's generic way), or NULL with an exception. */
+static PyObject *
+current_dict(PyObject *current)
 {
     if (fast_local == NULL) {
         Py_INCREF(current);
         fast_local = current;
     }
     if (current != fast_local)
-        return PyObject_SetAttr(current, str_queue, queue);
+        return NULL;
     uintptr_t state_id = (uintptr_t)PyThreadState_GetID(PyThreadState_Get());
     PyObject *d = (PyObject *)PyThread_tss_get(cur_dict);
     if (d == NULL || (uintptr_t)PyThread_tss_get(cur_dict_state) != state_id) {
         d = PyObject_GetAttr(current, str_dict);
         if (d == NULL)
-            return -1;
+            return NULL;
         int exact = PyDict_CheckExact(d);
         Py_DECREF(d);  /* borrowed from now on: the thread state's entry for the local holds it */
         if (!exact)
-            return PyObject_SetAttr(current, str_queue, queue);
+            return NULL;
         if (PyThread_tss_set(cur_dict, d) != 0
             || PyThread_tss_set(cur_dict_state, (void *)state_id) != 0) {
             PyThread_tss_set(cur_dict, NULL);
-            return PyObject_SetAttr(current, str_queue, queue);
+            return NULL;
         }
     }
+    return d;
+}
+
+static int
+set_current(PyObject *current, PyObject *queue)
+{
+    PyObject *d = current_dict(current);
+    if (d == NULL)
+        return PyErr_Occurred() ? -1 : PyObject_SetAttr(current, str_queue, queue);
     return PyDict_SetItem(d, str_queue, queue);
+}
+
+/* `current.queue` (a new reference), read from the thread's dict of the local where it is
+ * set there, else the generic way (the class's default: None). */
+static PyObject *
+get_current(PyObject *current)
+{
+    PyObject *d = current_dict(current);
+    if (d == NULL && PyErr_Occurred())
+        return NULL;
+    PyObject *q = d == NULL ? NULL : PyDict_GetItemWithError(d, str_queue);
+    if (q == NULL)
+        return PyErr_Occurred() ? NULL : PyObject_GetAttr(current, str_queue);
+    Py_INCREF(q);
+    return q;
 }
 
 static PyObject *
@@ -558,13 +585,17 @@ new_launcher(PyObject *module, PyObject *args)
  * range (kprof_core/low_level/_range.h) calls instead of them (`kprof_compiled` on each hook
  * function): each saves a Python frame per call, three per range. Their common case only:
  * record_timestamp calls the Python hook itself for a queue without a cached profiling flag or
- * without profiling (observed markers). */
+ * without profiling (observed markers). The current queue is read from the thread's dict of
+ * the local (get_current, as the launcher sets it), and the last profiling queue is kept, so
+ * that a range's three calls make no attribute lookup (measured: BENCHMARKS.md, issue 28's
+ * ranges). */
 
 typedef struct {
     PyObject_HEAD
     PyObject *current;  /* queues._current: the thread-local holding the current queue */
     PyObject *python;   /* the Python hook, for every other case */
     PyObject *marker;   /* pyopencl._cl._enqueue_marker_with_wait_list, once looked up */
+    PyObject *last;     /* the last queue seen profiling (its flag is set once per queue) */
     int stamp;          /* 0: current_queue, 1: record_timestamp */
 } Hook;
 
@@ -577,6 +608,7 @@ hk_traverse(Hook *self, visitproc visit, void *arg)
     Py_VISIT(self->current);
     Py_VISIT(self->python);
     Py_VISIT(self->marker);
+    Py_VISIT(self->last);
     return 0;
 }
 
@@ -586,6 +618,7 @@ hk_clear(Hook *self)
     Py_CLEAR(self->current);
     Py_CLEAR(self->python);
     Py_CLEAR(self->marker);
+    Py_CLEAR(self->last);
     return 0;
 }
 
@@ -612,17 +645,21 @@ hk_call(Hook *self, PyObject *args, PyObject *kwargs)
                 return NULL;
             Py_RETURN_NONE;
         }
-        return PyObject_GetAttr(self->current, str_queue);
+        return get_current(self->current);
     }
-    PyObject *q = PyObject_GetAttr(self->current, str_queue);
+    PyObject *q = get_current(self->current);
     if (q == NULL || q == Py_None)
         return q;
-    PyObject *prof = cached(q, str_kprof_profiles);
-    int profiles = prof == NULL ? -1 : PyObject_IsTrue(prof);
-    Py_XDECREF(prof);
-    if (profiles != 1) {
-        Py_DECREF(q);
-        return PyErr_Occurred() ? NULL : PyObject_Call(self->python, args, NULL);
+    if (q != self->last) {
+        PyObject *prof = cached(q, str_kprof_profiles);
+        int profiles = prof == NULL ? -1 : PyObject_IsTrue(prof);
+        Py_XDECREF(prof);
+        if (profiles != 1) {
+            Py_DECREF(q);
+            return PyErr_Occurred() ? NULL : PyObject_Call(self->python, args, NULL);
+        }
+        Py_INCREF(q);
+        Py_XSETREF(self->last, q);
     }
     if (self->marker == NULL) {
         PyObject *cl = PyImport_ImportModule("pyopencl._cl");

@@ -245,6 +245,9 @@ class Recorder(RecorderRanges, RecorderEnd):
     def _bind_launch_path(self) -> None:
         """Use the compiled launch path for this recorder, where it is available."""
         mod = native.compiled()
+        # The backends whose ranges put timestamps (Backend.has_timestamps, a property: read
+        # once here, not per range).
+        self._stamped = frozenset(b for b in self.backends if b.has_timestamps)
         if getattr(self, "_native", None) is not None:
             # Ranges entered on the old path exit by the Python one (_range.h's rule: a path
             # with a plan is its recorder's current one).

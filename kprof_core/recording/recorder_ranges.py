@@ -67,7 +67,7 @@ class RecorderRanges(RecorderState):
                     self._hook_failed(b, "range_push", exc)
                     continue
             tok = None
-            if b.has_timestamps:
+            if b in self._stamped:
                 try:
                     tok = b.record_timestamp(b)
                 except Exception as exc:
@@ -123,6 +123,7 @@ class RecorderRanges(RecorderState):
             stops.append((b, q, tok, stop))
         end_ns = now()
         last = len(stops) - 1
+        incoming = self._incoming
         for i, (b, q, tok, stop) in enumerate(stops):
             flags = 0
             # Tokens that are host observations say so (see launch_observed).
@@ -146,7 +147,7 @@ class RecorderRanges(RecorderState):
                 kind = RANGE
             if host and i == last:
                 flags |= WITH_HOST  # the host range travels in the last device entry
-            self._append(
+            incoming.append(
                 (
                     b.slot,
                     kind,
@@ -164,6 +165,8 @@ class RecorderRanges(RecorderState):
                     flops,
                 )
             )
+            if len(incoming) >= self._next_harvest:  # (self._append, inline)
+                self._pressure()
         if host and not stops:
             self._append(host_entry(ENTRY_HOST_RANGE, name, who, start_ns, end_ns, site))
         return end_ns

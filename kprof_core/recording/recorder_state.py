@@ -120,6 +120,7 @@ class RecorderState:
         #: Allocations and frees the backends report (``kprof.plugin.allocated``/``freed``).
         self.memory = MemoryLog(self.backends)
         self._native: Any = None  # the compiled launch path, where bound (recorder.py)
+        self._stamped: frozenset[Backend] = frozenset()  # set with it (recorder.py)
 
     def _new_rows(self) -> None:
         """A new record side (``Harvest``), its objects bound here too."""
