@@ -43,7 +43,10 @@ Backends whose vendor tool reports device work after it ran (CUPTI's Activity AP
 over with ``deliver(backend, records)``, a list of :class:`DeviceRecord`, or column-wise with
 ``deliver_columns(backend, ActivityColumns(...))`` (no Python object per row); ``dropped(backend,
 n, reason)`` reports records the tracer lost; ``activity_stats()`` counts what was delivered
-and dropped.
+and dropped. Where the tool calls the backend on the launching thread as a launch begins
+(CUPTI's callback API), ``launch_site()`` there gives the launch's site (its stack with
+``profile(stacks=...)``) as a raw id, handed back with the record (``DeviceRecord.site``,
+``ActivityColumns(site=...)``, ``deliver_memory(site=...)``).
 
 Backends that see the vendor's allocations (``memory_install`` hook) report each with
 ``allocated(backend, device, address, nbytes)`` and ``freed(backend, device, address)``
@@ -82,6 +85,7 @@ from kprof_core.recording.activity import (
     deliver_columns,
     deliver_memory,
     dropped,
+    launch_site,
 )
 from kprof_core.recording.activity import stats as activity_stats
 from kprof_core.recording.memory import allocated, freed
@@ -112,6 +116,7 @@ __all__ = [
     "freed",
     "hookimpl",
     "hookspecs",
+    "launch_site",
     "load_plugin_part",
     "now",
     "recorder_description",

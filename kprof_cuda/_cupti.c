@@ -89,6 +89,7 @@ typedef struct {
     uint64_t scope;
     uint64_t devices; /* bit d: a row of this launch ran on device d (d < 64) */
     int64_t lb, le;
+    int64_t site1; /* the launch site's raw id + 1 (the callback's; 0: none) */
 } launch_t;
 static launch_t *launches;
 static size_t cap_launches, n_launches, n_used; /* n_used counts tombstones too */
@@ -254,6 +255,7 @@ static int push_row(const row_t *r) {
 
 static void emit(raw_t *w, launch_t *l, int with_api) {
     w->r.v[R_SCOPE] = (int64_t)l->scope;
+    w->r.v[R_SITE] = l->site1 - 1;
     w->r.v[R_LAUNCH_BEGIN] = with_api ? l->lb : 0;
     w->r.v[R_LAUNCH_END] = with_api ? l->le : 0;
     w->r.v[R_QUEUE] = intern_queue((uint32_t)w->r.v[R_DEVICE], w->ctx, (uint32_t)w->r.v[R_STREAM]);
@@ -467,6 +469,117 @@ static uint64_t monotonic_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* ---- the callback API: launch sites ------------------------------------------------------------
+ *
+ * Subscribed (cuptiSubscribe) while kprof's CUPTI path is on; Python enables the callbacks of the
+ * calls that enqueue work (cuptiEnableCallback) only while a profile that keeps sites has a
+ * scope entered somewhere. At a call's entry, on the launching thread, the callback asks Python
+ * for the launch site (kprof.plugin.launch_site: the thread's active profile walks its frames)
+ * and keeps it on the call's launch entry, by the correlation id its records carry: the row
+ * takes it at the join. The GIL is taken only on a thread with a site scope entered
+ * (site_depth, counted by site_scope() on that thread): any other thread, and one that is no
+ * Python thread, returns at once. */
+typedef cupti_result (*subscribe_t)(void **, void (*)(void *, int, uint32_t, const void *), void *);
+static subscribe_t subscribe_fn;
+static PyObject *site_fn;            /* kprof.plugin.launch_site, or NULL: sites off */
+static PyObject *active_fn;          /* kprof.plugin.active: the thread's active profile */
+static PyObject *str_launch_site;
+static volatile int sites_on;
+static __thread long site_depth;     /* site scopes entered on this thread */
+static long long c_callbacks, c_sites, c_site_calls; /* delivered; sites kept; Python calls */
+
+static void on_callback(void *userdata, int domain, uint32_t cbid, const void *cbdata) {
+    (void)userdata; (void)cbid;
+    __atomic_add_fetch(&c_callbacks, 1, __ATOMIC_RELAXED);
+    if (!sites_on || site_depth <= 0 || !cbdata || (domain != 1 && domain != 2)) return;
+    if (*(const uint32_t *)((const uint8_t *)cbdata + off[O_CALLBACK_CALLBACKSITE]) != 0) return;
+    uint32_t corr = *(const uint32_t *)((const uint8_t *)cbdata + off[O_CALLBACK_CORRELATIONID]);
+    if (PyGILState_GetThisThreadState() == NULL) return; /* not a Python thread */
+    PyGILState_STATE g = PyGILState_Ensure();
+    long long site = -1;
+    PyObject *fn = site_fn, *r = NULL;
+    if (fn && active_fn) {
+        Py_INCREF(fn);
+        __atomic_add_fetch(&c_site_calls, 1, __ATOMIC_RELAXED);
+        /* The active profile's compiled catcher (Recorder.launch_site, a C builtin), called
+         * straight from here: its walk starts at the innermost frame, the launching one, with
+         * no launch_site() frame to make and skip. Any other catcher (the pure one walks from
+         * its caller's caller) through launch_site(). */
+        PyObject *rec = PyObject_CallNoArgs(active_fn);
+        if (rec && rec != Py_None) {
+            PyObject *cap = PyObject_GetAttr(rec, str_launch_site);
+            if (cap && PyCFunction_Check(cap)) r = PyObject_CallNoArgs(cap);
+            else if (cap) r = PyObject_CallNoArgs(fn);
+            Py_XDECREF(cap);
+        }
+        Py_XDECREF(rec);
+        Py_DECREF(fn);
+        if (r) site = PyLong_AsLongLong(r);
+        if (!r || (site == -1 && PyErr_Occurred())) { PyErr_Clear(); site = -1; }
+        Py_XDECREF(r);
+    }
+    if (site >= 0) {
+        pthread_mutex_lock(&lock);
+        launch_t *l = get_launch(corr);
+        if (l) { l->site1 = site + 1; c_sites++; }
+        pthread_mutex_unlock(&lock);
+    }
+    PyGILState_Release(g);
+}
+
+/* subscribe() -> (CUptiResult, subscriber handle as int) */
+static PyObject *subscribe(PyObject *m, PyObject *noargs) {
+    (void)m; (void)noargs;
+    if (!subscribe_fn) return Py_BuildValue("(iK)", -1, 0ULL);
+    void *handle = NULL;
+    cupti_result r = subscribe_fn(&handle, on_callback, NULL);
+    return Py_BuildValue("(iK)", r, (unsigned long long)(uintptr_t)handle);
+}
+
+/* set_sites(launch_site, active) or set_sites(None, None): the site function and the active
+ * profile's getter the callback calls (None: sites off). */
+static PyObject *set_sites(PyObject *m, PyObject *args) {
+    (void)m;
+    PyObject *fn, *act;
+    if (!PyArg_ParseTuple(args, "OO:set_sites", &fn, &act)) return NULL;
+    if (!str_launch_site && !(str_launch_site = PyUnicode_InternFromString("launch_site")))
+        return NULL;
+    PyObject *old = site_fn, *old_act = active_fn;
+    if (fn == Py_None || act == Py_None) {
+        sites_on = 0;
+        site_fn = active_fn = NULL;
+    } else {
+        Py_INCREF(fn);
+        Py_INCREF(act);
+        site_fn = fn;
+        active_fn = act;
+        sites_on = 1;
+    }
+    Py_XDECREF(old);
+    Py_XDECREF(old_act);
+    Py_RETURN_NONE;
+}
+
+/* site_scope(delta): a site scope entered (+1) or left (-1) on the calling thread. */
+static PyObject *site_scope(PyObject *m, PyObject *arg) {
+    (void)m;
+    long d = PyLong_AsLong(arg);
+    if (d == -1 && PyErr_Occurred()) return NULL;
+    site_depth += d;
+    if (site_depth < 0) site_depth = 0;
+    return PyLong_FromLong(site_depth);
+}
+
+static PyObject *callback_stats(PyObject *m, PyObject *noargs) {
+    (void)m; (void)noargs;
+    pthread_mutex_lock(&lock);
+    long long sites = c_sites;
+    pthread_mutex_unlock(&lock);
+    return Py_BuildValue("{sLsLsL}", "callbacks", __atomic_load_n(&c_callbacks, __ATOMIC_RELAXED),
+                         "site_calls", __atomic_load_n(&c_site_calls, __ATOMIC_RELAXED),
+                         "sites", sites);
+}
+
 /* ---- Python interface ---------------------------------------------------------------------- */
 static void *as_ptr(PyObject *o) { return o == Py_None ? NULL : PyLong_AsVoidPtr(o); }
 
@@ -490,11 +603,13 @@ static PyObject *configure(PyObject *m, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOOOOOI:configure", &fns, &layout, &wd, &wr, &gd, &gr, &md,
                           &mr, &ek))
         return NULL;
-    PyObject *a = PyTuple_GetItem(fns, 0), *b = PyTuple_GetItem(fns, 1), *c = PyTuple_GetItem(fns, 2);
-    if (!a || !b || !c) return NULL;
+    PyObject *a = PyTuple_GetItem(fns, 0), *b = PyTuple_GetItem(fns, 1), *c = PyTuple_GetItem(fns, 2),
+             *d = PyTuple_GetItem(fns, 3);
+    if (!a || !b || !c || !d) return NULL;
     next_record = (next_record_t)as_ptr(a);
     register_callbacks = (cupti_register_t)as_ptr(b);
     register_timestamp = (register_ts_t)as_ptr(c);
+    subscribe_fn = (subscribe_t)as_ptr(d);
     if (PyErr_Occurred()) return NULL;
     if (!next_record || !register_callbacks) {
         PyErr_SetString(PyExc_ValueError, "configure() needs cuptiActivityGetNextRecord and "
@@ -732,7 +847,8 @@ static PyObject *stats(PyObject *m, PyObject *noargs) {
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure((GetNextRecord, RegisterCallbacks, RegisterTimestampCallback addresses), "
+     "configure((GetNextRecord, RegisterCallbacks, RegisterTimestampCallback, Subscribe "
+     "addresses), "
      "offsets, work driver cbids, work runtime cbids, graph driver cbids, graph runtime cbids, "
      "external correlation kind)"},
     {"register", register_, METH_NOARGS, "register() -> CUptiResult of registering the callbacks"},
@@ -748,6 +864,14 @@ static PyMethodDef methods[] = {
     {"forget", forget, METH_VARARGS, "forget(scopes): drop their launches but those waiting"},
     {"reset", reset, METH_NOARGS, "reset(): forget every launch, pending record and queue"},
     {"stats", stats, METH_NOARGS, "stats() -> counts"},
+    {"subscribe", subscribe, METH_NOARGS,
+     "subscribe() -> (CUptiResult, handle): cuptiSubscribe with kprof's callback"},
+    {"set_sites", set_sites, METH_VARARGS,
+     "set_sites(launch_site, active) or set_sites(None, None): the site functions, or off"},
+    {"site_scope", site_scope, METH_O,
+     "site_scope(delta) -> depth: site scopes entered on this thread"},
+    {"callback_stats", callback_stats, METH_NOARGS,
+     "callback_stats() -> {callbacks, site_calls, sites}: delivered, Python calls, kept"},
     {NULL, NULL, 0, NULL},
 };
 

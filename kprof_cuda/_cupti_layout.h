@@ -24,7 +24,8 @@ enum {
     R_BLOCK_Y = 16,
     R_BLOCK_Z = 17,
     R_ADDRESS = 18,
-    N_COLS = 19
+    R_SITE = 19,
+    N_COLS = 20
 };
 
 /* The offsets configure() takes, in its order (kprof_cuda.cupti_abi.layout()). */
@@ -74,9 +75,11 @@ enum {
     O_MEMORY_DEVICEID = 42,
     O_MEMORY_CONTEXTID = 43,
     O_MEMORY_STREAMID = 44,
-    N_OFFSETS = 45
+    O_CALLBACK_CALLBACKSITE = 45,
+    O_CALLBACK_CORRELATIONID = 46,
+    N_OFFSETS = 47
 };
 
-#define KPROF_CUPTI_LAYOUT "rows:scope,kind,name,queue,device,stream,begin,end,nbytes,launch_begin,launch_end,correlation,grid_x,grid_y,grid_z,block_x,block_y,block_z,address;offsets:KERNEL.start,KERNEL.end,KERNEL.deviceId,KERNEL.contextId,KERNEL.streamId,KERNEL.gridX,KERNEL.gridY,KERNEL.gridZ,KERNEL.blockX,KERNEL.blockY,KERNEL.blockZ,KERNEL.correlationId,KERNEL.name,KERNEL.graphId,MEMCPY.copyKind,MEMCPY.bytes,MEMCPY.start,MEMCPY.end,MEMCPY.deviceId,MEMCPY.contextId,MEMCPY.streamId,MEMCPY.correlationId,MEMSET.bytes,MEMSET.start,MEMSET.end,MEMSET.deviceId,MEMSET.contextId,MEMSET.streamId,MEMSET.correlationId,API.cbid,API.start,API.end,API.correlationId,EXT.externalKind,EXT.externalId,EXT.correlationId,MEMORY.memoryOperationType,MEMORY.memoryKind,MEMORY.correlationId,MEMORY.address,MEMORY.bytes,MEMORY.timestamp,MEMORY.deviceId,MEMORY.contextId,MEMORY.streamId"
+#define KPROF_CUPTI_LAYOUT "rows:scope,kind,name,queue,device,stream,begin,end,nbytes,launch_begin,launch_end,correlation,grid_x,grid_y,grid_z,block_x,block_y,block_z,address,site;offsets:KERNEL.start,KERNEL.end,KERNEL.deviceId,KERNEL.contextId,KERNEL.streamId,KERNEL.gridX,KERNEL.gridY,KERNEL.gridZ,KERNEL.blockX,KERNEL.blockY,KERNEL.blockZ,KERNEL.correlationId,KERNEL.name,KERNEL.graphId,MEMCPY.copyKind,MEMCPY.bytes,MEMCPY.start,MEMCPY.end,MEMCPY.deviceId,MEMCPY.contextId,MEMCPY.streamId,MEMCPY.correlationId,MEMSET.bytes,MEMSET.start,MEMSET.end,MEMSET.deviceId,MEMSET.contextId,MEMSET.streamId,MEMSET.correlationId,API.cbid,API.start,API.end,API.correlationId,EXT.externalKind,EXT.externalId,EXT.correlationId,MEMORY.memoryOperationType,MEMORY.memoryKind,MEMORY.correlationId,MEMORY.address,MEMORY.bytes,MEMORY.timestamp,MEMORY.deviceId,MEMORY.contextId,MEMORY.streamId,CALLBACK.callbackSite,CALLBACK.correlationId"
 
 #endif

@@ -37,9 +37,10 @@ from kprof import plugin as kp
 from . import cupti_abi as abi
 from . import cupti_clock
 from .cupti_drain import Drain
-from .cupti_lib import Cupti, CuptiError, CuptiUnavailable
+from .cupti_lib import Cupti, CuptiUnavailable, explain
 from .cupti_lib import load as _load_cupti
 from .cupti_records import demangle
+from .cupti_sites import Sites
 
 __all__ = ["BUFFER_SIZE", "MAX_BUFFERS", "CuptiActivity", "demangle"]
 
@@ -95,6 +96,8 @@ class CuptiActivity:
         self.backend: kp.Backend | None = None
         self.runtime_records = True
         self._warned = False
+        #: Launch sites through CUPTI's callback API (``cupti_sites``).
+        self.sites = Sites()
 
     @property
     def idle_error(self) -> str | None:
@@ -153,7 +156,7 @@ class CuptiActivity:
             except Exception as exc:
                 self._disable()
                 self._release()
-                reason = _explain(exc)
+                reason = explain(exc)
         if reason is not None:
             self.reason = reason
             self.active = False
@@ -169,6 +172,8 @@ class CuptiActivity:
             return False
         self.reason = None
         self.active = True
+        assert self.cupti is not None
+        self.sites.start(self.cupti, _reader)
         self.drain.start()
         return True
 
@@ -240,12 +245,14 @@ class CuptiActivity:
             self._enabled.remove(kind)
             return False
         self.drain.memory_label = label
+        self.sites.memory(True)
         return True
 
     def memory_stop(self) -> None:
         """Stop reading allocations and frees (``memory_remove``)."""
         c = self.cupti
         self.drain.memory_label = None
+        self.sites.memory(False)
         if c is None:
             return
         self._enable_memory_apis(False)
@@ -306,6 +313,7 @@ class CuptiActivity:
             c.ActivityFlushAll(abi.FLAG_FLUSH_FORCED)
             self.drain.take(final=True)
         finally:
+            self.sites.stop()
             self._disable()
             self._release()
             self.active = False
@@ -319,12 +327,16 @@ class CuptiActivity:
             return False
         c = self.cupti
         assert c is not None
-        return bool(c.ActivityPushExternalCorrelationId(abi.EXT_KIND_CUSTOM2, scope) == 0)
+        if c.ActivityPushExternalCorrelationId(abi.EXT_KIND_CUSTOM2, scope) != 0:
+            return False
+        self.sites.enter()
+        return True
 
     def scope_exit(self, scope: int) -> None:
         if self.active:
             c = self.cupti
             assert c is not None
+            self.sites.exit()
             c.ActivityPopExternalCorrelationId(abi.EXT_KIND_CUSTOM2, None)
 
     def flush(self, scopes: tuple[int, ...], timeout: float) -> int:
@@ -385,12 +397,3 @@ def _get_reader(c: Cupti) -> Any:
         reader.register()
         _reader = reader
     return _reader
-
-
-def _explain(exc: Exception) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, CuptiError) and "SUBSCRIBER" in exc.name.upper():
-        return f"CUPTI is in use by another tool (Nsight Systems, torch.profiler, ...): {text}"
-    if "SUBSCRIBER" in text.upper():
-        return f"CUPTI is in use by another tool (Nsight Systems, torch.profiler, ...): {text}"
-    return f"enabling CUPTI activity records failed: {text}"

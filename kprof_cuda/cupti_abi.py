@@ -16,6 +16,7 @@ from .cupti_layout import OFFSETS
 
 __all__ = [
     "API",
+    "CALLBACK",
     "COPY_NAMES",
     "EXT",
     "GRAPH_DRIVER",
@@ -109,6 +110,14 @@ MEMORY_KIND_HOST = frozenset((1, 2))
 API = {"cbid": 4, "start": 8, "end": 16, "threadId": 28, "correlationId": 32}
 #: CUpti_ActivityExternalCorrelation.
 EXT = {"externalKind": 4, "externalId": 8, "correlationId": 16}
+#: CUpti_CallbackData (what the callback API hands a subscriber for a driver or runtime call;
+#: ``callbackSite`` is CUPTI_API_ENTER or CUPTI_API_EXIT).
+CALLBACK = {"callbackSite": 0, "correlationId": 64}
+#: CUpti_ApiCallbackSite: the callback at a call's entry; CUpti_CallbackDomain: driver, runtime.
+API_ENTER = 0
+DOMAIN_DRIVER, DOMAIN_RUNTIME = 1, 2
+#: CUptiResult of cuptiSubscribe (and others) when another tool already subscribed.
+ERROR_MULTIPLE_SUBSCRIBERS = 39
 
 #: Row names of CUpti_ActivityMemcpyKind values (the OpenCL plugin's names where they exist).
 COPY_NAMES = {
@@ -183,5 +192,6 @@ def layout() -> tuple[int, ...]:
         "API": API,
         "EXT": EXT,
         "MEMORY": MEMORY,
+        "CALLBACK": CALLBACK,
     }
     return tuple(tables[record][field] for record, field in OFFSETS)

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 DRAIN_PERIOD_S = 0.05
 
 _DETAIL = "grid ({0}, {1}, {2}) block ({3}, {4}, {5}), device {6}, CUPTI stream {7}"
+#: Kernels' launch configuration (``summary(by=("name", "config"))``; copies have none).
+_CONFIG = "grid {0}x{1}x{2} block {3}x{4}x{5}"
+_CONFIG_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 _DETAIL_COLUMNS = (
     "grid_x",
     "grid_y",
@@ -251,6 +254,8 @@ class Drain:
                 launch_end=cols["launch_end"],
                 correlation=cols["correlation"],
                 detail=(_DETAIL, [cols[c] for c in _DETAIL_COLUMNS]),
+                config=(_CONFIG, [cols[c] for c in _CONFIG_COLUMNS]),
+                site=cols["site"],
                 clock=self._owner.clock_name(),
             )
             # Delivered holding the lock: a flush that finds nothing left to take has then
@@ -280,6 +285,7 @@ class Drain:
                 _ints(cols["address"])[mem].tolist(),
                 _ints(cols["nbytes"])[mem].tolist(),
                 (_ints(cols["begin"])[mem] + shift).tolist(),
+                _ints(cols["site"])[mem].tolist(),  # the allocating call's, from the callback
             )
         keep = ~mem
         if not keep.any():

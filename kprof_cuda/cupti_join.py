@@ -15,11 +15,11 @@ MAX_LAUNCHES = 1 << 20
 #: Work records kept while their correlation records have not come.
 MAX_PENDING_ROWS = 1 << 20
 
-#: Columns of work records before the join: the row columns but scope, queue and launch
-#: times, plus the context (the queue is interned after the join, from device, context and
-#: stream).
+#: Columns of work records before the join: the row columns but scope, queue, launch times
+#: and site (the launch's), plus the context (the queue is interned after the join, from
+#: device, context and stream).
 RAW_COLUMNS = (
-    *(c for c in ROW_COLUMNS if c not in ("scope", "queue", "launch_begin", "launch_end")),
+    *(c for c in ROW_COLUMNS if c not in ("scope", "queue", "launch_begin", "launch_end", "site")),
     "context",
 )
 
@@ -46,8 +46,8 @@ def rebase(cols: dict[str, np.ndarray], base: int) -> None:
 class Join:
     """External-correlation, API and work records joined by correlation id, in any order.
 
-    Launches (a correlation id with its scope, launch times, whether it is a graph launch and
-    how many rows it got) are numpy columns sorted by id; work records whose launch is not
+    Launches (a correlation id with its scope, launch times, launch site, whether it is a
+    graph launch and how many rows it got) are numpy columns sorted by id; work records whose launch is not
     known yet wait in ``pending``. A row is ready when its launch has both its scope (an
     EXTERNAL_CORRELATION record of kprof's kind) and its API record; it is foreign when its
     API record came without a scope (launched outside every profile)."""
@@ -62,6 +62,7 @@ class Join:
         self.mem = np.zeros(0, bool)  # an allocating or freeing call: never waited for
         self.rows = np.zeros(0, np.int64)
         self.devices = np.zeros(0, np.uint64)  # bit d: a row of the launch ran on device d
+        self.site = np.zeros(0, np.int64)  # the callback's raw launch site id, -1 none
         self.pending: dict[str, np.ndarray] = {c: np.zeros(0, np.int64) for c in RAW_COLUMNS}
         self.foreign = 0
 
@@ -75,13 +76,21 @@ class Join:
         api_graph: np.ndarray,
         no_work: np.ndarray,
         api_mem: np.ndarray | None = None,
+        site_corr: np.ndarray | None = None,
+        site: np.ndarray | None = None,
     ) -> None:
-        n0, n1 = len(self.corr), len(ext_corr)
-        keys = np.concatenate([self.corr, ext_corr, api_corr])
+        """Launches learned from a batch: external correlation (scope), API records (launch
+        times, graph, memory), calls that enqueue no work (dropped), and the callback's
+        launch sites (``site_corr``, ``site``)."""
+        n0, n1, n2 = len(self.corr), len(ext_corr), len(api_corr)
+        if site_corr is None or site is None:
+            site_corr, site = np.zeros(0, np.uint64), np.zeros(0, np.int64)
+        keys = np.concatenate([self.corr, ext_corr, api_corr, site_corr.astype(np.uint64)])
         if not len(keys):
             return
         u, inv = np.unique(keys, return_inverse=True)
-        a, b, c = inv[:n0], inv[n0 : n0 + n1], inv[n0 + n1 :]
+        a, b = inv[:n0], inv[n0 : n0 + n1]
+        c, d = inv[n0 + n1 : n0 + n1 + n2], inv[n0 + n1 + n2 :]
         scope = np.zeros(len(u), np.int64)
         api = np.zeros(len(u), bool)
         lb = np.zeros(len(u), np.int64)
@@ -90,7 +99,10 @@ class Join:
         mem = np.zeros(len(u), bool)
         rows = np.zeros(len(u), np.int64)
         devices = np.zeros(len(u), np.uint64)
+        sites = np.full(len(u), -1, np.int64)
         devices[a] = self.devices
+        sites[a] = self.site
+        sites[d] = site
         scope[a], api[a], lb[a], le[a] = self.scope, self.api, self.lb, self.le
         graph[a], rows[a], mem[a] = self.graph, self.rows, self.mem
         scope[b] = ext_scope
@@ -102,7 +114,7 @@ class Join:
             keep &= np.cumsum(keep) > keep.sum() - MAX_LAUNCHES
         self.corr, self.scope, self.api = u[keep], scope[keep], api[keep]
         self.lb, self.le, self.graph, self.rows = lb[keep], le[keep], graph[keep], rows[keep]
-        self.devices, self.mem = devices[keep], mem[keep]
+        self.devices, self.mem, self.site = devices[keep], mem[keep], sites[keep]
 
     def match(
         self,
@@ -139,6 +151,7 @@ class Join:
         out["scope"] = self.scope[j] if m else empty
         out["launch_begin"] = self.lb[j] if m else empty
         out["launch_end"] = self.le[j] if m else empty
+        out["site"] = self.site[j] if m else empty
         self.foreign += int(foreign.sum())
         used = idx[(ready | foreign) & found]
         emitted = ready & found
@@ -163,7 +176,7 @@ class Join:
         self.corr, self.scope, self.api = self.corr[keep], self.scope[keep], self.api[keep]
         self.lb, self.le = self.lb[keep], self.le[keep]
         self.graph, self.rows = self.graph[keep], self.rows[keep]
-        self.devices, self.mem = self.devices[keep], self.mem[keep]
+        self.devices, self.mem, self.site = self.devices[keep], self.mem[keep], self.site[keep]
 
     def waiting(self, scopes: tuple[int, ...]) -> int:
         """Launches of ``scopes`` whose API record came and no work record yet (allocating

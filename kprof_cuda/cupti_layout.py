@@ -21,7 +21,9 @@ __all__ = ["OFFSETS", "ROW_COLUMNS", "SIGNATURE", "c_header"]
 #: records: ``begin`` = ``end`` = its time, ``nbytes``, ``address``, ``name`` = CUPTI's memory
 #: kind); ``name``: index into the reader's names (``cupti_records.FIXED_NAMES`` first); ``queue``: index into its queues (device,
 #: context, stream); ``begin``/``end``: CUPTI's clock; ``nbytes``: -1 for kernels;
-#: ``launch_begin``/``launch_end``: the API call's times (0 when its record was lost).
+#: ``launch_begin``/``launch_end``: the API call's times (0 when its record was lost);
+#: ``site``: the raw launch site id the callback API's entry callback took on the launching
+#: thread (``kprof.plugin.launch_site()``), -1 when none was taken.
 ROW_COLUMNS = (
     "scope",
     "kind",
@@ -42,10 +44,11 @@ ROW_COLUMNS = (
     "block_y",
     "block_z",
     "address",
+    "site",
 )
 
 #: (record, field) of each offset ``configure()`` hands the compiled reader, in its order:
-#: keys of ``cupti_abi``'s KERNEL, MEMCPY, MEMSET, API, EXT and MEMORY dicts.
+#: keys of ``cupti_abi``'s KERNEL, MEMCPY, MEMSET, API, EXT, MEMORY and CALLBACK dicts.
 OFFSETS = (
     *(
         ("KERNEL", f)
@@ -74,6 +77,7 @@ OFFSETS = (
             "timestamp", "deviceId", "contextId", "streamId",
         )
     ),
+    *(("CALLBACK", f) for f in ("callbackSite", "correlationId")),
 )  # fmt: skip
 
 #: What a compiled reader built from this layout exports as ``LAYOUT``.

@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MIN_API_VERSION", "Cupti", "CuptiError", "CuptiUnavailable", "load"]
+__all__ = ["MIN_API_VERSION", "Cupti", "CuptiError", "CuptiUnavailable", "explain", "load"]
 
 ENV_LIBRARY = "KPROF_CUPTI_LIBRARY"
 #: CUPTI_API_VERSION of CUDA 12.6, the oldest headers kprof's offsets are checked against.
@@ -39,6 +39,8 @@ REQUEST = ctypes.CFUNCTYPE(None, ctypes.POINTER(vp), ctypes.POINTER(sz), ctypes.
 #: CUpti_BuffersCallbackCompleteFunc(CUcontext, uint32_t streamId, uint8_t *buffer, size_t
 #: size, size_t validSize)
 COMPLETE = ctypes.CFUNCTYPE(None, vp, u32, vp, sz, sz)
+#: CUpti_CallbackFunc(void *userdata, CUpti_CallbackDomain, CUpti_CallbackId, const void *cbdata)
+CALLBACK = ctypes.CFUNCTYPE(None, vp, ctypes.c_int, u32, vp)
 
 # name -> argtypes (every function returns CUptiResult, an int). Optional ones may be missing.
 _FUNCTIONS: dict[str, list[Any]] = {
@@ -60,6 +62,10 @@ _OPTIONAL: dict[str, list[Any]] = {
     "cuptiGetStreamIdEx": [vp, vp, u8, ctypes.POINTER(u32)],
     "cuptiGetContextId": [vp, ctypes.POINTER(u32)],
     "cuptiActivityRegisterTimestampCallback": [vp],
+    # The callback API (launch sites, cupti_sites.py).
+    "cuptiSubscribe": [ctypes.POINTER(vp), CALLBACK, vp],
+    "cuptiUnsubscribe": [vp],
+    "cuptiEnableCallback": [u32, vp, ctypes.c_int, u32],
 }
 
 
@@ -226,3 +232,13 @@ def _checked(c: Cupti) -> Cupti:
             f"nvidia-cuda-cupti-cu12>=12.6 (pip install 'kprof[cuda]')"
         )
     return c
+
+
+def explain(exc: Exception) -> str:
+    """Why enabling CUPTI failed, in words (another tool holding it, named as such)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, CuptiError) and "SUBSCRIBER" in exc.name.upper():
+        return f"CUPTI is in use by another tool (Nsight Systems, torch.profiler, ...): {text}"
+    if "SUBSCRIBER" in text.upper():
+        return f"CUPTI is in use by another tool (Nsight Systems, torch.profiler, ...): {text}"
+    return f"enabling CUPTI activity records failed: {text}"

@@ -46,6 +46,7 @@ class NativeReader:
                 cupti.address("cuptiActivityGetNextRecord"),
                 cupti.address("cuptiActivityRegisterCallbacks"),
                 cupti.address("cuptiActivityRegisterTimestampCallback"),
+                cupti.address("cuptiSubscribe"),
             ),
             abi.layout(),
             sorted(abi.WORK_DRIVER),
@@ -104,6 +105,25 @@ class NativeReader:
             rebase(times, self.time_base)
             out.update({c: times[c].tobytes() for c in TIME_COLUMNS})
         return out
+
+    # -- the callback API: launch sites (_cupti.c's on_callback) --------------------------------
+
+    def subscribe(self) -> tuple[int, int]:
+        """``cuptiSubscribe`` with the C callback: (CUptiResult, handle)."""
+        code, handle = self.mod.subscribe()
+        return int(code), int(handle)
+
+    def set_sites(self, fn: Any) -> None:
+        """The launch-site function (``kp.launch_site``), or None: off. The C callback calls
+        the active profile's compiled catcher itself (``Recorder.launch_site``, no Python
+        frame in between), ``fn`` for any other."""
+        self.mod.set_sites(fn, None if fn is None else kp.active)
+
+    def site_scope(self, delta: int) -> int:
+        return int(self.mod.site_scope(delta))
+
+    def callback_stats(self) -> dict[str, int]:
+        return dict(self.mod.callback_stats())
 
     def waiting(self, scopes: tuple[int, ...]) -> int:
         return int(self.mod.waiting(scopes))

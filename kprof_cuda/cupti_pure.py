@@ -25,6 +25,7 @@ from .cupti_join import Join, rebase
 from .cupti_layout import ROW_COLUMNS
 from .cupti_lib import COMPLETE, REQUEST, Cupti
 from .cupti_memory_rows import memory_rows
+from .cupti_pure_sites import PureSites
 from .cupti_records import Interner
 
 __all__ = ["ROW_COLUMNS", "PureReader"]
@@ -42,7 +43,7 @@ _GRAPH_DRIVER = np.array(sorted(abi.GRAPH_DRIVER), np.uint64)
 _GRAPH_RUNTIME = np.array(sorted(abi.GRAPH_RUNTIME), np.uint64)
 
 
-class PureReader:
+class PureReader(PureSites):
     """Buffers for CUPTI and their decoding, in Python (see the module's docstring)."""
 
     compiled = False
@@ -79,6 +80,7 @@ class PureReader:
         # ctypes keeps no reference to these: the reader does, for the process's life.
         self._request_cb = REQUEST(self._requested)
         self._complete_cb = COMPLETE(self._completed)
+        PureSites.__init__(self)
 
     # -- CUPTI's callbacks (any thread; one GIL acquisition per buffer) ------------------------
 
@@ -187,6 +189,8 @@ class PureReader:
         with self._lock:
             done, self._done = self._done, []
             self.ready.clear()
+        # After the buffers: every record in them was written after its call's callback.
+        site_corr, site = self.take_sites()
         parts = []
         for addr, valid in done:
             try:
@@ -198,10 +202,19 @@ class PureReader:
         if parts:
             raw = {c: np.concatenate([p[0][c] for p in parts]) for c in _RAW}
             ext = [np.concatenate([p[i] for p in parts]) for i in range(1, 9)]
-            self.join.add_launches(*ext)
-        elif not final and not release:
-            return None
+            e0, e1, a0, a1, a2, a3, no_work, mem = ext
+            self.join.add_launches(
+                e0, e1, a0, a1, a2, a3, no_work, mem, site_corr=site_corr, site=site
+            )
         else:
+            if site_corr is not None:
+                none = np.zeros(0, np.uint64)
+                self.join.add_launches(
+                    none, none.view(np.int64), none, none.view(np.int64), none.view(np.int64),
+                    np.zeros(0, bool), none, site_corr=site_corr, site=site,
+                )  # fmt: skip
+            if not final and not release:
+                return None
             raw = {c: np.zeros(0, np.int64) for c in _RAW}
         rows = self.join.match(raw, final, release)
         if not len(rows["kind"]):

@@ -117,6 +117,8 @@ class CudaPlugin(QueueHooks):
                 f"{act.version()}, read by {act.reader_name()}: every kernel, copy and memset; "
                 f"events time kprof.range"
             )
+            if act.sites.reason is not None:
+                why += f"; no launch sites for them: {act.sites.reason}"
             return "CUPTI activity records", why
         reason = act.reason or act.probe()
         if reason is None:
@@ -288,6 +290,15 @@ class CudaPlugin(QueueHooks):
         self, backend: kp.Backend, queue: Queue, device_ns: int
     ) -> kp.Alignment | None:
         return None if self.activity is None else self.activity.align(device_ns)
+
+    @kp.hookimpl
+    def report_notes(self, backend: kp.Backend) -> list[str] | None:
+        # A profile asked for launch sites that CUPTI's callback API could not give.
+        sites = None if self.activity is None else self.activity.sites
+        if sites is None or not sites.missed or sites.reason is None:
+            return None
+        sites.missed = False
+        return [f"CUDA kernels, copies and allocations have no launch site: {sites.reason}"]
 
     # -- the demo -----------------------------------------------------------------------------
 

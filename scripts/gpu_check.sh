@@ -74,12 +74,13 @@ main(["backends"])
 EOF
 cat "$OUT/backends.txt"
 
-timeout 240 "$PY" -m pytest tests/gpu/test_cuda_gpu.py -m gpu -v -rs -p no:cacheprovider \
+timeout 240 "$PY" -m pytest tests/gpu/test_cuda_gpu.py tests/gpu/test_cuda_gpu_sites.py -m gpu -v -rs -p no:cacheprovider \
   --junitxml="$OUT/junit.xml" 2>&1 | tee "$OUT/pytest.log"
 rc=${PIPESTATUS[0]}
 # The pure-Python CUPTI reader on the same device (its figures in a file of their own).
 KPROF_PURE_PYTHON=1 KPROF_GPU_FIGURES="$OUT/cuda_figures_pure.json" timeout 150 "$PY" -m pytest \
-  tests/gpu/test_cuda_gpu.py -m gpu -v -rs -p no:cacheprovider -k "cupti or cost_per_launch" \
+  tests/gpu/test_cuda_gpu.py tests/gpu/test_cuda_gpu_sites.py -m gpu -v -rs -p no:cacheprovider \
+  -k "cupti or cost_per_launch or sites" \
   2>&1 | tee "$OUT/pytest_pure.log"
 rc_pure=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] && rc=$rc_pure

@@ -79,6 +79,7 @@ def test_offsets_match_the_headers(version: int, tmp_path: Path) -> None:
         "EXT": "CUpti_ActivityExternalCorrelation",
         "MEMORY": _newest(text, "Memory"),
     }
+    callback_struct = "CUpti_CallbackData"
     checks = []
     for table, struct in structs.items():
         for field, offset in getattr(abi, table).items():
@@ -86,6 +87,18 @@ def test_offsets_match_the_headers(version: int, tmp_path: Path) -> None:
                 f'_Static_assert(offsetof({struct}, {field}) == {offset}, "{struct}.{field}");'
             )
         checks.append(f'_Static_assert(offsetof({struct}, kind) == 0, "{struct}.kind");')
+    for field, offset in abi.CALLBACK.items():
+        checks.append(
+            f"_Static_assert(offsetof({callback_struct}, {field}) == {offset}, "
+            f'"{callback_struct}.{field}");'
+        )
+    for name, value in (
+        ("CUPTI_API_ENTER", abi.API_ENTER),
+        ("CUPTI_CB_DOMAIN_DRIVER_API", abi.DOMAIN_DRIVER),
+        ("CUPTI_CB_DOMAIN_RUNTIME_API", abi.DOMAIN_RUNTIME),
+        ("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED", abi.ERROR_MULTIPLE_SUBSCRIBERS),
+    ):
+        checks.append(f'_Static_assert({name} == {value}, "{name}");')
     for name, value in abi.KIND.items():
         checks.append(f'_Static_assert(CUPTI_ACTIVITY_KIND_{name} == {value}, "{name}");')
     checks.append(
@@ -110,7 +123,11 @@ def test_offsets_match_the_headers(version: int, tmp_path: Path) -> None:
     for i, k in enumerate(kinds, 1):
         checks.append(f'_Static_assert(CUPTI_ACTIVITY_MEMCPY_KIND_{k} == {i}, "{k}");')
     src = tmp_path / "offsets.c"
-    src.write_text("#include <stddef.h>\n#include <cupti_activity.h>\n" + "\n".join(checks) + "\n")
+    src.write_text(
+        "#include <stddef.h>\n#include <cupti_activity.h>\n#include <cupti_callbacks.h>\n"
+        + "\n".join(checks)
+        + "\n"
+    )
     includes = [d, cupti_build.find_header("cuda.h"), cupti_build.find_header("crt/host_defines.h")]
     proc = subprocess.run(
         [cc, "-c", "-o", str(tmp_path / "offsets.o"), *(f"-I{i}" for i in includes), str(src)],

@@ -59,6 +59,7 @@ def test_the_c_reader_restates_neither_format() -> None:
 def test_layout_is_the_offsets_of_cupti_abi_in_the_readers_order() -> None:
     tables = {"KERNEL": cupti_abi.KERNEL, "MEMCPY": cupti_abi.MEMCPY, "MEMSET": cupti_abi.MEMSET}
     tables |= {"API": cupti_abi.API, "EXT": cupti_abi.EXT, "MEMORY": cupti_abi.MEMORY}
+    tables |= {"CALLBACK": cupti_abi.CALLBACK}
     got = cupti_abi.layout()
     assert len(got) == len(OFFSETS)
     assert got[OFFSETS.index(("KERNEL", "correlationId"))] == 92
@@ -69,7 +70,8 @@ def test_layout_is_the_offsets_of_cupti_abi_in_the_readers_order() -> None:
 
 def test_the_pure_join_columns_derive_from_the_row_columns() -> None:
     raw = set(cupti_join.RAW_COLUMNS)
-    assert raw == set(ROW_COLUMNS) - {"scope", "queue", "launch_begin", "launch_end"} | {"context"}
+    joined = {"scope", "queue", "launch_begin", "launch_end", "site"}
+    assert raw == set(ROW_COLUMNS) - joined | {"context"}
 
 
 def test_the_built_reader_has_this_layout() -> None:

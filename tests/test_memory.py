@@ -208,32 +208,39 @@ def test_each_allocation_keeps_its_site(path: bool) -> None:
     assert [e.site for e in off.memory.events] == [None]
 
 
-def test_delivered_memory_goes_to_its_scopes_profile_without_a_site(path: bool) -> None:
+def test_delivered_memory_goes_to_its_scopes_profile_with_the_site_given(path: bool) -> None:
     """``kprof.plugin.deliver_memory`` (CUPTI's MEMORY2 rows): each event into the profile of
-    its scope, as given; never a site, even with sites on and called from the user's frame
-    (an activity API's events arrive away from the call that made them)."""
+    its scope, as given; its site only as the plugin caught it on the allocating thread
+    (``launch_site()``, CUPTI's callback), never the frames of the delivering call (an
+    activity API's events arrive away from the call that made them)."""
     from kprof_core.recording import activity
 
     backend = kprof.get_backend("testdev")
     with kprof.profile(backends="testdev", sites=True) as p:
         rec = kp.active()
         assert rec is not None
+        caught = kp.launch_site()  # site: caught
         scope, opened = activity.open_scope(rec, only=[])
         try:
             n = kp.deliver_memory(
                 backend,
-                [scope, scope, 10**9],  # the last: a scope kprof never opened
-                [1, 0, 1],
-                [DEV, DEV, DEV],
-                [0x100, 0x100, 0x200],
-                [640, -1, 8],
-                [rec.start_ns + 5, rec.start_ns + 7, rec.start_ns + 9],
+                [scope, scope, 10**9, scope],  # the third: a scope kprof never opened
+                [1, 0, 1, 1],
+                [DEV, DEV, DEV, DEV],
+                [0x100, 0x100, 0x200, 0x300],
+                [640, -1, 8, 16],
+                [rec.start_ns + 5, rec.start_ns + 7, rec.start_ns + 9, rec.start_ns + 11],
+                [-1, -1, caught, caught],
             )
         finally:
             activity.close_scope(rec, scope, opened)
-    assert n == 2
+    assert n == 3
+    here = _here("# site: caught").replace(
+        "_allocate_here", "test_delivered_memory_goes_to_its_scopes_profile_with_the_site_given"
+    )
     assert [(e.kind, e.nbytes, e.address, e.site) for e in p.memory.events] == [
         ("alloc", 640, 0x100, None),
         ("free", 640, 0x100, None),
+        ("alloc", 16, 0x300, here),
     ]
-    assert [e.time_ns for e in p.memory.events] == [5, 7]
+    assert [e.time_ns for e in p.memory.events] == [5, 7, 11]

@@ -20,6 +20,8 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kprof_core.recording.activity_columns import ActivityColumns
+from kprof_core.recording.recorder_state import active as _active
+from kprof_core.recording.sites import raw_site
 from kprof_core.recording.threads import who as _who
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ __all__ = [
     "deliver_columns",
     "deliver_memory",
     "dropped",
+    "launch_site",
     "stats",
 ]
 
@@ -64,6 +67,22 @@ class DeviceRecord(NamedTuple):
     launch_end: int = 0
     detail: str | None = None
     config: str | None = None
+    site: int = -1
+
+
+def launch_site() -> int:
+    """The launch site of the work the calling thread is launching now, for an activity
+    backend whose tool calls it on the launching thread as the launch begins (CUPTI's
+    callback API): a raw id to hand back with the work's record (``DeviceRecord.site``,
+    ``ActivityColumns(site=...)``, ``deliver_memory(site=...)``), valid in every profile of
+    the process. -1 outside a profile, with sites off (``profile(sites=False)``), or when no
+    frame is the user's (a thread without Python frames). With ``profile(stacks=...)`` the id
+    stands for the launch's stack. Costs what a launch's site costs ``rec.launch``."""
+    rec = _active()
+    if rec is None or not rec.sites_on:
+        return -1
+    site: int = rec._site()
+    return site
 
 
 _ids = itertools.count(1)
@@ -326,6 +345,7 @@ def deliver_memory(
     address: Sequence[int],
     nbytes: Sequence[int],
     time_ns: Sequence[int],
+    site: Sequence[int] | None = None,
 ) -> int:
     """Allocations and frees an activity API saw (CUPTI's MEMORY2 records), each tagged with
     the scope of the call that made it, into the memory of the profiles of those scopes
@@ -333,15 +353,19 @@ def deliver_memory(
     allocating thread. ``kind``: 1 an allocation, 0 a free (``kprof_core.data.memory``'s
     ``ALLOC``/``FREE``); ``device``: its label as the plugin's ``queue_info`` names devices;
     ``time_ns``: on the host clock (``perf_counter_ns``). Thread-safe; events of scopes
-    kprof does not know (ended profiles, foreign work) are dropped. Returns how many were
-    recorded."""
+    kprof does not know (ended profiles, foreign work) are dropped; ``site``: each event's
+    raw launch site id (:func:`launch_site`, taken on the allocating thread when the call was
+    made), -1 or None unknown. Returns how many were recorded."""
     with _lock:
         owners = {s: _scopes.get(s) for s in set(scope)}
     n = 0
-    for s, k, d, a, b, t in zip(scope, kind, device, address, nbytes, time_ns):
+    sites = site if site is not None else itertools.repeat(-1)
+    for s, k, d, a, b, t, r in zip(scope, kind, device, address, nbytes, time_ns, sites):
         entry = owners.get(s)
         if entry is not None:
-            # No site: the frames here are the drain's or a profile's end, not the call's.
-            entry[0].memory.add(backend, int(k), d, int(a), int(b), int(t), None, catch=False)
+            # Never the frames here (the drain's or a profile's end): the site the call had.
+            entry[0].memory.add(
+                backend, int(k), d, int(a), int(b), int(t), None, catch=False, raw=raw_site(r)
+            )
             n += 1
     return n

@@ -175,7 +175,11 @@ class ActivityColumns:
     rocprofiler-sdk's work-items). ``config``: the launch configuration the same way, a
     format over columns (``("grid {0}x{1}x{2} block {3}x{4}x{5}", (gx, gy, gz, bx, by, bz))``),
     interned per distinct tuple of values and formatted once each: what
-    ``summary(by=("name", "config"))`` groups by. ``clock``: the clock domain of the times in words
+    ``summary(by=("name", "config"))`` groups by; it describes kernels: a copy row's
+    configuration is none, whatever its columns hold. ``site``: each row's launch site, the
+    raw id :func:`launch_site` returned on the launching thread when the tool called the
+    backend there (CUPTI's callback at a launch's API entry), -1 unknown; an id that is not
+    one is taken as -1. ``clock``: the clock domain of the times in words
     (``"CLOCK_MONOTONIC"``, ``"CLOCK_BOOTTIME"``, ``"CUPTI (CLOCK_REALTIME)"``), for the
     backend's ``activity_align``.
 
@@ -205,6 +209,7 @@ class ActivityColumns:
     detail: tuple[str, list[array[int]]] | None
     config: tuple[str, list[array[int]]] | None
     clock: str | None
+    site: array[int] | None
     __slots__ = (
         "begin",
         "clock",
@@ -221,6 +226,7 @@ class ActivityColumns:
         "queue",
         "queues",
         "scope",
+        "site",
     )
 
     def __init__(
@@ -241,6 +247,7 @@ class ActivityColumns:
         detail: tuple[str, Sequence[Any]] | None = None,
         clock: str | None = None,
         config: tuple[str, Sequence[Any]] | None = None,
+        site: Any = None,
     ) -> None:
         # As handed over, made columns (or refused) by check().
         self.scope = scope
@@ -258,6 +265,7 @@ class ActivityColumns:
         self.detail = cast(Any, detail)
         self.config = cast(Any, config)
         self.clock = clock
+        self.site = site
         self.check()
 
     def check(self) -> None:
@@ -276,6 +284,8 @@ class ActivityColumns:
             setattr(self, field, array("q", (default,)) * n if v is None else _col(v, field))
         if self.correlation is not None:
             self.correlation = _col(self.correlation, "correlation")
+        if self.site is not None:
+            self.site = _col(self.site, "site")
         if type(self.names) is not list:
             self.names = _listed(self.names, "names")
         if type(self.queues) is not list:
@@ -284,7 +294,14 @@ class ActivityColumns:
         self.config = _formatted(self.config, "config")
         if self.clock is not None and type(self.clock) is not str:
             raise TypeError(f"ActivityColumns: clock is a {type(self.clock).__name__}, not a str")
-        for field in (*self._REQUIRED, "nbytes", "launch_begin", "launch_end", "correlation"):
+        for field in (
+            *self._REQUIRED,
+            "nbytes",
+            "launch_begin",
+            "launch_end",
+            "correlation",
+            "site",
+        ):
             c = getattr(self, field)
             if c is not None and len(c) != n:
                 raise ValueError(
@@ -329,4 +346,5 @@ class ActivityColumns:
             config=None
             if self.config is None
             else (self.config[0], list(map(pick, self.config[1]))),
+            site=None if self.site is None else pick(self.site),
         )

@@ -18,6 +18,7 @@ from kprof_core.host.backend import QueueInfo
 from kprof_core.low_level.layout import A_RECORD, A_SLOT, A_WHO
 from kprof_core.recording.configs import TEXT
 from kprof_core.recording.harvest_delivered import activity_offset, take_row
+from kprof_core.recording.sites import raw_sites
 
 if TYPE_CHECKING:
     from kprof_core.host.backend import Backend
@@ -99,7 +100,7 @@ def take_activity_columns(h: Harvest, entry: tuple[Any, ...]) -> None:
     t.duration.extend(duration)
     t.nbytes.extend(cols.nbytes)
     t.flags.extend(array("q", (PLACED,)) * n)
-    t.site.extend(array("q", (-1,)) * n)  # the launch's site is not joined yet
+    t.site.extend(array("q", (-1,)) * n if cols.site is None else raw_sites(cols.site))
     t.config.extend(config_ids(h, cols, n))
     t.flops.extend(array("q", (-1,)) * n)
     if cols.detail is not None:
@@ -121,11 +122,16 @@ class _Texts(dict[tuple[int, ...], int]):
 
 
 def config_ids(h: Harvest, cols: ActivityColumns, n: int) -> array[int]:
-    """The batch's config column: -1 without ``config``, else one lookup per row (in C)."""
+    """The batch's config column: -1 without ``config`` and for copies, else one lookup per
+    row (in C)."""
     if cols.config is None:
         return array("q", (-1,)) * n
     fmt, columns = cols.config
-    return array("q", map(_Texts(h, fmt).__getitem__, zip(*columns)))
+    texts = _Texts(h, fmt)
+    if COPY not in cols.kind:
+        return array("q", map(texts.__getitem__, zip(*columns)))
+    # A copy has no launch configuration (nor is its columns' text made).
+    return array("q", [-1 if k == COPY else texts[c] for k, c in zip(cols.kind, zip(*columns))])
 
 
 def sane_columns(cols: ActivityColumns, n: int) -> tuple[array[int], set[int], set[int]] | None:
@@ -206,5 +212,6 @@ def row_by_row(h: Harvest, backend: Backend, cols: ActivityColumns, whos: dict[i
             None if fmt is None else fmt.format(*(c[i] for c in more)),
             error,
             qid,
-            None if cfmt is None else cfmt.format(*(c[i] for c in ccols)),
+            None if cfmt is None or cols.kind[i] == COPY else cfmt.format(*(c[i] for c in ccols)),
+            -1 if cols.site is None else cols.site[i],
         )

@@ -14,6 +14,7 @@ from kprof_core.host.backend import Alignment, Backend
 from kprof_core.low_level.layout import A_QUEUE, A_RECORD, A_SLOT, A_WHO
 from kprof_core.recording.configs import TEXT
 from kprof_core.recording.placement import DeviceClock, checked_alignment
+from kprof_core.recording.sites import raw_site
 
 if TYPE_CHECKING:
     from kprof_core.recording.harvest import Harvest
@@ -39,6 +40,7 @@ def take_activity(h: Harvest, entry: tuple[Any, ...]) -> None:
         getattr(r, "launch_end", 0),
         r.detail if getattr(r, "detail", None) else None,
         config=getattr(r, "config", None),
+        site=getattr(r, "site", -1),
     )
 
 
@@ -58,12 +60,14 @@ def take_row(
     error: str | None = None,
     qid: int | None = None,
     config: Any = None,
+    site: Any = -1,
 ) -> None:
     """One delivered row, checked: the rule for a ``DeviceRecord``, and for a row of a batch
     delivered column-wise whose values are not all sane (``harvest_activity``), so both ways
     give the same rows. ``error``: a problem the caller found already (an index past its
     list), and ``qid`` the queue it then puts the row on; ``config``: the launch
-    configuration's text, or None."""
+    configuration's text, or None; ``site``: the launch's raw site id (``launch_site()``), or
+    -1 (an id that is not one is taken as -1, ``raw_site``)."""
     kind = kind if kind in (KERNEL, COPY) and type(kind) is int else KERNEL
     if qid is None:
         qid = h.queue_id(backend, queue)
@@ -78,11 +82,13 @@ def take_row(
         )
         h.errors[row] = error
         return
-    cfg = -1 if config is None else h.configs.intern(TEXT, str(config))
+    # A copy has no launch configuration.
+    cfg = -1 if config is None or kind == COPY else h.configs.intern(TEXT, str(config))
     row = h.table.append(
         h.names(name), kind, qid, h.thread_id(who), h0, h1, start, end - begin, nbytes, PLACED
     )
     h.table.config[row] = cfg
+    h.table.site[row] = raw_site(site)
     if detail:
         h.details[row] = str(detail)
 

@@ -68,9 +68,11 @@ class MemoryLog:
         time_ns: int | None,
         site: str | None,
         catch: bool = True,
+        raw: int = -1,
     ) -> None:
         """Record one event (``catch``: False for events reported away from the allocating
-        call, such as an activity API's: the calling frames are not the allocation's)."""
+        call, such as an activity API's: the calling frames are not the allocation's; ``raw``:
+        then the raw site id caught on the allocating thread, -1 none)."""
         devs = self._open.get(backend)
         if devs is None:  # not the profile's backend, or the profile ended
             return
@@ -84,6 +86,8 @@ class MemoryLog:
             s = self.sites.setdefault(str(site), len(self.sites))
         elif catch and self.catch is not None and kind == ALLOC:  # where it was allocated
             s = -2 - self.catch()  # -1 (unknown) stays -1
+        elif raw >= 0 and kind == ALLOC and self.catch is not None:  # caught at the call
+            s = -2 - raw
         else:
             s = -1
         if time_ns is None:

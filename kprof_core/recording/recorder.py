@@ -9,7 +9,6 @@ end and nesting (``recorder_end.py``), over the state they share (``recorder_sta
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from kprof_core.data.records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, RANGE
@@ -37,17 +36,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = ["COPY", "KERNEL", "RANGE", "DeviceClock", "Recorder", "active", "now"]
-
-
-def _forked() -> None:
-    fork_ns = now()
-    for rec in list(_live):
-        if not rec.rows.finished:
-            rec._after_fork_in_child(fork_ns)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forked)
 
 
 class Recorder(RecorderRanges, RecorderEnd):
@@ -257,7 +245,7 @@ class Recorder(RecorderRanges, RecorderEnd):
         self._sites = (
             site_catcher(self._skip, mod, self.stack_depth) if self.sites_on else NoCatcher()
         )
-        self._site = self._sites.capture
+        self._site = self.launch_site = self._sites.capture
         # An allocation's site is caught as a launch's (memory_log.py): None with sites off.
         self.memory.catch = self._site if self.sites_on else None
         # Where Recorder.launch was replaced (the conformance kit watches every launch so),
@@ -284,9 +272,8 @@ class Recorder(RecorderRanges, RecorderEnd):
     def _range_plan(self) -> tuple[tuple[Backend, Any, Any, int], ...] | None:
         """What ``kprof.range``'s compiled path (``_range.h``) asks of each backend: its
         ``current_queue`` and its ``record_timestamp`` (None where it has no timestamps), and
-        its slot; None
-        where every range takes the Python path: no device times, synchronized, closed, or a
-        backend mirroring ranges to its vendor tool."""
+        its slot; None where every range takes the Python path: no device times, synchronized,
+        closed, or a backend mirroring ranges to its vendor tool."""
         if not self.device or self.synchronize or self._closed:
             return None
         if any(b.mirrors_ranges for b in self.backends):

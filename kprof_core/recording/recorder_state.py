@@ -9,6 +9,7 @@ defines here and the ``Harvest``'s public methods (``rows``).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import weakref
@@ -73,6 +74,10 @@ class RecorderState:
         self.stack_depth = stacks  # frames per launch stack; 0: sites alone
         self._skip = Skipper([*site_skip, *plugin_prefixes(b.plugin for b in self.backends)])
         self._site: Any = None
+        #: The catcher's ``capture`` (bound with the launch path): ``launch_site()`` without
+        #: its frame, for a tracer's C callback where compiled (the compiled catcher walks from
+        #: the innermost frame; the pure one skips two: call ``launch_site()`` then).
+        self.launch_site: Any = None
         #: The sites the tables' ``site`` columns index, once the end resolved them.
         self.sites: list[Site] = []
         #: The launch configurations' texts the ``config`` column indexes, once resolved.
@@ -240,3 +245,15 @@ class RecorderState:
         with self.rows.lock:
             if self.rows.finished:  # otherwise finish() is still at work and takes them
                 self.rows.drop_late()
+
+
+def _forked() -> None:
+    """In a child made by ``os.fork()``: each recorder still recording starts over there."""
+    fork_ns = now()
+    for rec in list(_live):
+        if not rec.rows.finished:
+            rec._after_fork_in_child(fork_ns)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)

@@ -310,6 +310,19 @@ def _without_runner(stack: tuple[Site, ...]) -> tuple[Site, ...]:
     return stack[k:]
 
 
+def raw_site(value: object) -> int:
+    """``value`` as a raw site id a plugin handed (``kprof.plugin.launch_site()``'s): -1 for
+    anything that is not an id of ``KEYS`` (unknown, never an error: a site is optional)."""
+    return value if type(value) is int and 0 <= value < len(KEYS) else -1
+
+
+def raw_sites(col: array[int]) -> array[int]:
+    """A column of raw site ids as ``raw_site`` takes each (in C loops when all are ids)."""
+    if not col or (min(col) >= -1 and max(col) < len(KEYS)):
+        return col
+    return array("q", map(raw_site, col))
+
+
 def site_of(raw: int) -> Site:
     """The ``Site`` a raw id stands for (a stack's: its innermost frame)."""
     return _frames(raw)[0]

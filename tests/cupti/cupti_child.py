@@ -134,7 +134,7 @@ def memory_call(
     (a call that made nothing: cudaFree(0), a failed cudaMalloc), its MEMORY2 record, 1 µs
     into the call. Returns the record's time on the double's clock."""
     t = lib.cuptidouble_now()
-    corr = lib.cuptidouble_api(runtime, cbid, t, t + 2000)
+    corr = lib.cuptidouble_api(runtime, cbid, t, t + 2000)  # memory_call's call
     if operation is not None:
         lib.cuptidouble_memory(corr, operation, kind, address, nbytes, 0, 1, 0, t + 1000)
     return int(t + 1000)
@@ -782,11 +782,16 @@ def memory_outside_the_profile_is_not_recorded(env: Env) -> None:
         t.start()
         t.join()
         memory_call(RT_MALLOC, ALLOCATION, 0x3000, 512)
-    # With sites on, CUPTI's allocations have none: their records reach kprof on the drain
-    # thread or at the profile's end, whose frames are not the call's.
+    # With sites on, CUPTI's allocation has the allocating call's site, caught by the callback
+    # API on the calling thread (its record reaches kprof on the drain thread or at the end).
+    line = next(
+        n
+        for n, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+        if text.endswith("# memory_call's call")
+    )
     assert [(e.kind, e.nbytes, e.address, e.site) for e in p.memory.events] == [
-        ("alloc", 512, 0x3000, None)
-    ]
+        ("alloc", 512, 0x3000, f"cupti_child.py:{line} memory_call")
+    ], p.memory.events
 
 
 SCENARIOS: dict[str, Callable[[Env], None]] = {

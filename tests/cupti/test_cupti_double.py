@@ -18,8 +18,6 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "cupti_double"))
-import build as cupti_build  # noqa: E402
 
 # The scenarios of cupti_child.py (importing it would load the double into this process).
 SCENARIOS = (
@@ -48,16 +46,6 @@ SCENARIOS = (
     "memory_records_become_allocations",
     "memory_outside_the_profile_is_not_recorded",
 )
-
-
-@pytest.fixture(scope="session")
-def cupti_libdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("cupti_double")
-    try:
-        cupti_build.build(out)
-    except cupti_build.BuildError as exc:
-        pytest.fail(f"cannot build the CUPTI test double: {exc}")
-    return out
 
 
 @pytest.fixture(scope="session", params=["compiled", "pure"])

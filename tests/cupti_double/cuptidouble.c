@@ -32,6 +32,13 @@
  *   - Subscribers: cuptidouble_set_busy(code) makes cuptiActivityEnable and
  *     cuptiActivityRegisterCallbacks fail with `code` (for example
  *     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED), as when another tool holds CUPTI.
+ *   - Callback API: one subscriber (cuptiSubscribe; a second one, or one while
+ *     cuptidouble_take_subscriber() holds it for "another tool", gets
+ *     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED). Callbacks are enabled per domain and
+ *     callback id (cuptiEnableCallback, cuptiEnableDomain). A simulated API call
+ *     (cuptidouble_api) calls the subscriber on the calling thread at its entry, before any of
+ *     its records is written, and at its exit, with the correlation id its records carry
+ *     (CUpti_CallbackData), when that callback is enabled; calls delivered are counted.
  *
  * Control API (plain C, through ctypes on the same loaded file): see README.md.
  */
@@ -109,6 +116,13 @@ static int n_names;
 static __thread uint64_t ext_stack[N_EXT_KINDS][MAX_DEPTH];
 static __thread int ext_depth[N_EXT_KINDS];
 
+/* The callback API's one subscriber, and the callbacks it enabled ([domain][cbid]). */
+static CUpti_CallbackFunc subscriber_fn;
+static void *subscriber_data;
+static int subscribed, taken_by_other;
+#define CB_DOMAINS 8
+static unsigned char callback_on[CB_DOMAINS][MAX_CBID];
+static long callbacks_delivered, callbacks_enter;
 static CUpti_TimestampCallbackFunc timestamp_fn; /* cuptiActivityRegisterTimestampCallback */
 static uint32_t api_version = CUPTI_API_VERSION;   /* cuptidouble_set_version */
 static long refused;                                /* requests answered with no buffer */
@@ -358,6 +372,103 @@ CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_
     return enable_api(runtime_api_on, cbid, enable);
 }
 
+/* ---- the callback API ---- */
+#define SUBSCRIBER_HANDLE ((CUpti_SubscriberHandle)(uintptr_t)0x5eb5)
+
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
+                                    void *userdata) {
+    if (!subscriber) return CUPTI_ERROR_INVALID_PARAMETER;
+    pthread_mutex_lock(&lock);
+    CUptiResult r = CUPTI_SUCCESS;
+    if (subscribed || taken_by_other) r = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    else {
+        subscribed = 1;
+        subscriber_fn = callback;
+        subscriber_data = userdata;
+        memset(callback_on, 0, sizeof callback_on);
+        *subscriber = SUBSCRIBER_HANDLE;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
+    pthread_mutex_lock(&lock);
+    CUptiResult r = CUPTI_ERROR_INVALID_PARAMETER;
+    if (subscribed && subscriber == SUBSCRIBER_HANDLE) {
+        subscribed = 0;
+        subscriber_fn = NULL;
+        memset(callback_on, 0, sizeof callback_on);
+        r = CUPTI_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                         CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+    if ((int)domain <= 0 || domain >= CB_DOMAINS || cbid >= MAX_CBID) return CUPTI_ERROR_INVALID_PARAMETER;
+    pthread_mutex_lock(&lock);
+    CUptiResult r = CUPTI_ERROR_INVALID_PARAMETER;
+    if (subscribed && subscriber == SUBSCRIBER_HANDLE) {
+        callback_on[domain][cbid] = enable ? 1 : 0;
+        r = CUPTI_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                       CUpti_CallbackDomain domain) {
+    if ((int)domain <= 0 || domain >= CB_DOMAINS) return CUPTI_ERROR_INVALID_PARAMETER;
+    pthread_mutex_lock(&lock);
+    CUptiResult r = CUPTI_ERROR_INVALID_PARAMETER;
+    if (subscribed && subscriber == SUBSCRIBER_HANDLE) {
+        memset(callback_on[domain], enable ? 1 : 0, MAX_CBID);
+        r = CUPTI_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+CUptiResult CUPTIAPI cuptiGetCallbackState(uint32_t *enable, CUpti_SubscriberHandle subscriber,
+                                           CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+    if (!enable || (int)domain <= 0 || domain >= CB_DOMAINS || cbid >= MAX_CBID)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    pthread_mutex_lock(&lock);
+    CUptiResult r = CUPTI_ERROR_INVALID_PARAMETER;
+    if (subscribed && subscriber == SUBSCRIBER_HANDLE) {
+        *enable = callback_on[domain][cbid];
+        r = CUPTI_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+/* Call the subscriber for an API call at `site` (lock not held), if that callback is on. */
+static void api_callback(int runtime, uint32_t cbid, uint32_t corr, CUpti_ApiCallbackSite site,
+                         uint64_t *correlation_data) {
+    CUpti_CallbackDomain domain = runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
+    pthread_mutex_lock(&lock);
+    CUpti_CallbackFunc fn = subscribed && cbid < MAX_CBID && callback_on[domain][cbid] ? subscriber_fn : NULL;
+    void *ud = subscriber_data;
+    if (fn) {
+        callbacks_delivered++;
+        if (site == CUPTI_API_ENTER) callbacks_enter++;
+    }
+    pthread_mutex_unlock(&lock);
+    if (!fn) return;
+    CUpti_CallbackData d;
+    memset(&d, 0, sizeof d);
+    int ret = 0;
+    d.callbackSite = site;
+    d.functionName = runtime ? "cudaSimulatedCall" : "cuSimulatedCall";
+    d.functionReturnValue = site == CUPTI_API_EXIT ? &ret : NULL;
+    d.correlationData = correlation_data;
+    d.correlationId = corr;
+    fn(ud, domain, cbid, &d);
+}
+
 CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUpti_Activity **record) {
     if (!buffer || !record) return CUPTI_ERROR_INVALID_PARAMETER;
     uint8_t *at = *record == NULL ? buffer
@@ -478,7 +589,32 @@ void cuptidouble_reset(void) {
     forced_flushes = 0;
     device_busy_until = 0;
     memset(busy_until_of, 0, sizeof busy_until_of);
+    /* A subscriber stays subscribed (the tool unsubscribes); the counts start over. */
+    taken_by_other = 0;
+    callbacks_delivered = callbacks_enter = 0;
     pthread_mutex_unlock(&lock);
+}
+
+/* Another tool holds (1) or left (0) the callback API: cuptiSubscribe then fails with
+ * CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED; the Activity API still works. */
+void cuptidouble_take_subscriber(int taken) {
+    pthread_mutex_lock(&lock);
+    taken_by_other = taken;
+    pthread_mutex_unlock(&lock);
+}
+
+/* Callbacks delivered to the subscriber (entry and exit), at entry only; whether one is
+ * subscribed; how many callbacks are enabled now. */
+long cuptidouble_callbacks(void) { return callbacks_delivered; }
+long cuptidouble_callbacks_enter(void) { return callbacks_enter; }
+int cuptidouble_subscribed(void) { return subscribed; }
+int cuptidouble_callbacks_enabled(void) {
+    pthread_mutex_lock(&lock);
+    int n = 0;
+    for (int d = 0; d < CB_DOMAINS; d++)
+        for (int i = 0; i < MAX_CBID; i++) n += callback_on[d][i];
+    pthread_mutex_unlock(&lock);
+    return n;
 }
 
 void cuptidouble_set_busy(int code) {
@@ -603,6 +739,11 @@ uint32_t cuptidouble_api_as(uint32_t corr, int runtime, uint32_t cbid, uint64_t 
 static uint32_t api_record(uint32_t corr, int runtime, uint32_t cbid, uint64_t start, uint64_t end) {
     pthread_mutex_lock(&lock);
     if (corr == 0) corr = next_correlation++;
+    pthread_mutex_unlock(&lock);
+    /* The subscriber at the call's entry, on this thread, before any of its records. */
+    uint64_t correlation_data = 0;
+    api_callback(runtime, cbid, corr, CUPTI_API_ENTER, &correlation_data);
+    pthread_mutex_lock(&lock);
     CUpti_ActivityKind kind = runtime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
     /* An API record is written when its kind is enabled, or this API by itself. */
     const unsigned char *one = runtime ? runtime_api_on : driver_api_on;
@@ -635,7 +776,27 @@ static uint32_t api_record(uint32_t corr, int runtime, uint32_t cbid, uint64_t s
         suppressed++;
     }
     pthread_mutex_unlock(&lock);
+    api_callback(runtime, cbid, corr, CUPTI_API_EXIT, &correlation_data);
     return corr;
+}
+
+/* An API call made on a thread of the double's own (no Python thread state, no external
+ * correlation pushed), joined before returning: what a library's C thread does. */
+struct c_call { int runtime; uint32_t cbid; uint32_t corr; };
+
+static void *c_call_main(void *arg) {
+    struct c_call *c = arg;
+    uint64_t t = now_ns();
+    c->corr = api_record(0, c->runtime, c->cbid, t, t + 1000);
+    return NULL;
+}
+
+uint32_t cuptidouble_api_from_c_thread(int runtime, uint32_t cbid) {
+    struct c_call c = {runtime, cbid, 0};
+    pthread_t th;
+    if (pthread_create(&th, NULL, c_call_main, &c) != 0) return 0;
+    pthread_join(th, NULL);
+    return c.corr;
 }
 
 /* A kernel that ran from `start` to `end` (double clock), launched by correlation `corr`. */

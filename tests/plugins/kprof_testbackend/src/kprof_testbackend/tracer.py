@@ -41,7 +41,7 @@ class Tracer:
         self._tls = threading.local()
         self._lock = threading.Lock()
         # DeviceRecord fields: (scope, kind, name, stream, begin, end, nbytes, launch begin and
-        # end, detail).
+        # end, detail), and the launch's site.
         self._pending: list[tuple[Any, ...]] = []
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -63,8 +63,11 @@ class Tracer:
         kind: int = kp.KERNEL,
         detail: str | None = None,
     ) -> None:
-        """Enqueue work: it runs after the stream's previous work, for ``duration_ns``."""
+        """Enqueue work: it runs after the stream's previous work, for ``duration_ns``. Its
+        launch site is taken here, on the launching thread, as CUPTI's callback API lets a
+        backend do (``kp.launch_site()``); the record carries it."""
         lb = self.clock()
+        site = kp.launch_site()
         stack = getattr(self._tls, "scopes", None)
         with self._lock:
             begin = max(lb, stream.free_at)
@@ -73,7 +76,7 @@ class Tracer:
                 self.foreign += 1
                 return
             self._pending.append(
-                (stack[-1], kind, name, stream, begin, end, nbytes, lb, self.clock(), detail)
+                (stack[-1], kind, name, stream, begin, end, nbytes, lb, self.clock(), detail, site)
             )
         if len(self._pending) >= self.batch:
             self._wake.set()
@@ -109,7 +112,10 @@ class Tracer:
             self._pending = rest
         # Launch configurations as text (the work's size in work-items is its duration).
         return [
-            kp.DeviceRecord(*item, config=f"grid {item[5] - item[4]} workgroup 64") for item in done
+            kp.DeviceRecord(
+                *item[:10], config=f"grid {item[5] - item[4]} workgroup 64", site=item[10]
+            )
+            for item in done
         ]
 
     #: Hand records over column-wise (``kp.deliver_columns``), as a rocprofiler-sdk
@@ -149,6 +155,7 @@ class Tracer:
                 ([r.end - r.begin for r in records], [64] * len(records)),
             ),
             clock="simulated tracer clock",
+            site=[r.site for r in records],
             config=(
                 "grid {0} workgroup {1}",
                 ([r.end - r.begin for r in records], [64] * len(records)),
