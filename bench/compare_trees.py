@@ -174,6 +174,9 @@ def child_opencl() -> dict[str, float]:
             Recorder.harvest_every, Recorder.max_pending = saved
         out[f"cl_launch_loop_{label}"] = (t2 - t1) / n
         out[f"cl_launch_total_{label}"] = (t2 - t0 + t4 - t3) / n
+        # The profile's start and end alone (the end's harvest, resolve and release of the
+        # launches): without the loop's PoCL noise.
+        out[f"cl_launch_ends_{label}"] = (t1 - t0 + t4 - t3) / n
 
     def ranges(label: str, compiled: bool) -> None:
         native.use_compiled(compiled)

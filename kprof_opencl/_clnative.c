@@ -34,6 +34,10 @@
 typedef PyObject *(*lp_launch_t)(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static lp_launch_t lp_launch_c = NULL;
 static void *lp_launch_meth = NULL;  /* the PyCFunction a LaunchPath.launch method wraps */
+/* How many LaunchPaths _crecorder has made (`_launch_generation`): a recorder's `launch` is
+ * rebound only to a new one (Recorder._bind_launch_path), so while the count stands, the
+ * recorder a launcher last saw still launches through the LaunchPath it found then. */
+static const unsigned long *lp_generation = NULL;
 
 #if defined(_WIN32)
 #define CL_API_CALL __stdcall
@@ -181,6 +185,12 @@ typedef struct {
      * objects mean the same configuration), and the pair is then one allocation fewer per
      * launch, and one fewer towards the collector's young-generation threshold. */
     PyObject *last_gws, *last_lws, *last_config;
+    /* The last recorder (a weak reference: a launcher must not keep a finished profile's
+     * recorder alive) whose `launch` was a LaunchPath's, that LaunchPath (borrowed: the
+     * recorder's `launch` holds it) and the generation then: `rec.launch` is not looked up
+     * again while the recorder and the generation are the same (~40 ns per launch). */
+    PyObject *last_rec_ref, *last_lp;
+    unsigned long last_gen;
     int clock;           /* `now` is time.perf_counter_ns: read CLOCK_MONOTONIC here */
 } Launcher;
 
@@ -203,6 +213,7 @@ ln_traverse(Launcher *self, visitproc visit, void *arg)
     Py_VISIT(self->last_gws);
     Py_VISIT(self->last_lws);
     Py_VISIT(self->last_config);
+    Py_VISIT(self->last_rec_ref);
     return 0;
 }
 
@@ -222,6 +233,8 @@ ln_clear(Launcher *self)
     Py_CLEAR(self->last_gws);
     Py_CLEAR(self->last_lws);
     Py_CLEAR(self->last_config);
+    Py_CLEAR(self->last_rec_ref);
+    self->last_lp = NULL;
     return 0;
 }
 
@@ -267,16 +280,34 @@ static PyObject *
 ln_record(Launcher *self, PyObject *rec, PyObject *name, PyObject *queue, PyObject *t0,
           PyObject *t1, PyObject *ev, PyObject *config)
 {
-    PyObject *launch = PyObject_GetAttr(rec, str_launch);
-    if (launch == NULL)
-        return NULL;
     PyObject *r;
     /* (nbytes -1, and the launch configuration: (global size, local size)) */
     PyObject *argv[10] = {self->backend, self->kind, name, queue, t0, t1, ev, ev, minus_one,
                           config};
+    if (self->last_rec_ref != NULL && *lp_generation == self->last_gen
+        && PyWeakref_GetObject(self->last_rec_ref) == rec) {
+        PyObject *lp = self->last_lp;
+        Py_INCREF(lp);  /* for the call: a harvest inside it may rebind the recorder's launch */
+        r = lp_launch_c(lp, argv, 10, NULL);
+        Py_DECREF(lp);
+        return r;
+    }
+    PyObject *launch = PyObject_GetAttr(rec, str_launch);
+    if (launch == NULL)
+        return NULL;
     if (lp_launch_c != NULL && PyCFunction_Check(launch)
         && PyCFunction_GetFunction(launch) == lp_launch_meth) {
         PyObject *lp = PyCFunction_GetSelf(launch);  /* borrowed: `launch` holds it */
+        if (lp_generation != NULL) {
+            PyObject *ref = PyWeakref_NewRef(rec, NULL);
+            if (ref == NULL) {
+                PyErr_Clear();  /* not weakly referenceable: looked up every time */
+            } else {
+                Py_XSETREF(self->last_rec_ref, ref);
+                self->last_lp = lp;
+                self->last_gen = *lp_generation;
+            }
+        }
         r = lp_launch_c(lp, argv, 10, NULL);
     } else {
         r = PyObject_CallFunctionObjArgs(launch, argv[0], argv[1], argv[2], argv[3], argv[4],
@@ -536,6 +567,11 @@ new_launcher(PyObject *module, PyObject *args)
                 lp_launch_c = (lp_launch_t)fns[0];
             }
         }
+        Py_XDECREF(cap);
+        cap = cr == NULL ? NULL : PyObject_GetAttrString(cr, "_launch_generation");
+        if (cap != NULL && lp_launch_c != NULL)
+            lp_generation = (const unsigned long *)PyCapsule_GetPointer(
+                cap, "kprof_core.low_level._crecorder._launch_generation");
         Py_XDECREF(cap);
         Py_XDECREF(cr);
         PyErr_Clear();

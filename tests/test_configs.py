@@ -233,26 +233,40 @@ def test_opencl_global_and_local_sizes(path: str, ocl: Any) -> None:
 def test_opencl_the_same_size_objects_again_and_others_between(path: str, ocl: Any) -> None:
     # The compiled launcher reuses its last configuration while the size objects are the same
     # ones: a change of either size, or an equal size in a new object, must still be seen.
+    # Another thread's launches between the same objects' (the launcher is shared).
     q, bump, buf = ocl
     g, l32, l64 = (4096,), (32,), (64,)
+
+    def other() -> None:
+        bump(q, g, l64, buf)
+        bump(q, g, l64, buf)
+
     with kprof.profile(backends=["opencl"]) as p:
         for _ in range(3):
             bump(q, g, l64, buf)
+        t = threading.Thread(target=kprof.propagate(other), name="other")
+        t.start()
+        t.join()
+        bump(q, g, l64, buf)
         bump(q, g, l32, buf)  # the same global size object, another local size
         bump(q, g, None, buf)
         bump(q, tuple([4096]), l64, buf)  # equal, not the same object
         bump(q, tuple([2048]), l64, buf)
         bump(q, g, l64, buf)
         q.finish()
-    assert [(r.name, r.config) for r in p.kernels] == [
-        ("bump", "global 4096 local 64"),
-        ("bump", "global 4096 local 64"),
-        ("bump", "global 4096 local 64"),
-        ("bump", "global 4096 local 32"),
-        ("bump", "global 4096"),
-        ("bump", "global 4096 local 64"),
-        ("bump", "global 2048 local 64"),
-        ("bump", "global 4096 local 64"),
+    main = threading.current_thread().name
+    assert [(r.config, r.thread) for r in p.kernels] == [
+        ("global 4096 local 64", main),
+        ("global 4096 local 64", main),
+        ("global 4096 local 64", main),
+        ("global 4096 local 64", "other"),
+        ("global 4096 local 64", "other"),
+        ("global 4096 local 64", main),
+        ("global 4096 local 32", main),
+        ("global 4096", main),
+        ("global 4096 local 64", main),
+        ("global 2048 local 64", main),
+        ("global 4096 local 64", main),
     ]
 
 

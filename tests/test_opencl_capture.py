@@ -464,6 +464,34 @@ def test_each_thread_current_queue_is_the_one_it_last_launched_on(queue: Any, pr
     assert len(p.kernels) == 4 and not p.unresolved
 
 
+def test_launches_after_the_recorder_rebinds_its_launch_path_reach_its_new_list(
+    queue: Any, program: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The compiled launcher skips looking up `rec.launch` while the recorder and the count of
+    # launch paths made stand: a recorder that starts over (a fork's child does, with a new
+    # pending list and launch path) must get the launches that follow.
+    from kprof_core.recording.recorder import Recorder
+
+    monkeypatch.setattr(Recorder, "harvest_every", 10**9)
+    monkeypatch.setattr(Recorder, "max_pending", 10**9)
+    x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 128)
+    scale = cl.Kernel(program, "scale")
+    with profile():  # the queue's flag and the kernel's name cached: the compiled case
+        scale(queue, (128,), None, x)
+    queue.finish()
+    with profile() as p:
+        for _ in range(2):
+            scale(queue, (128,), None, x)
+        rec = kprof.plugin.active()
+        assert rec is not None and len(rec._incoming) == 2
+        rec._after_fork_in_child(kprof.plugin.now())  # what a fork's child does: start over
+        for _ in range(3):
+            scale(queue, (128,), None, x)
+        assert len(rec._incoming) == 3
+        queue.finish()
+    assert len(p.kernels) == 3 and not p.unresolved
+
+
 def test_range_is_timed_on_the_current_queue(queue: Any, program: Any) -> None:
     x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 256)
     with kprof_opencl.use_queue(queue), profile() as p:

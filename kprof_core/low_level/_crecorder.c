@@ -76,6 +76,10 @@ typedef struct {
  * the thread state it was read in. Opaque in the limited API: allocated at import. */
 static Py_tss_t *thread_key, *thread_state_id;
 
+/* How many LaunchPaths were made (`_launch_generation`, for kprof_opencl._clnative's launcher,
+ * which skips looking up `rec.launch` while it stands). */
+static unsigned long launch_paths_made;
+
 static PyObject *str_slot, *str_key, *minus_one, *zero;
 
 static int
@@ -345,6 +349,7 @@ new_launch_path(PyObject *module, PyObject *args)
     LaunchPath *self = (LaunchPath *)PyType_GenericAlloc((PyTypeObject *)LaunchPathType, 0);
     if (self == NULL)
         return NULL;
+    launch_paths_made++;
     Py_INCREF(incoming); self->incoming = incoming;
     Py_INCREF(live); self->live = live;
     Py_INCREF(timed); self->timed = timed;
@@ -731,6 +736,13 @@ PyInit__crecorder(void)
     static void *launch_capi[2] = {(void *)lp_launch, (void *)lp_launch};
     PyObject *cap = PyCapsule_New(launch_capi, "kprof_core.low_level._crecorder._launch_capi", NULL);
     if (cap == NULL || PyModule_AddObject(m, "_launch_capi", cap) < 0) {
+        Py_XDECREF(cap);
+        Py_DECREF(m);
+        return NULL;
+    }
+    cap = PyCapsule_New(&launch_paths_made, "kprof_core.low_level._crecorder._launch_generation",
+                        NULL);
+    if (cap == NULL || PyModule_AddObject(m, "_launch_generation", cap) < 0) {
         Py_XDECREF(cap);
         Py_DECREF(m);
         return NULL;

@@ -36,7 +36,7 @@ from operator import add, and_, eq, gt, le, ne, sub
 from typing import TYPE_CHECKING, Any
 
 from kprof_core.analysis.idle_columns import compiled_helpers
-from kprof_core.data.records import APPROXIMATE, HOST_TIMED, RANGE, UNRESOLVED
+from kprof_core.data.records import APPROXIMATE, HOST_TIMED, PLACED, RANGE, UNRESOLVED
 from kprof_core.renderers.common import first_time
 
 if TYPE_CHECKING:
@@ -99,20 +99,32 @@ def busy_tracks(tl: Timeline) -> tuple[Bins | None, dict[int, list[BusyTrack]]]:
     t = p.table
     if not len(t):
         return None, {}
-    ends = array("q", map(add, t.start, map(max, t.duration, repeat(0))))
+    mod = compiled_helpers()
+    n = len(t)
+    # Ends (a duration below 0 counts as 0, as the timeline draws it): in C where built.
+    if min(t.duration) >= 0:
+        ends = (
+            _of(mod.idle_ends(t.start.tobytes(), t.duration.tobytes())[0])
+            if mod is not None
+            else array("q", map(add, t.start, t.duration))
+        )
+    else:
+        ends = array("q", map(add, t.start, map(max, t.duration, repeat(0))))
     t0 = first_time(p)
     t1 = max(p.end_ns, max(ends))
     if t1 <= t0:
         return None, {}
     bins = Bins(t0, t1, bin_width(t1 - t0))
-    bad = UNRESOLVED | HOST_TIMED | APPROXIMATE
-    good = map(eq, map(and_, t.flags, repeat(bad)), repeat(0))
-    keep = bytes(map(and_, good, map(ne, t.kind, repeat(RANGE))))
-    qcol = array("q", compress(t.queue, keep))
-    starts = array("q", compress(t.start, keep))
-    ends = array("q", compress(ends, keep))
+    qcol, starts = t.queue, t.start
+    if t.kind.count(RANGE) or t.flags.count(PLACED) != n:  # else every row counts
+        bad = UNRESOLVED | HOST_TIMED | APPROXIMATE
+        good = map(eq, map(and_, t.flags, repeat(bad)), repeat(0))
+        keep = bytes(map(and_, good, map(ne, t.kind, repeat(RANGE))))
+        qcol = array("q", compress(qcol, keep))
+        starts = array("q", compress(starts, keep))
+        ends = array("q", compress(ends, keep))
+    one_queue = bool(qcol) and qcol.count(qcol[0]) == len(qcol)
     edges = bins.edges()
-    mod = compiled_helpers()
     out: dict[int, list[BusyTrack]] = {}
     for pi, proc in enumerate(tl.processes):
         if proc.kind != "device":
@@ -123,11 +135,16 @@ def busy_tracks(tl: Timeline) -> tuple[Bins | None, dict[int, list[BusyTrack]]]:
         for q in qids:
             if p.queues[q].backend == "host":
                 continue
-            m = bytes(map(eq, qcol, repeat(q)))
-            s = array("q", compress(starts, m))
+            if one_queue:
+                if q != qcol[0]:
+                    continue
+                s, e = starts, ends
+            else:
+                m = bytes(map(eq, qcol, repeat(q)))
+                s, e = array("q", compress(starts, m)), array("q", compress(ends, m))
             if not s:
                 continue
-            u = union(*_by_start(s, array("q", compress(ends, m)), mod))
+            u = union(*_by_start(s, e, mod))
             unions.append(u)
             tracks.append(BusyTrack(f"busy, {p.queues[q].label}", per_bin(*u, edges)))
         if len(unions) > 1:
