@@ -9,15 +9,10 @@ path is skipped only where the extension was not built (no C compiler: .ci/run c
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-HERE = Path(__file__).resolve().parent
 
 # The scenarios of cupti_child.py (importing it would load the double into this process).
 SCENARIOS = (
@@ -49,26 +44,10 @@ SCENARIOS = (
 
 
 @pytest.fixture(scope="session", params=["compiled", "pure"])
-def results(request: pytest.FixtureRequest, cupti_libdir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
-    if request.param == "pure":
-        env["KPROF_PURE_PYTHON"] = "1"
-    else:
-        try:
-            import kprof_cuda._cupti  # noqa: F401
-        except ImportError as exc:
-            pytest.skip(f"the compiled CUPTI reader is not built here ({exc})")
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "cupti_child.py"), str(cupti_libdir)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert proc.returncode == 0, f"child failed:\n{proc.stdout}\n{proc.stderr}"
-    out: dict[str, str] = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out.pop("_reader") == request.param, out
-    return out
+def results(
+    request: pytest.FixtureRequest, cupti_libdir: Path, cupti_child: Callable[..., dict[str, str]]
+) -> dict[str, str]:
+    return cupti_child("cupti_child.py", cupti_libdir, request.param)
 
 
 def test_every_scenario_ran(results: dict[str, str]) -> None:
