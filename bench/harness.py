@@ -61,17 +61,30 @@ def launch_loop(call: Callable[..., Any], q: Any, buf: Any, n: int) -> float:
     return (time.perf_counter_ns() - t0) / n
 
 
-def alternate(
+def alternate_runs(
     variants: dict[str, Callable[[], float]], repeats: int, flip: bool = False
-) -> dict[str, float]:
-    """Run each variant ``repeats`` times, interleaved; the median of each. With ``flip`` every
-    other round runs them in reverse order, so that no variant always follows the same one."""
+) -> dict[str, list[float]]:
+    """Run each variant ``repeats`` times, interleaved; every figure, round by round. With
+    ``flip`` every other round runs them in reverse order, so that no variant always follows
+    the same one."""
     runs: dict[str, list[float]] = {k: [] for k in variants}
     for r in range(repeats):
         items = list(variants.items())
         for k, v in items[::-1] if flip and r % 2 else items:
             runs[k].append(v())
-    return {k: statistics.median(v) for k, v in runs.items()}
+    return runs
+
+
+def alternate(
+    variants: dict[str, Callable[[], float]], repeats: int, flip: bool = False
+) -> dict[str, float]:
+    """:func:`alternate_runs`, the median of each."""
+    return {k: statistics.median(v) for k, v in alternate_runs(variants, repeats, flip).items()}
+
+
+def paired_ratio(runs: dict[str, list[float]], num: str, den: str) -> float:
+    """The median over rounds of ``num / den`` measured in the same round."""
+    return statistics.median(a / b for a, b in zip(runs[num], runs[den]))
 
 
 def recorder_paths() -> dict[str, bool]:

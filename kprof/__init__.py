@@ -17,6 +17,7 @@ from kprof_core import (  # noqa: F401
     __all__,
     __version__,
 )
+from kprof_core.host import on_import as _on_import
 
 from . import plugin
 
@@ -57,3 +58,10 @@ def load_ipython_extension(ipython: object) -> None:
     from kprof_core.ipython import load_ipython_extension as load
 
     load(ipython)
+
+
+# Last, once kprof is whole: plugins prepare for their vendor library once both are imported
+# (OpenCL: queues created with profiling), so that what a program makes before its first
+# profile can be timed. An entry point may import kprof.plugin; a plugin package importing
+# kprof may be initializing meanwhile (its entry point module must not need it).
+_on_import.start()

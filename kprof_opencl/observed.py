@@ -323,8 +323,9 @@ def accuracy_note(stamped: int, polled: int) -> str | None:
     if not out:
         return None
     return (
-        "OpenCL commands on queues created without profiling (rows marked ~) were timed on the "
-        "host: " + "; ".join(out) + "."
+        "OpenCL commands on queues created without profiling (rows marked ~: the queue was "
+        "made before `import kprof`, or after kprof_opencl.disable_profiling()) were timed on "
+        "the host: " + "; ".join(out) + "."
     )
 
 

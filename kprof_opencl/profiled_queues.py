@@ -24,11 +24,15 @@ before capture was installed keeps PyOpenCL's class (its queues are then timed a
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kprof.plugin import Patcher
+if TYPE_CHECKING:
+    from kprof.plugin import Patcher
 
-from .queues import PROFILING_ENABLE
+# Nothing of kprof is imported at module level: this module is the `kprof.on_import` entry
+# point, which `import kprof` may load while the package importing it is still initializing.
+
+PROFILING_ENABLE = 1 << 1  # CL_QUEUE_PROFILING_ENABLE
 
 _QUEUE_PROPERTIES = 0x1093  # CL_QUEUE_PROPERTIES, a key of clCreateCommandQueueWithProperties
 _ON_DEVICE = 1 << 2  # CL_QUEUE_ON_DEVICE: device-side queues are left as they are
@@ -139,12 +143,15 @@ _lock = threading.Lock()
 _users = 0
 _patcher: Patcher | None = None
 _enabled = False
+_declined = False  # disable_profiling() was called: on_import() leaves it off
 
 
 def acquire() -> None:
     """Bind ``pyopencl.CommandQueue`` to the factory (counted: the last ``release`` unbinds)."""
     global _users, _patcher
     import pyopencl as cl
+
+    from kprof.plugin import Patcher
 
     with _lock:
         _users += 1
@@ -172,15 +179,16 @@ def release() -> list[str]:
 def enable_profiling() -> None:
     """Create every later ``pyopencl.CommandQueue`` with ``PROFILING_ENABLE``, profile or not.
 
-    kprof reads exact device times only from queues created with profiling. While a
-    ``kprof.profile()`` is active (and throughout ``kprof run``), queues created through
-    ``pyopencl.CommandQueue`` get it automatically; call this once at the start of a program
-    whose queues are created *before* its profiles (idempotent; :func:`disable_profiling` undoes
-    it). Queues made this way are PyOpenCL's own objects; profiling costs unprofiled code
-    little (see BENCHMARKS.md), and only queues created after the call are affected.
+    kprof reads exact device times only from queues created with profiling, so this is on by
+    default: from the moment both kprof and PyOpenCL are imported, in either order (the
+    ``kprof.on_import`` entry point :func:`on_import`). Call it again after
+    :func:`disable_profiling` (idempotent). Queues made this way are PyOpenCL's own objects;
+    on PoCL a profiling queue costs unprofiled launches nothing measurable (BENCHMARKS.md), and
+    only queues created after the call are affected.
     """
-    global _enabled
+    global _enabled, _declined
     with _lock:
+        _declined = False
         if _enabled:
             return
         _enabled = True
@@ -188,13 +196,28 @@ def enable_profiling() -> None:
 
 
 def disable_profiling() -> None:
-    """Undo :func:`enable_profiling` (queues already created keep their properties)."""
-    global _enabled
+    """Stop adding ``PROFILING_ENABLE`` outside profiles (queues already created keep their
+    properties); before PyOpenCL is imported, it keeps :func:`on_import` from turning it on.
+    Queues created later, outside a profile, are timed approximately inside one (``~``)."""
+    global _enabled, _declined
     with _lock:
+        _declined = True
         if not _enabled:
             return
         _enabled = False
     release()
+
+
+def on_import() -> None:
+    """The ``kprof.on_import`` entry point for ``pyopencl``: :func:`enable_profiling` once
+    kprof and PyOpenCL are both imported, unless the program called :func:`disable_profiling`."""
+    if not _declined:
+        enable_profiling()
+
+
+def declined() -> bool:
+    """Whether the program called :func:`disable_profiling` (and not ``enable_profiling`` since)."""
+    return _declined
 
 
 def profiling_enabled() -> bool:

@@ -17,7 +17,8 @@ import warnings
 from typing import Any
 
 # OpenCL constants (fixed by the Khronos headers), so the launch path needs no enum lookups.
-PROFILING_ENABLE = 1 << 1  # CL_QUEUE_PROFILING_ENABLE
+from .profiled_queues import PROFILING_ENABLE, declined
+
 DEVICE_TYPE_CPU = 1 << 1  # CL_DEVICE_TYPE_CPU
 DEVICE_TYPE_GPU = 1 << 2
 DEVICE_TYPE_ACCELERATOR = 1 << 3
@@ -103,14 +104,14 @@ def _warn_not_profiling(queue: Any) -> None:
         where = f"{label} on {device_name(queue.device)}"
     except Exception:  # describing is best effort; the advice is what matters
         where = repr(queue)
+    if declined():
+        why, fix = "kprof_opencl.disable_profiling() was called", "enable_profiling()"
+    else:
+        why = "it was created before `import kprof`, or through a CommandQueue name bound before"
+        fix = "import kprof before creating queues"
     warnings.warn(
-        f"kprof: the OpenCL {where} was created without profiling (before kprof captured, or "
-        f"through a name bound before), so kprof cannot read device times from it: its work is "
-        f"timed approximately, from "
-        f"completions observed on the host without synchronizing (rows marked ~). For exact "
-        f"device times, create queues while kprof captures (kprof run, or inside the profile), "
-        f"call kprof_opencl.enable_profiling() before creating them, or pass "
-        f"properties=pyopencl.command_queue_properties.PROFILING_ENABLE.",
+        f"kprof: the OpenCL {where} has no profiling ({why}), so its work is timed "
+        f"approximately, on the host (rows marked ~); for exact device times, {fix}.",
         ProfilingDisabledWarning,
         stacklevel=_user_stacklevel(),
     )

@@ -17,6 +17,8 @@ import kprof
 cl = pytest.importorskip("pyopencl")
 cla = pytest.importorskip("pyopencl.array")
 
+from plainqueue import plain_queue  # noqa: E402
+
 import kprof_opencl  # noqa: E402
 from kprof_opencl import capture as ocl_capture  # noqa: E402
 from kprof_opencl import observed  # noqa: E402
@@ -219,7 +221,7 @@ def test_first_launch_compilation_is_not_device_time(queue: Any) -> None:
 def test_queue_without_profiling_is_observed_without_waiting_and_says_so_once(
     queue: Any, program: Any
 ) -> None:
-    plain = cl.CommandQueue(queue.context, queue.device)  # made before the profile: no profiling
+    plain = plain_queue(queue.context, queue.device)  # made before kprof: no profiling
     x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
     host = np.zeros(64, dtype=np.float32)
     with warnings.catch_warnings(record=True) as caught:
@@ -230,7 +232,9 @@ def test_queue_without_profiling_is_observed_without_waiting_and_says_so_once(
             cl.enqueue_copy(plain, host, x)
     ours = [w for w in caught if issubclass(w.category, kprof_opencl.ProfilingDisabledWarning)]
     assert len(ours) == 1
-    assert "enable_profiling" in str(ours[0].message)
+    said = str(ours[0].message)
+    assert f"the OpenCL {plain._kprof_label} on " in said
+    assert "import kprof before creating queues" in said
     assert ours[0].filename == __file__  # it points at the user's launch, not at kprof
     rows = p.kernels
     assert [(r.name, r.host_timed, r.approximate) for r in rows] == [("scale", False, True)] * 3 + [
@@ -267,7 +271,7 @@ def test_queue_without_profiling_is_observed_without_waiting_and_says_so_once(
 def test_a_range_on_a_queue_without_profiling_is_observed_around_its_work(
     queue: Any, program: Any
 ) -> None:
-    plain = cl.CommandQueue(queue.context, queue.device)
+    plain = plain_queue(queue.context, queue.device)
     x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", kprof_opencl.ProfilingDisabledWarning)
@@ -285,7 +289,7 @@ def test_a_range_on_a_queue_without_profiling_is_observed_around_its_work(
 def test_synchronize_true_keeps_host_timing_on_a_queue_without_profiling(
     queue: Any, program: Any
 ) -> None:
-    plain = cl.CommandQueue(queue.context, queue.device)
+    plain = plain_queue(queue.context, queue.device)
     x = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 4 * 64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", kprof_opencl.ProfilingDisabledWarning)
@@ -326,7 +330,7 @@ def profile_with(**options: Any) -> kprof.profile:
 def test_a_launch_gated_on_a_user_event_returns_on_a_queue_without_profiling(
     queue: Any, program: Any
 ) -> None:
-    plain = cl.CommandQueue(queue.context, queue.device)
+    plain = plain_queue(queue.context, queue.device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", kprof_opencl.ProfilingDisabledWarning)
         p, (returned,) = _gated_launch(plain, program)
@@ -343,7 +347,7 @@ def test_a_launch_gated_on_a_user_event_returns_on_a_profiling_queue(
 
 
 def test_synchronize_waits_at_most_the_timeout_for_a_gated_launch(queue: Any, program: Any) -> None:
-    plain = cl.CommandQueue(queue.context, queue.device)
+    plain = plain_queue(queue.context, queue.device)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         p, (returned,) = _gated_launch(plain, program, synchronize=True, timeout=0.3)

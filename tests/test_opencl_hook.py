@@ -26,6 +26,7 @@ import kprof_opencl  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).with_name("opencl_clib")))
 from clib import CLib, build, loader  # noqa: E402
+from plainqueue import plain_queue  # noqa: E402
 
 N = 3
 SIZE = 1024
@@ -161,7 +162,7 @@ def test_a_queue_seen_through_two_objects_is_said_once_and_is_one_queue(
 ) -> None:
     prg = cl.Program(ctx, "__kernel void twice(__global float *a) { a[get_global_id(0)] *= 2; }")
     k = prg.build().twice
-    q = cl.CommandQueue(ctx)  # no profiling: made before the profile
+    q = plain_queue(ctx)  # no profiling: made before kprof
     buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * SIZE)
     with pytest.warns(kprof_opencl.ProfilingDisabledWarning) as said, kprof.profile() as p:
         k(q, (SIZE,), None, buf)

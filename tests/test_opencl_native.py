@@ -18,6 +18,8 @@ from kprof_core.low_level import native
 
 cl = pytest.importorskip("pyopencl")
 
+from plainqueue import plain_queue  # noqa: E402
+
 import kprof_opencl  # noqa: E402
 from kprof_opencl import reader  # noqa: E402
 
@@ -157,7 +159,7 @@ def test_every_case_of_the_wrapper_records_the_same(setup: Any, compiled: bool) 
     """A kernel not named yet, keyword arguments, a queue without profiling, a thread: the
     compiled wrapper hands these to the Python one; the records are the same either way."""
     q, _inc, buf = setup
-    plain = cl.CommandQueue(q.context, q.device)
+    plain = plain_queue(q.context, q.device)
     prg = cl.Program(
         q.context, "__kernel void fresh(__global float *x){ x[get_global_id(0)] *= 0.5f; }"
     ).build()

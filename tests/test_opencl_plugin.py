@@ -16,6 +16,8 @@ from kprof_opencl import plugin
 
 cl = pytest.importorskip("pyopencl")
 
+from plainqueue import plain_queue  # noqa: E402
+
 import kprof_opencl  # noqa: E402
 from kprof_opencl import clock  # noqa: E402
 from kprof_opencl.queues import is_pocl_cpu  # noqa: E402
@@ -111,7 +113,7 @@ def test_record_timestamp_needs_a_current_profiling_queue(
     with kprof_opencl.use_queue(None):  # this thread has no current queue
         assert plugin.record_timestamp(backend) is None
         assert plugin.current_queue(backend) is None
-    plain = cl.CommandQueue(queue.context, queue.device)
+    plain = plain_queue(queue.context, queue.device)
     with pytest.warns(kprof_opencl.ProfilingDisabledWarning), kprof_opencl.use_queue(plain):
         assert plugin.record_timestamp(backend) is None
     before = plugin.current_queue(backend)
@@ -139,7 +141,7 @@ def test_the_range_hooks_compiled_twins_answer_as_the_hooks(
     assert cq is not None and rt is not None
     with kprof_opencl.use_queue(None):
         assert cq(backend) is None and rt(backend) is None
-    plain = cl.CommandQueue(queue.context, queue.device)
+    plain = plain_queue(queue.context, queue.device)
     with pytest.warns(kprof_opencl.ProfilingDisabledWarning), kprof_opencl.use_queue(plain):
         assert rt(backend) is None  # no profiling: the Python hook's answer (outside a profile)
     with kprof_opencl.use_queue(queue):

@@ -1,4 +1,8 @@
-"""Queues created while kprof captures get PROFILING_ENABLE; PyOpenCL's class stays itself."""
+"""Queues created while kprof captures get PROFILING_ENABLE; PyOpenCL's class stays itself.
+
+``import kprof`` turns profiling on for every later queue (``kprof.on_import``); the tests here
+turn that off first, to see what capture and ``enable_profiling`` do alone, and turn it back
+on after the module. What the default does in a program is tested in fresh processes below."""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from kprof_opencl import profiled_queues  # noqa: E402
 
 PROFILING = cl.command_queue_properties.PROFILING_ENABLE
 OUT_OF_ORDER = cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
-REAL = cl.CommandQueue  # PyOpenCL's class, as imported before any profile
+REAL = cl._cl.CommandQueue  # PyOpenCL's class itself, wherever the name points
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +34,16 @@ def ctx() -> Any:
     return cl.Context([dev])
 
 
+@pytest.fixture(scope="module", autouse=True)
+def default_off() -> Iterator[None]:
+    kprof_opencl.disable_profiling()
+    yield
+    kprof_opencl.enable_profiling()
+
+
 @pytest.fixture(autouse=True)
-def nothing_left_bound() -> Iterator[None]:
+def nothing_left_bound(default_off: None) -> Iterator[None]:
+    assert cl.CommandQueue is REAL
     yield
     kprof_opencl.disable_profiling()
     assert cl.CommandQueue is REAL
@@ -152,3 +164,43 @@ def test_a_plain_queue_program_under_kprof_run_gets_device_times(tmp_path: Path)
     assert {r.name for r in p.kernels} >= {"axpb", "[copy host to device]", "[copy device to host]"}
     assert all(not r.host_timed and r.error is None for r in p.kernels)
     assert "ProfilingDisabledWarning" not in r.stderr
+
+
+def _program(order: str, pure: bool) -> dict[str, Any]:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    if kprof_opencl.default_device() is None:
+        pytest.skip("no OpenCL device")
+    script = Path(__file__).parent / "scripts" / "queue_before_profile.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    if pure:
+        env["KPROF_PURE_PYTHON"] = "1"
+    r = subprocess.run(
+        [sys.executable, str(script), order], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    return dict(json.loads(r.stdout.splitlines()[-1]))
+
+
+EXACT = [["twice", False, False]] * 3 + [["[copy device to host]", False, False]]
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["compiled", "pure"])
+@pytest.mark.parametrize("order", ["kprof-first", "pyopencl-first", "plugin-first"])
+def test_a_queue_made_before_the_profile_gets_exact_device_times(order: str, pure: bool) -> None:
+    got = _program(order, pure)
+    assert got["rows"] == EXACT
+    assert got["warnings"] == []
+    assert " ~" not in got["report"] and "approximate" not in got["report"]
+
+
+@pytest.mark.parametrize("order", ["queue-before-kprof", "declined"])
+def test_a_queue_kprof_could_not_reach_is_approximate_and_says_why(order: str) -> None:
+    got = _program(order, pure=False)
+    assert got["rows"] == [[name, True, False] for name, _a, _h in EXACT]
+    assert not got["properties"] & PROFILING  # made as asked
+    ours = [w for w in got["warnings"] if w.startswith("ProfilingDisabledWarning")]
+    assert len(ours) == 1

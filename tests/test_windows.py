@@ -331,6 +331,47 @@ def test_kprof_run_steps_every_windows(tmp_path: Path) -> None:
     ]
 
 
+OPENCL_SCRIPT = """
+import pyopencl as cl
+import kprof
+import kprof_opencl
+ctx = cl.Context([kprof_opencl.default_device()])
+queue = cl.CommandQueue(ctx)  # at the top, before the first window opens
+prg = cl.Program(ctx, "__kernel void k(__global float *x) { x[get_global_id(0)] += 1; }")
+k = cl.Kernel(prg.build(), "k")
+buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * 64)
+for s in range(20):
+    k(queue, (64,), None, buf)
+    kprof.step()
+queue.finish()
+"""
+
+
+def test_kprof_run_steps_windows_on_a_queue_made_before_them_are_exact(tmp_path: Path) -> None:
+    pytest.importorskip("pyopencl")
+    import kprof_opencl
+
+    if kprof_opencl.default_device() is None:
+        pytest.skip("no OpenCL device")
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(OPENCL_SCRIPT))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    r = subprocess.run(
+        [sys.executable, "-m", "kprof", "run", "--steps", "3:5", "--every", "10"]
+        + ["--windows", "2", "-o", "out.kprof", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "ProfilingDisabledWarning" not in r.stderr
+    windows = [kprof.load(f) for f in sorted(tmp_path.glob("out*.kprof"))]
+    assert [len(w.kernels) for w in windows] == [2, 2]
+    assert all(not k.approximate and not k.host_timed for w in windows for k in w.kernels)
+
+
 @pytest.mark.parametrize(
     "args, says",
     [

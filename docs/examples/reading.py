@@ -25,7 +25,9 @@ with kprof.profile(trace=True) as p:
         mul2(timed, (n,), None, x)
 print(p)
 
-plain = cl.CommandQueue(ctx)  # made without PROFILING_ENABLE: no device timestamps
+# A queue without PROFILING_ENABLE, as one made before `import kprof` is: no device timestamps.
+kprof_opencl.disable_profiling()
+plain = cl.CommandQueue(ctx)
 warnings.simplefilter("ignore", kprof_opencl.ProfilingDisabledWarning)  # said once, above
 with kprof.profile() as p:
     for _ in range(3):

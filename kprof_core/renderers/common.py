@@ -17,13 +17,10 @@ FOOTNOTE = (
     "gives no device timestamps"
 )
 APPROXIMATE_FOOTNOTE = (
-    " ~ approximate: the queue gives no device timestamps (e.g. an OpenCL queue created "
-    "before kprof captured, without PROFILING_ENABLE), so each command was timed on the host, "
-    "without synchronizing, from when the driver reported it running and complete: late by "
-    "the observation's own latency, so short commands read long. A backend's note (!), where "
-    "it gives one, says how they were observed and how close that came. For exact device "
-    "times create queues while kprof captures (kprof run, or inside the profile), or call "
-    "kprof_opencl.enable_profiling() before creating them."
+    " ~ approximate: the queue gives no device timestamps, so each command was timed on the "
+    "host, without synchronizing, from when the driver reported it running and complete: late "
+    "by that report's own latency, so short commands read long. The backend's note (!) says "
+    "why the queue has none and how close such times came."
 )
 
 
