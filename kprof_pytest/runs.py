@@ -237,6 +237,16 @@ class TestRun:
             for r in d.rows
             if r.section != "host" and r.significant
         ]
+        # Rows the test cannot decide: said, never counted as within the spread.
+        res.changes += [
+            (
+                r.status,
+                f"{r.label} ({r.calls_before}->{r.calls_after} calls; at least "
+                f"{d.calls_needed} a side needed to tell)",
+                False,
+            )
+            for r in d.undecided()
+        ]
         if failed:
             pytest.fail(
                 escape(
@@ -283,6 +293,7 @@ def terminal_summary(tr: Any, config: pytest.Config) -> None:
     results = config.stash.get(_RESULTS, None)
     if not results:
         return
+    from kprof_core.analysis.compare import TOO_FEW
     from kprof_core.data.timefmt import format_time
 
     def line(text: str) -> None:
@@ -319,9 +330,12 @@ def terminal_summary(tr: Any, config: pytest.Config) -> None:
     for r in unreadable:
         line(f"{r.nodeid}: not compared: {r.problem}")
     steady = sum(1 for r in compared if not r.changes)
+    few = sum(1 for r in compared if r.changes and all(c[0] == TOO_FEW for c in r.changes))
     missing = len(results) - len(compared) - len(unreadable)
     line(
         f"{len(compared)} test{'s' * (len(compared) != 1)} compared, {steady} within "
-        f"the run-to-run spread; {missing} without a baseline"
+        f"the run-to-run spread"
+        + (f", {few} with too few calls to tell" if few else "")
+        + f"; {missing} without a baseline"
         + (f"; {len(unreadable)} with an unreadable baseline" if unreadable else "")
     )

@@ -92,7 +92,7 @@ def test_diff_by_config_a_row_per_configuration() -> None:
     assert [(r.label, r.status, r.calls_before, r.total_before, r.total_after) for r in rows] == [
         (f"k [{LARGE}]", "slower", 6, 5550, 10950),
         (f"k [{SMALL}]", "same", 6, 750, 752),
-        ("j", "same", 2, 15, 15),
+        ("j", "too few calls", 2, 15, 15),  # 2 calls a side cannot tell
     ]
     assert [r.config for r in rows] == [LARGE, SMALL, None]
     assert d.row("k", config=SMALL).ratio == pytest.approx(125 / 125)
@@ -127,7 +127,7 @@ def test_kprof_diff_by_config_on_saved_files(
     device = lines.index("Device-side activity (kernels and copies):")
     assert lines[device + 3].endswith(f"slower (p=0.0022)  k [{LARGE}]")
     assert lines[device + 4].endswith(f"same  k [{SMALL}]")
-    assert lines[device + 5].endswith("same  j")
+    assert lines[device + 5].endswith("too few calls  j")
     assert main(["diff", "--by", "config", "--json", pa, pb]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["by"] == "config"

@@ -7,11 +7,12 @@ import itertools
 import math
 import random
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from tracecheck import synthetic
 
-from kprof_core.analysis import compare
+from kprof_core.analysis import ranktest
 from kprof_core.analysis.compare import rank_test
 from kprof_core.data.records import COPY, HOST_TIMED, KERNEL, PLACED, DeviceTable
 from kprof_core.result import Profile
@@ -75,7 +76,7 @@ def test_the_normal_approximation_is_close_to_the_exact_value(
     before = [rng.lognormvariate(0, 0.3) for _ in range(25)]
     after = [rng.lognormvariate(0.1, 0.3) for _ in range(25)]
     exact = rank_test(before, after)
-    monkeypatch.setattr(compare, "EXACT_LIMIT", 0)
+    monkeypatch.setattr(ranktest, "EXACT_LIMIT", 0)
     approx = rank_test(before, after)
     assert exact is not None and approx is not None and exact.exact and not approx.exact
     assert approx.p_value == pytest.approx(exact.p_value, abs=0.01)
@@ -283,3 +284,52 @@ def test_rows_observed_on_the_host_are_marked_and_never_count_as_slowdowns() -> 
     assert d.slowdowns() == [] and [r.label for r in d.slowdowns(host_timed=True)] == ["k ~"]
     assert d.report().endswith("never count as device-time slowdowns")
     assert "*" not in d.report()
+
+
+# -- too few calls to tell -------------------------------------------------------------------------
+
+
+def test_the_smallest_p_value_the_test_can_reach() -> None:
+    assert ranktest.min_p_value(1, 1) == 1.0
+    assert ranktest.min_p_value(3, 3) == pytest.approx(2 / 20)
+    assert ranktest.min_p_value(5, 5) == pytest.approx(2 / 252)
+    # It is what complete separation gives: the test cannot go below it.
+    t = rank_test([1, 2, 3], [4, 5, 6])
+    assert t is not None and t.p_value == pytest.approx(ranktest.min_p_value(3, 3))
+    assert ranktest.min_p_value(0, 4) == 1.0
+    assert ranktest.min_p_value(100, 100) < 1e-30  # the normal approximation's
+    assert ranktest.calls_needed(0.01) == 5  # 2 / C(10, 5) < 0.01 <= 2 / C(8, 4)
+    assert ranktest.calls_needed(0.002) == 7  # drift's 0.01 over five windows
+
+
+def test_a_copy_with_one_call_a_side_is_too_few_not_same() -> None:
+    before = profile_with({"[copy host to device]": [1_000], "k": [100] * 6})
+    after = profile_with({"[copy host to device]": [9_000], "k": [100] * 6})
+    d = before.diff(after)
+    row = d.row("[copy host to device]")
+    assert (row.status, row.significant) == ("too few calls", False)
+    assert d.row("k").status == "same"  # six calls a side can tell, and the times agree
+    assert [r.name for r in d.undecided()] == ["[copy host to device]"]
+    assert d.slowdowns() == []
+    text = str(d)
+    assert "too few calls" in text
+    assert "at least 5 calls a side are needed" in text
+    assert d.to_json()["calls_needed"] == 5
+
+
+def test_kprof_diff_gate_names_rows_it_cannot_judge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kprof_core.cli.main import main
+
+    profile_with({"k": [100, 100, 100]}).save(tmp_path / "a.kprof")
+    profile_with({"k": [900, 900, 900]}).save(tmp_path / "b.kprof")
+    code = main(
+        ["diff", str(tmp_path / "a.kprof"), str(tmp_path / "b.kprof"), "--fail-above", "1.1"]
+    )
+    err = capsys.readouterr().err
+    assert code == 0  # nothing significant: the gate passes, and says what it could not judge
+    assert (
+        "the gate could not judge 1 row with too few calls (at least 5 a side needed): k (3→3)"
+        in err
+    )

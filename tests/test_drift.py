@@ -98,3 +98,34 @@ def test_kprof_show_lists_a_directory_of_windows(
     first, last = lines[1].split(), lines[10].split()
     assert first[:3] == ["1", "1-1", "16"] and first[-1] == "window-0001.kprof"
     assert last[:3] == ["10", "19-19", "16"] and last[-1] == "window-0010.kprof"
+
+
+def test_windows_of_three_calls_are_too_few_not_steady(
+    testbackends: Any, tdq: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # 3 calls a window: with 2 later windows the test needs p < 0.005, and 3 against 3 calls
+    # cannot go below 2 / C(6, 3) = 0.1, so a kernel at 6.3x its first median is not "steady".
+    monkeypatch.setenv("KPROF_TESTDEV_CLOCK", "simulated")
+    q = tdq()
+    out = tmp_path / "run"
+    sched = kprof.schedule(wait=1, active=1, repeat=3)
+    with kprof.profile(schedule=sched, on_window=kprof.save_windows(out)), q:
+        for step in range(6):
+            w = step // 2
+            for _ in range(3):
+                q.launch("grows", 630 if w == 2 else 100)
+            for _ in range(8 * (w + 1)):  # called more often each window, same time per call
+                q.launch("often", 50)
+            kprof.step()
+    d = kprof.drift(windows(out))
+    grows, often = d.row("grows"), d.row("often")
+    assert grows.status == "too few calls" and not any(grows.flagged)
+    assert grows.ratios[-1] == pytest.approx(6.3)
+    assert often.status == "steady"  # 8 or more calls a window: the test can tell
+    # Per step: each window holds one step, so its device time per step is its total.
+    assert often.per_step == [400_000, 800_000, 1_200_000]
+    assert d.calls_needed == 6 and [r.name for r in d.undecided()] == ["grows"]
+    text = str(d)
+    assert "400 µs → 1.2 ms" in text
+    assert "at least 6 calls a window are needed to flag one" in text
+    assert main(["drift", str(out), "--fail-above", "1.1"]) == 0

@@ -157,6 +157,13 @@ def test_compare_fails_only_significant_slowdowns_above_the_ratio(
     assert "FAILED test_dev.py::test_heavy - Failed: kprof: significantly slower" in out
     assert re.search(r"FAILED test_dev.py::test_heavy: slower mul2 \d+\.\d\dx", out)
     assert "4 tests compared" in out
+    # Rows the test cannot decide are named, never counted as within the spread.
+    assert (
+        "test_dev.py::test_marked: too few calls small (3->3 calls; at least 5 a side needed "
+        "to tell)" in out
+    )
+    assert "test_dev.py::test_heavy: too few calls add (1->1 calls" in out
+    assert "4 tests compared, 0 within the run-to-run spread, 3 with too few calls to tell" in out
     # Without --kprof-fail-above the slowdown is reported, nothing fails.
     r = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--kprof", "--kprof-compare", "base"
@@ -191,7 +198,9 @@ def test_baselines_survive_a_change_of_rootdir(
     r.assert_outcomes(passed=4, skipped=1)
     assert " sub/test_dev.py::test_heavy " in "\n".join(summary_lines(r.stdout.str()))
     assert re.search(
-        r"\n3 tests compared, \d within the run-to-run spread; 0 without a baseline", r.stdout.str()
+        r"\n3 tests compared, \d within the run-to-run spread(, \d with too few calls to tell)?; "
+        r"0 without a baseline",
+        r.stdout.str(),
     )
 
 

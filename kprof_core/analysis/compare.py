@@ -15,121 +15,39 @@ Whether a change stands out of the spread is decided by a two-sided **Mann-Whitn
 (Wilcoxon rank-sum) on the per-call durations of the two profiles: it asks whether a call
 taken from one profile tends to be longer than one taken from the other, using ranks only,
 so it holds for skewed timing distributions and long tails (one slow first call from a
-compile or a cold cache moves a rank by one, not the mean by a lot). The p-value is exact
-for up to :data:`EXACT_LIMIT` calls in all, ties included (the null distribution of the
-doubled mid-rank sum, counted over every way to split the calls), and from the normal
-approximation with tie and continuity corrections above that. A change is significant when
+compile or a cold cache moves a rank by one, not the mean by a lot). The test lives in
+:mod:`kprof_core.analysis.ranktest`: exact for up to ``EXACT_LIMIT`` calls in all, ties
+included, the normal approximation above. A change is significant when
 ``p < alpha`` (default 0.01, since a run compares many names at once); its direction comes
 from the same statistic: ``effect`` = P(a call after is longer than one before), ties
-counting half. One call on each side can never be significant: a single call has no spread
-to compare against, so time a kernel several times to gate on it.
+counting half.
+
+Few calls cannot decide anything: the smallest p-value the test can give with ``n1`` and
+``n2`` calls is ``2 / C(n1 + n2, n1)`` (:func:`min_p_value`), so with 1 and 1 calls it is 1,
+and at ``alpha`` 0.01 it takes 5 calls a side (:func:`calls_needed`). Such rows are neither
+"same" nor changed: their status is ``"too few calls"``, and gates name them instead of
+passing them silently (:meth:`Comparison.undecided`).
 """
 
 from __future__ import annotations
 
-import math
-from array import array
-from bisect import bisect_left, bisect_right
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from itertools import repeat
 from typing import Any, TypeVar
 
 from kprof_core.analysis.compare_groups import SECTIONS, Key, durations_by_config, durations_by_line
+from kprof_core.analysis.ranktest import calls_needed, min_p_value, rank_test
 from kprof_core.data.profile_data import ProfileData
 from kprof_core.data.records import APPROXIMATE, HOST_TIMED
 
 DEFAULT_ALPHA = 0.01
-EXACT_LIMIT = 60  # calls in all; C(64, 32) < 2**64, so every count fits one 64-bit slot
+#: A row's status when its calls are too few for the test to reach ``p < alpha``.
+TOO_FEW = "too few calls"
 SECTION_TITLES = {
     "device": "Device-side activity (kernels and copies)",
     "device_ranges": "Device-side ranges",
     "host": "Host-side activity",
 }
-
-
-# -- the test ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RankTest:
-    """A two-sided Mann-Whitney U test of ``after`` against ``before``."""
-
-    u: float  # U of ``after``: pairs where the call after is longer, ties counting half
-    effect: float  # u / (n_before * n_after): P(after longer), 0.5 when neither tends longer
-    p_value: float
-    exact: bool
-
-
-def _exact_two_sided(weights: list[int], m: int, observed: int) -> float:
-    """P(|S - E| >= |observed - E|) where S is the sum of ``m`` weights drawn without
-    replacement from ``weights`` (all subsets equally likely), E its mean.
-
-    The counts of each sum are kept as 64-bit slots of one Python int per subset size (a
-    generating function), so adding a weight is one shift and one add, at C speed.
-    """
-    n = len(weights)
-    top = sum(sorted(weights)[-m:]) if m else 0
-    dp = [0] * (m + 1)
-    dp[0] = 1
-    for i, w in enumerate(weights):
-        shift = 64 * w
-        for k in range(min(i + 1, m), 0, -1):
-            if dp[k - 1]:
-                dp[k] += dp[k - 1] << shift
-    counts = array("Q")
-    counts.frombytes(dp[m].to_bytes(8 * (top + 1), "little"))
-    total = math.comb(n, m)
-    mean2 = m * sum(weights)  # n x E, kept in integers
-    d = abs(n * observed - mean2)
-    extreme = sum(c for s, c in enumerate(counts) if c and abs(n * s - mean2) >= d)
-    return min(1.0, extreme / total)
-
-
-def _ranks2(values: list[float]) -> list[int]:
-    """Twice the mid-rank of each value of a sorted list (integers, ties sharing their mean)."""
-    n = len(values)
-    ranks2 = [0] * n
-    i = 0
-    while i < n:
-        j = i
-        while j + 1 < n and values[j + 1] == values[i]:
-            j += 1
-        ranks2[i : j + 1] = [i + j + 2] * (j - i + 1)  # twice the mean of ranks i+1 .. j+1
-        i = j + 1
-    return ranks2
-
-
-def rank_test(before: Sequence[float], after: Sequence[float]) -> RankTest | None:
-    """The Mann-Whitney U test of two samples of durations; None when either is empty."""
-    n1, n2 = len(before), len(after)
-    if not n1 or not n2:
-        return None
-    n = n1 + n2
-    sb = sorted(before)
-    # U of after: for each call after, the calls before that were shorter, ties counting half.
-    # Binary searches mapped at C speed: a million calls a side took 3.7 s on a loaded
-    # 2-core machine (sorting (value, side) tuples of the pooled calls: 16 s).
-    u2 = sum(map(bisect_left, repeat(sb, n2), after)) + sum(
-        map(bisect_right, repeat(sb, n2), after)
-    )
-    u = u2 / 2
-    effect = u / (n1 * n2)
-    if n <= EXACT_LIMIT:
-        pooled = sorted([*before, *after])
-        ranks2 = _ranks2(pooled)
-        # The doubled rank sum of after, from U: S = U + n2 (n2 + 1) / 2.
-        return RankTest(u, effect, _exact_two_sided(ranks2, n2, u2 + n2 * (n2 + 1)), True)
-    mean = n1 * n2 / 2
-    ties = Counter(before)
-    ties.update(after)
-    tie_term = sum(t**3 - t for t in ties.values() if t > 1) / (n * (n - 1))
-    var = n1 * n2 / 12 * ((n + 1) - tie_term)
-    if var <= 0:  # every call took the same time
-        return RankTest(u, effect, 1.0, False)
-    z = max(0.0, abs(u - mean) - 0.5) / math.sqrt(var)
-    return RankTest(u, effect, min(1.0, math.erfc(z / math.sqrt(2))), False)
 
 
 # -- the diff ---------------------------------------------------------------------------------------
@@ -148,7 +66,9 @@ class DiffRow:
     """One name in one section: before (the base profile) and after (the other one).
 
     ``status``: ``"new"`` (only after), ``"gone"`` (only before), ``"slower"`` or
-    ``"faster"`` (a significant change), ``"same"`` (within the run-to-run spread); ``site``:
+    ``"faster"`` (a significant change), ``"same"`` (within the run-to-run spread), ``"too few
+    calls"`` (so few that the test could not have reached ``p < alpha`` whatever the times:
+    :func:`min_p_value`); ``site``:
     compared by line (``by="line"``), the line's label (``"train.py:42 step"``, or
     ``"(site unknown)"``), else None; ``config``: compared by launch configuration
     (``by="config"``), the configuration's text (``"global 1024 local 64"``), else None (and
@@ -262,10 +182,30 @@ class Comparison:
             and r.ratio > above
         ]
 
+    def undecided(
+        self, sections: Sequence[str] = ("device", "device_ranges"), host_timed: bool = False
+    ) -> list[DiffRow]:
+        """Rows with too few calls for the test to decide (status ``"too few calls"``), in the
+        sections and with the rows a gate judges (:meth:`slowdowns`): a gate cannot vouch for
+        them either way and says so."""
+        return [
+            r
+            for r in self.rows
+            if r.section in sections
+            and r.status == TOO_FEW
+            and (host_timed or not (r.host_timed or r.approximate))
+        ]
+
+    @property
+    def calls_needed(self) -> int:
+        """The fewest calls a side with which a row could be found changed at this alpha."""
+        return calls_needed(self.alpha)
+
     def to_json(self) -> dict[str, Any]:
         """The diff as JSON-able data (times in ns)."""
         return {
             "alpha": self.alpha,
+            "calls_needed": self.calls_needed,
             "by": self.by,
             "test": "Mann-Whitney U, two-sided",
             "span_before_ns": self.span_before,
@@ -297,6 +237,8 @@ def _rows(
         elif significant:
             assert test is not None
             status = "slower" if test.effect > 0.5 else "faster"
+        elif min_p_value(len(b), len(a)) >= alpha:
+            status = TOO_FEW
         else:
             status = "same"
         rows.append(

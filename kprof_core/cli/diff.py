@@ -87,6 +87,13 @@ def command(args: argparse.Namespace) -> int:
                 + ", ".join(f"{r.label} {r.ratio:.2f}x (p={r.p_value:.2g})" for r in slow)
             )
             code = code or EXIT_SLOWER
+        few = d.undecided()
+        if few:
+            say(
+                f"kprof diff: the gate could not judge {len(few)} row{'s' * (len(few) != 1)} "
+                f"with too few calls (at least {d.calls_needed} a side needed): "
+                + ", ".join(f"{r.label} ({r.calls_before}→{r.calls_after})" for r in few)
+            )
     return code
 
 

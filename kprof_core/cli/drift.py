@@ -43,19 +43,27 @@ def command(args: argparse.Namespace) -> int:
         print(json.dumps({"files": files, **d.to_json()}, indent=1))
     else:
         print(d.report())
-    if args.fail_above is not None:
-        slow = d.slowdowns(args.fail_above)
-        if slow:
-            say(
-                f"kprof drift: {len(slow)} significant slowdown{'s' * (len(slow) != 1)} above "
-                f"{args.fail_above:g}x: "
-                + ", ".join(
-                    f"{r.label} {w[1]:.2f}x ({labels[w[0]]})"
-                    for r in slow
-                    if (w := r.worst) is not None
-                )
+    if args.fail_above is None:
+        return 0
+    few = d.undecided()
+    if few:
+        say(
+            f"kprof drift: the gate could not judge {len(few)} name{'s' * (len(few) != 1)} "
+            f"with too few calls (at least {d.calls_needed} a window needed): "
+            + ", ".join(r.label for r in few)
+        )
+    slow = d.slowdowns(args.fail_above)
+    if slow:
+        say(
+            f"kprof drift: {len(slow)} significant slowdown{'s' * (len(slow) != 1)} above "
+            f"{args.fail_above:g}x: "
+            + ", ".join(
+                f"{r.label} {w[1]:.2f}x ({labels[w[0]]})"
+                for r in slow
+                if (w := r.worst) is not None
             )
-            return EXIT_SLOWER
+        )
+        return EXIT_SLOWER
     return 0
 
 

@@ -6,7 +6,7 @@ import html
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kprof_core.analysis.compare import SECTION_TITLES
+from kprof_core.analysis.compare import SECTION_TITLES, TOO_FEW
 from kprof_core.analysis.compare_groups import SECTIONS
 from kprof_core.data.timefmt import format_time
 from kprof_core.renderers.common import FOOTNOTE
@@ -32,7 +32,8 @@ def _p(p: float) -> str:
 
 
 def verdict(r: DiffRow) -> str:
-    """``slower (p=0.002)``, ``faster (...)``, ``same``, ``new`` or ``gone``."""
+    """``slower (p=0.002)``, ``faster (...)``, ``same``, ``too few calls``, ``new`` or
+    ``gone``."""
     if r.status in ("slower", "faster"):
         assert r.p_value is not None
         return f"{r.status} ({_p(r.p_value)})"
@@ -72,6 +73,15 @@ def _heading(d: Comparison, labels: Sequence[str]) -> str:
     )
 
 
+def too_few_note(d: Comparison, few: Sequence[DiffRow]) -> str:
+    """Why rows say "too few calls", and how many calls would do."""
+    return (
+        f"too few calls: {len(few)} row{'s' * (len(few) != 1)} had so few calls that the "
+        f"test could not reach p < {d.alpha:g} whatever the times; neither same nor changed "
+        f"(at least {d.calls_needed} calls a side are needed)"
+    )
+
+
 def _line(cs: Sequence[str], widths: Sequence[int]) -> str:
     return (" " + "  ".join(c.rjust(w) for c, w in zip(cs, widths)) + "  " + cs[-1]).rstrip()
 
@@ -102,6 +112,9 @@ def render_diff(d: Comparison, labels: Sequence[str] = ("before", "after")) -> s
             f"{len(slow)} significant device-time slowdown{'s' * (len(slow) != 1)}: "
             + ", ".join(f"{r.label} {r.ratio:.2f}x" for r in slow),
         ]
+    few = [r for r in d.rows if r.status == TOO_FEW]
+    if few:
+        out += ["", too_few_note(d, few)]
     if any(r.host_timed for r in d.rows):
         out += [
             "",
@@ -143,5 +156,8 @@ def diff_html(d: Comparison, labels: Sequence[str] = ("before", "after")) -> str
         out.append("</tbody></table>")
     if not d.rows:
         out.append("<p>Neither profile recorded anything to compare.</p>")
+    few = [r for r in d.rows if r.status == TOO_FEW]
+    if few:
+        out.append(f"<p>{html.escape(too_few_note(d, few))}</p>")
     out.append("</section>")
     return "\n".join(out)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kprof_core.analysis.compare import TOO_FEW
 from kprof_core.analysis.drift import Drift, DriftRow
 from kprof_core.data.timefmt import format_time
 
@@ -44,16 +45,29 @@ def drift_lines(d: Drift) -> list[str]:
         f"({d.labels[0]}); flagged when a Mann-Whitney U test gives p < {d.alpha_per_window:.2g} "
         f"(alpha {d.alpha:g} over {n - 1} comparisons):"
     )
-    headers = ["First median", "Last median", "Last/first", "Worst flagged", "Flagged", "Status"]
+    headers = [
+        "First median",
+        "Last median",
+        "Last/first",
+        "Per step first→last",
+        "Worst flagged",
+        "Flagged",
+        "Status",
+    ]
+    nums = len(headers)
     body = []
     for r in d.rows:
         flagged = sum(1 for f in r.flagged if f)
         last = r.ratios[-1]
+        steps = r.per_step or [None]
         body.append(
             [
                 _time(r.medians[0]),
                 _time(r.medians[-1]),
                 "-" if last is None else f"{last:.2f}×",
+                "-"
+                if steps[0] is None and steps[-1] is None
+                else f"{_time(steps[0])} → {_time(steps[-1])}",
                 _worst(r, d.labels),
                 f"{flagged} of {n - 1}",
                 r.status,
@@ -69,13 +83,20 @@ def drift_lines(d: Drift) -> list[str]:
     )
 
     def line(cells: list[str]) -> str:
-        out = [c.rjust(w) for c, w in zip(cells[:6], widths[:6], strict=True)]
-        out.append(cells[6].ljust(widths[6]))
-        out.append(cells[7])
+        out = [c.rjust(w) for c, w in zip(cells[:nums], widths[:nums], strict=True)]
+        out.append(cells[nums].ljust(widths[nums]))
+        out.append(cells[nums + 1])
         return " " + "  ".join(out)
 
     out = [head, line(cols), line(["─" * w for w in widths[:-1]] + ["─" * 4])]
     out += [line(row) for row in body]
     if not body:
         out.append(" (no device-side activity in these windows)")
+    few = [r for r in d.rows if r.status == TOO_FEW]
+    if few:
+        out.append(
+            f" (too few calls: {len(few)} name{'s' * (len(few) != 1)} had so few calls in a "
+            f"window that the test could not reach p < {d.alpha_per_window:.2g}; at least "
+            f"{d.calls_needed} calls a window are needed to flag one)"
+        )
     return out
