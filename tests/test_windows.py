@@ -356,9 +356,9 @@ def test_kprof_run_steps_windows_on_a_queue_made_before_them_are_exact(tmp_path:
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(OPENCL_SCRIPT))
     env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    args = ["--steps", "3:5", "--every", "10", "--windows", "2", "-o", "out.kprof"]
     r = subprocess.run(
-        [sys.executable, "-m", "kprof", "run", "--steps", "3:5", "--every", "10"]
-        + ["--windows", "2", "-o", "out.kprof", str(script)],
+        [sys.executable, "-m", "kprof", "run", *args, str(script)],
         capture_output=True,
         text=True,
         timeout=120,

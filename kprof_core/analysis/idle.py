@@ -8,22 +8,33 @@ Definitions (each figure is exact integer arithmetic over the recorded rows):
   (``~``: completions observed on the host) cannot tell when the device was idle; they are
   skipped and counted (``Analysis.skipped``), as are unresolved rows. Device ranges are left
   out (they would count their kernels twice).
-- Window: the profile's span, or the instances of a host range (``range="step"``), summed.
+- Window: the profile's active span, from the first analysed row's start to the last one's
+  end (the time before it, start-up such as contexts and program builds, and after it are
+  reported apart: ``before_ns``, ``after_ns``), or the instances of a host range
+  (``range="step"``), summed.
 - Busy: the union of the rows' device intervals within the window; idle: the window less busy.
-- Idle is split gap by gap. A gap ends where the next work starts; that work's launch call
-  ended at ``launch_end``. The part of the gap before ``launch_end`` is **waiting for the
-  host** (nothing was enqueued yet); so is the tail after the last work ends. Of the part after
-  the launch, the device was **waiting on another queue** up to the latest end of work on any
-  other queue (or device) within the gap (a dependency it started after); the rest is
-  **unexplained** (the device's own start latency, a wait on a host event, work kprof does not
-  see).
+- Idle is split gap by gap. A gap ends where the next work starts; that work's launch call ran
+  from ``launch_start`` to ``launch_end``. The part of the gap before ``launch_end`` is waiting
+  for the host (nothing was enqueued yet): **inside that launch call** from ``launch_start``
+  on (``launch_wait_ns``), **the host's own work** before it (``host_wait_ns``; so is the tail
+  of a range after its last work ends). Of the part after the launch, the device was
+  **waiting on another queue** up to the latest end of work on any other queue (or device)
+  within the gap (a dependency it started after); the rest is **waiting to start**
+  (``start_wait_ns``: the driver preparing or submitting it, a compile at a kernel's first
+  launch, a wait on a host event, work kprof does not see).
 - Launch-to-start delay: device start minus the launch call's end, only on devices whose clock
   was aligned to the host's (``Profile.clocks``: ``error_ns`` not None; the largest bound is
   named). It may be negative: work can start before the call returns.
-- Short kernels: rows whose device duration is shorter than their launch call took.
-- Queue depth: work launched (its call ended) and not yet finished. Its mean over the window is
-  exact by Little's law (the sum of each row's time from launch end to device end, clipped to
-  the window, over the window's length); its maximum comes from a sweep.
+- Short kernels: kernels (not copies) whose device duration is shorter than their launch call
+  took; the medians the verdict compares are the kernels' too.
+- First launches: a kernel name's first row in the profile, whose launch-to-start delay is
+  compared with the later launches' (drivers compile or upload a kernel at its first launch).
+- Queue depth: work whose launch call had begun and that had not yet finished. Its mean over
+  the window is exact by Little's law (the sum of each row's time from launch start to device
+  end, clipped to the window, over the window's length); its maximum comes from a sweep.
+- The verdict: :func:`kprof_core.analysis.idle_results.decide` (which kind) and
+  :func:`~kprof_core.analysis.idle_results.verdict` (the line, with advice only where its
+  figures support it).
 - Overlap: per device, the time two or more of its queues were busy at once, and per pair.
 
 Column-wise: ``map``/``accumulate``/``compress`` over ``array('q')`` columns and ``sorted`` on
@@ -34,6 +45,7 @@ the loops run in C on both recorder paths (``bench/analysis.py``: a million laun
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from dataclasses import replace
 from itertools import compress, repeat
 from operator import add, and_, contains, eq, ne, not_
@@ -47,8 +59,23 @@ from kprof_core.analysis.idle_columns import (
     group,
     of_bytes,
 )
-from kprof_core.analysis.idle_results import Analysis, DelayStats, GroupAnalysis, notes, verdict
-from kprof_core.data.records import APPROXIMATE, HOST_TIMED, PLACED, RANGE, UNRESOLVED, HostTable
+from kprof_core.analysis.idle_results import (
+    Analysis,
+    DelayStats,
+    GroupAnalysis,
+    decide,
+    notes,
+    verdict,
+)
+from kprof_core.data.records import (
+    APPROXIMATE,
+    HOST_TIMED,
+    KERNEL,
+    PLACED,
+    RANGE,
+    UNRESOLVED,
+    HostTable,
+)
 
 if TYPE_CHECKING:
     from kprof_core.data.profile_data import ProfileData
@@ -90,10 +117,21 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
             if k:
                 skipped[why] = k
         mask = bytes(map(and_, map(eq, flagged, repeat(0)), map(ne, t.kind, repeat(RANGE))))
-    cols: tuple[array[int], ...] = (t.queue, t.start, t.duration, t.launch_start, t.launch_end)
+    cols: tuple[array[int], ...] = (
+        t.queue,
+        t.start,
+        t.duration,
+        t.launch_start,
+        t.launch_end,
+        t.kind,
+        t.name,
+    )
     if mask is not None:
         cols = tuple(array("q", compress(c, mask)) for c in cols)
-    qcol, start, dur, lstart, lend = cols
+    qcol, start, dur, lstart, lend, kinds, names = cols
+    # Copies are not kernels: the short-kernel figures take kernels only.
+    only_kernels = kinds.count(KERNEL) == len(kinds)
+    is_kernel = None if only_kernels else bytes(map(eq, kinds, repeat(KERNEL)))
     if mod is not None:
         end_b, last = mod.idle_ends(start.tobytes(), dur.tobytes())
         end = of_bytes(end_b)
@@ -106,8 +144,15 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
         span_end = p.start_ns + p.span_ns
 
     # Windows.
+    before = after = None
     if range is None:
-        windows = [(p.start_ns, span_end)]
+        if len(start):  # the active span: from the first analysed work to the last one's end
+            first = min(start)
+            last = max(end)
+            windows = [(first, last)]
+            before, after = first - p.start_ns, max(0, span_end - last)
+        else:
+            windows = [(p.start_ns, span_end)]
         whole = True
     else:
         h = p.host
@@ -133,6 +178,7 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
     qids = [qcol[0]] if qcol and qcol.count(qcol[0]) == len(qcol) else list(dict.fromkeys(qcol))
     queues = p.queues
     by_queue: dict[int, Rows] = {}
+    kernels_of: dict[int, Rows] = {}
     qbytes = qcol.tobytes() if mod is not None and len(qids) > 1 else b""
     for q in qids:
         sel: tuple[array[int], ...]
@@ -147,6 +193,12 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
             m = bytes(map(eq, qcol, repeat(q)))
             sel = tuple(array("q", compress(c, m)) for c in (start, end, lstart, lend))
         by_queue[q] = Rows(sel[0], sel[1], sel[2], sel[3], mod)
+        if is_kernel is None:
+            kernels_of[q] = by_queue[q]
+        else:
+            m = bytes(map(and_, map(eq, qcol, repeat(q)), is_kernel))
+            ksel = [array("q", compress(c, m)) for c in (start, end, lstart, lend)]
+            kernels_of[q] = Rows(ksel[0], ksel[1], ksel[2], ksel[3], mod)
     devices: dict[str, list[int]] = {}
     for q in qids:
         devices.setdefault(queues[q].device_key, []).append(q)
@@ -177,6 +229,7 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
                 f"{dtitle}, {qr.label}",
                 qr.backend,
                 by_queue[q],
+                kernels_of[q],
                 windows,
                 whole,
                 others_of([q]),
@@ -190,16 +243,21 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
             d_out.append(_retitle(g, dkey, dtitle))
             continue
         cat = [array("q"), array("q"), array("q"), array("q")]
+        kcat = [array("q"), array("q"), array("q"), array("q")]
         for q in qs:
-            r = by_queue[q]
+            r, kr = by_queue[q], kernels_of[q]
             for c, col in zip(cat, (r.s, r.e, r.ls, r.le)):
                 c += col
+            for c, col in zip(kcat, (kr.s, kr.e, kr.ls, kr.le)):
+                c += col
         rows = Rows(cat[0], cat[1], cat[2], cat[3], mod)
+        krows = rows if is_kernel is None else Rows(kcat[0], kcat[1], kcat[2], kcat[3], mod)
         g, _ = group(
             dkey,
             dtitle,
             q0.backend,
             rows,
+            krows,
             windows,
             whole,
             others_of(qs),
@@ -219,7 +277,18 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
 
     errors = [g.error_ns for g in d_out if g.aligned and g.error_ns is not None]
     window_ns = sum(w1 - w0 for w0, w1 in windows)
-    kind, said = verdict(d_out)
+    kind, about = decide(d_out)
+    first_wait = None
+    if kind == "start-bound" and about is not None:  # the only verdict that needs it
+        wanted = tuple(q for q in qids if queues[q].device_key == about.key)
+        first_wait = _first_launch_wait(
+            wanted,
+            (qcol, start, end, lend, names),
+            is_kernel,
+            windows,
+            others_of(list(wanted)),
+        )
+    said = verdict(kind, about, len(d_out) > 1, first_wait)
     if not d_out and skipped:  # there was device work, none of it exactly timed
         said = "no exactly timed device work to analyse"
     notes_ = notes(d_out, skipped, errors)
@@ -235,14 +304,57 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
         kind=kind,
         verdict=said,
         notes=notes_,
+        before_ns=before,
+        after_ns=after,
+        first_launch_wait_ns=first_wait,
     )
 
 
-def _retitle(g: GroupAnalysis, key: str, title: str) -> GroupAnalysis:
+def _first_launch_wait(
+    qs: tuple[int, ...],
+    cols: tuple[array[int], ...],
+    is_kernel: bytes | None,
+    windows: list[tuple[int, int]],
+    others: array[int] | None,
+) -> int:
+    """Of the device's waiting to start (queues ``qs``; ``cols``: queue, start, end, launch
+    end and name per row), the part of the gaps whose next work is a kernel's first launch in
+    the profile (by name, in launch order), the gaps cut as the scan in :mod:`.idle_columns`
+    cuts them. A Python loop: run only for a start-bound verdict."""
+    qcol, start, end, lend, names = cols
+    mine = set(qs)
+    idx = [i for i in _indexes(len(start)) if qcol[i] in mine]
+    first: set[int] = set()
+    seen: set[int] = set()
+    for i in sorted(idx, key=lend.__getitem__):
+        if (is_kernel is None or is_kernel[i]) and names[i] not in seen:
+            seen.add(names[i])
+            first.add(i)
+    idx.sort(key=start.__getitem__)
+    total = 0
+    for w0, w1 in windows:
+        runmax: int | None = None
+        for i in idx:
+            if start[i] >= w1:
+                break
+            if end[i] <= w0:  # ended before the window
+                continue
+            si = max(start[i], w0)
+            ei = max(min(end[i], w1), si)
+            g0 = w0 if runmax is None else runmax
+            if si > g0 and i in first:
+                cut = min(si, max(g0, lend[i]))  # the host's part ends at the launch's end
+                dep = 0
+                if others is not None:  # then another queue's work, as the scan counts it
+                    dep = max(others[bisect_right(others, si) - 1] - cut, 0)
+                total += si - cut - dep
+            runmax = ei if runmax is None else max(runmax, ei)
+    return total
 
+
+def _retitle(g: GroupAnalysis, key: str, title: str) -> GroupAnalysis:
     return replace(g, key=key, title=title)
 
 
 def _with_overlap(g: GroupAnalysis, ns: int) -> GroupAnalysis:
-
     return replace(g, overlap_ns=ns)

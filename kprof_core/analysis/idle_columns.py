@@ -73,6 +73,8 @@ class Sums:
     window: int = 0
     busy: int = 0
     host: int = 0
+    #: The part of ``host`` inside the next work's own launch call.
+    launch: int = 0
     dep: int = 0
     other: int = 0
     depth_area: int = 0
@@ -90,14 +92,15 @@ def _window(
     if mod is not None:
         hi = bisect_left(r.s, w1)
         lo = r.first_in(w0)
-        s_b, e_b, _, le_b = r.columns()
+        s_b, e_b, ls_b, le_b = r.columns()
         ob = None if others is None else others.tobytes()
-        busy, host, dep, other, area, dmax, u0, u1 = mod.idle_window(
-            s_b, e_b, le_b, lo, max(lo, hi), w0, w1, ob, keep
+        busy, host, launch, dep, other, area, dmax, u0, u1 = mod.idle_window(
+            s_b, e_b, ls_b, le_b, lo, max(lo, hi), w0, w1, ob, keep
         )
         out.window += w1 - w0
         out.busy += busy
         out.host += host
+        out.launch += launch
         out.dep += dep
         out.other += other
         out.depth_area += area
@@ -113,6 +116,7 @@ def _window(
         return
     s = r.s[lo:hi]
     e = r.e[lo:hi]
+    nls = r.ls[lo:hi]
     nle = r.le[lo:hi]
     if s[0] < w0:  # clip what reaches out of the window
         s = array("q", map(max, s, repeat(w0)))
@@ -125,10 +129,12 @@ def _window(
     gap = bytes(map(gt, starts1, prev_end))
     g0 = array("q", compress(prev_end, gap))
     g1 = array("q", compress(starts1, gap))
+    gls = array("q", compress(nls[1:], gap))
     gle = array("q", compress(nle[1:], gap))
     if s[0] > w0:  # the leading gap
         g0.insert(0, w0)
         g1.insert(0, s[0])
+        gls.insert(0, nls[0])
         gle.insert(0, nle[0])
     idle_inner = sum(g1) - sum(g0)
     tail = w1 - runmax[-1]
@@ -137,6 +143,8 @@ def _window(
     cut = array("q", map(min, g1, map(max, g0, gle)))
     host = sum(cut) - sum(g0)
     out.host += host + tail
+    # Of that, inside the next work's own launch call: from its start (within the wait) on.
+    out.launch += sum(cut) - sum(map(min, map(max, gls, g0), cut))
     rest = idle_inner - host
     if rest and others is not None:
         # After the launch: waiting on another queue up to the latest other end in the gap.
@@ -150,8 +158,8 @@ def _window(
         out.dep += dep
         rest -= dep
     out.other += rest
-    # Queue depth: launched (call ended) and not finished, within the window.
-    lc = array("q", map(min, map(max, nle, repeat(w0)), e))
+    # Queue depth: launch call begun and work not finished, within the window.
+    lc = array("q", map(min, map(max, nls, repeat(w0)), e))
     out.depth_area += sum(e) - sum(lc)
     n = len(s)
     # Events as (time - w0) * 2 + 1 for a launch, * 2 for an end: ends sort first at a tie.
@@ -223,17 +231,56 @@ def group(
     title: str,
     backend: str,
     r: Rows,
+    kr: Rows,
     windows: list[tuple[int, int]],
     whole: bool,
     others: array[int] | None,
     clock: Any,
     keep: bool,
 ) -> tuple[GroupAnalysis, Sums]:
+    """One group's analysis: the idle split of its rows ``r`` (kernels and copies) over the
+    windows, its launch-to-start delays, and the short-kernel figures of its kernels ``kr``
+    (``r`` itself where every row is a kernel)."""
     sums = Sums()
     mod = compiled_helpers()
     for w0, w1 in windows:
         _window(r, w0, w1, others, sums, keep, mod)
     aligned = clock is not None and clock.error_ns is not None
+    rows, delays, _short = _stats(r, windows, whole, aligned, mod)
+    kernels, _, short = (
+        _stats(kr, windows, whole, False, mod) if kr is not r else (rows, None, _short)
+    )
+    g = GroupAnalysis(
+        key=key,
+        title=title,
+        backend=backend,
+        window_ns=sums.window,
+        busy_ns=sums.busy,
+        host_wait_ns=sums.host - sums.launch,
+        launch_wait_ns=sums.launch,
+        dependency_wait_ns=sums.dep,
+        start_wait_ns=sums.other,
+        rows=rows,
+        kernels=kernels,
+        short_rows=short[0],
+        short_ns=short[1],
+        median_duration_ns=short[2],
+        median_launch_ns=short[3],
+        delays=delays if rows else None,
+        aligned=aligned,
+        error_ns=clock.error_ns if clock is not None else None,
+        depth_max=sums.depth_max,
+        depth_mean=sums.depth_area / sums.window if sums.window else 0.0,
+    )
+    return g, sums
+
+
+def _stats(
+    r: Rows, windows: list[tuple[int, int]], whole: bool, aligned: bool, mod: Any
+) -> tuple[int, DelayStats | None, tuple[int, int, int, int]]:
+    """Of the rows starting in a window: their count, their launch-to-start delays (None
+    unless ``aligned``), and (short rows, their device time, median duration, median launch
+    call), short meaning shorter on the device than their launch call took."""
     if mod is not None:
         spans = (
             [(0, len(r.s))]
@@ -243,20 +290,8 @@ def group(
         rows, short_rows, short_ns, md, ml, delays = mod.idle_stats(
             *r.columns(), array("q", [x for sp in spans for x in sp]).tobytes(), aligned
         )
-        return _made(
-            key,
-            title,
-            backend,
-            sums,
-            rows,
-            short_rows,
-            short_ns,
-            md,
-            ml,
-            DelayStats(*delays) if delays is not None else None,
-            aligned,
-            clock,
-        ), sums
+        stats = DelayStats(*delays) if delays is not None else None
+        return rows, stats, (short_rows, short_ns, md, ml)
     idx = _in_windows(r, windows, whole)
     s, e, le_, ls = r.s, r.e, r.le, r.ls
     if idx is not None:
@@ -265,60 +300,19 @@ def group(
     launch = array("q", map(sub, le_, ls))
     short = bytes(map(lt, dur, launch))
     delays = DelayStats.of(array("q", map(sub, s, le_))) if aligned else None
-    g = _made(
-        key,
-        title,
-        backend,
-        sums,
+    return (
         len(s),
-        sum(short),
-        sum(compress(dur, short)),
-        _median(dur),
-        _median(launch),
         delays,
-        aligned,
-        clock,
+        (sum(short), sum(compress(dur, short)), _median(dur), _median(launch)),
     )
-    return g, sums
+
+
+#: The compiled helpers' calling convention this module uses (``_idle.h``'s IDLE_VERSION).
+IDLE_VERSION = 2
 
 
 def compiled_helpers() -> Any:
-    """The compiled recorder where it is in use and has the analysis's helpers, else None."""
+    """The compiled recorder where it is in use and has the analysis's helpers in the calling
+    convention used here, else None (the Python twin)."""
     mod = native.compiled()
-    return mod if hasattr(mod, "idle_cover") else None
-
-
-def _made(
-    key: str,
-    title: str,
-    backend: str,
-    sums: Sums,
-    rows: int,
-    short_rows: int,
-    short_ns: int,
-    median_duration: int,
-    median_launch: int,
-    delays: DelayStats | None,
-    aligned: bool,
-    clock: Any,
-) -> GroupAnalysis:
-    return GroupAnalysis(
-        key=key,
-        title=title,
-        backend=backend,
-        window_ns=sums.window,
-        busy_ns=sums.busy,
-        host_wait_ns=sums.host,
-        dependency_wait_ns=sums.dep,
-        unexplained_ns=sums.other,
-        rows=rows,
-        short_rows=short_rows,
-        short_ns=short_ns,
-        median_duration_ns=median_duration,
-        median_launch_ns=median_launch,
-        delays=delays if rows else None,
-        aligned=aligned,
-        error_ns=clock.error_ns if clock is not None else None,
-        depth_max=sums.depth_max,
-        depth_mean=sums.depth_area / sums.window if sums.window else 0.0,
-    )
+    return mod if getattr(mod, "IDLE_VERSION", None) == IDLE_VERSION else None

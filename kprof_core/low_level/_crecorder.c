@@ -726,7 +726,8 @@ PyInit__crecorder(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (range_init(m) < 0) {
+    if (PyModule_AddIntConstant(m, "IDLE_VERSION", KPROF_IDLE_VERSION) < 0
+        || range_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -6,6 +6,8 @@ from typing import Any
 
 #: The layout.SIGNATURE this module was built with (from _layout.h).
 LAYOUT: str
+#: The idle helpers' calling convention (idle_columns.IDLE_VERSION must equal it).
+IDLE_VERSION: int
 
 class LaunchPath:
     next_harvest: int
@@ -86,6 +88,7 @@ def or_const(flags: bytes, bits: int) -> bytes: ...
 def idle_window(
     s: bytes,
     e: bytes,
+    ls: bytes,
     le: bytes,
     lo: int,
     hi: int,
@@ -93,7 +96,7 @@ def idle_window(
     w1: int,
     others: bytes | None,
     keep: bool,
-) -> tuple[int, int, int, int, int, int, bytes | None, bytes | None]: ...
+) -> tuple[int, int, int, int, int, int, int, bytes | None, bytes | None]: ...
 def idle_stats(
     s: bytes, e: bytes, ls: bytes, le: bytes, spans: bytes, aligned: bool
 ) -> tuple[int, int, int, int, int, tuple[int, int, int, int, int, int, int] | None]: ...

@@ -7,6 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The helpers' calling convention: idle_columns.compiled_helpers() uses a module whose
+ * IDLE_VERSION equals its own, and the Python twin otherwise (a stale build is never called
+ * with arguments it does not take). */
+#define KPROF_IDLE_VERSION 2
+
 /* -- the idle analysis's scan (kprof_core.analysis.idle_columns.window, in C) ------------- */
 
 static int
@@ -70,38 +75,42 @@ sort_i64(int64_t *v, Py_ssize_t n)
 }
 
 
-/* idle_window(s, e, le, lo, hi, w0, w1, others, keep) -> (busy, host, dep, other, area,
- * depth_max, u0, u1): rows lo..hi of the int64 columns s (sorted), e, le, clipped to [w0, w1);
- * others: sorted int64 bytes beginning with a sentinel, or None; u0/u1 the union's intervals
- * as int64 bytes when keep, else None. The same arithmetic as the Python twin, row by row. */
+/* idle_window(s, e, ls, le, lo, hi, w0, w1, others, keep) -> (busy, host, launch, dep, other,
+ * area, depth_max, u0, u1): rows lo..hi of the int64 columns s (sorted), e, ls, le, clipped to
+ * [w0, w1); host counts all waiting for the host, launch the part of it inside the next work's
+ * own launch call; others: sorted int64 bytes beginning with a sentinel, or None; u0/u1 the
+ * union's intervals as int64 bytes when keep, else None. The same arithmetic as the Python
+ * twin, row by row. */
 static PyObject *
 idle_window(PyObject *module, PyObject *args)
 {
-    PyObject *sb, *eb, *leb, *ob;
+    PyObject *sb, *eb, *lsb, *leb, *ob;
     Py_ssize_t lo, hi;
     long long w0, w1;
     int keep;
-    if (!PyArg_ParseTuple(args, "SSSnnLLOp:idle_window", &sb, &eb, &leb, &lo, &hi, &w0, &w1,
-                          &ob, &keep))
+    if (!PyArg_ParseTuple(args, "SSSSnnLLOp:idle_window", &sb, &eb, &lsb, &leb, &lo, &hi, &w0,
+                          &w1, &ob, &keep))
         return NULL;
     Py_ssize_t n = PyBytes_Size(sb) / 8;
-    if (PyBytes_Size(eb) / 8 != n || PyBytes_Size(leb) / 8 != n || lo < 0 || hi > n || lo > hi
-        || (ob != Py_None && !PyBytes_Check(ob))) {
+    if (PyBytes_Size(eb) / 8 != n || PyBytes_Size(lsb) / 8 != n || PyBytes_Size(leb) / 8 != n
+        || lo < 0 || hi > n || lo > hi || (ob != Py_None && !PyBytes_Check(ob))) {
         PyErr_SetString(PyExc_ValueError, "idle_window: bad columns or bounds");
         return NULL;
     }
     const int64_t *s = (const int64_t *)PyBytes_AsString(sb);
     const int64_t *e = (const int64_t *)PyBytes_AsString(eb);
+    const int64_t *ls = (const int64_t *)PyBytes_AsString(lsb);
     const int64_t *le = (const int64_t *)PyBytes_AsString(leb);
     const int64_t *o = ob == Py_None ? NULL : (const int64_t *)PyBytes_AsString(ob);
     Py_ssize_t no = ob == Py_None ? 0 : PyBytes_Size(ob) / 8;
     Py_ssize_t m = hi - lo;
-    int64_t busy = 0, host = 0, dep = 0, other = 0, area = 0, depth_max = 0;
+    int64_t busy = 0, host = 0, launch = 0, dep = 0, other = 0, area = 0, depth_max = 0;
     PyObject *u0b = NULL, *u1b = NULL;
     if (m <= 0) {
         host = w1 - w0;
-        return Py_BuildValue("LLLLLLOO", (long long)0, (long long)host, (long long)0,
-                             (long long)0, (long long)0, (long long)0, Py_None, Py_None);
+        return Py_BuildValue("LLLLLLLOO", (long long)0, (long long)host, (long long)0,
+                             (long long)0, (long long)0, (long long)0, (long long)0, Py_None,
+                             Py_None);
     }
     int64_t *ends = PyMem_Malloc(sizeof(int64_t) * m);
     int64_t *lcs = PyMem_Malloc(sizeof(int64_t) * m);
@@ -139,6 +148,11 @@ idle_window(PyObject *module, PyObject *args)
             if (cut > g1)
                 cut = g1;
             host += cut - g0;
+            /* the part of it inside the next work's own launch call */
+            int64_t in_call = ls[i] < g0 ? g0 : ls[i];
+            if (in_call > cut)
+                in_call = cut;
+            launch += cut - in_call;
             int64_t rest = g1 - cut;
             if (rest && o != NULL) {
                 /* the last other end at or before g1 (o[0] is a sentinel below every time) */
@@ -158,7 +172,8 @@ idle_window(PyObject *module, PyObject *args)
             }
             other += rest;
         }
-        int64_t lc = le[i] < w0 ? w0 : le[i];
+        /* depth counts work from its launch call's start */
+        int64_t lc = ls[i] < w0 ? w0 : ls[i];
         if (lc > ei)
             lc = ei;
         area += ei - lc;
@@ -195,9 +210,10 @@ idle_window(PyObject *module, PyObject *args)
         Py_XDECREF(u0b), Py_XDECREF(u1b);
         return NULL;
     }
-    PyObject *res = Py_BuildValue("LLLLLLOO", (long long)busy, (long long)host, (long long)dep,
-                                  (long long)other, (long long)area, (long long)depth_max,
-                                  keep ? u0b : Py_None, keep ? u1b : Py_None);
+    PyObject *res = Py_BuildValue("LLLLLLLOO", (long long)busy, (long long)host,
+                                  (long long)launch, (long long)dep, (long long)other,
+                                  (long long)area, (long long)depth_max, keep ? u0b : Py_None,
+                                  keep ? u1b : Py_None);
     Py_XDECREF(u0b), Py_XDECREF(u1b);
     return res;
 }

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kprof_core.analysis.idle import analyse
-from kprof_core.analysis.idle_results import GroupAnalysis, pct
+from kprof_core.analysis.idle_results import CAUSES, GroupAnalysis, pct
 from kprof_core.data.profile_data import ProfileData
 
 
@@ -21,33 +21,28 @@ def rank_wait_lines(profiles: Sequence[ProfileData], labels: Sequence[str]) -> l
             rows.append((label, a.device(), a.kind))
     if not rows:
         return []
-    head = ("Busy", "Wait host", "Wait queue", "Unexplained", "Verdict", "Process")
+    head = ("Busy", *(h for h, _f, _w in CAUSES), "Verdict", "Process")
     cells = [
         (
             pct(g.share(g.busy_ns)),
-            pct(g.share(g.host_wait_ns)),
-            pct(g.share(g.dependency_wait_ns)),
-            pct(g.share(g.unexplained_ns)),
+            *(pct(g.share(getattr(g, f))) for _h, f, _w in CAUSES),
             kind,
             f"{label} ({g.title})",
         )
         for label, g, kind in rows
     ]
-    widths = [max(len(head[i]), *(len(c[i]) for c in cells)) for i in range(5)]
+    n = len(head) - 1
+    widths = [max(len(head[i]), *(len(c[i]) for c in cells)) for i in range(n)]
 
     def line(c: Sequence[str]) -> str:
-        return " " + "  ".join(x.rjust(w) for x, w in zip(c[:5], widths)) + "  " + c[5]
+        return " " + "  ".join(x.rjust(w) for x, w in zip(c[:n], widths)) + "  " + c[n]
 
-    out = ["Which rank waits (each process's busiest device over its own span):", line(head)]
+    out = ["Which rank waits (each process's busiest device over its own active span):", line(head)]
     out += [line(c) for c in cells]
     if len(rows) > 1:
         label, g, _ = max(rows, key=lambda r: (r[1].share(r[1].idle_ns), r[0]))
         busiest = max(rows, key=lambda r: (r[1].share(r[1].busy_ns), r[0]))
-        causes = {
-            "waiting for its host": g.host_wait_ns,
-            "waiting on another queue": g.dependency_wait_ns,
-            "unexplained": g.unexplained_ns,
-        }
+        causes = {words: getattr(g, f) for _h, f, words in CAUSES}
         cause = max(causes, key=lambda k: causes[k])
         out.append(
             f" {label} waits most: its device idle {pct(g.share(g.idle_ns))} of its span "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from kprof_core.analysis.idle import analyse
 from kprof_core.analysis.idle_columns import compiled_helpers
-from kprof_core.analysis.idle_results import Analysis, GroupAnalysis, pct
+from kprof_core.analysis.idle_results import CAUSES, Analysis, GroupAnalysis, pct
 from kprof_core.data.timefmt import format_time
 
 if TYPE_CHECKING:
@@ -40,9 +40,7 @@ def report_analysis(p: ProfileData) -> Analysis | None:
 
 HEADERS = (
     "Busy",
-    "Wait host",
-    "Wait queue",
-    "Unexplained",
+    *(h for h, _f, _w in CAUSES),
     "Short kernels",
     "Launch→start p50/p90/max",
     "Depth max/mean",
@@ -52,7 +50,9 @@ HEADERS = (
 
 def _cells(g: GroupAnalysis) -> list[str]:
     short = (
-        f"{pct(g.short_rows / g.rows)} ({pct(g.short_ns / g.busy_ns if g.busy_ns else 0)} of busy)"
+        f"{pct(g.short_rows / g.kernels)} ({pct(g.short_ns / g.busy_ns if g.busy_ns else 0)} of busy)"
+        if g.kernels
+        else "(no kernels)"
         if g.rows
         else ""
     )
@@ -66,9 +66,7 @@ def _cells(g: GroupAnalysis) -> list[str]:
     )
     return [
         pct(g.share(g.busy_ns)),
-        pct(g.share(g.host_wait_ns)),
-        pct(g.share(g.dependency_wait_ns)),
-        pct(g.share(g.unexplained_ns)),
+        *(pct(g.share(getattr(g, f))) for _h, f, _w in CAUSES),
         short,
         delays,
         f"{g.depth_max} / {g.depth_mean:.1f}",
@@ -91,9 +89,20 @@ def _title(a: Analysis) -> str:
         f"{a.windows} instance{'s' * (a.windows != 1)} of range {a.range!r}, "
         f"{format_time(a.window_ns)}"
         if a.range is not None
-        else f"span {format_time(a.window_ns)}"
+        else f"active span {format_time(a.window_ns)}"
     )
     return f"Where the device time went ({where}):"
+
+
+def _outside(a: Analysis) -> list[str]:
+    """What the active span leaves out, in words (empty for a range's instances)."""
+    if a.before_ns is None or not a.devices:
+        return []
+    return [
+        f"the active span runs from the first device work to the end of the last; the "
+        f"{format_time(a.before_ns)} before it (start-up) and {format_time(a.after_ns or 0)} "
+        f"after it are left out"
+    ]
 
 
 def analysis_lines(a: Analysis) -> list[str]:
@@ -119,7 +128,7 @@ def analysis_lines(a: Analysis) -> list[str]:
             )
     for ka, kb, ns in a.overlaps:
         out.append(f"   {titles[ka]} and {titles[kb]} overlapped {format_time(ns)}")
-    out += [f" ({n})" for n in a.notes]
+    out += [f" ({n})" for n in [*_outside(a), *a.notes]]
     return out
 
 
@@ -130,7 +139,7 @@ def analysis_html(a: Analysis) -> str:
         for g in _groups(a)
     )
     head = "".join(f"<th>{html.escape(h)}</th>" for h in HEADERS)
-    notes = "".join(f"<p class='kprof-note'>{html.escape(n)}</p>" for n in a.notes)
+    notes = "".join(f"<p class='kprof-note'>{html.escape(n)}</p>" for n in [*_outside(a), *a.notes])
     table = f"<table class='kprof-analysis'><tr>{head}</tr>{rows}</table>" if a.devices else ""
     return (
         f"<section class='kprof-analysis'><h3>{html.escape(_title(a))}</h3>"
