@@ -8,10 +8,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_html_browser import chromium_fixture, embedded_data, rendered, screenshot  # noqa: F401
 from tracecheck import validate_text
+
+import kprof
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "opencl_pipeline.py"
 
@@ -68,20 +71,72 @@ def test_run_writes_a_valid_trace_and_timeline_on_the_test_device(tmp_path: Path
     ]
 
 
-def test_an_unwritable_output_is_reported_and_the_run_still_succeeds(tmp_path: Path) -> None:
-    script = tmp_path / "nothing.py"
-    script.write_text("print('hi')\n")
-    r = kprof_run(
-        "--backends",
-        "testdev",
-        "--trace",
-        str(tmp_path / "no" / "t.json"),
-        str(script),
+def _run_in(tmp_path: Path, *args: str, script: str = "print('hi')\n") -> Any:
+    """``kprof run ARGS nothing.py`` in ``tmp_path``, its temporary directory there too."""
+    (tmp_path / "nothing.py").write_text(script)
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    return subprocess.run(
+        [sys.executable, "-m", "kprof", "run", "--backends", "testdev", *args, "nothing.py"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "TMPDIR": str(tmp_path / "tmp")},
         cwd=tmp_path,
     )
-    assert r.returncode == 0
-    assert "could not write the Chrome trace" in r.stderr
+
+
+def test_an_unwritable_output_fails_the_run_and_loses_nothing(tmp_path: Path) -> None:
+    r = _run_in(tmp_path, "--trace", "no/t.json", "-o", "no/x.kprof")
+    assert r.returncode == 2
+    said = [line for line in r.stderr.splitlines() if line.startswith("kprof")]
+    why = "the directory no does not exist (create it, or give another path)"
+    assert said[:2] == [
+        f"kprof: could not write no/t.json: {why}",
+        f"kprof: could not write no/x.kprof: {why}",
+    ]
+    rescued = list((tmp_path / "tmp").glob("kprof-*.kprof"))
+    assert len(rescued) == 1 and kprof.load(rescued[0]).span_ns >= 0
+    assert said[2] == (
+        f"kprof: the profile is saved in {rescued[0]} instead; `kprof show {rescued[0]}` "
+        "exports it again (--html, --trace, --perfetto, --speedscope)"
+    )
+    assert said[3] == "kprof run: 2 outputs could not be written (said above)"
     assert "Profiled" in r.stdout, "the report is still printed"
+
+
+def test_the_programs_own_exit_code_wins_over_an_unwritten_output(tmp_path: Path) -> None:
+    r = _run_in(tmp_path, "-o", "no/x.kprof", script="raise SystemExit(3)\n")
+    assert r.returncode == 3
+    assert "kprof: could not write no/x.kprof" in r.stderr
+
+
+def test_unwritable_window_files_fail_the_run_and_each_window_is_kept(tmp_path: Path) -> None:
+    script = "import kprof\nfor _ in range(6):\n    kprof.step()\n"
+    r = _run_in(tmp_path, "--steps", "1:2", "--every", "3", "-o", "no/w.kprof", script=script)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("kprof: could not write no/w-w000") == 2
+    rescued = sorted(p.name for p in (tmp_path / "tmp").glob("kprof-*.kprof"))
+    assert len(rescued) == 2 and rescued[0].endswith("-w0001.kprof")
+
+
+def test_a_terminal_that_cannot_encode_unicode_gets_ascii(tmp_path: Path) -> None:
+    work = (
+        "from kprof_testbackend import device\nq = device.Queue()\nq.launch('k', 10)\nq.finish()\n"
+    )
+    r = _run_in(tmp_path, "-o", "x.kprof", script=work)
+    assert r.returncode == 0, r.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    shown = subprocess.run(
+        [sys.executable, "-m", "kprof", "show", "x.kprof"],
+        capture_output=True,
+        env={**env, "PYTHONIOENCODING": "ascii"},
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout.decode("ascii")  # every byte is ASCII
+    assert " --------  ----------" in out and "Traceback" not in shown.stderr.decode()
 
 
 @pytest.fixture(scope="module")

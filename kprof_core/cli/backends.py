@@ -9,7 +9,7 @@ import sys
 import warnings
 from typing import Any
 
-from kprof_core.renderers.terminal import escape
+from kprof_core.renderers.terminal import escape, print_text
 
 
 def _backend_rows() -> list[dict[str, Any]]:
@@ -52,8 +52,8 @@ def command(args: argparse.Namespace) -> int:
     for w in caught:  # plugins' own text: escaped like every line written to a terminal
         print(escape(f"warning: {w.message}"), file=sys.stderr)
     if not rows:
-        print("No kprof backend plugins are installed (entry-point group 'kprof.backends').")
-        print("Install one, e.g.: pip install 'kprof[opencl]'")
+        print_text("No kprof backend plugins are installed (entry-point group 'kprof.backends').")
+        print_text("Install one, e.g.: pip install 'kprof[opencl]'")
         return 0
     table = [("Backend", "Plugin", "Library", "Devices", "Timestamps", "Status")]
     for r in rows:
@@ -68,18 +68,18 @@ def command(args: argparse.Namespace) -> int:
         table.append((r["name"], plugin, lib, devices, r["timestamps"], status))
     widths = [max(len(row[i]) for row in table) for i in range(5)]
     for i, row in enumerate(table):
-        print(escape("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5]))
+        print_text(escape("  ".join(c.ljust(w) for c, w in zip(row[:5], widths)) + "  " + row[5]))
         if i == 0:
-            print("  ".join("─" * w for w in widths) + "  " + "─" * len("Status"))
+            print_text("  ".join("─" * w for w in widths) + "  " + "─" * len("Status"))
     from kprof_core.low_level import native
 
-    print(f"Recorder: {native.describe()}")  # which launch path runs (every backend's)
+    print_text(f"Recorder: {native.describe()}")  # which launch path runs (every backend's)
     captures = [r for r in rows if r["capture"]]
     if captures:
-        print()
+        print_text("")
         for r in captures:
             why = f": {r['capture_detail']}" if r["capture_detail"] else ""
-            print(escape(f"{r['name']} captures with {r['capture']}{why}"))  # plugins' text
+            print_text(escape(f"{r['name']} captures with {r['capture']}{why}"))  # plugins' text
     return 0
 
 

@@ -129,8 +129,26 @@ def add_by_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def write_outputs(p: Any, args: argparse.Namespace) -> None:
-    """Exports asked for on the command line; a failed export is reported, the run goes on."""
+#: ``kprof run``/``demo``: the program ran, but an output could not be written (the program's
+#: own non-zero exit code wins).
+EXIT_NOT_WRITTEN = 2
+
+
+def why_not_written(path: str, exc: BaseException) -> str:
+    """Why ``path`` could not be written, in words a user can act on."""
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        return f"the directory {folder} does not exist (create it, or give another path)"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def write_outputs(p: Any, args: argparse.Namespace, rescue_as: str = "") -> list[str]:
+    """Exports asked for on the command line, the ``.kprof`` file last but one; returns the
+    paths that could not be written, each said in one line. Where one failed and no ``.kprof``
+    was written, the profile is saved in the temporary directory instead (``rescue_as``
+    names the file there) so that nothing recorded is lost: ``kprof show`` exports it again."""
     targets = [
         ("chrome_trace", getattr(args, "trace_file", None)),
         ("perfetto", getattr(args, "perfetto", None)),
@@ -138,6 +156,8 @@ def write_outputs(p: Any, args: argparse.Namespace) -> None:
         ("speedscope", getattr(args, "speedscope", None)),
         ("save", getattr(args, "output", None)),
     ]
+    failed: list[str] = []
+    saved = False
     for kind, path in targets:
         if not path:
             continue
@@ -145,6 +165,7 @@ def write_outputs(p: Any, args: argparse.Namespace) -> None:
             if kind == "save":
                 path = expand_output(path, p.meta)
                 p.save(path)
+                saved = True
             elif kind == "chrome_trace":
                 p.export_chrome_trace(path)
             elif kind == "perfetto":
@@ -155,7 +176,21 @@ def write_outputs(p: Any, args: argparse.Namespace) -> None:
                 p.export_html(path)
             say(f"kprof: wrote {path}")
         except Exception as exc:
-            say(f"kprof: could not write {path}: {exc}")
+            say(f"kprof: could not write {path}: {why_not_written(path, exc)}")
+            failed.append(path)
+    if failed and not saved:
+        import tempfile
+
+        rescue = os.path.join(tempfile.gettempdir(), rescue_as or f"kprof-{os.getpid()}.kprof")
+        try:
+            p.save(rescue)
+            say(
+                f"kprof: the profile is saved in {rescue} instead; `kprof show {rescue}` "
+                f"exports it again (--html, --trace, --perfetto, --speedscope)"
+            )
+        except Exception as exc:
+            say(f"kprof: could not save the profile in {rescue} either: {exc}")
+    return failed
 
 
 def expand_output(path: str, meta: dict[str, Any]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kprof_core.cli.common import add_output_options, write_outputs
+from kprof_core.cli.common import EXIT_NOT_WRITTEN, add_output_options, write_outputs
 from kprof_core.host.backend import Backend, KprofError
 from kprof_core.host.discovery import registry
 from kprof_core.profiler import profile
@@ -50,11 +50,11 @@ def run_demo(
 
 def command(args: argparse.Namespace) -> int:
     p = run_demo(backend=args.backend, steps=args.steps, size=args.size, trace=args.print_trace)
-    write_outputs(p, args)  # files first: a reader that goes away must not cost them
+    failed = write_outputs(p, args)  # files first: a reader that goes away must not cost them
     print_text(p.report())
     if args.tree:
         print_text("\n" + p.tree().report())
-    return 0
+    return EXIT_NOT_WRITTEN if failed else 0
 
 
 def add_parser(sub: Any) -> None:

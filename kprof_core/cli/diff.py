@@ -14,10 +14,11 @@ from kprof_core.cli.common import (
     CommandError,
     gate_problem,
     load_profile,
+    why_not_written,
     wrote,
 )
 from kprof_core.renderers.common import first_time
-from kprof_core.renderers.terminal import say
+from kprof_core.renderers.terminal import print_text, say
 
 if TYPE_CHECKING:
     from kprof_core.result import Profile
@@ -72,12 +73,12 @@ def command(args: argparse.Namespace) -> int:
             )
             wrote(args.html)
         except OSError as exc:
-            say(f"kprof diff: could not write {args.html}: {exc.strerror or exc}")
+            say(f"kprof diff: could not write {args.html}: {why_not_written(args.html, exc)}")
             code = EXIT_BAD_INPUT
     if args.json:
         print(json.dumps({"before": args.base, "after": args.new, **d.to_json()}, indent=1))
     else:
-        print(d.report(labels))
+        print_text(d.report(labels))
     if args.fail_above is not None:
         slow = d.slowdowns(args.fail_above)
         if slow:

@@ -16,7 +16,7 @@ from kprof_core.cli.common import (
     load_profile,
     window_files,
 )
-from kprof_core.renderers.terminal import say
+from kprof_core.renderers.terminal import print_text, say
 
 
 def command(args: argparse.Namespace) -> int:
@@ -42,7 +42,7 @@ def command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"files": files, **d.to_json()}, indent=1))
     else:
-        print(d.report())
+        print_text(d.report())
     if args.fail_above is None:
         return 0
     few = d.undecided()

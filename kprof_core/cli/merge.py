@@ -9,7 +9,12 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from kprof_core.cli.common import CommandError, add_perfetto_option, load_profile
+from kprof_core.cli.common import (
+    CommandError,
+    add_perfetto_option,
+    load_profile,
+    why_not_written,
+)
 from kprof_core.host.backend import KprofError
 from kprof_core.ranks.combine import combine
 from kprof_core.ranks.combine import source_labels as _source_labels
@@ -82,7 +87,7 @@ def command(args: argparse.Namespace) -> int:
             else:
                 combine(profiles).save(path)
         except OSError as exc:
-            say(f"kprof merge: could not write {path}: {exc.strerror or exc}")
+            say(f"kprof merge: could not write {path}: {why_not_written(path, exc)}")
             code = 2
             continue
         except KprofError as exc:  # clocks that cannot share one timeline

@@ -12,7 +12,13 @@ import traceback
 from typing import Any
 
 from kprof_core import envvars
-from kprof_core.cli.common import REPORT_BY, add_by_option, add_output_options, write_outputs
+from kprof_core.cli.common import (
+    EXIT_NOT_WRITTEN,
+    REPORT_BY,
+    add_by_option,
+    add_output_options,
+    write_outputs,
+)
 from kprof_core.host import imports
 from kprof_core.host.backend import KprofError
 from kprof_core.host.discovery import env_flag
@@ -124,12 +130,13 @@ def command(args: argparse.Namespace) -> int:
         say(f"kprof run: {exc}")
         return 2
     windowed = sched is not None or signalled
+    not_written: list[str] = []  # every output that could not be written, windows' included
     prof = profile(
         device=not args.no_device,
         trace=args.print_trace,
         backends=backends,
         schedule=sched,
-        on_window=_window_writer(args) if windowed else None,
+        on_window=_window_writer(args, not_written) if windowed else None,
         window_signal=signalled,
         sites=True if args.sites else None,
         stacks=args.stacks,
@@ -172,7 +179,7 @@ def command(args: argparse.Namespace) -> int:
         # Files first: a reader that went away (`| head`) or a script that closed sys.stdout
         # must not cost them.
         if not windowed:
-            write_outputs(p, args)
+            not_written.extend(write_outputs(p, args))
             print_text(p.report(by=REPORT_BY[args.by]))
             if args.tree:
                 print_text("\n" + p.tree().report())
@@ -183,6 +190,10 @@ def command(args: argparse.Namespace) -> int:
         if interrupted:
             say(f"kprof run: {INTERRUPTED}")
             return 130
+        if not_written and not code:
+            n = len(not_written)
+            say(f"kprof run: {n} output{'s' * (n != 1)} could not be written (said above)")
+            return EXIT_NOT_WRITTEN
         return code
 
     real_exit = os._exit
@@ -260,9 +271,10 @@ def window_path(path: str, index: int) -> str:
     return f"{root}-w{index:04d}{ext}"
 
 
-def _window_writer(args: argparse.Namespace) -> Any:
+def _window_writer(args: argparse.Namespace, not_written: list[str]) -> Any:
     """``on_window`` for ``kprof run --steps``: each window's files (named by
-    ``window_path``) written and its report printed as it ends; nothing kept."""
+    ``window_path``) written and its report printed as it ends; nothing kept. Paths that
+    could not be written go to ``not_written`` (the run then exits non-zero)."""
 
     def write(w: Any) -> None:
         index = w.meta["window"]["index"]
@@ -276,7 +288,9 @@ def _window_writer(args: argparse.Namespace) -> Any:
                 for k, v in vars(args).items()
             }
         )
-        write_outputs(w, per)
+        not_written.extend(
+            write_outputs(w, per, rescue_as=window_path(f"kprof-{os.getpid()}.kprof", index))
+        )
         print_text(w.report(by=REPORT_BY[args.by]))
 
     return write

@@ -15,10 +15,11 @@ from kprof_core.cli.common import (
     add_perfetto_option,
     add_tree_options,
     load_profile,
+    why_not_written,
     window_files,
     wrote,
 )
-from kprof_core.renderers.terminal import say
+from kprof_core.renderers.terminal import print_text, say
 
 
 def command(args: argparse.Namespace) -> int:
@@ -51,7 +52,7 @@ def command(args: argparse.Namespace) -> int:
         try:
             export(path)
         except OSError as exc:
-            say(f"kprof show: could not write {path}: {exc.strerror or exc}")
+            say(f"kprof show: could not write {path}: {why_not_written(path, exc)}")
             code = EXIT_BAD_INPUT
             continue
         wrote(path)
@@ -59,9 +60,9 @@ def command(args: argparse.Namespace) -> int:
         p.to_json(sys.stdout)
         sys.stdout.write("\n")
     else:
-        print(p.report(True if args.print_trace else None, by=REPORT_BY[args.by]))
+        print_text(p.report(True if args.print_trace else None, by=REPORT_BY[args.by]))
         if args.tree:
-            print("\n" + p.tree().report())
+            print_text("\n" + p.tree().report())
     return code
 
 
@@ -97,7 +98,7 @@ def _list(directory: str) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:
         cells = [r[i].rjust(widths[i]) if i != 1 else r[i].ljust(widths[i]) for i in range(5)]
-        print("  ".join([*cells, r[5]]))
+        print_text("  ".join([*cells, r[5]]))
     return 0
 
 

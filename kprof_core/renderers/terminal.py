@@ -8,7 +8,10 @@ that name files) is passed through :func:`escape` once it is laid out:
 control characters (C0, DEL, C1), Unicode line separators, bidirectional overrides (which
 reorder what is displayed) and lone surrogates (which cannot be encoded) are written as Python
 escapes (``\\x1b``, ``\\u202e``, ``\\ud800``). Everything else, ``µ``, ``≤``, box drawing and
-non-Latin names included, is kept as it is.
+non-Latin names included, is kept as it is, unless the stream it is written to cannot encode
+it (``PYTHONIOENCODING=ascii``, a C locale): then kprof's own layout characters are written as
+ASCII (``─`` as ``-``, ``µs`` as ``us``, ``→`` as ``->``) and anything else as an escape
+(:func:`for_stream`), never an exception.
 """
 
 from __future__ import annotations
@@ -26,6 +29,47 @@ def _escaped(m: re.Match[str]) -> str:
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
+#: kprof's own layout characters as ASCII, for a stream that cannot encode them.
+_ASCII = str.maketrans(
+    {
+        "─": "-",
+        "│": "|",
+        "├": "|",
+        "└": "`",
+        "→": "->",
+        "←": "<-",
+        "×": "x",
+        "µ": "u",
+        "≤": "<=",
+        "≥": ">=",
+        "±": "+/-",
+        "…": "...",
+        "·": ".",
+        "▁": "_",
+        "▂": ".",
+        "▃": ":",
+        "▄": "-",
+        "▅": "=",
+        "▆": "+",
+        "▇": "*",
+        "█": "#",
+    }
+)
+
+
+def for_stream(text: str, stream: object) -> str:
+    """``text`` as ``stream`` can encode it: unchanged where it can, else with kprof's layout
+    characters in ASCII and anything else (a non-Latin kernel name) as an escape."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+        return text
+    except UnicodeEncodeError:
+        return text.translate(_ASCII).encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:  # an encoding Python does not know: leave it to the stream
+        return text
+
+
 def escape(text: str) -> str:
     """``text`` with every character that could act on a terminal written as an escape."""
     return _UNSAFE.sub(_escaped, text)
@@ -39,7 +83,7 @@ def lines(rows: Iterable[str]) -> str:
 def say(text: str) -> None:
     """One line for the user on stderr (an error, a warning, ``wrote FILE``), escaped: it may
     hold a file name, a test id or a kernel name."""
-    print(escape(text), file=sys.stderr)
+    print(for_stream(escape(text), sys.stderr), file=sys.stderr)
 
 
 def silence_stdout() -> None:
@@ -65,7 +109,7 @@ def print_text(text: str) -> None:
         if out is None or out.closed:
             raise ValueError("sys.stdout is closed")
         out.flush()
-        out.write(text + "\n")
+        out.write(for_stream(text, out) + "\n")
         out.flush()
         return
     except BrokenPipeError:
