@@ -8,9 +8,11 @@ ever imports ``Profile`` back.
 
 from __future__ import annotations
 
+import html
 import os
 from collections.abc import Sequence
-from typing import IO, Any, overload
+from dataclasses import dataclass, fields
+from typing import IO, Any, Literal, overload
 
 from kprof_core.analysis.compare import DEFAULT_ALPHA, Comparison, DiffRow
 from kprof_core.analysis.compare import diff as _diff
@@ -19,12 +21,13 @@ from kprof_core.analysis.drift import drift as _drift
 from kprof_core.analysis.idle import Analysis, analyse
 from kprof_core.data.config_summary import grouping
 from kprof_core.data.profile_data import ProfileData
+from kprof_core.data.site_summary import SiteRow, StackRow
 from kprof_core.data.summary import Durations, Summary
 from kprof_core.data.tree import TreeNode, device_tree
 from kprof_core.io import exports, storage
 from kprof_core.renderers.analysis import analysis_html, analysis_lines
 from kprof_core.renderers.chrome import write_chrome_trace
-from kprof_core.renderers.console import render
+from kprof_core.renderers.console import render, rows_lines, summary_lines
 from kprof_core.renderers.diff import diff_html, render_diff
 from kprof_core.renderers.drift import drift_lines
 from kprof_core.renderers.html import write_html
@@ -40,7 +43,10 @@ __all__ = [
     "Durations",
     "Profile",
     "ProfileDiff",
+    "ProfileSummary",
     "ProfileTree",
+    "SiteSummary",
+    "StackSummary",
     "Summary",
     "WindowDrift",
     "drift",
@@ -134,6 +140,62 @@ class ProfileAnalysis(Analysis):
         return analysis_html(self)
 
 
+@dataclass(frozen=True)
+class ProfileSummary(Summary):
+    """Per-name statistics (``Profile.summary()``); print it for the tables, as ``print(p)``
+    shows them. ``by``: how the device table groups its rows (``summary(by=...)``)."""
+
+    by: str | tuple[str, ...] = "name"
+
+    def report(self) -> str:
+        """The printed tables."""
+        return lines(summary_lines(self, self.by))
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the tables
+        p.text(self.report())
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(self.report())}</pre>"
+
+
+class SiteSummary(list[SiteRow]):
+    """Device time per launch site (``Profile.summary(by="line")``): a list of ``SiteRow``,
+    largest total first; print it for the table."""
+
+    title = "Device time by line"
+
+    def report(self) -> str:
+        """The printed table (every row)."""
+        return lines(rows_lines(self.title, self))
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}: {len(self)} rows; print it for the table>"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the table
+        p.text(self.report())
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(self.report())}</pre>"
+
+
+class StackSummary(list[StackRow]):
+    """Device time per launch stack (``Profile.summary(by="stack")``): a list of
+    ``StackRow``, largest total first; print it for the table."""
+
+    title = "Device time by stack"
+    report = SiteSummary.report
+    __str__ = SiteSummary.__str__
+    __repr__ = SiteSummary.__repr__
+    _repr_pretty_ = SiteSummary._repr_pretty_
+    _repr_html_ = SiteSummary._repr_html_
+
+
 class Profile(ProfileData):
     __doc__ = (ProfileData.__doc__ or "").rstrip() + (
         "\n    - ``windows``: the finished windows of a ``kprof.profile(schedule=...)`` without\n"
@@ -169,6 +231,28 @@ class Profile(ProfileData):
         return _diff(self, other, DEFAULT_ALPHA if alpha is None else alpha, ProfileDiff, by)
 
     # -- output -------------------------------------------------------------------------------------
+
+    @overload
+    def summary(self, by: Literal["line"]) -> SiteSummary: ...  # type: ignore[overload-overlap]
+    @overload
+    def summary(self, by: Literal["stack"]) -> StackSummary: ...  # type: ignore[overload-overlap]
+    @overload
+    def summary(self, by: str | tuple[str, ...] | list[str] = ...) -> ProfileSummary: ...
+    def summary(
+        self, by: str | tuple[str, ...] | list[str] = "name"
+    ) -> ProfileSummary | SiteSummary | StackSummary:
+        """Per-name statistics of the host side, the device side and device ranges; with
+        ``by="line"``, the device time of kernels and copies per launch site (``SiteRow``s,
+        largest total first, with the kernels launched from each); with ``by="stack"``, the
+        same per launch stack (``StackRow``s; ``profile(stacks=True)``); with ``by=("name",
+        "config")`` the device rows per name and launch configuration (``SummaryRow.config``),
+        with ``by="config"`` per configuration alone. Each prints as its table and shows as
+        one in notebooks."""
+        got = super().summary(by)
+        key = grouping(by)
+        if isinstance(got, Summary):
+            return ProfileSummary(**{f.name: getattr(got, f.name) for f in fields(Summary)}, by=key)
+        return SiteSummary(got) if key == "line" else StackSummary(got)
 
     def save(self, path: Any, compress: bool = True) -> None:
         """Save to a ``.kprof`` file (a path or a binary file); ``kprof.load`` reads it back.

@@ -522,7 +522,7 @@ def test_run_writes_a_perfetto_trace(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert r.returncode == 0, r.stderr
-    windows = [decode((tmp_path / f"w-w000{k}.pftrace").read_bytes()) for k in (1, 2)]
+    windows = [decode((tmp_path / f"w-000{k}.pftrace").read_bytes()) for k in (1, 2)]
     assert [sorted(s.name for s in d.all_slices("kernel")) for d in windows] == [
         ["s1", "s2"],
         ["s4", "s5"],

@@ -427,3 +427,25 @@ def test_sites_are_off_by_default_and_on_with_the_environment(
     assert [s.function for s in kernel_sites(on) if s] == ["user_step", "user_step"]
     with pytest.raises(TypeError, match="module prefixes"):
         kprof.profile(site_skip=[""])
+
+
+def test_every_summary_prints_as_a_table(path: str, ocl: Any) -> None:
+    q, kernel, buf = ocl
+    with kprof.profile(sites=True) as p:
+        for _ in range(3):
+            user_step(q, kernel, buf)
+    q.finish()
+    k_line = line_of(user_step, "the kernel's site")
+    by_line = p.summary(by="line")
+    text = str(by_line)
+    assert text.splitlines()[0] == "Device time by line:"
+    assert f"test_sites.py:{k_line} user_step  (bump)" in text
+    assert repr(by_line) == "<SiteSummary: 2 rows; print it for the table>"
+    assert by_line[0].stats.calls == 3  # still the list of SiteRow it was
+    assert "<pre>" in by_line._repr_html_()
+    by_config = str(p.summary(by="config")).splitlines()
+    assert by_config[0] == "Host-side activity:"
+    assert "Device-side activity by config:" in by_config
+    assert any(line.endswith("  global 64") for line in by_config)
+    assert str(p.summary()).splitlines()[0] == "Host-side activity:"
+    assert "dataclass" not in text and "SummaryRow(" not in str(p.summary(by="config"))

@@ -108,3 +108,31 @@ def test_run_with_sites_gives_one_level_of_lines(opencl_device: None, tmp_path: 
     assert p.stacks == () and len(p.sites) == 3
     bad = kprof_cmd("run", "--stacks", "0", "prog.py", cwd=tmp_path)
     assert bad.returncode == 2 and "a depth from 1 to 256" in bad.stderr
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_stacks_start_at_the_script_under_the_console_script(
+    opencl_device: None, tmp_path: Path, pure: str
+) -> None:
+    # The `kprof` command (pip's console script), not `python -m kprof`: its frame, kprof's
+    # and runpy's are the runner's, never the first lines of the program's stacks.
+    script = Path(sys.executable).parent / "kprof"
+    if not script.exists():
+        pytest.skip("no kprof console script beside this interpreter")
+    (tmp_path / "prog.py").write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    r = subprocess.run(
+        [str(script), "run", "--stacks", "--tree", "prog.py"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "KPROF_PURE_PYTHON": pure},
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    tree = r.stdout[r.stdout.index("Device time as a tree") :].splitlines()
+    assert [line[29:] for line in tree[3:6]] == [
+        "all device work",
+        "├─ prog.py:23 <module>",
+        "│  └─ prog.py:17 main",
+    ]

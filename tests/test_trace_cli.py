@@ -115,9 +115,9 @@ def test_unwritable_window_files_fail_the_run_and_each_window_is_kept(tmp_path: 
     script = "import kprof\nfor _ in range(6):\n    kprof.step()\n"
     r = _run_in(tmp_path, "--steps", "1:2", "--every", "3", "-o", "no/w.kprof", script=script)
     assert r.returncode == 2, r.stderr
-    assert r.stderr.count("kprof: could not write no/w-w000") == 2
+    assert r.stderr.count("kprof: could not write no/w-000") == 2
     rescued = sorted(p.name for p in (tmp_path / "tmp").glob("kprof-*.kprof"))
-    assert len(rescued) == 2 and rescued[0].endswith("-w0001.kprof")
+    assert len(rescued) == 2 and rescued[0].endswith("-0001.kprof")
 
 
 def test_a_terminal_that_cannot_encode_unicode_gets_ascii(tmp_path: Path) -> None:

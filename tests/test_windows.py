@@ -323,11 +323,11 @@ def test_kprof_run_steps_every_windows(tmp_path: Path) -> None:
     assert r.stdout.count("Window ") == 2
     assert "Window 1, steps 3-4:" in r.stdout and "Window 2, steps 13-14:" in r.stdout
     assert "kprof: 30 steps" in r.stdout
-    w2 = kprof.load(tmp_path / "out-w0002.kprof")
+    w2 = kprof.load(tmp_path / "out-0002.kprof")
     assert [k.name for k in w2.kernels] == ["s13", "s14"]
     assert sorted(p.name for p in tmp_path.glob("*.kprof")) == [
-        "out-w0001.kprof",
-        "out-w0002.kprof",
+        "out-0001.kprof",
+        "out-0002.kprof",
     ]
 
 

@@ -173,7 +173,7 @@ def test_kprof_run_signal_window(tmp_path: Path, how: str) -> None:
     assert "Window 1, steps 5-9: Profiled" in r.stdout
     [f] = tmp_path.glob("*.kprof")
     w = kprof.load(f)
-    assert f.name == "out-w0001.kprof" and len(w.kernels) == 5 * 3
+    assert f.name == "out-0001.kprof" and len(w.kernels) == 5 * 3
     assert sorted({k.name for k in w.kernels}) == [f"s{s}" for s in range(5, 10)]
 
 
@@ -181,7 +181,7 @@ def test_kprof_steps_from_the_environment(tmp_path: Path) -> None:
     r = kprof_run(tmp_path, "-o", "out.kprof", KPROF_STEPS="3:5")
     assert r.returncode == 0, r.stderr
     assert "Window 1, steps 3-4: Profiled" in r.stdout
-    w = kprof.load(tmp_path / "out-w0001.kprof")
+    w = kprof.load(tmp_path / "out-0001.kprof")
     assert [k.name for k in w.kernels] == ["s3"] * 3 + ["s4"] * 3
     # The command line wins over the environment.
     r = kprof_run(tmp_path, "--steps", "7:8", "-o", "cli.kprof", KPROF_STEPS="3:5")

@@ -285,10 +285,10 @@ def test_kprof_run_signal_windows_without_steps(tmp_path: Path, pure: bool) -> N
     assert "Window 1, on SIGUSR2: Profiled" in r.stdout
     assert "Window 2, on SIGUSR2: Profiled" in r.stdout
     assert sorted(f.name for f in tmp_path.glob("*.kprof")) == [
-        "out-w0001.kprof",
-        "out-w0002.kprof",
+        "out-0001.kprof",
+        "out-0002.kprof",
     ]
-    w1, w2 = (kprof.load(tmp_path / f"out-w000{i}.kprof") for i in (1, 2))
+    w1, w2 = (kprof.load(tmp_path / f"out-000{i}.kprof") for i in (1, 2))
     # The threads as `kprof run` records them: the script's context and the threads it hands
     # it to (kprof.propagate), not a plain thread's.
     assert sorted(names(w1)) == ["propagated"] * 2 + ["w1"] * 3

@@ -125,10 +125,11 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
         t.launch_end,
         t.kind,
         t.name,
+        t.config if len(t.config) == n else array("q", bytes(8 * n)),
     )
     if mask is not None:
         cols = tuple(array("q", compress(c, mask)) for c in cols)
-    qcol, start, dur, lstart, lend, kinds, names = cols
+    qcol, start, dur, lstart, lend, kinds, names, configs = cols
     # Copies are not kernels: the short-kernel figures take kernels only.
     only_kernels = kinds.count(KERNEL) == len(kinds)
     is_kernel = None if only_kernels else bytes(map(eq, kinds, repeat(KERNEL)))
@@ -283,7 +284,7 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
         wanted = tuple(q for q in qids if queues[q].device_key == about.key)
         first_wait = _first_launch_wait(
             wanted,
-            (qcol, start, end, lend, names),
+            (qcol, start, end, lend, names, configs),
             is_kernel,
             windows,
             others_of(list(wanted)),
@@ -318,17 +319,19 @@ def _first_launch_wait(
     others: array[int] | None,
 ) -> int:
     """Of the device's waiting to start (queues ``qs``; ``cols``: queue, start, end, launch
-    end and name per row), the part of the gaps whose next work is a kernel's first launch in
-    the profile (by name, in launch order), the gaps cut as the scan in :mod:`.idle_columns`
-    cuts them. A Python loop: run only for a start-bound verdict."""
-    qcol, start, end, lend, names = cols
+    end, name and configuration per row): the part of the gaps whose next work is a kernel's
+    first launch in the profile with its configuration (drivers compile a kernel per
+    configuration: PoCL per local size), the gaps cut as the scan in :mod:`.idle_columns` cuts
+    them. A Python loop: run only for a start-bound verdict."""
+    qcol, start, end, lend, names, configs = cols
     mine = set(qs)
     idx = [i for i in _indexes(len(start)) if qcol[i] in mine]
     first: set[int] = set()
-    seen: set[int] = set()
+    seen: set[tuple[int, int]] = set()
     for i in sorted(idx, key=lend.__getitem__):
-        if (is_kernel is None or is_kernel[i]) and names[i] not in seen:
-            seen.add(names[i])
+        key = (names[i], configs[i])
+        if (is_kernel is None or is_kernel[i]) and key not in seen:
+            seen.add(key)
             first.add(i)
     idx.sort(key=start.__getitem__)
     total = 0

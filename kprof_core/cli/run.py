@@ -264,11 +264,12 @@ def _schedule(args: argparse.Namespace, steps: str | None, what: str) -> Any:
 
 
 def window_path(path: str, index: int) -> str:
-    """``out.kprof`` -> ``out-w0003.kprof`` for window 3 (``{window}`` in the path: there)."""
+    """``out.kprof`` -> ``out-0003.kprof`` for window 3, as ``kprof.save_windows`` names them
+    (``{window}`` in the path: there)."""
     if "{window}" in path:
         return path.replace("{window}", f"{index:04d}")
     root, ext = os.path.splitext(path)
-    return f"{root}-w{index:04d}{ext}"
+    return f"{root}-{index:04d}{ext}"
 
 
 def _window_writer(args: argparse.Namespace, not_written: list[str]) -> Any:

@@ -300,14 +300,18 @@ _RUNNER_DIRS = tuple(
 
 
 def _without_runner(stack: tuple[Site, ...]) -> tuple[Site, ...]:
-    """``stack`` (outermost first) without the frames of the runner above the program."""
-    k = 0
-    while k < len(stack) - 1 and (
-        stack[k].file.startswith(("<frozen runpy>", *_RUNNER_DIRS))
-        or stack[k].file.endswith(os.sep + "runpy.py")
-    ):
-        k += 1
-    return stack[k:]
+    """``stack`` (outermost first) without the frames of the runner above the program: ``kprof
+    run`` and ``python -m`` reach it through runpy, so from the outermost frame (the ``kprof``
+    console script, or the interpreter's own runpy) through kprof's and runpy's frames, all up
+    to the innermost runpy frame of that run are left out. A stack that never went through
+    runpy there (``python script.py``) is kept whole."""
+    last = -1
+    for k, f in enumerate(stack[:-1]):
+        if f.file.startswith("<frozen runpy>") or f.file.endswith(os.sep + "runpy.py"):
+            last = k
+        elif k and not f.file.startswith(_RUNNER_DIRS):
+            break
+    return stack[last + 1 :]
 
 
 def raw_site(value: object) -> int:

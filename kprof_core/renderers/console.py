@@ -8,7 +8,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kprof_core.data.records import APPROXIMATE, HOST_TIMED, QueueRecord
-from kprof_core.data.summary import SummaryRow
+from kprof_core.data.site_summary import SiteRow, StackRow
+from kprof_core.data.summary import Summary, SummaryRow
 from kprof_core.data.timefmt import format_rate, format_time
 from kprof_core.renderers.analysis import analysis_lines, report_analysis, skipped_note
 from kprof_core.renderers.common import COLUMNS, bounds_notes, footnotes, headline
@@ -61,22 +62,30 @@ def _table(
     return out
 
 
+def rows_lines(title: str, rows: Sequence[SiteRow | StackRow], top: int | None = None) -> list[str]:
+    """A table of device time per launch site or stack (``summary(by="line")`` or
+    ``by="stack"``), each row with the kernels launched there; the first ``top`` rows."""
+    if not rows:
+        return [f"{title}: nothing with a known launch site (profile(sites=True) records them)"]
+    shown = rows if top is None else rows[:top]
+    if len(shown) < len(rows):
+        title += f" (top {len(shown)} of {len(rows)})"
+    named = []
+    for r in shown:
+        kernels = ", ".join(k.name for k in r.kernels[:3]) + (", …" if len(r.kernels) > 3 else "")
+        named.append(replace(r.stats, name=f"{r.stats.name}  ({kernels})"))
+    return _table(f"{title}:", named)
+
+
 def _by_line(p: ProfileData, top: int = 10) -> list[str]:
     """The "Device time by line" section (the ``top`` sites), when launch sites are known."""
     rows = p.summary(by="line") if p.sites else []
-    if not rows:
-        return []
-    title = "Device time by line" + (f" (top {top} of {len(rows)})" if len(rows) > top else "")
-    named = []
-    for r in rows[:top]:
-        kernels = ", ".join(k.name for k in r.kernels[:3]) + (", …" if len(r.kernels) > 3 else "")
-        named.append(replace(r.stats, name=f"{r.stats.name}  ({kernels})"))
-    return ["", *_table(f"{title}:", named)]
+    return ["", *rows_lines("Device time by line", rows, top)] if rows else []
 
 
-def render_summary(p: ProfileData, by: str | tuple[str, ...] = "name") -> list[str]:
-    s = p.summary(by=by if by != "line" else "name")
-    out = [headline(p), ""]
+def summary_lines(s: Summary, by: str | tuple[str, ...] = "name") -> list[str]:
+    """The summary's three tables (host, device, device ranges), as the report prints them."""
+    out: list[str] = []
     if s.host:
         out += _table("Host-side activity:", s.host)
     else:
@@ -98,6 +107,12 @@ def render_summary(p: ProfileData, by: str | tuple[str, ...] = "name") -> list[s
             s.device_ranges,
             True,
         )
+    return out
+
+
+def render_summary(p: ProfileData, by: str | tuple[str, ...] = "name") -> list[str]:
+    s = p.summary(by=by if by != "line" else "name")
+    out = [headline(p), "", *summary_lines(s, by)]
     out += _by_line(p)
     if s.markers:
         out += ["", "Markers:", " Count  Marker", " ─────  ──────"]
