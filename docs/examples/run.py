@@ -65,7 +65,8 @@ _NUMBER = re.compile(
     r"|\bp[=<]\d[\d.e-]*"
 )
 _VERDICT = re.compile(
-    r"\s*(launch-bound|device-bound|dependency-bound|unexplained idle|no device work)\b"
+    r"\s*(launch-bound|device-bound|host-bound|dependency-bound|start-bound|too few device rows"
+    r"|cannot tell|no device work|no exactly timed)\b"
 )
 
 _DEVICE = re.compile(r"pthread-[^,:]*?(?=,|:|\s{2,}|$)")
