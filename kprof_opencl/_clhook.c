@@ -97,6 +97,7 @@ enum {
     S_SVM_MEMCPY = 129,
     S_SVM_MEMFILL = 130,
     S_CREATE_BUFFER = 14,
+    S_RELEASE_MEM_OBJECT = 18,
     S_SET_MEM_DESTRUCTOR_CALLBACK = 83,
     S_SVM_ALLOC = 126,
     S_SVM_FREE = 127,
@@ -1380,7 +1381,13 @@ py_quiet(PyObject *module, PyObject *fn)
  * append the same way. Python drains `pending` (mem_drain) before each allocation it is handed
  * (a freed handle may come back from the driver for the next buffer) and at the profile's end.
  * Sub-buffers (clCreateSubBuffer) are views of their parent's memory: not counted. A callback
- * registered in an earlier profile carries that profile's generation and is dropped. */
+ * registered in an earlier profile carries that profile's generation and is dropped.
+ *
+ * A buffer the program releases while commands that use it are in flight is destroyed when
+ * they finish, on the driver's thread, a moment after the device's work is seen complete: so
+ * clReleaseMemObject is hooked too, and the handles released lately are kept in a ring
+ * (`released`, mem_released), whose live allocations the profile's end waits for (bounded)
+ * instead of calling them live at the end. */
 
 typedef struct {
     void *addr;
@@ -1391,6 +1398,9 @@ static MemFree *pending;
 static size_t pending_len, pending_cap;
 static long long n_mem_dropped;
 static uintptr_t mem_gen; /* the generation recording now; 0: none */
+#define RELEASED_RING 4096
+static void *released[RELEASED_RING]; /* the handles the program released lately */
+static size_t released_n;             /* released this generation (the ring keeps the last) */
 static PyObject *py_mem_alloc; /* alloc(context, address, nbytes, time_ns) */
 static PyObject *py_mem_free;  /* free(address, time_ns) */
 #if HOOK_SUPPORTED
@@ -1521,6 +1531,50 @@ h_create_buffer(cl_context ctx, cl_bitfield flags, size_t size, void *host, cl_i
     return m;
 }
 
+typedef cl_int(CL_API_CALL *release_mem_t)(cl_mem);
+
+static cl_int CL_API_CALL
+h_release_mem(cl_mem m)
+{
+    release_mem_t f = (release_mem_t)original(m, S_RELEASE_MEM_OBJECT);
+#if HOOK_SUPPORTED
+    if (m != NULL && mem_gen != 0) {
+        pthread_mutex_lock(&mem_lock);
+        if (mem_gen != 0)
+            released[released_n++ % RELEASED_RING] = m;
+        pthread_mutex_unlock(&mem_lock);
+    }
+#endif
+    return f(m);
+}
+
+/* mem_released() -> [address, ...]: the handles released since the last call (at most the
+ * ring's last RELEASED_RING), for the profile's end to wait for their destruction. */
+static PyObject *
+py_mem_released(PyObject *module, PyObject *unused)
+{
+    void *got[RELEASED_RING];
+    size_t n = 0;
+#if HOOK_SUPPORTED
+    pthread_mutex_lock(&mem_lock);
+    size_t total = released_n;
+    n = total < RELEASED_RING ? total : RELEASED_RING;
+    for (size_t i = 0; i < n; i++)
+        got[i] = released[(total - n + i) % RELEASED_RING];
+    released_n = 0;
+    pthread_mutex_unlock(&mem_lock);
+#endif
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out != NULL && i < n; i++) {
+        PyObject *v = PyLong_FromVoidPtr(got[i]);
+        if (v == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SetItem(out, (Py_ssize_t)i, v);
+    }
+    return out;
+}
+
 typedef void *(CL_API_CALL *svm_alloc_t)(cl_context, cl_bitfield, size_t, cl_uint);
 typedef void(CL_API_CALL *svm_free_t)(cl_context, void *);
 typedef cl_int(CL_API_CALL *enqueue_svm_free_t)(cl_command_queue, cl_uint, void *[],
@@ -1568,6 +1622,7 @@ h_enqueue_svm_free(cl_command_queue q, cl_uint n, void *ptrs[],
 
 static const Hook MEM_HOOKS[] = {
     {S_CREATE_BUFFER, (void *)h_create_buffer, 11, "clCreateBuffer"},
+    {S_RELEASE_MEM_OBJECT, (void *)h_release_mem, 11, "clReleaseMemObject"},
     {S_SVM_ALLOC, (void *)h_svm_alloc, 20, "clSVMAlloc"},
     {S_SVM_FREE, (void *)h_svm_free, 20, "clSVMFree"},
     {S_ENQUEUE_SVM_FREE, (void *)h_enqueue_svm_free, 20, "clEnqueueSVMFree"},
@@ -1635,6 +1690,7 @@ py_mem_hook(PyObject *module, PyObject *args)
     static uintptr_t last_gen;
     pthread_mutex_lock(&mem_lock);
     mem_gen = ++last_gen;
+    released_n = 0;
     pthread_mutex_unlock(&mem_lock);
 #endif
     for (int i = 0; i < N_MEM_HOOKS; i++) {
@@ -1757,6 +1813,8 @@ static PyMethodDef methods[] = {
      "mem_hook(table_address, version, alloc, free) -> entries: buffers and SVM recorded"},
     {"mem_unhook", py_mem_unhook, METH_O, "mem_unhook(table_address) -> entries replaced"},
     {"mem_drain", py_mem_drain, METH_NOARGS, "[(address, time_ns)]: ends since the last drain"},
+    {"mem_released", py_mem_released, METH_NOARGS,
+     "[address]: handles the program released since the last call (the last 4096)"},
     {"mem_stats", py_mem_stats, METH_NOARGS, "memory hook counts: dropped, pending, on"},
     {"stats", py_stats, METH_NOARGS, "counts: enqueues seen and recorded, names cached"},
     {"slots", py_slots, METH_NOARGS, "{entry name: slot in the ICD dispatch table}"},

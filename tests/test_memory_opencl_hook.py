@@ -164,3 +164,63 @@ def test_a_profile_start_surveys_the_platforms_once(
         b.release()
     assert len(calls) == 1
     assert [(e.kind, e.nbytes) for e in p.memory.events] == [("alloc", 128), ("free", 128)]
+
+
+def test_a_buffer_destroyed_after_its_release_is_freed_not_live(
+    ctx: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A buffer the program releases while something else still holds it, as the driver holds
+    one while commands using it are in flight, is destroyed a moment later on another thread:
+    the profile's end waits for that (issue 35: one run in two of a script ending with work in
+    flight said "Live at end 8 MiB, Frees 0"). Made deterministic: the holder lets go on its
+    own thread at the end's first wait, and the test fails if the end never waits."""
+    _hook()
+    monkeypatch.setenv("KPROF_OPENCL_MEMORY", "1")
+    import threading
+
+    from kprof_opencl import memory_hook
+
+    holders: list[Any] = []
+
+    def let_go() -> None:
+        while holders:
+            t = threading.Thread(target=holders.pop().release)
+            t.start()
+            t.join()
+
+    monkeypatch.setattr(memory_hook, "_pause", let_go)
+    for _ in range(50):
+        with kprof.profile(backends="opencl") as p:
+            a = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4096)
+            holders.append(cl.Buffer.from_int_ptr(a.int_ptr, retain=True))  # the "driver"
+            del a  # the program's release: the buffer lives on in the holder
+        kinds = [e.kind for e in p.memory.events]
+        assert kinds == ["alloc", "free"], kinds
+        assert sum(p.memory.live_bytes_at_end.values()) == 0
+    assert not holders
+
+
+def test_a_buffer_still_held_at_the_end_is_live_after_a_bounded_wait(
+    ctx: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Released by the program but kept by someone else past the wait: live at the end, as it
+    is; the wait is bounded (here by an injected clock that jumps past the bound)."""
+    _hook()
+    monkeypatch.setenv("KPROF_OPENCL_MEMORY", "1")
+    from kprof_opencl import memory_hook
+
+    now = [0.0]
+    monkeypatch.setattr(memory_hook, "_clock", lambda: now[0])
+
+    def jump() -> None:
+        now[0] += memory_hook.END_GRACE_S / 4
+
+    monkeypatch.setattr(memory_hook, "_pause", jump)
+    with kprof.profile(backends="opencl") as p:
+        a = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4096)
+        kept = cl.Buffer.from_int_ptr(a.int_ptr, retain=True)
+        del a
+    assert [e.kind for e in p.memory.events] == ["alloc"]
+    assert sum(p.memory.live_bytes_at_end.values()) == 4096
+    assert now[0] == pytest.approx(memory_hook.END_GRACE_S)  # waited the bound, no longer
+    kept.release()
