@@ -171,7 +171,7 @@ def test_a_buffer_destroyed_after_its_release_is_freed_not_live(
 ) -> None:
     """A buffer the program releases while something else still holds it, as the driver holds
     one while commands using it are in flight, is destroyed a moment later on another thread:
-    the profile's end waits for that (issue 35: one run in two of a script ending with work in
+    the profile's end waits for that (issue 35: 18 runs in 30 of a script ending with work in
     flight said "Live at end 8 MiB, Frees 0"). Made deterministic: the holder lets go on its
     own thread at the end's first wait, and the test fails if the end never waits."""
     _hook()
