@@ -35,7 +35,7 @@ def test_a_range_without_a_current_queue_is_said(tdq: Any, path: bool) -> None:
     q.finish()
     assert [r.name for r in p.device_ranges] == ["step"]
     [note] = p.meta["notes"]
-    assert note.startswith("2 of 2 'first' ranges had no device time on testdev: entered where")
+    assert note.startswith("2 of 2 'first' ranges have no span on testdev (their device time")
     assert f"! {note}" in str(p)
 
 

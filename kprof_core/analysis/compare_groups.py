@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from kprof_core.data.profile_data import ProfileData
 from kprof_core.data.records import MARKS, RANGE, UNRESOLVED, HostTable
 from kprof_core.data.site_summary import UNKNOWN_SITE
+from kprof_core.data.tree import range_instances
 
 SECTIONS = ("device", "device_ranges", "host")
 Key = tuple[str, int] | tuple[str, int, str]  # (name, marks), and the line's or config's label
@@ -43,10 +44,12 @@ def _split(
         where = labels[k]
         if kind != RANGE:  # the launch's host call
             host.setdefault((names[nid], 0, where), []).append(le - ls)
-        if not flags & UNRESOLVED:
-            group = dranges if kind == RANGE else device
-            group.setdefault((names[nid], flags & MARKS, where), []).append(dur)
+        if not flags & UNRESOLVED and kind != RANGE:
+            device.setdefault((names[nid], flags & MARKS, where), []).append(dur)
     none = labels[-1]
+    for i, marks, ns in range_instances(p):  # a range's device time is its work's
+        where = labels[host_keys[i]] if host_keys is not None else none
+        dranges.setdefault((names[h.name[i]], marks, where), []).append(ns)
     for i, (nid, kind, s, e) in enumerate(zip(h.name, h.kind, h.start, h.end)):
         if kind != HostTable.MARK:
             where = labels[host_keys[i]] if host_keys is not None else none

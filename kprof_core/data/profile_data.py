@@ -36,7 +36,8 @@ from kprof_core.data.records import (
 )
 from kprof_core.data.site_summary import SiteRow, StackRow, site_rows, stack_rows
 from kprof_core.data.sites import Site
-from kprof_core.data.summary import Durations, Summary, _split, rows_of, said_totals
+from kprof_core.data.summary import Durations, Summary, _split, rekeyed, rows_of, said_totals
+from kprof_core.data.tree import range_work
 
 if TYPE_CHECKING:
     from kprof_core.recording.recorder import DeviceClock, Recorder
@@ -328,15 +329,19 @@ class ProfileData:
             return {(names[nid], marks): v for (nid, marks), v in groups.items()}
 
         flops, range_nbytes, range_flops = said_totals(t.name, t.kind, t.flags, t.nbytes, t.flops)
+        # A range's device time is its work's (range_work); its rows' spans go apart. Bytes and
+        # flops said of a range belong to its name, whatever marks its work has.
+        work = range_work(self)
         return Durations(
             named(host),
             named(device),
-            named(dranges),
+            named(work),
             named(sizes),
             markers,
             named(flops),
-            named(range_nbytes),
-            named(range_flops),
+            named(rekeyed(range_nbytes, work)),
+            named(rekeyed(range_flops, work)),
+            named(dranges),
         )
 
     @overload
@@ -364,11 +369,18 @@ class ProfileData:
             rows = config_rows(self.table, self.names, self.configs, s.span_ns, "name" in key)
             return replace(s, device=rows)
         d, span = self.durations(), self.span_ns
+        spans: dict[str, int] = {}
+        for (name, _marks), durs in d.range_spans.items():
+            spans[name] = spans.get(name, 0) + sum(durs)
+        ranges = [
+            replace(r, span_ns=spans.get(r.name))
+            for r in rows_of(d.device_ranges, d.range_nbytes, span, d.range_flops)
+        ]
         return Summary(
             span,
             rows_of(d.host, {}, span),
             rows_of(d.device, d.nbytes, span, d.flops),
-            rows_of(d.device_ranges, d.range_nbytes, span, d.range_flops),
+            ranges,
             sorted(d.markers.items(), key=lambda kv: (-kv[1], kv[0])),
         )
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, islice, repeat
 from operator import eq
+from typing import Any
 
 from kprof_core.data.records import APPROXIMATE, HOST_TIMED, MARKS, RANGE, UNRESOLVED
 
@@ -26,8 +27,10 @@ class SummaryRow:
     for copies (and kernels or ranges the user said them of), else None; ``flops``: the
     floating-point operations the user said its records do (``kprof.range(flops=)``,
     ``kprof.annotate``), else None; ``config``: the launch configuration's text, in rows
-    grouped by it (``summary(by=("name", "config"))``), else None. ``gbps`` and ``gflops``:
-    those over ``total_ns`` (GB/s, GFLOP/s), or None.
+    grouped by it (``summary(by=("name", "config"))``), else None; ``span_ns``: for a device
+    range, its instances' spans on the device summed (first work's start to last work's end,
+    where a backend timed them), beside ``total_ns``, the device time of their work; else
+    None. ``gbps`` and ``gflops``: those over ``total_ns`` (GB/s, GFLOP/s), or None.
     """
 
     name: str
@@ -44,6 +47,7 @@ class SummaryRow:
     approximate: bool = False
     config: str | None = None
     flops: int | None = None
+    span_ns: int | None = None
 
     @property
     def gbps(self) -> float | None:
@@ -186,6 +190,18 @@ def said_totals(
     return dev, rng_b, rng_f
 
 
+def rekeyed(
+    said: Mapping[tuple[int, int], int], groups: Mapping[tuple[int, int], Any]
+) -> dict[tuple[int, int], int]:
+    """Bytes or flops said of ranges (keyed by ``(name id, marks)`` of the range's rows) keyed
+    as ``groups`` are (a range's work's marks): what was said of a name goes to its first group."""
+    by_name: dict[int, int] = {}
+    for (nid, _marks), v in said.items():
+        by_name[nid] = by_name.get(nid, 0) + v
+    first = {key[0]: key for key in sorted(groups, reverse=True)}
+    return {key: by_name[nid] for nid, key in first.items() if nid in by_name}
+
+
 @dataclass(frozen=True)
 class Durations:
     """Per-call durations (ns) grouped by ``(name, marks)`` in each section of a profile, where
@@ -193,6 +209,7 @@ class Durations:
 
     host: dict[tuple[str, int], list[int]]
     device: dict[tuple[str, int], list[int]]
+    #: Per range instance, the device time of the work launched inside it (``range_work``).
     device_ranges: dict[tuple[str, int], list[int]]
     nbytes: dict[tuple[str, int], int]
     markers: dict[str, int]
@@ -201,6 +218,9 @@ class Durations:
     flops: dict[tuple[str, int], int] = field(default_factory=dict)
     range_nbytes: dict[tuple[str, int], int] = field(default_factory=dict)
     range_flops: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: Per range row a backend timed, its span on the device (first work's start to last
+    #: work's end): the "Span" column beside a range's device time.
+    range_spans: dict[tuple[str, int], list[int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

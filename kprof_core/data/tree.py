@@ -165,3 +165,81 @@ def device_tree(data: ProfileData) -> TreeNode:
         node.share = 100.0 * node.total_ns / root.total_ns if root.total_ns else 0.0
         node.children.sort(key=lambda c: (-c.total_ns, c.kind, c.name))
     return root
+
+
+def range_work(data: ProfileData) -> dict[tuple[int, int], list[int]]:
+    """The device time of each ``kprof.range`` instance (:func:`range_instances`), grouped by
+    ``(name id, marks)``, one value per instance.
+
+    One number per thing: the summary's device ranges, the diff, the HTML page and the
+    notebook all take a range's device time from here; the span on the device (first work's
+    start to last work's end, from the backends' timestamps) is a column of its own."""
+    out: dict[tuple[int, int], list[int]] = {}
+    names = data.host.name
+    for row, marks, ns in range_instances(data):
+        out.setdefault((names[row], marks), []).append(ns)
+    return out
+
+
+def range_instances(data: ProfileData) -> list[tuple[int, int, int]]:
+    """``(host row, marks, device ns)`` per ``kprof.range`` instance: the summed device time of
+    the kernels and copies launched inside it on its thread, nested ranges' work included (what
+    the tree's range nodes add up); marks: the ``HOST_TIMED`` and ``APPROXIMATE`` bits of any
+    of its work. Every instance of a range name that has device work in some instance (one
+    without any counts 0), in host-table order."""
+    h, t = data.host, data.table
+    by_thread: dict[int, list[tuple[int, int, int]]] = {}
+    for i, (kind, thread, s, e) in enumerate(zip(h.kind, h.thread, h.start, h.end)):
+        if kind == HostTable.RANGE:
+            by_thread.setdefault(thread, []).append((s, -e, i))
+    if not by_thread:
+        return []
+    # Per thread: starts sorted (outer first at equal starts), ends, parents, host rows.
+    nest: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
+    for thread, ranges in by_thread.items():
+        ranges.sort()
+        starts: list[int] = []
+        ends: list[int] = []
+        parents: list[int] = []
+        rows: list[int] = []
+        stack: list[int] = []
+        for j, (s, neg_e, i) in enumerate(ranges):
+            while stack and -neg_e > ends[stack[-1]]:
+                stack.pop()
+            starts.append(s)
+            ends.append(-neg_e)
+            parents.append(stack[-1] if stack else -1)
+            rows.append(i)
+            stack.append(j)
+        nest[thread] = (starts, ends, parents, rows)
+    sums = {thread: [0] * len(n[0]) for thread, n in nest.items()}
+    marks = {thread: [0] * len(n[0]) for thread, n in nest.items()}
+    counts = {thread: [0] * len(n[0]) for thread, n in nest.items()}
+    worked: set[int] = set()  # names with device work in some instance
+    for kind, flags, thread, ls, le, dur in zip(
+        t.kind, t.flags, t.thread, t.launch_start, t.launch_end, t.duration
+    ):
+        n = nest.get(thread)
+        if n is None or kind == RANGE or flags & UNRESOLVED:
+            continue
+        starts, ends, parents, rows = n
+        j = bisect_right(starts, ls) - 1
+        while j >= 0 and ends[j] < le:  # the innermost range around the launch call
+            j = parents[j]
+        if j >= 0:
+            sums[thread][j] += dur
+            marks[thread][j] |= flags & MARKS
+            counts[thread][j] += 1
+    found: list[tuple[int, int, int]] = []
+    for thread, (_starts, _ends, parents, rows) in nest.items():
+        acc, mk, cnt = sums[thread], marks[thread], counts[thread]
+        for j in range(len(rows) - 1, -1, -1):  # children come after their parents
+            p = parents[j]
+            if p >= 0:
+                acc[p] += acc[j]
+                mk[p] |= mk[j]
+                cnt[p] += cnt[j]
+            if cnt[j]:
+                worked.add(h.name[rows[j]])
+        found += [(i, mk[j], acc[j]) for j, i in enumerate(rows)]
+    return sorted(x for x in found if h.name[x[0]] in worked)

@@ -269,9 +269,9 @@ def queueless_notes(rec: RecorderRanges) -> list[str]:
             if missing > 0:
                 label = rec.names.values[name]
                 notes.append(
-                    f"{missing} of {n} {label!r} ranges had no device time on {backend}: "
-                    "entered where the thread had no current queue (OpenCL learns it from the "
-                    "thread's first launch, or kprof_opencl.use_queue(q); HIP from "
-                    "kprof_hip.use_stream(s))"
+                    f"{missing} of {n} {label!r} ranges have no span on {backend} (their "
+                    "device time, their work's, is counted): entered where the thread had no "
+                    "current queue (OpenCL learns it from the thread's first launch, or "
+                    "kprof_opencl.use_queue(q); HIP from kprof_hip.use_stream(s))"
                 )
     return notes

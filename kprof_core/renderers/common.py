@@ -16,6 +16,12 @@ FOOTNOTE = (
     " * timed on the host, synchronizing after each launch: the backend (or the queue) "
     "gives no device timestamps"
 )
+#: The device ranges' table title: what its two times are, said once for every view.
+RANGES_TITLE = (
+    "Device-side ranges (device time: of the work launched inside each; span: its first "
+    "work's start to its last work's end on the device)"
+)
+
 APPROXIMATE_FOOTNOTE = (
     " ~ approximate: the queue gives no device timestamps, so each command was timed on the "
     "host, without synchronizing, from when the driver reported it running and complete: late "

@@ -12,7 +12,13 @@ from kprof_core.data.site_summary import SiteRow, StackRow
 from kprof_core.data.summary import Summary, SummaryRow
 from kprof_core.data.timefmt import format_rate, format_time
 from kprof_core.renderers.analysis import analysis_lines, report_analysis, skipped_note
-from kprof_core.renderers.common import COLUMNS, bounds_notes, footnotes, headline
+from kprof_core.renderers.common import (
+    COLUMNS,
+    RANGES_TITLE,
+    bounds_notes,
+    footnotes,
+    headline,
+)
 from kprof_core.renderers.memory import memory_lines
 from kprof_core.renderers.terminal import lines
 from kprof_core.renderers.timeline import DEVICE, HOST_RANGE, MARK, Timeline, Track, device_title
@@ -28,7 +34,9 @@ def _table(
     and a GFLOP/s one when a row has flops (both over its total device time)."""
     rates = throughput and any(r.nbytes for r in rows)
     flops = throughput and any(r.flops for r in rows)
-    headers = list(COLUMNS) + (["Throughput"] if rates else []) + (["GFLOP/s"] if flops else [])
+    spans = any(r.span_ns is not None for r in rows)
+    headers = list(COLUMNS) + (["Span"] if spans else [])
+    headers += (["Throughput"] if rates else []) + (["GFLOP/s"] if flops else [])
     headers += ["Config", "Name"] if config else ["Name"]
     body = []
     for r in rows:
@@ -41,6 +49,8 @@ def _table(
             format_time(r.max_ns),
             format_time(r.median_ns),
         ]
+        if spans:
+            cells.append("-" if r.span_ns is None else format_time(r.span_ns))
         if rates:
             cells.append(format_rate(r.nbytes, r.total_ns) if r.nbytes else "")
         if flops:
@@ -103,7 +113,7 @@ def summary_lines(s: Summary, by: str | tuple[str, ...] = "name") -> list[str]:
     if s.device_ranges:
         out.append("")
         out += _table(
-            "Device-side ranges (device time of the work enqueued inside each):",
+            RANGES_TITLE + ":",
             s.device_ranges,
             True,
         )

@@ -24,6 +24,7 @@ from kprof_core.io.exports import Target, open_text
 from kprof_core.renderers.analysis import analysis_html, report_analysis, skipped_note
 from kprof_core.renderers.common import (
     COLUMNS,
+    RANGES_TITLE,
     check_profiles,
     first_time,
     footnotes,
@@ -233,7 +234,9 @@ def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> 
     """As the text report's: bytes per second and GFLOP/s columns when a row has them."""
     rates = throughput and any(r.nbytes for r in rows)
     flops = throughput and any(r.flops for r in rows)
-    headers = [*COLUMNS, *(["Throughput"] if rates else []), *(["GFLOP/s"] if flops else [])]
+    spans = any(r.span_ns is not None for r in rows)
+    headers = [*COLUMNS, *(["Span"] if spans else [])]
+    headers += [*(["Throughput"] if rates else []), *(["GFLOP/s"] if flops else [])]
     out = [f"<h3>{html.escape(title)}</h3>", "<table><thead><tr>"]
     out += [f"<th>{html.escape(c)}</th>" for c in headers]
     out.append('<th class="name">Name</th></tr></thead><tbody>')
@@ -247,6 +250,8 @@ def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> 
             format_time(r.max_ns),
             format_time(r.median_ns),
         ]
+        if spans:
+            cells.append("-" if r.span_ns is None else format_time(r.span_ns))
         if rates:
             cells.append(format_rate(r.nbytes, r.total_ns) if r.nbytes else "")
         if flops:
@@ -285,13 +290,7 @@ def summary_html(p: ProfileData, label: str | None) -> str:
         else "<p>No device-side activity was recorded.</p>"
     )
     if s.device_ranges:
-        out.append(
-            _table(
-                "Device-side ranges (device time of the work enqueued inside each)",
-                s.device_ranges,
-                True,
-            )
-        )
+        out.append(_table(RANGES_TITLE, s.device_ranges, True))
     if s.device:
         tree = tree_html(p)
         if tree:
