@@ -9,10 +9,12 @@ Ranges' own device rows are not counted: their time is the work's, counted alrea
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import compress, repeat
+from operator import and_, eq, lt, ne, not_, sub
 from typing import TYPE_CHECKING
 
 from kprof_core.data.records import (
@@ -216,20 +218,37 @@ def range_instances(data: ProfileData) -> list[tuple[int, int, int]]:
     marks = {thread: [0] * len(n[0]) for thread, n in nest.items()}
     counts = {thread: [0] * len(n[0]) for thread, n in nest.items()}
     worked: set[int] = set()  # names with device work in some instance
-    for kind, flags, thread, ls, le, dur in zip(
-        t.kind, t.flags, t.thread, t.launch_start, t.launch_end, t.duration
-    ):
-        n = nest.get(thread)
-        if n is None or kind == RANGE or flags & UNRESOLVED:
-            continue
-        starts, ends, parents, rows = n
-        j = bisect_right(starts, ls) - 1
-        while j >= 0 and ends[j] < le:  # the innermost range around the launch call
-            j = parents[j]
-        if j >= 0:
-            sums[thread][j] += dur
-            marks[thread][j] |= flags & MARKS
-            counts[thread][j] += 1
+    # Work rows (kernels and copies resolved), and their thread, column-wise (C-level maps).
+    n_rows = len(t)
+    usable = bytes(
+        map(and_, map(ne, t.kind, repeat(RANGE)), map(not_, map(and_, t.flags, repeat(UNRESOLVED))))
+    )
+    one_thread = len(nest) == 1 and t.thread.count(next(iter(nest))) == n_rows
+    for thread, (starts, ends, parents, _rows) in nest.items():
+        m = usable if one_thread else bytes(map(and_, usable, map(eq, t.thread, repeat(thread))))
+        ls = array("q", compress(t.launch_start, m))
+        le = array("q", compress(t.launch_end, m))
+        dur = array("q", compress(t.duration, m))
+        # The last range to start at or before each launch; most enclose it (their end is no
+        # earlier than the launch's), the others are walked up their parents.
+        js = array("q", map(sub, map(bisect_right, repeat(starts), ls), repeat(1)))
+        tail = [*ends, 1 << 62]  # js of -1 read the sentinel: no range, never walked
+        for k in compress(range(len(js)), map(lt, map(tail.__getitem__, js), le)):
+            j = js[k]
+            while j >= 0 and ends[j] < le[k]:
+                j = parents[j]
+            js[k] = j
+        acc, cnt = sums[thread], counts[thread]
+        for j, d in zip(js, dur):
+            if j >= 0:
+                acc[j] += d
+                cnt[j] += 1
+        flagged = array("q", map(and_, compress(t.flags, m), repeat(MARKS)))
+        if any(flagged):
+            mk = marks[thread]
+            for j, f in zip(js, flagged):
+                if j >= 0:
+                    mk[j] |= f
     found: list[tuple[int, int, int]] = []
     for thread, (_starts, _ends, parents, rows) in nest.items():
         acc, mk, cnt = sums[thread], marks[thread], counts[thread]
