@@ -422,3 +422,59 @@ def test_reports_leave_the_section_out_of_large_pure_python_profiles(
     assert said in text and said in page
     assert "launch-bound" not in text
     assert p.analysis().kind == "launch-bound"  # asked for, it is computed
+
+
+def test_pocl_first_launches_are_start_bound_and_say_warm_up(tmp_path: Any) -> None:
+    """A whole script, as the issue's: program build, two kernels five times, two copies, with
+    PoCL's and PyOpenCL's caches empty, under ``kprof run``. Start-up (context, build) is left
+    out of the span; the device then waits for PoCL compiling each kernel at its first launch:
+    start-bound, with the advice to warm kernels up, never "fuse kernels"."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("pyopencl")
+    import kprof_opencl
+
+    if kprof_opencl.default_device() is None:
+        pytest.skip("OpenCL finds no device here (pip install pocl-binary-distribution)")
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import numpy as np, pyopencl as cl\n"
+        "import kprof_opencl\n"
+        "ctx = cl.Context([kprof_opencl.default_device()])\n"
+        "queue = cl.CommandQueue(ctx)\n"
+        "prg = cl.Program(ctx, '''\n"
+        "__kernel void scale(__global float *x, float a) { x[get_global_id(0)] *= a; }\n"
+        "__kernel void axpy(__global const float *x, __global float *y, float a) {\n"
+        "    size_t i = get_global_id(0); y[i] += a * x[i]; }''').build()\n"
+        "n = 1 << 20\n"
+        "h = np.ones(n, np.float32)\n"
+        "x = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, h.nbytes)\n"
+        "y = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, h.nbytes)\n"
+        "cl.enqueue_copy(queue, x, h)\n"
+        "scale, axpy = prg.scale, prg.axpy\n"
+        "for _ in range(5):\n"
+        "    scale(queue, (n,), None, x, np.float32(1.01))\n"
+        "    axpy(queue, (n,), None, x, y, np.float32(2.0))\n"
+        "cl.enqueue_copy(queue, h, y)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    env.update(POCL_CACHE_DIR=str(tmp_path / "pocl"), PYOPENCL_NO_CACHE="1")
+    r = subprocess.run(
+        [sys.executable, "-m", "kprof", "run", "-o", "out.kprof", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    a = kprof.load(tmp_path / "out.kprof").analysis()
+    assert a.kind == "start-bound", str(a)
+    assert a.verdict.endswith("warm kernels up before the profile"), str(a)
+    assert (
+        a.first_launch_wait_ns is not None and 2 * a.first_launch_wait_ns > a.device().start_wait_ns
+    )
+    assert a.before_ns is not None and a.before_ns > 0  # start-up, left out of the span
+    assert "fuse kernels" not in r.stdout
