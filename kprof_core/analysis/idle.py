@@ -279,17 +279,17 @@ def analyse(p: ProfileData, range: str | None = None) -> Analysis:
     errors = [g.error_ns for g in d_out if g.aligned and g.error_ns is not None]
     window_ns = sum(w1 - w0 for w0, w1 in windows)
     kind, about = decide(d_out)
-    first_wait = None
-    if kind == "start-bound" and about is not None:  # the only verdict that needs it
+    first_wait = typical_wait = None
+    if kind == "start-bound" and about is not None:  # the only verdict that needs them
         wanted = tuple(q for q in qids if queues[q].device_key == about.key)
-        first_wait = _first_launch_wait(
+        first_wait, typical_wait = _first_launch_wait(
             wanted,
             (qcol, start, end, lend, names, configs),
             is_kernel,
             windows,
             others_of(list(wanted)),
         )
-    said = verdict(kind, about, len(d_out) > 1, first_wait)
+    said = verdict(kind, about, len(d_out) > 1, first_wait, typical_wait)
     if not d_out and skipped:  # there was device work, none of it exactly timed
         said = "no exactly timed device work to analyse"
     notes_ = notes(d_out, skipped, errors)
@@ -317,12 +317,14 @@ def _first_launch_wait(
     is_kernel: bytes | None,
     windows: list[tuple[int, int]],
     others: array[int] | None,
-) -> int:
+) -> tuple[int, int]:
     """Of the device's waiting to start (queues ``qs``; ``cols``: queue, start, end, launch
     end, name and configuration per row): the part of the gaps whose next work is a kernel's
     first launch in the profile with its configuration (drivers compile a kernel per
     configuration: PoCL per local size), the gaps cut as the scan in :mod:`.idle_columns` cuts
-    them. A Python loop: run only for a start-bound verdict."""
+    them; and the median over its rows of the waiting to start before each (0 where a row
+    followed without a gap): per-launch overhead shows there, a few long waits do not. A Python
+    loop: run only for a start-bound verdict."""
     qcol, start, end, lend, names, configs = cols
     mine = set(qs)
     idx = [i for i in _indexes(len(start)) if qcol[i] in mine]
@@ -335,6 +337,7 @@ def _first_launch_wait(
             first.add(i)
     idx.sort(key=start.__getitem__)
     total = 0
+    waits: list[int] = []
     for w0, w1 in windows:
         runmax: int | None = None
         for i in idx:
@@ -345,14 +348,19 @@ def _first_launch_wait(
             si = max(start[i], w0)
             ei = max(min(end[i], w1), si)
             g0 = w0 if runmax is None else runmax
-            if si > g0 and i in first:
+            wait = 0
+            if si > g0:
                 cut = min(si, max(g0, lend[i]))  # the host's part ends at the launch's end
                 dep = 0
                 if others is not None:  # then another queue's work, as the scan counts it
                     dep = max(others[bisect_right(others, si) - 1] - cut, 0)
-                total += si - cut - dep
+                wait = si - cut - dep
+                if i in first:
+                    total += wait
+            waits.append(wait)
             runmax = ei if runmax is None else max(runmax, ei)
-    return total
+    waits.sort()
+    return total, waits[(len(waits) - 1) // 2] if waits else 0
 
 
 def _retitle(g: GroupAnalysis, key: str, title: str) -> GroupAnalysis:

@@ -211,11 +211,18 @@ def decide(devices: list[GroupAnalysis]) -> tuple[str, GroupAnalysis | None]:
     return kind, g
 
 
-def verdict(kind: str, g: GroupAnalysis | None, many: bool, first_wait: int | None = None) -> str:
+def verdict(
+    kind: str,
+    g: GroupAnalysis | None,
+    many: bool,
+    first_wait: int | None = None,
+    typical_wait: int | None = None,
+) -> str:
     """The verdict in one line: the kind, the figure that decided it, and advice only where
     the figures printed beside it support it (``many``: the profile has several devices, so
-    the line names this one; ``first_wait``: for ``"start-bound"``, the part of the waiting
-    to start that came before kernels' first launches with their configuration)."""
+    the line names this one; for ``"start-bound"``: ``first_wait``, the part of the waiting to
+    start that came before kernels' first launches with their configuration, and
+    ``typical_wait``, the median waiting to start before a row)."""
     if g is None:
         return "no device work to analyse"
     where = f" (on {g.title})" if many else ""
@@ -269,12 +276,11 @@ def verdict(kind: str, g: GroupAnalysis | None, many: bool, first_wait: int | No
             f"; {pct(g.share(first_wait))} came before a kernel's first launch, which the "
             f"driver prepares (compiles) then: warm kernels up before the profile"
         )
-    per_row = g.start_wait_ns // g.rows
-    if g.kernels and g.median_duration_ns < per_row:
+    if g.kernels and typical_wait is not None and g.median_duration_ns < typical_wait:
         return said + (
-            f"; kernels ran a median {format_time(g.median_duration_ns)} against "
-            f"{format_time(per_row)} of waiting to start per launch, the driver's overhead per "
-            f"command: fuse kernels (fewer, larger launches)"
+            f"; kernels ran a median {format_time(g.median_duration_ns)} against a median "
+            f"{format_time(typical_wait)} of waiting to start before each, the driver's "
+            f"overhead per command: fuse kernels (fewer, larger launches)"
         )
     return said + "; the driver's latency, a wait on a host event, or work kprof does not see"
 
