@@ -65,16 +65,16 @@ class TreeNode:
 
 
 #: Per thread: its host ranges' starts sorted (outer before inner at equal starts), their
-#: ends, each one's enclosing range (-1: none) and path of names, outermost first.
-Ranges = tuple[list[int], list[int], list[int], list[tuple[str, ...]]]
-NO_RANGES: Ranges = ([], [], [], [])
+#: ends, each one's enclosing range (-1: none), path of names (outermost first) and host row.
+Ranges = tuple[list[int], list[int], list[int], list[tuple[str, ...]], list[int]]
+NO_RANGES: Ranges = ([], [], [], [], [])
 
 
 def _ranges(h: HostTable, names: Sequence[str]) -> dict[int, Ranges]:
     by_thread: dict[int, list[tuple[int, int, int]]] = {}
-    for nid, kind, thread, s, e in zip(h.name, h.kind, h.thread, h.start, h.end):
+    for i, (kind, thread, s, e) in enumerate(zip(h.kind, h.thread, h.start, h.end)):
         if kind == HostTable.RANGE:
-            by_thread.setdefault(thread, []).append((s, -e, nid))
+            by_thread.setdefault(thread, []).append((s, -e, i))
     out = {}
     for thread, ranges in by_thread.items():
         ranges.sort()
@@ -82,8 +82,9 @@ def _ranges(h: HostTable, names: Sequence[str]) -> dict[int, Ranges]:
         ends: list[int] = []
         parents: list[int] = []
         paths: list[tuple[str, ...]] = []
+        rows: list[int] = []
         stack: list[int] = []  # the enclosing ranges, innermost last
-        for j, (s, neg_e, nid) in enumerate(ranges):
+        for j, (s, neg_e, i) in enumerate(ranges):
             e = -neg_e
             # Sorted by start: the top encloses this one when it ends no earlier.
             while stack and e > ends[stack[-1]]:
@@ -92,15 +93,16 @@ def _ranges(h: HostTable, names: Sequence[str]) -> dict[int, Ranges]:
             starts.append(s)
             ends.append(e)
             parents.append(parent)
-            paths.append((*(paths[parent] if parent >= 0 else ()), names[nid]))
+            paths.append((*(paths[parent] if parent >= 0 else ()), names[h.name[i]]))
+            rows.append(i)
             stack.append(j)
-        out[thread] = (starts, ends, parents, paths)
+        out[thread] = (starts, ends, parents, paths, rows)
     return out
 
 
 def _enclosing(ranges: Ranges, s: int, e: int) -> tuple[str, ...]:
     """The names of the ranges around ``[s, e]``, outermost first."""
-    starts, ends, parents, paths = ranges
+    starts, ends, parents, paths, _rows = ranges
     j = bisect_right(starts, s) - 1
     # The ranges of one thread nest: one around [s, e] starts no later than range j, the last
     # to start before s, so it is j or encloses j; up j's parents to the first that ends late
@@ -190,30 +192,9 @@ def range_instances(data: ProfileData) -> list[tuple[int, int, int]]:
     of its work. Every instance of a range name that has device work in some instance (one
     without any counts 0), in host-table order."""
     h, t = data.host, data.table
-    by_thread: dict[int, list[tuple[int, int, int]]] = {}
-    for i, (kind, thread, s, e) in enumerate(zip(h.kind, h.thread, h.start, h.end)):
-        if kind == HostTable.RANGE:
-            by_thread.setdefault(thread, []).append((s, -e, i))
-    if not by_thread:
+    nest = _ranges(h, data.names)  # the nesting the tree puts launches under
+    if not nest:
         return []
-    # Per thread: starts sorted (outer first at equal starts), ends, parents, host rows.
-    nest: dict[int, tuple[list[int], list[int], list[int], list[int]]] = {}
-    for thread, ranges in by_thread.items():
-        ranges.sort()
-        starts: list[int] = []
-        ends: list[int] = []
-        parents: list[int] = []
-        rows: list[int] = []
-        stack: list[int] = []
-        for j, (s, neg_e, i) in enumerate(ranges):
-            while stack and -neg_e > ends[stack[-1]]:
-                stack.pop()
-            starts.append(s)
-            ends.append(-neg_e)
-            parents.append(stack[-1] if stack else -1)
-            rows.append(i)
-            stack.append(j)
-        nest[thread] = (starts, ends, parents, rows)
     sums = {thread: [0] * len(n[0]) for thread, n in nest.items()}
     marks = {thread: [0] * len(n[0]) for thread, n in nest.items()}
     counts = {thread: [0] * len(n[0]) for thread, n in nest.items()}
@@ -224,7 +205,7 @@ def range_instances(data: ProfileData) -> list[tuple[int, int, int]]:
         map(and_, map(ne, t.kind, repeat(RANGE)), map(not_, map(and_, t.flags, repeat(UNRESOLVED))))
     )
     one_thread = len(nest) == 1 and t.thread.count(next(iter(nest))) == n_rows
-    for thread, (starts, ends, parents, _rows) in nest.items():
+    for thread, (starts, ends, parents, _paths, _rows) in nest.items():
         m = usable if one_thread else bytes(map(and_, usable, map(eq, t.thread, repeat(thread))))
         ls = array("q", compress(t.launch_start, m))
         le = array("q", compress(t.launch_end, m))
@@ -250,7 +231,7 @@ def range_instances(data: ProfileData) -> list[tuple[int, int, int]]:
                 if j >= 0:
                     mk[j] |= f
     found: list[tuple[int, int, int]] = []
-    for thread, (_starts, _ends, parents, rows) in nest.items():
+    for thread, (_starts, _ends, parents, _paths, rows) in nest.items():
         acc, mk, cnt = sums[thread], marks[thread], counts[thread]
         for j in range(len(rows) - 1, -1, -1):  # children come after their parents
             p = parents[j]
