@@ -161,21 +161,20 @@ class ProfileSummary(Summary):
         return f"<pre>{html.escape(self.report())}</pre>"
 
 
-class SiteSummary(list[SiteRow]):
-    """Device time per launch site (``Profile.summary(by="line")``): a list of ``SiteRow``,
-    largest total first; print it for the table."""
+class _PrintedRows:
+    """How a list of ``SiteRow`` or ``StackRow`` prints: its table under ``title``."""
 
-    title = "Device time by line"
+    title = ""
 
     def report(self) -> str:
         """The printed table (every row)."""
-        return lines(rows_lines(self.title, self))
+        return lines(rows_lines(self.title, self))  # type: ignore[arg-type]  # a list of rows
 
     def __str__(self) -> str:
         return self.report()
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__}: {len(self)} rows; print it for the table>"
+        return f"<{type(self).__name__}: {len(self)} rows; print it for the table>"  # type: ignore[arg-type]
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython shows the table
         p.text(self.report())
@@ -184,16 +183,18 @@ class SiteSummary(list[SiteRow]):
         return f"<pre>{html.escape(self.report())}</pre>"
 
 
-class StackSummary(list[StackRow]):
+class SiteSummary(_PrintedRows, list[SiteRow]):
+    """Device time per launch site (``Profile.summary(by="line")``): a list of ``SiteRow``,
+    largest total first; print it for the table."""
+
+    title = "Device time by line"
+
+
+class StackSummary(_PrintedRows, list[StackRow]):
     """Device time per launch stack (``Profile.summary(by="stack")``): a list of
     ``StackRow``, largest total first; print it for the table."""
 
     title = "Device time by stack"
-    report = SiteSummary.report
-    __str__ = SiteSummary.__str__
-    __repr__ = SiteSummary.__repr__
-    _repr_pretty_ = SiteSummary._repr_pretty_
-    _repr_html_ = SiteSummary._repr_html_
 
 
 class Profile(ProfileData):
