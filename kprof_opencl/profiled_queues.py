@@ -183,8 +183,9 @@ def enable_profiling() -> None:
     default: from the moment both kprof and PyOpenCL are imported, in either order (the
     ``kprof.on_import`` entry point :func:`on_import`). Call it again after
     :func:`disable_profiling` (idempotent). Queues made this way are PyOpenCL's own objects;
-    on PoCL a profiling queue costs unprofiled launches nothing measurable (BENCHMARKS.md), and
-    only queues created after the call are affected.
+    on PoCL a profiling queue costs a tiny unprofiled launch nothing beyond the machine's
+    wall-time spread, and 1 to 6 % more CPU (BENCHMARKS.md); only queues created after the call
+    are affected.
     """
     global _enabled, _declined
     with _lock:

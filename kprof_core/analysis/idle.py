@@ -27,8 +27,10 @@ Definitions (each figure is exact integer arithmetic over the recorded rows):
   named). It may be negative: work can start before the call returns.
 - Short kernels: kernels (not copies) whose device duration is shorter than their launch call
   took; the medians the verdict compares are the kernels' too.
-- First launches: a kernel name's first row in the profile, whose launch-to-start delay is
-  compared with the later launches' (drivers compile or upload a kernel at its first launch).
+- First launches: a kernel's first row in the profile with its launch configuration (drivers
+  compile a kernel at its first launch, PoCL per local size); a start-bound verdict says how
+  much of the waiting to start came before them, and compares the kernels' median with the
+  median waiting to start before a row (the per-launch overhead).
 - Queue depth: work whose launch call had begun and that had not yet finished. Its mean over
   the window is exact by Little's law (the sum of each row's time from launch start to device
   end, clipped to the window, over the window's length); its maximum comes from a sweep.
