@@ -25,6 +25,7 @@ from kprof_core.data.records import (
     QueueRecord,
     ThreadRecord,
 )
+from kprof_core.data.timefmt import format_time
 from kprof_core.io.storage import dumps
 from kprof_core.low_level import native
 from kprof_core.recording.placement import DeviceClock
@@ -290,8 +291,8 @@ def test_the_device_bound_test_backend(testbackends: Any, tdq: Any) -> None:
 
 def test_pocl_verdicts_on_programs_with_a_known_answer() -> None:
     """Tiny kernels with the host's own work between them: host-bound (the old rule called
-    it launch-bound and advised fusing); tiny kernels back to back: never device-bound, and
-    where the launches' own cost shows, the advice to fuse; large kernels: device-bound."""
+    it launch-bound and advised fusing); large kernels: device-bound; tiny kernels back to
+    back: whatever the machine's load makes of them, advice that agrees with its figures."""
     cl = pytest.importorskip("pyopencl")
     import numpy as np
 
@@ -333,16 +334,21 @@ def test_pocl_verdicts_on_programs_with_a_known_answer() -> None:
             k(q, (1024,), None, x, np.int32(20_000))
         q.finish()
     assert tiny.analysis().kind == "host-bound", str(tiny.analysis())
-    # Per-launch cost dominates: the driver's start latency on a quiet machine, the launch
-    # calls when a loaded machine deschedules the launching thread inside them, the loop
-    # between the calls when it is descheduled there; the first two advise fusing, each from
-    # the figures it prints. Never device-bound: the kernels are far shorter than the calls.
+    # Tiny kernels back to back have no one right answer on a CPU device shared with the
+    # host: start-bound (PoCL's workers waking for each command) on a quiet machine,
+    # launch-bound or host-bound when the launching thread is descheduled, even device-bound
+    # when a worker is descheduled mid-kernel. What holds under any load: the advice printed
+    # agrees with the figures printed beside it.
     a = back_to_back.analysis()
-    assert a.kind in ("start-bound", "launch-bound", "host-bound"), str(a)
-    if a.kind != "host-bound":
-        assert a.verdict.endswith(
-            "fuse kernels (fewer, larger launches)" if a.kind == "start-bound" else "fuse kernels"
-        ), str(a)
+    g = a.device()
+    if a.kind == "launch-bound":
+        fuse = g.median_duration_ns < g.median_launch_ns
+        assert a.verdict.endswith("; fuse kernels") == fuse, str(a)
+    elif a.kind == "start-bound" and "fuse kernels" in a.verdict:
+        said = f"kernels ran a median {format_time(g.median_duration_ns)} against a median "
+        assert said in a.verdict and " of waiting to start before each" in a.verdict, str(a)
+    else:
+        assert "fuse kernels" not in a.verdict, str(a)
     assert large.analysis().kind == "device-bound", str(large.analysis())
 
 
