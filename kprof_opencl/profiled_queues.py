@@ -19,6 +19,13 @@ What differs while it is bound: ``cl.CommandQueue`` is not PyOpenCL's class obje
 ``type(q) is cl.CommandQueue`` is false (``isinstance`` is right).
 Only the name looked up at call time is covered: ``from pyopencl import CommandQueue`` done
 before capture was installed keeps PyOpenCL's class (its queues are then timed approximately).
+
+The program still sees the properties it asked for: for a queue that got ``PROFILING_ENABLE``
+only from kprof, ``queue.properties`` and ``queue.get_info(PROPERTIES)`` (and
+``PROPERTIES_ARRAY``) answer without it, so code that branches on the bit behaves as it did.
+Every wrapper of such a queue answers so while the object ``cl.CommandQueue`` returned lives;
+C code that calls ``clGetCommandQueueInfo`` itself, and queues the dispatch-table hook changed
+(made by C or by PyOpenCL's class itself), show the bit.
 """
 
 from __future__ import annotations
@@ -83,12 +90,128 @@ def create_profiling_queue(base: type, *args: Any, **kwargs: Any) -> Any:
         new_args, new_kwargs = args, {**kwargs, "properties": PROFILING_ENABLE}
     if new_args is args and new_kwargs is kwargs:
         return base(*args, **kwargs)
+    added = not _asks_profiling(given)
     try:
-        return base(*new_args, **new_kwargs)
+        queue = base(*new_args, **new_kwargs)
     except Exception:
         pass
+    else:
+        _remember(base, queue, added)
+        return queue
     # Outside the except block: an error is raised as the program would see it, unchained.
-    return base(*args, **kwargs)
+    queue = base(*args, **kwargs)
+    _remember(base, queue, False)
+    return queue
+
+
+def _asks_profiling(properties: Any) -> bool:
+    """Whether ``properties`` (as :func:`with_profiling` takes them) already ask for profiling
+    or leave the queue as it is (device-side queues, forms kprof does not change)."""
+    try:
+        return bool(with_profiling(properties) == properties)
+    except Exception:  # a value whose == raises: kprof did not change it either
+        return True
+
+
+# -- what the program asked for: PROPERTIES answered without the bit kprof added ----------------
+
+_INFO_PROPERTIES = 0x1093  # CL_QUEUE_PROPERTIES as a clGetCommandQueueInfo key
+_INFO_PROPERTIES_ARRAY = 0x1098  # CL_QUEUE_PROPERTIES_ARRAY (OpenCL 3)
+
+# Handles of live queues whose PROFILING_ENABLE came only from kprof. PyOpenCL's queues take no
+# weak references, so the queue object kprof made carries a _Forget that drops its entry when
+# the object goes: OpenCL can hand the address to a new queue only after that.
+_added: dict[int, int] = {}  # handle -> id() of its _Forget (holding it would keep it alive)
+_masked: type | None = None  # PyOpenCL's class while its get_info answers through _get_info
+_mask: Patcher | None = None
+_original_get_info: Any = None
+
+
+class _Forget:
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __del__(self) -> None:
+        # This runs wherever the queue is freed, maybe while _lock is held: never wait for it.
+        if _added.get(self.handle) == id(self):
+            _added.pop(self.handle, None)
+        if not _added and _lock.acquire(blocking=False):
+            try:
+                if not _added:
+                    _remove_mask()
+            finally:
+                _lock.release()
+
+
+def _remember(base: type, queue: Any, added: bool) -> None:
+    try:
+        handle = int(queue.int_ptr)
+    except Exception:  # not a PyOpenCL queue (a test double): nothing to answer for
+        return
+    if not added:
+        _added.pop(handle, None)
+        return
+    forget = _Forget(handle)
+    try:
+        queue._kprof_forget = forget
+    except AttributeError:  # no __dict__ to carry it: the queue shows the bit
+        return
+    with _lock:
+        _added[handle] = id(forget)
+        if _masked is None:
+            _install_mask(base)
+
+
+def _install_mask(base: type) -> None:
+    """Answer ``get_info`` and ``properties`` of ``base`` through :func:`_get_info`, while a
+    queue kprof changed lives (the last one's :class:`_Forget` puts them back). Under _lock."""
+    global _masked, _mask, _original_get_info
+    from kprof.plugin import Patcher
+
+    mask = Patcher()
+    doc = getattr(vars(base).get("properties"), "__doc__", None)
+    _original_get_info = mask.patch(base, "get_info", _get_info)
+    mask.patch(base, "properties", property(_properties, doc=doc))
+    _mask, _masked = mask, base
+
+
+def _remove_mask() -> None:
+    """Under _lock. _original_get_info stays: a bound ``get_info`` taken meanwhile still works."""
+    global _masked, _mask
+    if _mask is not None:
+        _mask.restore()  # a replacement someone made since is left as it is
+    _mask, _masked = None, None
+
+
+def _get_info(queue: Any, param: Any) -> Any:
+    value = _original_get_info(queue, param)
+    if _added and param in (_INFO_PROPERTIES, _INFO_PROPERTIES_ARRAY) and queue.int_ptr in _added:
+        return _without_profiling(param, value)
+    return value
+
+
+def _properties(queue: Any) -> Any:
+    return _get_info(queue, _INFO_PROPERTIES)
+
+
+def _without_profiling(param: Any, value: Any) -> Any:
+    if param == _INFO_PROPERTIES:
+        return type(value)(value & ~PROFILING_ENABLE)
+    items = list(value)  # (key, value) pairs ending in 0
+    for i in range(0, len(items) - 1, 2):
+        if items[i] == _QUEUE_PROPERTIES:
+            items[i + 1] &= ~PROFILING_ENABLE
+    return type(value)(items)
+
+
+def real_properties(queue: Any) -> Any:
+    """``queue.properties`` as OpenCL has them, ``PROFILING_ENABLE`` included where kprof added it."""
+    original, masked = _original_get_info, _masked
+    if masked is not None and isinstance(queue, masked):
+        return original(queue, _INFO_PROPERTIES)
+    return queue.properties
 
 
 class _FactoryMeta(type):

@@ -17,7 +17,7 @@ import warnings
 from typing import Any
 
 # OpenCL constants (fixed by the Khronos headers), so the launch path needs no enum lookups.
-from .profiled_queues import PROFILING_ENABLE, declined
+from .profiled_queues import PROFILING_ENABLE, declined, real_properties
 
 DEVICE_TYPE_CPU = 1 << 1  # CL_DEVICE_TYPE_CPU
 DEVICE_TYPE_GPU = 1 << 2
@@ -85,7 +85,7 @@ def queue_profiles(queue: Any) -> bool:
         return bool(queue._kprof_profiles)
     except AttributeError:
         pass
-    profiles = bool(queue.properties & PROFILING_ENABLE)
+    profiles = bool(real_properties(queue) & PROFILING_ENABLE)
     try:
         queue._kprof_profiles = profiles
     except AttributeError:  # an object without __dict__: no cache, ask each time
