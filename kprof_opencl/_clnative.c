@@ -676,8 +676,23 @@ hk_call(Hook *self, PyObject *args, PyObject *kwargs)
     return ev;
 }
 
+/* Drops the last queue, at a capture's end: the program's queue (and its context) must not
+ * outlive the profile because kprof kept it. */
+static PyObject *
+hk_forget(Hook *self, PyObject *unused)
+{
+    Py_CLEAR(self->last);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef hk_methods[] = {
+    {"forget", (PyCFunction)hk_forget, METH_NOARGS, "forget(): drop the last queue kept"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyType_Slot hk_slots[] = {
     {Py_tp_dealloc, hk_dealloc},
+    {Py_tp_methods, hk_methods},
     {Py_tp_traverse, hk_traverse},
     {Py_tp_clear, hk_clear},
     {Py_tp_call, hk_call},

@@ -285,6 +285,10 @@ def remove_capture(backend: kp.Backend) -> None:
     if patcher is not None:
         capture.remove(patcher, conflicts)
     observed.watcher.retire()  # no thread of kprof's outside a profile
+    for fn in (current_queue, record_timestamp):  # nor a queue of the program's kept alive
+        compiled = getattr(fn, "kprof_compiled", None)
+        if compiled is not None:
+            compiled.forget()
 
 
 @hookimpl

@@ -126,6 +126,30 @@ def test_a_queue_at_a_freed_queues_address_answers_for_itself(ctx: Any) -> None:
     assert [q.properties for q in again] == [PROFILING] * 3
 
 
+def test_kprof_keeps_no_queue_of_the_program_alive_after_a_profile(ctx: Any) -> None:
+    import gc
+
+    freed = []
+
+    class Sentinel:
+        def __del__(self) -> None:
+            freed.append(True)
+
+    knl = cl.Program(ctx, "__kernel void k(__global int *x) { x[0] = 1; }").build().k
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4)
+    with profile():
+        q = cl.CommandQueue(ctx)
+        q.sentinel = Sentinel()
+        for _ in range(2):  # ranges time on the queue last launched on (a cached flag)
+            with kprof.range("step"):
+                knl(q, (1,), None, buf)
+        q.finish()
+    kprof_opencl.use_queue(None)  # the thread's current queue, kept by design until replaced
+    del q
+    gc.collect()
+    assert freed == [True]
+
+
 def test_the_stand_in_answers_for_pyopencls_class(ctx: Any) -> None:
     before = cl.CommandQueue(ctx)
     with profile():
