@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import pytest
+from advice_oracle import check as check_printed
 
 import kprof
 from kprof_core.analysis.idle import DelayStats
@@ -341,6 +342,7 @@ def test_pocl_verdicts_on_programs_with_a_known_answer() -> None:
     # agrees with the figures printed beside it.
     a = back_to_back.analysis()
     g = a.device()
+    assert check_printed(str(back_to_back)) == a.kind  # the printed advice agrees, read back
     if a.kind == "launch-bound":
         fuse = g.median_duration_ns < g.median_launch_ns
         assert a.verdict.endswith("; fuse kernels") == fuse, str(a)
