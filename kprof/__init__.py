@@ -12,14 +12,92 @@ from __future__ import annotations
 
 from typing import Any
 
-from kprof_core import *  # noqa: F403
-from kprof_core import (  # noqa: F401
-    __all__,
-    __version__,
-)
+from kprof_core._version import __version__
+from kprof_core.data.memory import Allocation, Memory, MemoryEvent
+from kprof_core.data.records import KernelRecord, MarkerRecord, RangeRecord
+from kprof_core.data.site_summary import SiteRow, StackRow
+from kprof_core.data.sites import Site
+from kprof_core.data.summary import SummaryRow
+from kprof_core.data.timefmt import format_time
 from kprof_core.host import on_import as _on_import
+from kprof_core.host.backend import Backend as _Backend
+from kprof_core.host.backend import KprofError
+from kprof_core.host.discovery import registry as _registry
+from kprof_core.io.exports import ExportError
+from kprof_core.io.storage import ProfileFileError
+from kprof_core.profiler import profile
+from kprof_core.ranks import mpi
+from kprof_core.ranks.combine import combine
+from kprof_core.recording.annotations import annotate, kernel, mark, propagate, range
+from kprof_core.result import Profile, ProfileTree, Summary, drift, load
+from kprof_core.windows import Schedule, save_windows, schedule, step
 
 from . import plugin
+
+__all__ = [
+    "Allocation",
+    "ExportError",
+    "KernelRecord",
+    "KprofError",
+    "MarkerRecord",
+    "Memory",
+    "MemoryEvent",
+    "Profile",
+    "ProfileFileError",
+    "ProfileTree",
+    "RangeRecord",
+    "Schedule",
+    "Site",
+    "SiteRow",
+    "StackRow",
+    "Summary",
+    "SummaryRow",
+    "__version__",
+    "annotate",
+    "backends",
+    "combine",
+    "drift",
+    "format_time",
+    "get_backend",
+    "kernel",
+    "load",
+    "mark",
+    "mpi",
+    "profile",
+    "propagate",
+    "range",
+    "register_backend",
+    "save_windows",
+    "schedule",
+    "step",
+    "unregister_backend",
+]
+
+
+def backends() -> list[_Backend]:
+    """Every discovered backend, broken ones included (see ``Backend.info()``)."""
+    return _registry.all()
+
+
+def get_backend(name: str) -> _Backend:
+    """The backend called ``name``; an unknown name raises ``KprofError`` listing the known ones."""
+    return _registry.get(name)
+
+
+def register_backend(plugin: object, name: str) -> _Backend:
+    """Register a backend plugin object (a module or class instance with hookimpls) directly.
+
+    For plugins that are not installed as a distribution (a notebook, a test). Installed
+    plugins are found through the ``kprof.backends`` entry-point group instead.
+    """
+    return _registry.register(plugin, name)
+
+
+def unregister_backend(name: str) -> None:
+    """Forget the backend called ``name`` (registered with ``register_backend``, or
+    discovered): new profiles no longer use it. An unknown name raises ``KprofError``."""
+    _registry.unregister(name)
+
 
 #: Plugin-author names that ``kprof`` exported before ``kprof.plugin`` existed: still found
 #: (with a DeprecationWarning) so that third-party plugins written then keep loading.
