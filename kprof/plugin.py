@@ -75,9 +75,9 @@ from kprof_core.host.backend import (
 )
 from kprof_core.host.markers import hookimpl
 from kprof_core.host.patching import Patcher
+from kprof_core.host.settings import resolve_timeout
 from kprof_core.low_level import native as _native
 from kprof_core.low_level.native import load_plugin_part
-from kprof_core.profiler import resolve_timeout
 from kprof_core.recording.activity import (
     ActivityColumns,
     DeviceRecord,

@@ -17,7 +17,8 @@ from kprof_core.capture_users import _installed as _installed
 from kprof_core.capture_users import capture_installed as capture_installed
 from kprof_core.host import imports
 from kprof_core.host.backend import Backend
-from kprof_core.host.discovery import MAX_SECONDS, env_flag, env_seconds, registry
+from kprof_core.host.discovery import registry
+from kprof_core.host.settings import env_flag, resolve_timeout
 from kprof_core.recording import activity, bounds
 from kprof_core.recording.annotations import around
 from kprof_core.recording.recorder import Recorder, now
@@ -29,27 +30,6 @@ from kprof_core.windows import NEVER, Schedule, Windows, check_schedule
 from kprof_core.windows_signal import SignalWindows, check_signal
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-ENV_TIMEOUT = envvars.RESOLVE_TIMEOUT
-DEFAULT_TIMEOUT = 60.0
-
-
-def resolve_timeout(value: float | None) -> float:
-    """The resolve timeout in seconds: ``value``, or for None ``KPROF_RESOLVE_TIMEOUT``, or
-    the default (60 s); a value that is not a positive number raises ``KprofError``."""
-    if value is None:
-        # Warned at the line that made the profile: env_seconds, here, profile(), its caller.
-        return env_seconds(ENV_TIMEOUT, DEFAULT_TIMEOUT, stacklevel=4)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
-            f"profile(timeout=...) must be a number of seconds, not {type(value).__name__}"
-        )
-    if not 0 < value <= MAX_SECONDS:
-        raise ValueError(
-            f"profile(timeout=...) must be a positive number of seconds, at most "
-            f"{MAX_SECONDS:g}, not {value!r}"
-        )
-    return float(value)
 
 
 def _notes(rec: Recorder) -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 from fakeclock import FakeClock
 
 from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD, ENV_PLUGINS, registry
-from kprof_core.profiler import ENV_TIMEOUT
+from kprof_core.host.settings import ENV_TIMEOUT
 
 pytest_plugins = ["pytester"]  # the pytest plugin's tests run pytest inside pytest
 

@@ -21,7 +21,7 @@ from kprof_core.cli.common import (
 )
 from kprof_core.host import imports
 from kprof_core.host.backend import KprofError
-from kprof_core.host.discovery import env_flag
+from kprof_core.host.settings import env_flag
 from kprof_core.renderers.terminal import print_text, say
 
 

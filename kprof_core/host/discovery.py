@@ -15,6 +15,7 @@ from kprof_core import envvars
 from kprof_core.host import defaults, hookspecs
 from kprof_core.host.backend import RESOLVED_HOOKS, Backend, BackendInfo, KprofError
 from kprof_core.host.markers import PROJECT
+from kprof_core.host.settings import env_flag, env_seconds
 
 ENTRY_POINT_GROUP = "kprof.backends"
 ENV_DISABLE_AUTOLOAD = envvars.DISABLE_PLUGIN_AUTOLOAD
@@ -28,23 +29,6 @@ DEFAULT_DISCOVERY_TIMEOUT = 20.0
 OWN_DISTRIBUTION = "kprof"
 
 T = TypeVar("T")
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"", "0", "false", "no", "off"}
-
-
-def env_flag(name: str) -> bool:
-    """Read a boolean kprof environment variable; a value we can't read is a clear error."""
-    raw = os.environ.get(name, "")
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise KprofError(
-        f"{name}={raw!r} is not understood: use 1, true, yes or on to enable it, "
-        f"or 0, false, no, off or an empty value to disable it"
-    )
 
 
 def env_plugin_names() -> list[str] | None:
@@ -60,37 +44,6 @@ def env_plugin_names() -> list[str] | None:
                 f"list of installed backends ({', '.join(installed_names()) or 'none installed'})"
             )
     return names
-
-
-#: The longest wait a timeout may ask for (a week). Far past any device's answer, and far
-#: below what the waits accept: KPROF_RESOLVE_TIMEOUT=1e10 overflowed them, and every record
-#: ended unresolved.
-MAX_SECONDS = 7 * 86_400.0
-
-
-def env_seconds(name: str, default: float, zero: str | None = None, stacklevel: int = 3) -> float:
-    """A number of seconds from the environment variable ``name``: positive and at most
-    ``MAX_SECONDS`` (``0`` too where ``zero`` says what it means). Unset or empty: ``default``.
-    Anything else (``soon``, ``-1``, ``inf``, ``nan``, ``1e10``) is warned about in one line
-    and ``default`` is used: a typo in a variable must not stop a run or lose its files."""
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if (0 < value <= MAX_SECONDS) or (value == 0 and zero is not None):
-        return value
-    allowed = f"a number of seconds above 0 and at most {MAX_SECONDS:g}" + (
-        f", or 0 {zero}" if zero else ""
-    )
-    warnings.warn(
-        f"kprof: {name}={raw!r} is not {allowed}; using the default ({default:g} s)",
-        RuntimeWarning,
-        stacklevel=stacklevel,
-    )
-    return default
 
 
 def discovery_timeout() -> float | None:

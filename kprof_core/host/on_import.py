@@ -24,12 +24,8 @@ from typing import Any
 
 from kprof_core.host import imports
 from kprof_core.host.backend import KprofError
-from kprof_core.host.discovery import (
-    ENTRY_POINT_GROUP,
-    ENV_DISABLE_AUTOLOAD,
-    env_flag,
-    env_plugin_names,
-)
+from kprof_core.host.discovery import ENTRY_POINT_GROUP, ENV_DISABLE_AUTOLOAD, env_plugin_names
+from kprof_core.host.settings import env_flag
 
 GROUP = "kprof.on_import"
 
