@@ -9,6 +9,7 @@ import dataclasses
 import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,7 +68,7 @@ def test_readme_lists_every_hook_and_points_to_the_reference() -> None:
 
 
 def test_resolved_hooks_are_the_hookspecs_with_their_arguments() -> None:
-    from kprof_core.host.backend import RESOLVED_HOOKS
+    from kprof_core.host.hookspecs import RESOLVED_HOOKS
 
     specs = {h.__name__: tuple(inspect.signature(h).parameters) for h in HOOKS}
     assert RESOLVED_HOOKS == specs
@@ -80,14 +81,32 @@ def test_backend_declares_one_attribute_per_hook() -> None:
 
 
 def test_the_defaults_implement_every_hook_with_its_arguments() -> None:
+    """Every hook has a default: with the spec's arguments, or taking any (those answering
+    ``None``, made from the hookspecs), and each answers what the spec says it does."""
     from kprof_core.host import defaults
+    from kprof_core.host.backend import ANY_ARGUMENTS
+
+    def arguments(fn: Any) -> tuple[str, ...] | str:
+        return (
+            "any" if getattr(fn, ANY_ARGUMENTS, False) else tuple(inspect.signature(fn).parameters)
+        )
 
     impls = {
-        name: tuple(inspect.signature(fn).parameters)
+        name: arguments(fn)
         for name, fn in vars(defaults).items()
         if inspect.isfunction(fn) and hasattr(fn, f"{PROJECT}_impl")
     }
-    assert impls == {h.__name__: tuple(inspect.signature(h).parameters) for h in HOOKS}
+    specs = {h.__name__: tuple(inspect.signature(h).parameters) for h in HOOKS}
+    assert set(impls) == set(specs)
+    assert {n: a for n, a in impls.items() if a != "any"} == {
+        "elapsed_time": specs["elapsed_time"],
+        "queue_info": specs["queue_info"],
+    }
+    backend = kprof.plugin.Backend("nothing", object())
+    for name, fn in vars(defaults).items():
+        if getattr(fn, ANY_ARGUMENTS, False):
+            assert fn(backend, *[None] * (len(specs[name]) - 1)) is None, name
+            assert fn() is None, name  # as pluggy calls it
 
 
 # -- every public name of the API is documented (as datasette does for its hooks) --------------

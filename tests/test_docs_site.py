@@ -22,7 +22,7 @@ import kprof.testing
 from kprof_core import envvars
 from kprof_core.cli.main import build_parser
 from kprof_core.data.records import DeviceTable, HostTable
-from kprof_core.host.backend import RESOLVED_HOOKS
+from kprof_core.host.hookspecs import RESOLVED_HOOKS
 from kprof_core.io.fileformat import FORMAT_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -50,9 +50,14 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 def _imports(
-    tree: ast.AST, module: str, is_package: bool, known: frozenset[str] = frozenset()
+    tree: ast.AST,
+    module: str,
+    is_package: bool,
+    known: frozenset[str] = frozenset(),
+    type_only: bool = False,
 ) -> set[str]:
-    """Every module name ``tree`` imports, at any depth, outside ``if TYPE_CHECKING:``.
+    """Every module name ``tree`` imports, at any depth, outside ``if TYPE_CHECKING:`` (inside
+    it too with ``type_only``).
 
     ``from pkg import mod`` counts as importing ``pkg.mod`` only when ``mod`` is one of the
     ``known`` modules (the package is then already imported: it is the submodule's parent);
@@ -60,7 +65,7 @@ def _imports(
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
+        if isinstance(node, ast.If) and _is_type_checking(node.test) and not type_only:
             for child in node.orelse:
                 visit(child)
             return
@@ -86,15 +91,16 @@ def _imports(
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(type_only: bool = False) -> dict[str, set[str]]:
     """Module -> the modules of kprof it imports (a package's ``__init__`` counts as the
     package; importing ``a.b.c`` also runs ``a`` and ``a.b``, which is left out here: a
-    package's ``__init__`` importing its own submodules is not a cycle)."""
+    package's ``__init__`` importing its own submodules is not a cycle). With ``type_only``,
+    the imports for type checking count too."""
     mods = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        targets = _imports(tree, name, path.name == "__init__.py", frozenset(mods))
+        targets = _imports(tree, name, path.name == "__init__.py", frozenset(mods), type_only)
         graph[name] = {t for t in targets if t in mods and t != name}
     return graph
 
@@ -159,6 +165,37 @@ def test_no_import_cycles() -> None:
     cycles = find_cycles(graph)
     assert not cycles, "import cycles (lazy imports count):\n" + "\n".join(
         "  " + " <-> ".join(c) for c in cycles
+    )
+
+
+#: Cycles that only imports for type checking close: a part that names the class it is part
+#: of (a class split across files, or a base that declares attributes its child sets). Each is
+#: to be undone by composition (issue 36); the test fails when one is gone, to shrink this.
+TYPE_ONLY_CYCLES = [
+    [
+        "kprof_core.recording.harvest",
+        "kprof_core.recording.harvest_activity",
+        "kprof_core.recording.harvest_columns",
+        "kprof_core.recording.harvest_delivered",
+        "kprof_core.recording.harvest_one",
+        "kprof_core.recording.harvest_take",
+    ],
+    [
+        "kprof_core.recording.recorder",
+        "kprof_core.recording.recorder_end",
+        "kprof_core.recording.recorder_ranges",
+        "kprof_core.recording.recorder_state",
+    ],
+    ["kprof_core.data.profile_data", "kprof_core.data.stacks", "kprof_core.data.tree"],
+    ["kprof_cuda.activity", "kprof_cuda.cupti_drain"],
+    ["kprof_cuda.capture", "kprof_cuda.plugin"],
+]
+
+
+def test_type_only_import_cycles_are_the_known_ones() -> None:
+    found = find_cycles(import_graph(type_only=True))
+    assert found == TYPE_ONLY_CYCLES, "type-only import cycles:\n" + "\n".join(
+        "  " + " <-> ".join(c) for c in found
     )
 
 

@@ -157,7 +157,7 @@ class PytestOptionsDirective(SphinxDirective):
 def _check_complete(app: Sphinx, env: Any) -> None:
     """Warn for every hook, variable and public name that has no reference entry."""
     from kprof_core import envvars
-    from kprof_core.host.backend import RESOLVED_HOOKS
+    from kprof_core.host.hookspecs import RESOLVED_HOOKS
 
     py = env.get_domain("py").objects
     std = env.get_domain("std").objects

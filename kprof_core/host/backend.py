@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import itertools
 import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-from kprof_core.host import hookspecs
-from kprof_core.host.markers import PROJECT
 
 STATUSES = ("available", "not installed", "no device")
 _slots = itertools.count()
@@ -143,18 +139,9 @@ class Alignment:
     method: str
 
 
-def _spec_arguments() -> dict[str, tuple[str, ...]]:
-    """Every hook of ``hookspecs`` with its arguments, in the order the module defines them."""
-    return {
-        name: tuple(inspect.signature(fn).parameters)
-        for name, fn in vars(hookspecs).items()
-        if callable(fn) and hasattr(fn, f"{PROJECT}_spec")
-    }
-
-
-#: The hooks kprof resolves per backend, with their spec's arguments in order: read from the
-#: hookspecs, the one place the hook list is written.
-RESOLVED_HOOKS: dict[str, tuple[str, ...]] = _spec_arguments()
+#: Set on a hook implementation that takes whatever arguments it is given (``*args``), so that
+#: kprof calls it as it is rather than through an adapter.
+ANY_ARGUMENTS = "kprof_any_arguments"
 
 
 def _adapt(
@@ -165,7 +152,7 @@ def _adapt(
     pluggy lets an implementation accept a subset of the spec's arguments; the direct call
     must pass exactly those, so we adapt once here rather than on every call.
     """
-    if argnames == spec:
+    if argnames == spec or getattr(fn, ANY_ARGUMENTS, False):
         return fn
     positions = [spec.index(a) for a in argnames]
 
@@ -196,7 +183,7 @@ class Backend:
     """
 
     # Resolved hook callables, filled in by ``resolve``: one per hookspec, in its order (a test
-    # checks these annotations against ``RESOLVED_HOOKS``; mypy needs them written out).
+    # checks these annotations against ``hookspecs.RESOLVED_HOOKS``; mypy needs them written out).
     activity_align: Callable[..., Any]
     activity_flush: Callable[..., Any]
     activity_scope_enter: Callable[..., Any]
@@ -256,9 +243,11 @@ class Backend:
         self,
         impls: dict[str, tuple[Callable[..., Any], tuple[str, ...]]],
         defaults: dict[str, tuple[Callable[..., Any], tuple[str, ...]]],
+        specs: dict[str, tuple[str, ...]],
     ) -> None:
-        """Bind each hook to this plugin's implementation, or to the default one."""
-        for hook, spec in RESOLVED_HOOKS.items():
+        """Bind each hook of ``specs`` (hook -> its arguments in order) to this plugin's
+        implementation, or to the default one."""
+        for hook, spec in specs.items():
             fn, argnames = impls.get(hook) or defaults[hook]
             setattr(self, hook, _adapt(fn, argnames, spec))
         self.implemented = frozenset(impls)

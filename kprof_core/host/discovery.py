@@ -13,7 +13,8 @@ import pluggy
 
 from kprof_core import envvars
 from kprof_core.host import defaults, hookspecs
-from kprof_core.host.backend import RESOLVED_HOOKS, Backend, BackendInfo, KprofError
+from kprof_core.host.backend import Backend, BackendInfo, KprofError
+from kprof_core.host.hookspecs import RESOLVED_HOOKS
 from kprof_core.host.markers import PROJECT
 from kprof_core.host.settings import env_flag, env_seconds
 
@@ -179,7 +180,7 @@ class Registry:
                     stacklevel=3,
                 )
                 backend = Backend(ep.name, _BrokenPlugin(error), dist_name, dist_version)
-                backend.resolve({}, self._defaults)
+                backend.resolve({}, self._defaults, RESOLVED_HOOKS)
                 backend._info = BackendInfo(status=f"error: {error}", timestamps=False)
             backends[ep.name] = backend
         return backends
@@ -195,7 +196,7 @@ class Registry:
             self.pm.unregister(plugin)
             raise
         backend = Backend(name, plugin, dist, version)
-        backend.resolve(self._impls_of(plugin), self._defaults)
+        backend.resolve(self._impls_of(plugin), self._defaults, RESOLVED_HOOKS)
         return backend
 
     @staticmethod

@@ -51,10 +51,12 @@ memory, launch configurations as text) in ``hookspecs_optional.py``.
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any
 
-# The activity hooks and the optional ones live beside this module (one module would be over 400
-# lines); imported here, they are part of this reference and of the hooks kprof resolves.
+# The activity hooks and the optional ones live beside this module, each group with its own
+# introduction (the reference's sections); imported here, they are part of the hooks kprof
+# resolves.
 from kprof_core.host.hookspecs_activity import (  # noqa: F401
     activity_align,
     activity_flush,
@@ -72,7 +74,7 @@ from kprof_core.host.hookspecs_optional import (  # noqa: F401
     range_push,
     report_notes,
 )
-from kprof_core.host.markers import hookspec
+from kprof_core.host.markers import PROJECT, hookspec
 
 if TYPE_CHECKING:
     from kprof_core.host.backend import Alignment, Backend, BackendInfo, QueueInfo
@@ -373,3 +375,17 @@ def align_clock(backend: Backend, token: Any, launch_window: tuple[int, int]) ->
         correlation: the first work on each device is assumed to start at its launch, and the
         report says so. Default: ``None``.
     """
+
+
+def _spec_arguments() -> dict[str, tuple[str, ...]]:
+    """Every hook of this module (the imported groups included) with its arguments in order."""
+    return {
+        name: tuple(inspect.signature(fn).parameters)
+        for name, fn in list(globals().items())
+        if callable(fn) and hasattr(fn, f"{PROJECT}_spec")
+    }
+
+
+#: The hooks kprof resolves per backend, with their spec's arguments in order: read from the
+#: hookspecs, the one place the hook list is written.
+RESOLVED_HOOKS: dict[str, tuple[str, ...]] = _spec_arguments()
