@@ -75,6 +75,7 @@ from kprof_core.host.backend import (
 )
 from kprof_core.host.markers import hookimpl
 from kprof_core.host.patching import Patcher
+from kprof_core.host.rownames import RowNames
 from kprof_core.host.settings import resolve_timeout
 from kprof_core.low_level import native as _native
 from kprof_core.low_level.native import load_plugin_part
@@ -104,6 +105,7 @@ __all__ = [
     "Patcher",
     "QueueInfo",
     "Recorder",
+    "RowNames",
     "TimestampsUnsupported",
     "active",
     "activity_stats",

@@ -28,9 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = ["D2H", "H2D", "install"]
 
-# The row names the OpenCL plugin uses too, so copies read the same on every backend.
-H2D = "[copy host to device]"
-D2H = "[copy device to host]"
+H2D = kp.RowNames.HOST_TO_DEVICE
+D2H = kp.RowNames.DEVICE_TO_HOST
 
 
 def _stream_arg(args: tuple[Any, ...], kwargs: dict[str, Any], i: int) -> Any:

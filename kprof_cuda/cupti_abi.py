@@ -12,6 +12,8 @@ number here against the headers of each nvidia-cuda-cupti wheel installed.
 
 from __future__ import annotations
 
+from kprof.plugin import RowNames
+
 from .cupti_layout import OFFSETS
 
 __all__ = [
@@ -119,20 +121,20 @@ DOMAIN_DRIVER, DOMAIN_RUNTIME = 1, 2
 #: CUptiResult of cuptiSubscribe (and others) when another tool already subscribed.
 ERROR_MULTIPLE_SUBSCRIBERS = 39
 
-#: Row names of CUpti_ActivityMemcpyKind values (the OpenCL plugin's names where they exist).
+#: Row names of CUpti_ActivityMemcpyKind values (kprof's shared ones where they exist).
 COPY_NAMES = {
-    1: "[copy host to device]",
-    2: "[copy device to host]",
+    1: RowNames.HOST_TO_DEVICE,
+    2: RowNames.DEVICE_TO_HOST,
     3: "[copy host to array]",
     4: "[copy array to host]",
     5: "[copy array to array]",
     6: "[copy array to device]",
     7: "[copy device to array]",
-    8: "[copy device to device]",
-    9: "[copy host to host]",
-    10: "[copy peer to peer]",
+    8: RowNames.DEVICE_TO_DEVICE,
+    9: RowNames.HOST_TO_HOST,
+    10: RowNames.PEER_TO_PEER,
 }
-MEMSET_NAME = "[memset]"
+MEMSET_NAME = RowNames.MEMSET
 
 # Callback ids (CUpti_driver_api_trace_cbid / CUpti_runtime_api_trace_cbid of every header
 # version from CUDA 12.6 to 13.5; ids are only appended, a few retired ones renamed ``cudaNN``) of the calls that enqueue device work: names with

@@ -8,13 +8,15 @@ import ctypes
 import ctypes.util
 from typing import Any
 
+from kprof.plugin import RowNames
+
 from .cupti_abi import COPY_NAMES, MEMSET_NAME
 
 __all__ = ["FIXED_NAMES", "Interner", "demangle"]
 
 #: The first names of every reader's list, by index: 0 memset, 1-10 CUpti_ActivityMemcpyKind
 #: values, 11 any other copy; kernel names follow, in the order first seen.
-FIXED_NAMES = (MEMSET_NAME, *(COPY_NAMES[k] for k in range(1, 11)), "[copy]")
+FIXED_NAMES = (MEMSET_NAME, *(COPY_NAMES[k] for k in range(1, 11)), RowNames.ANY_DIRECTION)
 
 
 class Interner:

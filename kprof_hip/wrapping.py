@@ -16,21 +16,21 @@ COPY_ENTRY_POINTS = ("hipMemcpy", "hipMemcpyAsync", "hipMemset", "hipMemsetAsync
 
 # hipMemcpyKind values (stable in HIP's ABI) -> record names.
 COPY_NAMES = {
-    0: "[copy host to host]",
-    1: "[copy host to device]",
-    2: "[copy device to host]",
-    3: "[copy device to device]",
-    4: "[copy]",  # hipMemcpyDefault: the runtime infers the direction from the pointers
-    1024: "[copy device to device]",  # hipMemcpyDeviceToDeviceNoCU
+    0: kp.RowNames.HOST_TO_HOST,
+    1: kp.RowNames.HOST_TO_DEVICE,
+    2: kp.RowNames.DEVICE_TO_HOST,
+    3: kp.RowNames.DEVICE_TO_DEVICE,
+    4: kp.RowNames.ANY_DIRECTION,  # hipMemcpyDefault: the runtime infers the direction
+    1024: kp.RowNames.DEVICE_TO_DEVICE,  # hipMemcpyDeviceToDeviceNoCU
 }
-MEMSET_NAME = "[memset]"
+MEMSET_NAME = kp.RowNames.MEMSET
 
 
 def _copy_name(kind: Any) -> str:
     try:
-        return COPY_NAMES.get(int(kind), "[copy]")
+        return COPY_NAMES.get(int(kind), kp.RowNames.ANY_DIRECTION)
     except (TypeError, ValueError):
-        return "[copy]"
+        return kp.RowNames.ANY_DIRECTION
 
 
 def _nbytes(n: Any) -> int:

@@ -11,12 +11,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from kprof.plugin import RowNames
+
 # Names of copy rows, shared by every path that moves the same way (so they sum up together).
-H2D = "[copy host to device]"
-D2H = "[copy device to host]"
-D2D = "[copy device to device]"
-FILL = "[fill device memory]"
-SVM_COPY = "[copy shared virtual memory]"
+H2D = RowNames.HOST_TO_DEVICE
+D2H = RowNames.DEVICE_TO_HOST
+D2D = RowNames.DEVICE_TO_DEVICE
+FILL = RowNames.FILL
+SVM_COPY = RowNames.SHARED_VIRTUAL_MEMORY
 
 NBytes = Callable[[tuple[Any, ...], dict[str, Any]], int]
 
