@@ -68,7 +68,7 @@ class profile:
     by then are marked unresolved, with the reason, and the profile ends normally.
     ``sites``: keep each record's launch site, the line of your code behind it (default off,
     as it costs about 0.2 µs per PoCL launch compiled and 0.5 µs in pure Python, at or over
-    the targets of issue 21: BENCHMARKS.md; ``KPROF_SITES=1`` turns the default on): the innermost frame that is not kprof's, a
+    the launch-cost targets: BENCHMARKS.md; ``KPROF_SITES=1`` turns the default on): the innermost frame that is not kprof's, a
     plugin's, the standard library's or a library's that kprof skips by default (PyOpenCL,
     CuPy, reikna, loopy, NumPy, pytools, hip-python). ``site_skip``: more module prefixes whose frames are not
     yours (``("mylib", "company.gpu")``): a launch from inside them is given the line that

@@ -5,7 +5,7 @@
  * (VkFFT, CLBlast, clFFT) call OpenCL through whichever loader they were linked to, PyOpenCL
  * through its own: all of them end in that table. While a profile runs, kprof swaps a few of
  * its entries (the enqueues it times, queue creation, clReleaseKernel) for the functions below
- * and restores them at the end. Measured on PoCL (issue 27): this saw every launch once, from
+ * and restores them at the end. Measured on PoCL: this saw every launch once, from
  * PyOpenCL and from C libraries linked to another loader, and nothing after it was removed; a
  * loader layer missed the C libraries and LD_PRELOAD works only from exec.
  *

@@ -176,7 +176,7 @@ typedef struct {
     PyObject *current;   /* the thread-local holding the current queue */
     PyObject *backend;
     PyObject *kind;      /* KERNEL */
-    /* Per-launch lookups answered once (issue 28): the last kernel and its cached name, the
+    /* Per-launch lookups answered once: the last kernel and its cached name, the
      * last queue, whose `_kprof_profiles` was true (both attributes are set once per object
      * and never change; each lookup cost ~20 ns of str-keyed attribute search per launch). */
     PyObject *last_kernel, *last_name, *last_queue;
@@ -319,7 +319,7 @@ ln_record(Launcher *self, PyObject *rec, PyObject *name, PyObject *queue, PyObje
 
 /* `current.queue = queue`, for kprof_opencl.queues._current (a threading.local) straight into
  * the calling thread's dict of it: a generic setattr on a threading.local finds that dict
- * first (~60 ns per launch, measured in issue 28). The dict, as `current.__dict__` gives it, is
+ * first (~60 ns per launch, measured). The dict, as `current.__dict__` gives it, is
  * kept per OS thread with the id of the thread state it was read in (a thread state's dict of a
  * local lives as long as the thread state; ids are never reused), and only for the first local
  * seen, held here for good, so that the dict's owner cannot be freed under the cache. Any other
@@ -587,8 +587,7 @@ new_launcher(PyObject *module, PyObject *args)
  * record_timestamp calls the Python hook itself for a queue without a cached profiling flag or
  * without profiling (observed markers). The current queue is read from the thread's dict of
  * the local (get_current, as the launcher sets it), and the last profiling queue is kept, so
- * that a range's three calls make no attribute lookup (measured: BENCHMARKS.md, issue 28's
- * ranges). */
+ * that a range's three calls make no attribute lookup (measured: BENCHMARKS.md, ranges). */
 
 typedef struct {
     PyObject_HEAD

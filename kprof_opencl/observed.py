@@ -16,7 +16,7 @@ registered with ``clSetEventCallback`` at ``CL_RUNNING`` and ``CL_COMPLETE`` sta
 clock, no thread polls, no GIL needed): ``end`` is when the driver completed the command, and
 ``begin`` when it started running where the callback was registered before it did, else the
 later of its launch and the previous completion on an in-order queue. Polling was far off on
-real programs (issue 27: a completion waits for the GIL, up to the 5 ms switch interval, and
+real programs (a completion waits for the GIL, up to the 5 ms switch interval, and
 several completions seen in one poll got ~0 µs each); see BENCHMARKS.md for both, measured.
 
 Why not ``Event.set_callback``: PyOpenCL starts a native thread per callback, which measured
@@ -249,7 +249,7 @@ def _stamp_seen(state: _QueueState, done: list[tuple[Observed, int]], t: int) ->
     """Stamp the commands one poll saw complete. On an in-order queue they ran one after the
     other between the previous completion (or their launch) and ``t``: each gets an equal
     share of what is left of that window from its own launch on. Stamping each at ``t`` made
-    all but the first ~0 µs long (issue 27: a 168 µs FFT shown as 9.96 µs)."""
+    all but the first ~0 µs long (a 168 µs FFT shown as 9.96 µs)."""
     if not state.in_order:
         for tok, status in done:
             tok.begin, tok.status, tok.event = tok.launched, status, None

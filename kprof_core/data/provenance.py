@@ -119,7 +119,7 @@ def clock_domain() -> str:
     host name, which assumes a system-wide monotonic clock (true on macOS and Windows).
     Read once per process (the boot id does not change while it runs): a long run's windows
     each ask, and in one measured each read left ~70 bytes more traced memory behind, held
-    by CPython past a full collection (issue 22).
+    by CPython past a full collection.
     """
     if not _domain:
         _domain.append(_read_clock_domain())
