@@ -74,7 +74,7 @@ def check(report: str) -> str:
     }[kind]
     m = re.search(quoted, verdict)
     assert m and m.group(1) == cells[col], (m and m.group(1), cells[col], verdict)
-    if kind != "device-bound":
+    if kind in ("host-bound", "dependency-bound", "start-bound"):  # these quote Busy too
         m = re.search(r"; ([^;]+?) busy", verdict)
         assert m and m.group(1) == cells["Busy"], verdict
     fuse, warm = "fuse kernels" in verdict, "warm kernels up" in verdict

@@ -10,8 +10,8 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kprof_core.data.records import DeviceTable, HostTable
 from kprof_core.io import fileformat, storage
+from kprof_core.io.read_v5 import V5_COLUMNS
 
 #: A kernel name that, written raw, retitles the terminal (OSC 0), clears it, forges a pytest
 #: result line after a CR LF, and reverses what follows (a bidirectional override).
@@ -61,10 +61,9 @@ def assemble(header: dict[str, Any], stored: Iterable[bytes]) -> bytes:
     for key, raw in _LITERAL.items():
         text = text.replace(json.dumps(key), raw)
     h = text.encode("ascii")
-    # Version 4 when the tables carry stacks or configurations, 3 when launch sites (their
-    # columns listed), else 1.
+    # Version 5 when the tables carry their later columns (sites, stacks...), else 1.
     names = {c.get("name") for c in header["columns"]}
-    version = 4 if names & {"stack", "config"} else 3 if "site" in names else 1
+    version = 5 if names & {"site", "stack", "config"} else 1
     return (
         storage.MAGIC + struct.pack("<III", version, len(h), zlib.crc32(h)) + h + b"".join(stored)
     )
@@ -138,11 +137,16 @@ def bomb(inflated: int, declared_rows: int | None = None) -> bytes:
         "errors": [],
         "clocks": [],
         "configs": [],
-        "counts": {"device": rows, "host": rows},
+        "sites": [],
+        "frames": [],
+        "stacks": [],
+        "memory": {"devices": [], "sites": []},
+        "counts": {"device": rows, "host": rows, "memory": 0},
         "columns": [
-            {"table": "device", "name": c, "encoding": "shuffle8+zlib"} for c in DeviceTable.COLUMNS
-        ]
-        + [{"table": "host", "name": c, "encoding": "shuffle8+zlib"} for c in HostTable.COLUMNS],
+            {"table": t, "name": c, "encoding": "shuffle8+zlib"}
+            for t, cols in V5_COLUMNS.items()
+            for c in cols
+        ],
     }
     stream = zeros_stream(inflated)
     return assemble(header, [stream] * len(header["columns"]))

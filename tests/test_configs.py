@@ -125,10 +125,10 @@ def test_nested_profiles_saving_exports_and_merges_keep_configs(
     assert inner.configs == [G8]
     assert by_name_config(outer) == {("k", G4): 1, ("k", G8): 1, ("j", None): 1}
 
-    # Files: version 4 with configs, read back the same.
+    # Files: version 5 with configs, read back the same.
     outer.save(tmp_path / "p.kprof")
     data = (tmp_path / "p.kprof").read_bytes()
-    assert storage.peek_version(data) == 4
+    assert storage.peek_version(data) == 5
     back = load(tmp_path / "p.kprof")
     assert back.configs == outer.configs and list(back.table.config) == list(outer.table.config)
     assert by_name_config(back) == by_name_config(outer)
@@ -288,8 +288,8 @@ def test_opencl_configs_from_another_thread(path: str, ocl: Any) -> None:
 def test_a_file_with_configs_and_memory_but_no_sites_reads_back(
     path: str, testbackends: Any, tdq: Any
 ) -> None:
-    """Version 4 (configurations) over version 2 (memory), no launch sites: the memory table's
-    own site column is not a launch site column (read as version 3, it was refused)."""
+    """Configurations and memory, no launch sites: the memory table's own site column is not a
+    launch site column."""
     from kprof_testbackend import device
 
     q = tdq()
@@ -297,7 +297,7 @@ def test_a_file_with_configs_and_memory_but_no_sites_reads_back(
         q.launch("k", 1, grid=(4, 1, 1), block=(256, 1, 1))
         kept = device.alloc(64)
     data = storage.dumps(p)
-    assert storage.peek_version(data) == 4 and not p.sites
+    assert storage.peek_version(data) == 5 and not p.sites
     back = loads(data)
     assert back.configs == [G4] and [(e.kind, e.nbytes) for e in back.memory.events] == [
         ("alloc", 64)

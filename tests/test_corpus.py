@@ -78,3 +78,46 @@ def test_each_program_gets_its_known_answer_and_advice_that_agrees(
     assert p.kernels and not any(row.approximate for row in p.kernels)
     assert check(report) == known_answer(program), report
     assert p.analysis().kind == known_answer(program)
+
+
+REPORT = """Where the device time went (active span 92 µs):
+ {verdict}
+ Busy  Wait launch  Wait host  Wait queue  Wait start   Device / queue
+ ────  ───────────  ─────────  ──────────  ──────────   ──────────────
+ {busy:>4}  {launch:>11}  {host:>9}        0 %  {start:>10}   OpenCL pthread
+"""
+
+
+def test_the_oracle_reads_a_section_and_catches_advice_against_its_figures() -> None:
+    def report(verdict: str, busy: str, launch: str, host: str, start: str) -> str:
+        return REPORT.format(verdict=verdict, busy=busy, launch=launch, host=host, start=start)
+
+    fuse = (
+        "launch-bound: the device was idle 66 % of the span while the host was inside launch "
+        "calls; kernels ran a median {} against 30.3 µs per launch call, 100 % of them shorter "
+        "than their call; fuse kernels"
+    )
+    assert check(report(fuse.format("2.08 µs"), "4 %", "66 %", "20 %", "10 %")) == "launch-bound"
+    bad = [
+        # "fuse kernels" while the kernels are longer than their launch calls
+        report(fuse.format("40 µs"), "4 %", "66 %", "20 %", "10 %"),
+        # the kind is not the largest printed share
+        report(fuse.format("2.08 µs"), "4 %", "20 %", "66 %", "10 %"),
+        # the share quoted is not the one in the table
+        report(fuse.format("2.08 µs"), "4 %", "65 %", "21 %", "10 %"),
+        # advice on a device-bound verdict
+        report("device-bound: 70 % busy; fuse kernels", "70 %", "10 %", "10 %", "10 %"),
+        # "warm kernels up" on less than half of the waiting to start
+        report(
+            "start-bound: launched work waited 60 % of the span before the device began it; "
+            "10 % busy; 20 % came before a kernel's first launch, which the driver prepares "
+            "(compiles) then: warm kernels up before the profile",
+            "10 %",
+            "10 %",
+            "20 %",
+            "60 %",
+        ),
+    ]
+    for text in bad:
+        with pytest.raises(AssertionError):
+            check(text)

@@ -21,7 +21,7 @@ import kprof.plugin
 import kprof.testing
 from kprof_core import envvars
 from kprof_core.cli.main import build_parser
-from kprof_core.data.records import DeviceTable, HostTable
+from kprof_core.data.records import DeviceTable
 from kprof_core.host.hookspecs import RESOLVED_HOOKS
 from kprof_core.io.fileformat import FORMAT_VERSION
 
@@ -184,7 +184,9 @@ def test_every_variable_the_code_reads_is_in_the_registry() -> None:
 def test_the_file_format_page_has_every_column_and_the_version(site: Path) -> None:
     text = (site / "reference/file-format.html").read_text()
     assert f"format version <strong>{FORMAT_VERSION}</strong>" in text
-    for col in (*DeviceTable.COLUMNS, *HostTable.COLUMNS):
+    from kprof_core.io.read_v5 import V5_COLUMNS
+
+    for col in {c for cols in V5_COLUMNS.values() for c in cols} | set(DeviceTable.COLUMNS):
         assert f'<span class="pre">{col}</span>' in text, col
     assert "shuffle8+zlib" in text  # the encodings, from fileformat.py's docstring
 

@@ -127,7 +127,7 @@ def test_memory_is_saved_and_loads_back_exactly(p: kprof.Profile, tmp_path: Any)
     path = tmp_path / "m.kprof"
     p.save(path)
     data = path.read_bytes()
-    assert peek_version(data) == 2
+    assert peek_version(data) == 5
     q = kprof.load(path)
     assert q.memory.events == p.memory.events and q.memory.labels == [DEV]
     assert q.memory.peak == {DEV: 2800} and q.memory.live_at_end == p.memory.live_at_end

@@ -69,18 +69,18 @@ def test_frames_of_reads_the_stack_outermost_first() -> None:
     assert frames_of(p, "host", 0) == (OUTER, MID)
 
 
-def test_stacks_survive_a_save_and_load_as_version_4() -> None:
+def test_stacks_survive_a_save_and_load_as_version_5() -> None:
     data = storage.dumps(with_stacks())
-    assert storage.peek_version(data) == 4
+    assert storage.peek_version(data) == 5
     back = loads(data)
     assert back.stacks == with_stacks().stacks
     assert list(back.table.stack) == [1, 0, -1] and list(back.host.stack) == [0]
     assert [frames_of(back, "device", i) for i in range(3)] == [
         frames_of(with_stacks(), "device", i) for i in range(3)
     ]
-    # Without stacks, the file is version 3 as before, and loads with no stack column.
+    # Without stacks, every row's stack is -1 in the file, and loads as no stack column.
     old = storage.dumps(sites_only())
-    assert storage.peek_version(old) == 3
+    assert storage.peek_version(old) == 5
     assert loads(old).stacks == () and len(loads(old).table.stack) == 0
 
 
@@ -98,10 +98,8 @@ def test_a_damaged_stack_column_or_list_is_refused() -> None:
     header, stored = split(data)
     header["columns"] = [c for c in header["columns"] if c["name"] != "stack"]
     stored = stored[: len(header["columns"])]
-    v3 = assemble(header, stored)
-    v4 = v3[:8] + (4).to_bytes(4, "little") + v3[12:]  # a version 4 file without the columns
-    with pytest.raises(kprof.ProfileFileError, match="does not list a stack column"):
-        loads(v4)
+    with pytest.raises(kprof.ProfileFileError, match="does not list exactly the record columns"):
+        loads(assemble(header, stored))  # a version 5 file without the stack columns
 
 
 def test_combined_profiles_keep_their_stacks() -> None:

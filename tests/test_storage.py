@@ -7,6 +7,7 @@ import json
 import random
 import struct
 import zlib
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from kprof_core.data.memory import ALLOC, FREE, Memory, MemoryTable
 from kprof_core.data.records import (
     ALL_FLAGS,
     KIND_NAMES,
+    STACK_TYPE,
     DeviceTable,
     HostTable,
     QueueRecord,
@@ -323,13 +325,14 @@ def test_version_1_files_stay_readable(name: str) -> None:
 
 
 def test_version_1_writer_is_unchanged() -> None:
-    """A profile without memory events is written as version 1, exactly what version-1
-    readers expect (version 2 only adds the memory table)."""
+    """A profile with nothing version 1 lacks is written as version 1, exactly what version-1
+    readers (kprof 0.1.0) expect."""
     assert dumps(fixture_profile(), compress=False) == (DATA / "v1-raw.kprof").read_bytes()
 
 
-def fixture_v2() -> kprof.Profile:
-    """The content of tests/data/v2-memory.kprof: version 1's profile and memory events."""
+def fixture_v5() -> kprof.Profile:
+    """The content of tests/data/v5-all.kprof: version 1's profile with every part version 5
+    adds: memory events, launch sites, stacks, configurations and flops."""
     p = fixture_profile()
     t = MemoryTable()
     base = 1_000_000_000
@@ -342,40 +345,52 @@ def fixture_v2() -> kprof.Profile:
             getattr(t, c).append(v)
     devices = [("testdev", "testdev 0"), ("opencl", "Portable CPU")]
     p.memory = Memory(t, devices, ["train.py:42 step"], p.start_ns)
-    return p
-
-
-def fixture_v3() -> kprof.Profile:
-    """The content of tests/data/v3-sites.kprof: version 1's profile and launch sites."""
-    p = fixture_profile()
     p.sites = [Site("/src/train.py", 42, "step"), Site("/src/model.py", 7, "forward")]
     for i, v in enumerate([0, 1, -1, 0]):
         p.table.site[i] = v
     p.host.site[0] = 1
+    main, step = Site("/src/train.py", 50, "main"), Site("/src/train.py", 42, "step")
+    p.stacks = ((main,), (main, step))
+    p.table.stack = array(STACK_TYPE, [1, 0, -1, 1])
+    p.host.stack = array(STACK_TYPE, [0] + [-1] * (len(p.host) - 1))
+    p.configs = ["global 64", "global 1024 local 64"]
+    for i, (cfg, flops) in enumerate([(0, 128), (1, -1), (-1, -1), (0, 128)]):
+        p.table.config[i], p.table.flops[i] = cfg, flops
     return p
 
 
-OLDER = {"v2-memory.kprof": (2, fixture_v2), "v3-sites.kprof": (3, fixture_v3)}
-
-
-@pytest.mark.parametrize("name", sorted(OLDER))
-def test_versions_2_and_3_files_stay_readable(name: str) -> None:
-    """Files of format versions 2 (memory) and 3 (sites), committed when version 4 (stacks,
-    configurations) came: a reader change that breaks them fails here, not at a user's."""
-    version, make = OLDER[name]
-    blob = (DATA / name).read_bytes()
-    assert struct.unpack("<I", blob[8:12])[0] == version
-    back, want = kprof.load(DATA / name), make()
+def test_a_version_5_file_stays_readable() -> None:
+    """A file of format version 5, committed when it came: a reader change that breaks it
+    fails here, not at a user's."""
+    blob = (DATA / "v5-all.kprof").read_bytes()
+    assert struct.unpack("<I", blob[8:12])[0] == 5
+    back, want = kprof.load(DATA / "v5-all.kprof"), fixture_v5()
     assert state(back) == state(want)
     assert list(back.memory.table.nbytes) == list(want.memory.table.nbytes)
     assert back.memory.peak == want.memory.peak
     assert [r.site for r in back.kernels] == [r.site for r in want.kernels]
+    assert back.stacks == want.stacks and list(back.table.stack) == list(want.table.stack)
+    assert list(back.host.stack) == list(want.host.stack)
+    assert back.configs == want.configs and list(back.table.config) == [0, 1, -1, 0]
+    assert list(back.table.flops) == [128, -1, -1, 128]
 
 
-@pytest.mark.parametrize("name", sorted(OLDER))
-def test_versions_2_and_3_writers_are_unchanged(name: str) -> None:
-    """A profile that needs no more than version 2 or 3 is still written as exactly that."""
-    assert dumps(OLDER[name][1](), compress=False) == (DATA / name).read_bytes()
+def test_the_version_5_writer_is_unchanged() -> None:
+    assert dumps(fixture_v5(), compress=False) == (DATA / "v5-all.kprof").read_bytes()
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_development_versions_are_refused_saying_so(version: int) -> None:
+    """Versions 2 to 4 were written only before version 5 folded them into one; a file of one
+    is not damaged, and not from a newer kprof: it says what it is."""
+    blob = bytearray(dumps(fixture_v5()))
+    struct.pack_into("<I", blob, 8, version)
+    with pytest.raises(
+        UnsupportedVersionError,
+        match=rf"x\.kprof: written by a development version of kprof \(format version "
+        rf"{version}, which no release reads; this kprof reads versions 1 and 5\)",
+    ):
+        loads(bytes(blob), name="x.kprof")
 
 
 def test_newer_version_is_refused_with_upgrade_advice() -> None:
@@ -507,5 +522,4 @@ def write_fixtures() -> None:  # pragma: no cover - run by hand once, when versi
     DATA.mkdir(exist_ok=True)
     (DATA / "v1-raw.kprof").write_bytes(dumps(fixture_profile(), compress=False))
     (DATA / "v1-zlib.kprof").write_bytes(dumps(fixture_profile(), compress=True))
-    for name, (_version, make) in OLDER.items():  # written 2026-12-04, when version 4 came
-        (DATA / name).write_bytes(dumps(make(), compress=False))
+    (DATA / "v5-all.kprof").write_bytes(dumps(fixture_v5(), compress=False))  # when it came

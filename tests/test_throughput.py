@@ -165,7 +165,7 @@ def test_saved_exported_merged_and_nested(
     assert [k.flops for k in inner.kernels] == [7]
     assert {(k.name, k.flops) for k in outer.kernels} == {("k", 7), ("j", None)}
     data = storage.dumps(outer)
-    assert storage.peek_version(data) == 4
+    assert storage.peek_version(data) == 5
     back = loads(data)
     assert list(back.table.flops) == list(outer.table.flops)
     assert list(back.table.nbytes) == list(outer.table.nbytes)

@@ -93,10 +93,10 @@ class EnvvarsDirective(SphinxDirective):
 
 class FileColumnsDirective(SphinxDirective):
     def run(self) -> list[nodes.Node]:
-        from kprof_core.data.records import DeviceTable, HostTable
         from kprof_core.io import fileformat, storage
+        from kprof_core.io.read_v5 import V5_COLUMNS
 
-        versions = ", ".join(str(v) for v in sorted(storage.READERS))
+        versions = " and ".join(str(v) for v in sorted(storage.READERS))
         lines = [
             f"This kprof writes format version **{fileformat.FORMAT_VERSION}** and reads "
             f"versions {versions} (``kprof_core.io.storage.READERS``: one reader per version).",
@@ -108,11 +108,12 @@ class FileColumnsDirective(SphinxDirective):
             "     - Column",
             "     - Holds",
         ]
-        for table, cls in (("device", DeviceTable), ("host", HostTable)):
-            for col in cls.COLUMNS:
+        for table, cols in V5_COLUMNS.items():
+            for col in cols:
                 kind = (
                     "nanoseconds on the host clock"
                     if f"{table}.{col}" in fileformat.TIME_COLUMNS
+                    or (table, col) == ("memory", "time")
                     else "int64"
                 )
                 lines += [f"   * - ``{table}``", f"     - ``{col}``", f"     - {kind}"]

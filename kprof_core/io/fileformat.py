@@ -23,31 +23,20 @@ of the stored bytes. Encodings: ``raw`` (int64 little-endian), or ``shuffle8+zli
 ``k`` of every value grouped together for k = 0..7, then zlib-compressed: timestamps share
 their high bytes, so this compresses them about eight-fold, and decodes at memory speed).
 
-Format version 2 is version 1 followed by the device-memory table (``Profile.memory``): the
-header adds ``counts["memory"]`` (events) and ``memory`` ({"devices": [[backend, device]],
-"sites": [str]}), and ``columns`` ends with the table ``"memory"``'s columns ``time``,
-``device``, ``kind``, ``nbytes``, ``address``, ``site`` (``MemoryTable.COLUMNS``). It is written
-only for profiles that hold memory events (others are version 1, as before), and read by
-``read_v2.py``, which hands the version 1 part to ``read_v1``.
-
-Format version 3 is version 2 (or 1, without memory) with launch sites: the header adds
-``sites`` ([file, line, function], the ``Site``s the columns index), and the device and host
-tables each a ``site`` column (-1: none known). It is written only for profiles that hold
-sites (``profile(sites=True)``), and read by ``read_v3.py``, which takes the sites off and
-hands the rest to the reader of version 2 or 1.
-
-Format version 4 is version 3 with launch stacks: the header adds ``frames`` ([file, line,
-function], every distinct frame of the stacks) and ``stacks`` (per stack, the indexes of its
-frames in ``frames``, outermost first), and the device and host tables each a ``stack``
-column (indexes into ``stacks``, -1: none). It is written only for profiles that hold stacks
-(``profile(stacks=True)``), and read by ``read_v4.py``, which takes the stacks off and hands
-the rest to ``read_v3``.
-
-Version 4 also holds launch configurations and throughput, where a profile has them: the
-header adds ``configs`` ([str], the texts the column indexes) and the device table a ``config``
-column (-1: none) and a ``flops`` column (the floating-point operations the user said a row
-does, -1: not said). A version 4 file holds stacks, configurations or both; ``read_v4.py`` takes off what it
-holds and hands the rest to the reader of version 3, 2 or 1.
+Format version 5 holds every table with every column, and the header fields they index. The
+header adds ``counts["memory"]`` (the device-memory events) and:
+``sites`` ([file, line, function], the launch sites the tables' ``site`` columns index);
+``frames`` ([file, line, function], every distinct frame of the launch stacks) and ``stacks``
+(per stack, the indexes of its frames in ``frames``, outermost first); ``configs`` ([str], the
+launch configurations the device table's ``config`` column indexes); and ``memory``
+({"devices": [[backend, device]], "sites": [str]}). ``columns`` lists the device table's
+``DeviceTable.COLUMNS`` and then ``stack``, the host table's ``HostTable.COLUMNS`` and then
+``stack``, then the memory table's ``MemoryTable.COLUMNS`` (``time``, ``device``, ``kind``,
+``nbytes``, ``address``, ``site``). In every index column -1 means none (no site, stack or
+configuration known); in ``flops``, not said. kprof writes version 5 for a profile that holds
+any of these (memory, sites, stacks, configurations, flops) and version 1 otherwise, which
+kprof 0.1.0 reads. Versions 2 to 4 were written only by development versions of kprof before
+version 5 folded them into one: no release reads them.
 
 The file ends right after the last column. Readers are kept per format version, so files of
 older versions stay readable when the format changes; a newer version is refused with a
@@ -64,9 +53,9 @@ from kprof_core.data.records import HostTable
 from kprof_core.host.backend import KprofError
 
 MAGIC = b"\x89KPROF\r\n"
-FORMAT_VERSION = 4  # the newest version written (1 to 3 where a profile needs no more)
-#: The device columns version 4 added (read_v4.py takes them off, older readers never see them).
-V4_DEVICE_COLUMNS = ("config", "flops")
+FORMAT_VERSION = 5  # the newest version written (1 where a profile needs no more)
+#: Versions only development versions of kprof wrote (folded into version 5): not read.
+PRERELEASE_VERSIONS = frozenset({2, 3, 4})
 PREFIX = struct.Struct("<8sI")  # magic, version
 V1_FRAME = struct.Struct("<II")  # header length, header crc32
 RAW, SHUFFLED = "raw", "shuffle8+zlib"

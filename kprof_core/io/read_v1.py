@@ -1,7 +1,7 @@
 """The reader of format version 1 (``fileformat.py`` describes it): every length, checksum,
-index and time checked (``filecheck.Checker``) before a profile is built. Version 2 adds the
-memory table (``read_v2.py``), version 3 the launch sites (``read_v3.py``): both take their
-part off and hand the rest to this reader."""
+index and time checked (``filecheck.Checker``) before a profile is built. ``read_frame`` reads
+the header and the columns of any version: version 5's reader (``read_v5.py``) names its columns
+and reads what its header adds."""
 
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from kprof_core.io.fileformat import (
     SHUFFLED,
     TIME_COLUMNS,
     V1_FRAME,
-    V4_DEVICE_COLUMNS,
     CorruptProfileError,
     unshuffle,
 )
@@ -83,21 +82,20 @@ def _finite_float(text: str) -> float:
     return value
 
 
-#: The columns of versions 1 and 2 (version 3 added ``site`` to both tables, version 4
-#: ``V4_DEVICE_COLUMNS`` to the device table).
+#: The columns of version 1 (version 5 has every column of each table: ``read_v5.py``).
 V1_COLUMNS = {
-    "device": tuple(c for c in DeviceTable.COLUMNS if c not in ("site", *V4_DEVICE_COLUMNS)),
+    "device": tuple(c for c in DeviceTable.COLUMNS if c not in ("site", "config", "flops")),
     "host": tuple(c for c in HostTable.COLUMNS if c != "site"),
 }
 
 
 def read_v1(data: bytes, pos: int, name: str, cls: type[P]) -> P:
-    p, _header, _r = read_frame(data, pos, name, cls, V1_COLUMNS)
+    p, _header, _r, _more = read_frame(data, pos, name, cls, V1_COLUMNS)
     # No launch sites in version 1: every row's is unknown.
     p.table.site = array("q", (-1,)) * len(p.table)
     p.host.site = array("q", (-1,)) * len(p.host)
-    p.table.config = array("q", (-1,)) * len(p.table)  # nor configurations (version 4)
-    p.table.flops = array("q", (-1,)) * len(p.table)  # nor flops (version 4)
+    p.table.config = array("q", (-1,)) * len(p.table)  # nor configurations (version 5)
+    p.table.flops = array("q", (-1,)) * len(p.table)  # nor flops (version 5)
     return p
 
 
@@ -135,15 +133,18 @@ def read_header(data: bytes, pos: int, r: Checker) -> tuple[dict[str, Any], int]
 
 def read_frame(
     data: bytes, pos: int, name: str, cls: type[P], tables: dict[str, tuple[str, ...]]
-) -> tuple[P, dict[str, Any], Checker]:
-    """A profile of the columns ``tables`` lists (every field checked), its header and
-    checker, for the caller to read what its version adds."""
+) -> tuple[P, dict[str, Any], Checker, dict[str, dict[str, array[int]]]]:
+    """A profile of the columns ``tables`` lists (every field checked), its header, its
+    checker, and the columns of tables other than ``device`` and ``host`` (table -> column ->
+    values; their row count is the header's ``counts``), for the caller to read what its
+    version adds."""
     r = Checker(name, CorruptProfileError)
     header, pos = read_header(data, pos, r)
 
     counts = r.get(header, "counts", dict)
-    ndev, nhost = r.get(counts, "device", int), r.get(counts, "host", int)
-    if ndev < 0 or nhost < 0:
+    rows = {t: r.get(counts, t, int) for t in tables}
+    ndev = rows["device"]
+    if any(n < 0 for n in rows.values()):
         raise r.fail("negative row counts")
     columns = r.rows(
         [
@@ -167,22 +168,25 @@ def read_frame(
         )
     if len(data) - pos > total:
         raise r.fail(f"{len(data) - pos - total} unexpected bytes after the last column")
-    r.inflation((ndev * len(tables["device"]) + nhost * len(tables["host"])) * 8, len(data))
+    r.inflation(sum(rows[t] * len(cols) for t, cols in tables.items()) * 8, len(data))
     for _table, cname, encoding, size, _crc in columns:
-        if encoding == RAW and size != (ndev if _table == "device" else nhost) * 8:
+        if encoding == RAW and size != rows[_table] * 8:
             raise r.fail(
-                f"column {_table}.{cname} holds {size // 8} values, expected "
-                f"{ndev if _table == 'device' else nhost}"
+                f"column {_table}.{cname} holds {size // 8} values, expected {rows[_table]}"
             )
     device, host = DeviceTable(), HostTable()
+    more: dict[str, dict[str, array[int]]] = {t: {} for t in tables if t not in ("device", "host")}
     for table, cname, encoding, size, crc in columns:
         blob = data[pos : pos + size]
         pos += size
         what = f"{table}.{cname}"
         if zlib.crc32(blob) != crc:
             raise r.fail(f"column {what} checksum mismatch")
-        col = _decode(r, blob, encoding, ndev if table == "device" else nhost, what)
-        setattr(device if table == "device" else host, cname, col)
+        col = _decode(r, blob, encoding, rows[table], what)
+        if table in more:
+            more[table][cname] = col
+        else:
+            setattr(device if table == "device" else host, cname, col)
 
     names = r.get(header, "names", list)
     if not all(isinstance(n, str) for n in names):
@@ -235,4 +239,4 @@ def read_frame(
     p.details = details
     p.meta = meta
     p._finished = True
-    return p, header, r
+    return p, header, r, more

@@ -15,9 +15,7 @@ import zlib
 from array import array
 from typing import Any, Protocol, TypeVar
 
-from kprof_core.data.memory import MemoryTable
 from kprof_core.data.profile_data import ProfileData
-from kprof_core.data.records import DeviceTable, HostTable
 from kprof_core.data.values import VALUE_LIMIT
 from kprof_core.host.backend import KprofError
 from kprof_core.io.filecheck import Checker
@@ -25,10 +23,10 @@ from kprof_core.io.fileformat import (
     FORMAT_VERSION,
     MAGIC,
     PREFIX,
+    PRERELEASE_VERSIONS,
     RAW,
     SHUFFLED,
     V1_FRAME,
-    V4_DEVICE_COLUMNS,
     CorruptProfileError,
     NotAProfileError,
     PathOrFile,
@@ -36,10 +34,8 @@ from kprof_core.io.fileformat import (
     UnsupportedVersionError,
     shuffle,
 )
-from kprof_core.io.read_v1 import read_v1
-from kprof_core.io.read_v2 import read_v2
-from kprof_core.io.read_v3 import read_v3
-from kprof_core.io.read_v4 import read_v4
+from kprof_core.io.read_v1 import V1_COLUMNS, read_v1
+from kprof_core.io.read_v5 import V5_COLUMNS, read_v5
 
 P = TypeVar("P", bound=ProfileData)
 
@@ -54,26 +50,36 @@ def _le_bytes(col: array[int]) -> bytes:
     return swapped.tobytes()
 
 
-def _columns(profile: ProfileData) -> list[tuple[str, str, array[int]]]:
-    # The site columns only with sites (version 3), the configurations' only with some (version
-    # 4): other files stay as older kprof wrote them.
-    v4 = profile.configs or max(profile.table.flops, default=-1) >= 0
-    skip = (() if profile.sites else ("site",)) + (() if v4 else V4_DEVICE_COLUMNS)
+def _version(profile: ProfileData) -> int:
+    """1 for a profile that holds nothing version 1 lacks (kprof 0.1.0 reads it), else 5."""
+    extra = (
+        profile.memory
+        or profile.sites
+        or profile.stacks
+        or profile.configs
+        or max(profile.table.flops, default=-1) >= 0
+    )
+    return 5 if extra else 1
 
-    def keep(c: str) -> bool:
-        return c not in skip
 
-    cols = [("device", c, getattr(profile.table, c)) for c in DeviceTable.COLUMNS if keep(c)]
-    cols += [("host", c, getattr(profile.host, c)) for c in HostTable.COLUMNS if keep(c)]
-    if profile.stacks:  # version 4: a stack column per table
-        # Stored as int64, as every column (held as 32-bit ints in memory: STACK_TYPE).
-        cols += [
-            ("device", "stack", array("q", profile.table.stack)),
-            ("host", "stack", array("q", profile.host.stack)),
-        ]
-    if profile.memory:  # last: version 2 is version 1 followed by the memory table
-        cols += [("memory", c, getattr(profile.memory.table, c)) for c in MemoryTable.COLUMNS]
-    return cols
+def _columns(profile: ProfileData, version: int) -> list[tuple[str, str, array[int]]]:
+    tables = V5_COLUMNS if version == 5 else V1_COLUMNS
+    owners: dict[str, Any] = {
+        "device": profile.table,
+        "host": profile.host,
+        "memory": profile.memory.table,
+    }
+    out = []
+    for t, cols in tables.items():
+        for c in cols:
+            col = getattr(owners[t], c)
+            if c == "stack":
+                # Stored as int64, as every column (held as 32-bit ints: STACK_TYPE); a profile
+                # without stacks holds none, stored as -1 (no stack) per row.
+                rows = len(owners[t])
+                col = array("q", col) if len(col) or not rows else array("q", (-1,)) * rows
+            out.append((t, c, col))
+    return out
 
 
 def dumps(profile: ProfileData, compress: bool = True) -> bytes:
@@ -90,7 +96,8 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
     blobs: list[bytes] = []
     columns: list[dict[str, Any]] = []
     nmem = len(profile.memory)
-    for table, name, col in _columns(profile):
+    version = _version(profile)
+    for table, name, col in _columns(profile, version):
         expected = {"device": ndev, "host": nhost}.get(table, nmem)
         if len(col) != expected:
             raise KprofError(
@@ -139,26 +146,16 @@ def dumps(profile: ProfileData, compress: bool = True) -> bytes:
     }
     if profile.details:  # only then: files without details are as the first ones of their version
         header["details"] = sorted([row, text] for row, text in profile.details.items())
-    version = 1
-    if nmem:  # only then version 2: files without memory stay readable by older kprof
-        version = 2
+    if version == 5:
         header["counts"] = {"device": ndev, "host": nhost, "memory": nmem}
         header["memory"] = {
             "devices": [list(d) for d in profile.memory.devices],
             "sites": list(profile.memory.sites),
         }
-    if profile.sites:  # only then version 3: version 2 (or 1) plus the launch sites
-        version = 3
         header["sites"] = [[s.file, s.line, s.function] for s in profile.sites]
-    if profile.stacks:  # only then version 4: version 3 plus the launch stacks
-        if not profile.sites:
-            raise KprofError("cannot save: the profile has stacks but no sites")
-        version = 4
         frames = {f: i for i, f in enumerate(sorted({f for s in profile.stacks for f in s}))}
         header["frames"] = [[s.file, s.line, s.function] for s in frames]
         header["stacks"] = [[frames[f] for f in s] for s in profile.stacks]
-    if profile.configs or max(profile.table.flops, default=-1) >= 0:
-        version = 4  # only then: one of the above plus launch configurations and flops
         header["configs"] = list(profile.configs)
     try:
         hbytes = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("ascii")
@@ -280,14 +277,20 @@ def loads(data: bytes, name: str, cls: type[P]) -> P:
         )
     reader = READERS.get(version)
     if reader is None:
-        known = ", ".join(str(v) for v in sorted(READERS))
+        known = " and ".join(str(v) for v in sorted(READERS))
+        if version in PRERELEASE_VERSIONS:
+            raise UnsupportedVersionError(
+                f"{name}: written by a development version of kprof (format version {version}, "
+                f"which no release reads; this kprof reads versions {known}): open it with the "
+                f"kprof that wrote it, or profile again"
+            )
         if version > FORMAT_VERSION:
             raise UnsupportedVersionError(
                 f"{name}: written by a newer kprof (format version {version}; this kprof reads "
-                f"version {known}): upgrade kprof to read it"
+                f"versions {known}): upgrade kprof to read it"
             )
         raise UnsupportedVersionError(
-            f"{name}: unknown kprof format version {version} (this kprof reads version {known})"
+            f"{name}: unknown kprof format version {version} (this kprof reads versions {known})"
         )
     return reader(data, PREFIX.size, name, cls)
 
@@ -300,7 +303,7 @@ class _Reader(Protocol):
 
 #: One reader per format version this kprof can read; a new version adds an entry and keeps
 #: the old ones, so old files stay readable.
-READERS: dict[int, _Reader] = {1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
+READERS: dict[int, _Reader] = {1: read_v1, 5: read_v5}
 
 
 def peek_version(data: bytes) -> int | None:
