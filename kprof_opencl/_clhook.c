@@ -941,6 +941,90 @@ py_bind(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* -- swapping a table's entries: one set of functions for the enqueue and the memory hooks ---- */
+
+/* The table at `t`, added to `tables` on first sight; NULL (an exception set) when full. */
+static Table *
+table_for(void **t)
+{
+    Table *h = find_table(t);
+    if (h != NULL)
+        return h;
+    if (n_tables == MAX_TABLES) {
+        PyErr_SetString(PyExc_RuntimeError, "too many OpenCL dispatch tables");
+        return NULL;
+    }
+    h = &tables[n_tables];
+    memset(h, 0, sizeof *h);
+    h->table = t;
+    n_tables++;
+    return h;
+}
+
+/* Saves the ICD's entry of each of `hooks` that `version` has, before any entry changes (a
+ * thread entering a hooked function must find its original); returns their names, a new list,
+ * or NULL with an exception set. */
+static PyObject *
+save_originals(void **t, Table *h, const Hook *hooks, int n, int version)
+{
+    PyObject *done = PyList_New(0);
+    if (done == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        const Hook *k = &hooks[i];
+        if (k->since > version || t[k->slot] == NULL)
+            continue;
+        if (t[k->slot] != k->fn) /* never save ourselves as the original */
+            h->orig[k->slot] = t[k->slot];
+        PyObject *s = PyUnicode_FromString(k->name);
+        if (s == NULL || PyList_Append(done, s) < 0) {
+            Py_XDECREF(s);
+            Py_DECREF(done);
+            return NULL;
+        }
+        Py_DECREF(s);
+    }
+    return done;
+}
+
+/* Points each saved entry of `hooks` at its hook. Each store is one aligned pointer: atomic on
+ * the platforms kprof supports, so a concurrent caller calls either the ICD or the hook, never
+ * a torn value. */
+static void
+swap_in(void **t, const Table *h, const Hook *hooks, int n, int version)
+{
+    for (int i = 0; i < n; i++) {
+        const Hook *k = &hooks[i];
+        if (h->orig[k->slot] != NULL && k->since <= version)
+            __atomic_store_n(&t[k->slot], k->fn, __ATOMIC_SEQ_CST);
+    }
+}
+
+/* Puts each entry of `hooks` that still holds its hook back to the original; returns the names
+ * of those someone else replaced meanwhile (left as they are), a new list, or NULL. */
+static PyObject *
+swap_out(void **t, const Table *h, const Hook *hooks, int n)
+{
+    PyObject *conflicts = PyList_New(0);
+    if (conflicts == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        const Hook *k = &hooks[i];
+        if (h->orig[k->slot] == NULL)
+            continue;
+        void *expected = k->fn;
+        if (!__atomic_compare_exchange_n(&t[k->slot], &expected, h->orig[k->slot], 0,
+                                         __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            PyObject *s = PyUnicode_FromString(k->name);
+            if (s != NULL) {
+                PyList_Append(conflicts, s);
+                Py_DECREF(s);
+            }
+        }
+    }
+    return conflicts;
+}
+
 /* hook(table_address, version) -> names hooked. The caller checked the table is the ICD's and
  * writable (kprof_opencl/hook.py); entries past the ICD's OpenCL version are left alone. */
 static PyObject *
@@ -961,48 +1045,19 @@ py_hook(PyObject *module, PyObject *args)
     void **t = (void **)address_of(addr);
     if (t == NULL)
         return NULL;
-    Table *h = find_table(t);
-    if (h == NULL) {
-        if (n_tables == MAX_TABLES) {
-            PyErr_SetString(PyExc_RuntimeError, "too many OpenCL dispatch tables");
-            return NULL;
-        }
-        h = &tables[n_tables];
-        memset(h, 0, sizeof *h);
-        h->table = t;
-        n_tables++;
-    }
+    Table *h = table_for(t);
+    if (h == NULL)
+        return NULL;
     if (h->hooked) {
         PyErr_SetString(PyExc_RuntimeError, "this dispatch table is hooked already");
         return NULL;
     }
     if (queues == NULL && (queues = PyDict_New()) == NULL)
         return NULL;
-    PyObject *done = PyList_New(0);
+    PyObject *done = save_originals(t, h, HOOKS, N_HOOKS, version);
     if (done == NULL)
         return NULL;
-    for (int i = 0; i < N_HOOKS; i++) {
-        const Hook *k = &HOOKS[i];
-        if (k->since > version || t[k->slot] == NULL)
-            continue;
-        if (t[k->slot] != k->fn) /* never save ourselves as the original */
-            h->orig[k->slot] = t[k->slot];
-        PyObject *s = PyUnicode_FromString(k->name);
-        if (s == NULL || PyList_Append(done, s) < 0) {
-            Py_XDECREF(s);
-            Py_DECREF(done);
-            return NULL;
-        }
-        Py_DECREF(s);
-    }
-    /* Every original saved before any entry changes: a thread entering a hooked function
-     * must find its original. Each store is one aligned pointer: atomic on the platforms kprof
-     * supports, so a concurrent caller calls either the ICD or the hook, never a torn value. */
-    for (int i = 0; i < N_HOOKS; i++) {
-        const Hook *k = &HOOKS[i];
-        if (h->orig[k->slot] != NULL && k->since <= version)
-            __atomic_store_n(&t[k->slot], k->fn, __ATOMIC_SEQ_CST);
-    }
+    swap_in(t, h, HOOKS, N_HOOKS, version);
     h->hooked = 1;
     hook_on = 1;
     return done;
@@ -1022,23 +1077,9 @@ py_unhook(PyObject *module, PyObject *addr)
         PyErr_SetString(PyExc_RuntimeError, "this dispatch table is not hooked");
         return NULL;
     }
-    PyObject *conflicts = PyList_New(0);
+    PyObject *conflicts = swap_out(t, h, HOOKS, N_HOOKS);
     if (conflicts == NULL)
         return NULL;
-    for (int i = 0; i < N_HOOKS; i++) {
-        const Hook *k = &HOOKS[i];
-        if (h->orig[k->slot] == NULL)
-            continue;
-        void *expected = k->fn;
-        if (!__atomic_compare_exchange_n(&t[k->slot], &expected, h->orig[k->slot], 0,
-                                         __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-            PyObject *s = PyUnicode_FromString(k->name);
-            if (s != NULL) {
-                PyList_Append(conflicts, s);
-                Py_DECREF(s);
-            }
-        }
-    }
     h->hooked = 0;
     release_if_idle();
     return conflicts;
@@ -1646,17 +1687,9 @@ py_mem_hook(PyObject *module, PyObject *args)
     void **t = (void **)address_of(addr);
     if (t == NULL)
         return NULL;
-    Table *h = find_table(t);
-    if (h == NULL) {
-        if (n_tables == MAX_TABLES) {
-            PyErr_SetString(PyExc_RuntimeError, "too many OpenCL dispatch tables");
-            return NULL;
-        }
-        h = &tables[n_tables];
-        memset(h, 0, sizeof *h);
-        h->table = t;
-        n_tables++;
-    }
+    Table *h = table_for(t);
+    if (h == NULL)
+        return NULL;
     if (h->mem_hooked) {
         PyErr_SetString(PyExc_RuntimeError, "this dispatch table's memory entries are hooked");
         return NULL;
@@ -1665,23 +1698,9 @@ py_mem_hook(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "no clSetMemObjectDestructorCallback (OpenCL 1.1)");
         return NULL;
     }
-    PyObject *done = PyList_New(0);
+    PyObject *done = save_originals(t, h, MEM_HOOKS, N_MEM_HOOKS, version);
     if (done == NULL)
         return NULL;
-    for (int i = 0; i < N_MEM_HOOKS; i++) {
-        const Hook *k = &MEM_HOOKS[i];
-        if (k->since > version || t[k->slot] == NULL)
-            continue;
-        if (t[k->slot] != k->fn)
-            h->orig[k->slot] = t[k->slot];
-        PyObject *s = PyUnicode_FromString(k->name);
-        if (s == NULL || PyList_Append(done, s) < 0) {
-            Py_XDECREF(s);
-            Py_DECREF(done);
-            return NULL;
-        }
-        Py_DECREF(s);
-    }
     Py_INCREF(alloc);
     Py_XSETREF(py_mem_alloc, alloc);
     Py_INCREF(freefn);
@@ -1693,11 +1712,7 @@ py_mem_hook(PyObject *module, PyObject *args)
     released_n = 0;
     pthread_mutex_unlock(&mem_lock);
 #endif
-    for (int i = 0; i < N_MEM_HOOKS; i++) {
-        const Hook *k = &MEM_HOOKS[i];
-        if (h->orig[k->slot] != NULL && k->since <= version)
-            __atomic_store_n(&t[k->slot], k->fn, __ATOMIC_SEQ_CST);
-    }
+    swap_in(t, h, MEM_HOOKS, N_MEM_HOOKS, version);
     h->mem_hooked = 1;
     return done;
 }
@@ -1715,23 +1730,9 @@ py_mem_unhook(PyObject *module, PyObject *addr)
         PyErr_SetString(PyExc_RuntimeError, "this dispatch table's memory entries are not hooked");
         return NULL;
     }
-    PyObject *conflicts = PyList_New(0);
+    PyObject *conflicts = swap_out(t, h, MEM_HOOKS, N_MEM_HOOKS);
     if (conflicts == NULL)
         return NULL;
-    for (int i = 0; i < N_MEM_HOOKS; i++) {
-        const Hook *k = &MEM_HOOKS[i];
-        if (h->orig[k->slot] == NULL)
-            continue;
-        void *expected = k->fn;
-        if (!__atomic_compare_exchange_n(&t[k->slot], &expected, h->orig[k->slot], 0,
-                                         __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-            PyObject *s = PyUnicode_FromString(k->name);
-            if (s != NULL) {
-                PyList_Append(conflicts, s);
-                Py_DECREF(s);
-            }
-        }
-    }
     h->mem_hooked = 0;
     int any = 0;
     for (int i = 0; i < n_tables; i++)
