@@ -29,8 +29,8 @@
     } while (0)
 #endif
 
-/* The compiled recorder's launch, from its capsule (kprof_core.low_level._crecorder
- * `_launch_capi`): the C function behind LaunchPath.launch, called without a Python call. */
+/* The compiled recorder's launch, from its capsule (kprof.plugin.launch_capsules(), which the
+ * launcher is given): the C function behind LaunchPath.launch, called without a Python call. */
 typedef PyObject *(*lp_launch_t)(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 static lp_launch_t lp_launch_c = NULL;
 static void *lp_launch_meth = NULL;  /* the PyCFunction a LaunchPath.launch method wraps */
@@ -533,9 +533,9 @@ static PyObject *LauncherType;
 static PyObject *
 new_launcher(PyObject *module, PyObject *args)
 {
-    PyObject *o[7];
-    if (!PyArg_ParseTuple(args, "OOOOOOO:launcher", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
-                          &o[6]))
+    PyObject *o[7], *capsules;
+    if (!PyArg_ParseTuple(args, "OOOOOOOO:launcher", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &capsules))
         return NULL;
     Launcher *self = (Launcher *)PyType_GenericAlloc((PyTypeObject *)LauncherType, 0);
     if (self == NULL)
@@ -557,23 +557,16 @@ new_launcher(PyObject *module, PyObject *args)
     self->clock = pc == self->now;
     Py_DECREF(pc);
     /* The compiled recorder's launch, where it is loaded (optional: else the Python call). */
-    if (lp_launch_c == NULL) {
-        PyObject *cr = PyImport_ImportModule("kprof_core.low_level._crecorder");
-        PyObject *cap = cr == NULL ? NULL : PyObject_GetAttrString(cr, "_launch_capi");
-        if (cap != NULL) {
-            void **fns = (void **)PyCapsule_GetPointer(cap, "kprof_core.low_level._crecorder._launch_capi");
-            if (fns != NULL) {
-                lp_launch_meth = fns[1];
-                lp_launch_c = (lp_launch_t)fns[0];
-            }
+    if (lp_launch_c == NULL && PyTuple_Check(capsules) && PyTuple_Size(capsules) == 2) {
+        void **fns = (void **)PyCapsule_GetPointer(
+            PyTuple_GetItem(capsules, 0), "kprof_core.low_level._crecorder._launch_capi");
+        const unsigned long *gen = (const unsigned long *)PyCapsule_GetPointer(
+            PyTuple_GetItem(capsules, 1), "kprof_core.low_level._crecorder._launch_generation");
+        if (fns != NULL && gen != NULL) {
+            lp_launch_meth = fns[1];
+            lp_launch_c = (lp_launch_t)fns[0];
+            lp_generation = gen;
         }
-        Py_XDECREF(cap);
-        cap = cr == NULL ? NULL : PyObject_GetAttrString(cr, "_launch_generation");
-        if (cap != NULL && lp_launch_c != NULL)
-            lp_generation = (const unsigned long *)PyCapsule_GetPointer(
-                cap, "kprof_core.low_level._crecorder._launch_generation");
-        Py_XDECREF(cap);
-        Py_XDECREF(cr);
         PyErr_Clear();
     }
     return (PyObject *)self;
@@ -723,11 +716,22 @@ new_hook(PyObject *module, PyObject *args)
     return (PyObject *)self;
 }
 
+/* linked() -> whether launchers call the compiled recorder's launch directly (they were given
+ * its capsules). */
+static PyObject *
+py_linked(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(lp_launch_c != NULL && lp_generation != NULL);
+}
+
 static PyMethodDef methods[] = {
+    {"linked", py_linked, METH_NOARGS,
+     "linked() -> whether launchers call the compiled recorder's launch directly"},
     {"bind", bind, METH_VARARGS,
      "bind(clGetEventInfo_address, clGetEventProfilingInfo_address)"},
     {"launcher", new_launcher, METH_VARARGS,
-     "launcher(original, python_wrapper, active, now, current, backend, kind) -> Launcher"},
+     "launcher(original, python_wrapper, active, now, current, backend, kind, launch_capsules) "
+     "-> Launcher (launch_capsules: kprof.plugin.launch_capsules())"},
     {"range_hook", new_hook, METH_VARARGS,
      "range_hook(current, python_hook, stamp) -> the current_queue (stamp false) or "
      "record_timestamp hook in C, for kprof's compiled range"},

@@ -247,7 +247,7 @@ def _compiled(
     if mod is None:
         return wrapper
     launcher: Callable[..., Any] = mod.launcher(
-        original, wrapper, kp.active, kp.now, _current, backend, kp.KERNEL
+        original, wrapper, kp.active, kp.now, _current, backend, kp.KERNEL, kp.launch_capsules()
     )
     return launcher
 

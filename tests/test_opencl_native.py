@@ -140,6 +140,13 @@ def test_the_wrapper_in_use_and_its_exact_restore(setup: Any, compiled: bool) ->
         assert wrapper.__name__ == "enqueue_nd_range_kernel"
         assert (type(wrapper).__name__ == "Launcher") == compiled
     assert cl._cl.enqueue_nd_range_kernel is native_fn
+    if compiled:
+        # It was handed the compiled recorder's launch through kprof.plugin, and calls it.
+        import kprof_opencl._clnative as clnative
+
+        capsules = kprof.plugin.launch_capsules()
+        assert capsules is not None and "_launch_capi" in repr(capsules[0])
+        assert clnative.linked()
 
 
 def test_an_error_of_the_native_launch_propagates_and_records_nothing(

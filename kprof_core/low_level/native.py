@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sysconfig
 from types import ModuleType
+from typing import Any
 
 from kprof_core import envvars
 from kprof_core.low_level.layout import SIGNATURE
@@ -77,6 +78,16 @@ def loaded() -> ModuleType | None:
     """The compiled recorder module where it is loaded, even while ``use_compiled(False)``
     turns it off for new profiles (``kprof.range``'s base class is chosen once, at import)."""
     return _module
+
+
+def launch_capsules() -> tuple[Any, Any] | None:
+    """The compiled recorder's launch for a plugin's own compiled launcher, where it is loaded:
+    ``(launch, generation)``, two capsules named ``kprof_core.low_level._crecorder._launch_capi``
+    (the C function behind ``LaunchPath.launch``, then the method it wraps) and ``..._launch_generation``
+    (how many LaunchPaths were made, an ``unsigned long``). ``None`` in pure Python."""
+    if _module is None:
+        return None
+    return _module._launch_capi, _module._launch_generation
 
 
 def use_compiled(enabled: bool) -> None:
