@@ -186,7 +186,6 @@ TYPE_ONLY_CYCLES = [
         "kprof_core.recording.recorder_ranges",
         "kprof_core.recording.recorder_state",
     ],
-    ["kprof_core.data.profile_data", "kprof_core.data.stacks", "kprof_core.data.tree"],
     ["kprof_cuda.activity", "kprof_cuda.cupti_drain"],
     ["kprof_cuda.capture", "kprof_cuda.plugin"],
 ]

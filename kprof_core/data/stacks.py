@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Sequence
+from typing import Literal, Protocol
 
 from kprof_core.data.records import DeviceTable, HostTable
 from kprof_core.data.sites import Site
-
-if TYPE_CHECKING:
-    from kprof_core.data.profile_data import ProfileData
 
 #: A stack as views read it: its frames, outermost first.
 Stack = tuple[Site, ...]
 
 
-def frames_of(data: ProfileData, table: Literal["device", "host"], row: int) -> Stack:
+class Records(Protocol):
+    """What the readers of a profile's rows take (``ProfileData`` is one): the two tables and
+    the lists their columns index. Defined here, below the profile, so that its readers do not
+    import the profile they are called by."""
+
+    @property
+    def table(self) -> DeviceTable: ...
+
+    @property
+    def host(self) -> HostTable: ...
+
+    @property
+    def names(self) -> Sequence[str]: ...
+
+    @property
+    def sites(self) -> Sequence[Site]: ...
+
+    @property
+    def stacks(self) -> Sequence[Stack]: ...
+
+
+def frames_of(data: Records, table: Literal["device", "host"], row: int) -> Stack:
     """The Python frames behind row ``row`` of ``data``'s ``table`` (``"device"``: ``data.table``,
     ``"host"``: ``data.host``), outermost first, the launch site last.
 

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import and_, eq, lt, ne, not_, sub
-from typing import TYPE_CHECKING
 
 from kprof_core.data.records import (
     APPROXIMATE,
@@ -26,10 +25,7 @@ from kprof_core.data.records import (
     HostTable,
 )
 from kprof_core.data.sites import Site
-from kprof_core.data.stacks import frames_of
-
-if TYPE_CHECKING:
-    from kprof_core.data.profile_data import ProfileData
+from kprof_core.data.stacks import Records, frames_of
 
 #: Kinds of nodes, from the root down.
 ROOT, RANGE_NODE, SITE_NODE, KERNEL_NODE = "root", "range", "site", "kernel"
@@ -112,7 +108,7 @@ def _enclosing(ranges: Ranges, s: int, e: int) -> tuple[str, ...]:
     return paths[j] if j >= 0 else ()
 
 
-def device_tree(data: ProfileData) -> TreeNode:
+def device_tree(data: Records) -> TreeNode:
     """The device-time tree of a profile (see the module's docstring). Its root's
     ``total_ns`` and ``calls`` equal the per-name summary's device totals."""
     t, names = data.table, data.names
@@ -171,7 +167,7 @@ def device_tree(data: ProfileData) -> TreeNode:
     return root
 
 
-def range_work(data: ProfileData) -> dict[tuple[int, int], list[int]]:
+def range_work(data: Records) -> dict[tuple[int, int], list[int]]:
     """The device time of each ``kprof.range`` instance (:func:`range_instances`), grouped by
     ``(name id, marks)``, one value per instance.
 
@@ -185,7 +181,7 @@ def range_work(data: ProfileData) -> dict[tuple[int, int], list[int]]:
     return out
 
 
-def range_instances(data: ProfileData) -> list[tuple[int, int, int]]:
+def range_instances(data: Records) -> list[tuple[int, int, int]]:
     """``(host row, marks, device ns)`` per ``kprof.range`` instance: the summed device time of
     the kernels and copies launched inside it on its thread, nested ranges' work included (what
     the tree's range nodes add up); marks: the ``HOST_TIMED`` and ``APPROXIMATE`` bits of any
