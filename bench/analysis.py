@@ -23,8 +23,14 @@ import statistics
 import time
 from array import array
 
-from kprof_core.data.records import KERNEL, PLACED, HostTable, QueueRecord, ThreadRecord
-from kprof_core.recording.placement import DeviceClock
+from kprof_core.data.records import (
+    KERNEL,
+    PLACED,
+    DeviceClock,
+    HostTable,
+    QueueRecord,
+    ThreadRecord,
+)
 from kprof_core.result import Profile
 
 

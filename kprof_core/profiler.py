@@ -336,7 +336,7 @@ class profile:
             notes = _notes(rec)  # before remove_capture: what the capture could not see
             notes += queueless_notes(rec)
             interrupted = _uninstall(rec.backends) if self._counted else None
-            result._load(rec)
+            result._take(rec.recording())
             if rec.bounds is not None:
                 result.meta["bounds"] = rec.bounds.describe(result.names)
             result.memory = rec.memory.close(result.start_ns)

@@ -22,6 +22,7 @@ from kprof_core.data.records import (
     HOST_TIMED,
     KERNEL,
     PLACED,
+    DeviceClock,
     HostTable,
     QueueRecord,
     ThreadRecord,
@@ -29,7 +30,6 @@ from kprof_core.data.records import (
 from kprof_core.data.timefmt import format_time
 from kprof_core.io.storage import dumps
 from kprof_core.low_level import native
-from kprof_core.recording.placement import DeviceClock
 from kprof_core.result import Profile, loads
 
 Q1 = QueueRecord("testdev", "testdev 0", "queue 1", "testdev:0")

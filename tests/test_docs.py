@@ -15,11 +15,10 @@ import pytest
 
 import kprof
 import kprof_core
-from kprof_core.data.records import QueueRecord, ThreadRecord
+from kprof_core.data.records import DeviceClock, QueueRecord, ThreadRecord
 from kprof_core.host import hookspecs
 from kprof_core.host.backend import Backend
 from kprof_core.host.markers import PROJECT
-from kprof_core.recording.placement import DeviceClock
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 HOOKS = [

@@ -122,7 +122,7 @@ def every_view(p: Profile) -> None:
 def saved_and_loaded(rec: Recorder) -> Profile:
     p = Profile(backends=["hostile"])
     p.start_ns, p.end_ns = 0, 10**6
-    p._load(rec)
+    p._take(rec.recording())
     every_view(p)
     buf = io.BytesIO()
     p.save(buf)

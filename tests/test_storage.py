@@ -22,6 +22,7 @@ from kprof_core.data.records import (
     ALL_FLAGS,
     KIND_NAMES,
     STACK_TYPE,
+    DeviceClock,
     DeviceTable,
     HostTable,
     QueueRecord,
@@ -37,7 +38,6 @@ from kprof_core.io.storage import (
     UnsupportedVersionError,
     dumps,
 )
-from kprof_core.recording.recorder import DeviceClock
 from kprof_core.result import Profile, loads
 
 DATA = Path(__file__).parent / "data"

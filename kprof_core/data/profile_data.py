@@ -14,7 +14,7 @@ from collections.abc import MutableMapping
 from dataclasses import replace
 from itertools import compress, repeat
 from operator import add, and_, eq, ge, mul
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, overload
 
 from kprof_core.data.config_summary import config_rows, grouping
 from kprof_core.data.memory import Memory
@@ -26,21 +26,20 @@ from kprof_core.data.records import (
     PLACED,
     RANGE,
     UNRESOLVED,
+    DeviceClock,
     DeviceTable,
     HostTable,
     KernelRecord,
     MarkerRecord,
     QueueRecord,
     RangeRecord,
+    Recording,
     ThreadRecord,
 )
 from kprof_core.data.site_summary import SiteRow, StackRow, site_rows, stack_rows
 from kprof_core.data.sites import Site
 from kprof_core.data.summary import Durations, Summary, _split, rekeyed, rows_of, said_totals
 from kprof_core.data.tree import range_work
-
-if TYPE_CHECKING:
-    from kprof_core.recording.recorder import DeviceClock, Recorder
 
 
 class ProfileData:
@@ -107,14 +106,15 @@ class ProfileData:
         self.memory = Memory()
         self._finished = False
 
-    def _load(self, rec: Recorder) -> None:
+    def _take(self, rec: Recording) -> None:
+        """Become the profile of the recording a recorder handed up as it ended."""
         self.table, self.host = rec.table, rec.host
-        self.names, self.queues, self.threads = rec.names.values, rec.queues, rec.threads
+        self.names, self.queues, self.threads = rec.names, rec.queues, rec.threads
         self.sites, self.configs = rec.sites, rec.configs
         self.stacks = rec.stacks
         self.errors, self.clocks = rec.errors, rec.clocks
         self.details = rec.details
-        self.dropped = {**getattr(rec, "activity_dropped", {})}  # not dict(): sites.Skipper
+        self.dropped = rec.dropped
         self._finished = True
         from kprof_core.data.provenance import fill_meta
 

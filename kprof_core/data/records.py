@@ -8,6 +8,7 @@ are built only when asked for.
 from __future__ import annotations
 
 from array import array
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -318,3 +319,51 @@ class HostTable:
 def _trim(table: Any, columns: tuple[str, ...]) -> None:
     for c in columns:
         setattr(table, c, array("q", getattr(table, c)))
+
+
+@dataclass
+class DeviceClock:
+    """How one device's timestamps were placed on the host timeline (``Profile.clocks``).
+
+    ``backend`` and ``device``: whose; ``method``: the ``Alignment.method`` the plugin's
+    ``align_clock`` reported, or the fallback (the first work assumed to start at its launch);
+    ``error_ns``: the alignment's error bound, or None when unknown; ``shift_ns``: how far the
+    whole device was moved later so that no work starts before its launch (0 normally).
+    """
+
+    backend: str
+    device: str
+    method: str
+    error_ns: int | None
+    shift_ns: int = 0
+
+    def describe(self) -> str:
+        """The method and error bound in words, as the trace prints them."""
+        err = "unknown error bound" if self.error_ns is None else f"error ≤ {self.error_ns} ns"
+        extra = (
+            f", shifted {self.shift_ns} ns so no work starts before its launch"
+            if self.shift_ns
+            else ""
+        )
+        return f"{self.method} ({err}{extra})"
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What a recorder hands up when its profile ends (``Recorder.recording()``): the final
+    tables and the lists and maps their columns index. ``ProfileData`` is built from it; the
+    recorder keeps nothing a profile reads afterwards."""
+
+    table: DeviceTable
+    host: HostTable
+    names: list[str]
+    queues: list[QueueRecord]
+    threads: list[ThreadRecord]
+    sites: list[Site]
+    configs: list[str]
+    stacks: tuple[tuple[Site, ...], ...]
+    errors: dict[int, str]
+    details: MutableMapping[int, str]
+    clocks: dict[str, DeviceClock]
+    #: backend name -> (activity records its tracer dropped while the profile ran, why).
+    dropped: dict[str, tuple[int, str]]

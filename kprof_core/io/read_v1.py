@@ -15,6 +15,7 @@ from kprof_core.data.profile_data import ProfileData
 from kprof_core.data.records import (
     ALL_FLAGS,
     KIND_NAMES,
+    DeviceClock,
     DeviceTable,
     HostTable,
     QueueRecord,
@@ -30,7 +31,6 @@ from kprof_core.io.fileformat import (
     CorruptProfileError,
     unshuffle,
 )
-from kprof_core.recording.placement import DeviceClock
 
 P = TypeVar("P", bound=ProfileData)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kprof_core import _clock
 from kprof_core.data.records import (
     Details,
+    DeviceClock,
     DeviceTable,
     HostTable,
     Interner,
@@ -44,7 +45,7 @@ from kprof_core.low_level.layout import (
     with_host,
 )
 from kprof_core.recording.configs import Configs
-from kprof_core.recording.placement import DeviceClock, place
+from kprof_core.recording.placement import place
 from kprof_core.recording.threads import OwnedLock, thread_names
 
 if TYPE_CHECKING:

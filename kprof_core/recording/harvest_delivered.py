@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kprof_core.data.records import COPY, KERNEL, PLACED, UNRESOLVED
+from kprof_core.data.records import COPY, KERNEL, PLACED, UNRESOLVED, DeviceClock
 from kprof_core.data.values import VALUE_LIMIT, bad_value, is_time, name_of
 from kprof_core.host.backend import Alignment, Backend
 from kprof_core.low_level.layout import A_QUEUE, A_RECORD, A_SLOT, A_WHO
 from kprof_core.recording.configs import TEXT
-from kprof_core.recording.placement import DeviceClock, checked_alignment
+from kprof_core.recording.placement import checked_alignment
 from kprof_core.recording.sites import raw_site
 
 if TYPE_CHECKING:

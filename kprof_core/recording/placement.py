@@ -10,46 +10,18 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import add, and_, eq, getitem, mul, not_, or_, sub
 from typing import TYPE_CHECKING, Any
 
 from kprof_core import _clock
-from kprof_core.data.records import PLACED, DeviceTable, QueueRecord
+from kprof_core.data.records import PLACED, DeviceClock, DeviceTable, QueueRecord
 from kprof_core.data.values import is_time
 from kprof_core.host.backend import Alignment, Backend, BadReturn
 from kprof_core.low_level import native
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-
-
-@dataclass
-class DeviceClock:
-    """How one device's timestamps were placed on the host timeline (``Profile.clocks``).
-
-    ``backend`` and ``device``: whose; ``method``: the ``Alignment.method`` the plugin's
-    ``align_clock`` reported, or the fallback (the first work assumed to start at its launch);
-    ``error_ns``: the alignment's error bound, or None when unknown; ``shift_ns``: how far the
-    whole device was moved later so that no work starts before its launch (0 normally).
-    """
-
-    backend: str
-    device: str
-    method: str
-    error_ns: int | None
-    shift_ns: int = 0
-
-    def describe(self) -> str:
-        """The method and error bound in words, as the trace prints them."""
-        err = "unknown error bound" if self.error_ns is None else f"error ≤ {self.error_ns} ns"
-        extra = (
-            f", shifted {self.shift_ns} ns so no work starts before its launch"
-            if self.shift_ns
-            else ""
-        )
-        return f"{self.method} ({err}{extra})"
 
 
 def place(

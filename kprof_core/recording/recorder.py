@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kprof_core.data.records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, RANGE
+from kprof_core.data.records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, RANGE, DeviceClock
 from kprof_core.host.backend import Backend
 from kprof_core.low_level import native
 from kprof_core.low_level.layout import (
@@ -23,7 +23,6 @@ from kprof_core.low_level.layout import (
 from kprof_core.recording import threads
 from kprof_core.recording.bounds import Bounds
 from kprof_core.recording.memory_log import MemoryLog
-from kprof_core.recording.placement import DeviceClock
 from kprof_core.recording.recorder_end import RecorderEnd
 from kprof_core.recording.recorder_ranges import RecorderRanges
 from kprof_core.recording.recorder_state import _live, active, now

@@ -7,7 +7,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 from kprof_core import _clock
-from kprof_core.data.records import PLACED, DeviceTable, HostTable
+from kprof_core.data.records import PLACED, DeviceTable, HostTable, Recording
 from kprof_core.low_level.layout import ENTRY_HOST_RANGE, host_entry
 from kprof_core.recording import threads
 from kprof_core.recording.configs import TEXT
@@ -47,6 +47,23 @@ class RecorderEnd(RecorderState):
                 rows.release_deferred(deadline)
         if all(r.rows.finished for r in list(_live)):
             threads.forget_ended()
+
+    def recording(self) -> Recording:
+        """The finished recording, handed up to the profile (after ``finish`` or ``abandon``)."""
+        return Recording(
+            table=self.table,
+            host=self.host,
+            names=self.names.values,
+            queues=self.queues,
+            threads=self.threads,
+            sites=self.sites,
+            configs=self.configs,
+            stacks=self.stacks,
+            errors=self.errors,
+            details=self.details,
+            clocks=self.clocks,
+            dropped={**self.activity_dropped},  # not dict(): sites.Skipper
+        )
 
     def abandon(self, end_ns: int | None = None) -> None:
         """End without resolving what is pending (resolving itself was interrupted): give

@@ -16,12 +16,12 @@ import weakref
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from kprof_core.data.records import DeviceClock
 from kprof_core.data.sites import Site
 from kprof_core.host.backend import Backend
 from kprof_core.recording.bounds import Bounds
 from kprof_core.recording.harvest import Harvest
 from kprof_core.recording.memory_log import MemoryLog
-from kprof_core.recording.placement import DeviceClock
 from kprof_core.recording.sites import Skipper, plugin_prefixes
 
 if TYPE_CHECKING:
