@@ -18,13 +18,10 @@ Each copy is timed by pooled events recorded on the stream the copy uses, around
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kprof import plugin as kp
 from kprof.plugin import Patcher
-
-if TYPE_CHECKING:
-    from .plugin import CudaPlugin
 
 __all__ = ["D2H", "H2D", "install"]
 
@@ -37,11 +34,11 @@ def _stream_arg(args: tuple[Any, ...], kwargs: dict[str, Any], i: int) -> Any:
     return args[i] if len(args) > i else kwargs.get("stream")
 
 
-def install(plugin: CudaPlugin, backend: Any, cupy_mod: Any, host_array: type) -> Patcher:
-    """Patch ``cupy_mod``'s copy entry points; return the patcher that undoes it."""
+def install(timed: Callable[..., Any], backend: Any, cupy_mod: Any, host_array: type) -> Patcher:
+    """Patch ``cupy_mod``'s copy entry points to time each copy with ``timed`` (the plugin's
+    ``timed_copy``); return the patcher that undoes it."""
     patcher = Patcher()
     active = kp.active
-    timed = plugin.timed_copy
     nd = getattr(cupy_mod, "ndarray", None)
     if (
         isinstance(nd, type)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -25,9 +24,9 @@ from kprof import plugin as kp
 from . import nvtx as _nvtx
 from .activity import CuptiActivity
 from .api import CupyApi, describe
-from .clock import Calibration
-from .events import EventPool, PoolStats
-from .queues import Queue, QueueHooks
+from .events import PoolStats
+from .queues import Queue, StreamQueues
+from .timestamps import EventClock
 
 if TYPE_CHECKING:
     from kprof.plugin import Patcher, Recorder
@@ -45,11 +44,12 @@ KEEP_FREE_EVENTS = 4096
 CUDA_LIBRARIES = ("cupy", "torch", "jax", "jaxlib", "numba", "cuda", "pycuda", "tensorflow", "warp")
 
 
-class CudaPlugin(QueueHooks):
-    """The CUDA backend: every hook, as methods over one set of pools and caches. The queue
-    hooks come from :class:`~kprof_cuda.queues.QueueHooks`, the timestamp and clock hooks from
-    :class:`~kprof_cuda.timestamps.EventHooks`; the rest (description, capture, NVTX, CUPTI,
-    the demo) are here.
+class CudaPlugin:
+    """The CUDA backend, composed of an event clock (:class:`~kprof_cuda.timestamps.EventClock`:
+    the CuPy bindings, event pools, calibrations, and the timestamp and clock hooks), the
+    stream queues (:class:`~kprof_cuda.queues.StreamQueues`: the queue hooks) and the CUPTI
+    activity path; the hooks of its parts are bound to it (pluggy registers an object's
+    decorated attributes), and the rest (description, capture, NVTX, CUPTI, the demo) are here.
 
     ``api`` builds the CuPy bindings (:class:`kprof_cuda.api.CupyApi`) the first time they are
     needed; ``module`` is the name whose presence in ``sys.modules`` means the program uses
@@ -64,18 +64,20 @@ class CudaPlugin(QueueHooks):
         nvtx: Callable[[], Any] = _nvtx.load,
         activity: Callable[[CudaPlugin], Any] | None = None,
     ) -> None:
-        self._api_factory = api
         self._module = module
         self._describe = describe
         self._nvtx_loader = nvtx
-        self.api: Any = None
-        self.pool = EventPool(self._new_event)
-        self._lock = threading.RLock()
-        self._queues: dict[tuple[Any, ...], Queue] = {}
-        self._stream_numbers: dict[int, int] = {}
-        self._calibrations: dict[int, Calibration] = {}
-        self._calibration_streams: dict[int, Any] = {}
-        self._device_labels: dict[int, str] = {}
+        self.clock = clock = EventClock(api)
+        self.queues = queues = StreamQueues(clock, module)
+        # The parts' hooks, bound here: each is one call, with no frame of this class between.
+        self.record_timestamp = clock.record_timestamp
+        self.timestamp_done = clock.timestamp_done
+        self.elapsed_time = clock.elapsed_time
+        self.release_timestamp = clock.release_timestamp
+        self.align_clock = clock.align_clock
+        self.current_queue = queues.current_queue
+        self.queue_info = queues.queue_info
+        self.synchronize = queues.synchronize
         self._nvtx: Any = None
         self._nvtx_loaded = False
         self._patcher: Patcher | None = None
@@ -86,16 +88,21 @@ class CudaPlugin(QueueHooks):
             activity(self)
             if activity is not None
             else CuptiActivity(
-                self._cupti_queue, devices=self._used_devices, synchronize=self._synchronize
+                queues.cupti_queue,
+                devices=queues.used_devices,
+                synchronize=queues.synchronize_devices,
             )
         )
-        # (device, CUPTI context id, CUPTI stream id) -> queue, for records; shared with the
-        # events' queues. The context is part of the key: stream ids of two contexts collide.
-        self._cupti_queues: dict[tuple[int, int, int], Queue] = {}
+        queues.activity = self.activity
+
+    @property
+    def api(self) -> Any:
+        """The CuPy bindings, or None before they are needed."""
+        return self.clock.api
 
     def stats(self, device: int | None = None) -> PoolStats:
         """Event pool counts (created, in use, free), for one device or all of them."""
-        return self.pool.stats(device)
+        return self.clock.pool.stats(device)
 
     # -- describing ---------------------------------------------------------------------------
 
@@ -162,10 +169,10 @@ class CudaPlugin(QueueHooks):
             return
         from .capture import install
 
-        self._load()
+        self.clock.load()
         import numpy
 
-        self._patcher = install(self, backend, mod, numpy.ndarray)
+        self._patcher = install(self.timed_copy, backend, mod, numpy.ndarray)
 
     @kp.hookimpl
     def memory_install(self, backend: kp.Backend) -> bool:
@@ -175,13 +182,13 @@ class CudaPlugin(QueueHooks):
         from .memory import cupti_label, install
 
         activity = self.activity
-        if activity is not None and activity.memory_start(cupti_label(self._device_label)):
+        if activity is not None and activity.memory_start(cupti_label(self.queues.device_label)):
             self._memory_cupti = True
             return True
         mod = _modules.get(self._module)
         if mod is None:  # CuPy not imported: nothing allocates through its pool yet
             return False
-        self._memory_hook = install(backend, mod, self._module, self._device_label)
+        self._memory_hook = install(backend, mod, self._module, self.queues.device_label)
         return self._memory_hook is not None
 
     @kp.hookimpl
@@ -203,14 +210,10 @@ class CudaPlugin(QueueHooks):
         patcher, self._patcher = self._patcher, None
         if patcher is not None:
             patcher.restore()
-        with self._lock:
-            for cal in self._calibrations.values():
-                self.pool.give(cal.stamp)
-            self._calibrations.clear()
-            self._queues.clear()  # drop the streams we held
-            self._cupti_queues.clear()
-            self._stream_numbers.clear()
-        self.pool.trim(KEEP_FREE_EVENTS)
+        with self.clock.lock:
+            self.clock.forget_calibrations()
+            self.queues.forget()  # drop the streams we held
+        self.clock.pool.trim(KEEP_FREE_EVENTS)
 
     def timed_copy(
         self,
@@ -227,7 +230,7 @@ class CudaPlugin(QueueHooks):
         record it as a copy. kprof's own failures never reach the caller: the backend is
         disabled and ``fn`` runs untimed."""
         t0 = _now()
-        api = self.api
+        api = self.clock.api
         pool = start = stop = None
         try:
             if stream is None:
@@ -237,9 +240,9 @@ class CudaPlugin(QueueHooks):
                 dev = stream.device_id
                 if dev < 0:  # the NULL/per-thread singletons: whichever device is current
                     dev = api.get_device()
-            q = self._queue(dev, stream)
+            q = self.queues.queue(dev, stream)
             if rec.device:
-                pool = self.pool.get(dev)
+                pool = self.clock.pool.get(dev)
                 start = pool.take()
                 api.event_record(start.ptr, stream.ptr)
         except Exception as exc:

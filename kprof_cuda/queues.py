@@ -2,8 +2,8 @@
 stream; shared between a stream's events and its CUPTI records (one row, not two); the devices
 a profile's end waits for.
 
-:class:`QueueHooks` is a part of :class:`kprof_cuda.plugin.CudaPlugin`: its decorated methods
-are the queue hooks, over the state ``CudaPlugin.__init__`` sets.
+:class:`StreamQueues` owns the queues and their labels; its decorated methods are the queue
+hooks, which :class:`kprof_cuda.plugin.CudaPlugin` binds.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kprof import plugin as kp
 
 from .api import LEGACY_STREAMS, PER_THREAD_STREAM
-from .timestamps import EventHooks
+from .timestamps import EventClock
 
 if TYPE_CHECKING:
     from .activity import CuptiActivity
@@ -49,16 +49,22 @@ class Queue:
         return f"<kprof_cuda.Queue {self.label} on device {self.device}>"
 
 
-class QueueHooks(EventHooks):
-    """The queue hooks, and the queue caches CUPTI's records share."""
+class StreamQueues:
+    """The queue hooks, and the queues CUPTI's records share: one per (device, stream), over
+    ``clock``'s bindings; ``module`` is the name whose presence in ``sys.modules`` means the
+    program uses CuPy. ``activity`` (the CUPTI path, or None) is set once it is built, since it
+    is built from this object's methods."""
 
-    # Set by CudaPlugin.__init__.
-    _module: str
-    _queues: dict[tuple[Any, ...], Queue]
-    _stream_numbers: dict[int, int]
-    _device_labels: dict[int, str]
-    _cupti_queues: dict[tuple[int, int, int], Queue]
-    activity: CuptiActivity | None
+    def __init__(self, clock: EventClock, module: str) -> None:
+        self._clock = clock
+        self._module = module
+        self.activity: CuptiActivity | None = None
+        self._queues: dict[tuple[Any, ...], Queue] = {}
+        self._stream_numbers: dict[int, int] = {}
+        self._device_labels: dict[int, str] = {}
+        # (device, CUPTI context id, CUPTI stream id) -> queue, for records; shared with the
+        # events' queues. The context is part of the key: stream ids of two contexts collide.
+        self._cupti_queues: dict[tuple[int, int, int], Queue] = {}
 
     # -- queues -------------------------------------------------------------------------------
 
@@ -68,11 +74,12 @@ class QueueHooks(EventHooks):
         # create a CUDA context (hundreds of ms, device memory) for nothing.
         if self._module not in _modules:
             return None
-        api = self.api or self._load()
+        api = self._clock.api or self._clock.load()
         dev = api.get_device()
-        return self._queue(dev, api.current_stream(dev))
+        return self.queue(dev, api.current_stream(dev))
 
-    def _queue(self, dev: int, stream: Any) -> Queue:
+    def queue(self, dev: int, stream: Any) -> Queue:
+        """The queue of ``stream`` on ``dev`` (made on first sight)."""
         ptr = stream.ptr
         key: tuple[Any, ...] = (dev, ptr)
         if ptr == PER_THREAD_STREAM:
@@ -83,7 +90,7 @@ class QueueHooks(EventHooks):
         return q
 
     def _new_queue(self, key: tuple[Any, ...], dev: int, stream: Any) -> Queue:
-        with self._lock:
+        with self._clock.lock:
             q = self._queues.get(key)
             if q is not None:
                 return q
@@ -95,8 +102,7 @@ class QueueHooks(EventHooks):
             else:
                 n = self._stream_numbers[dev] = self._stream_numbers.get(dev, 0) + 1
                 label = f"stream {n}"
-            if dev not in self._calibrations:
-                self._calibrate_first(dev)
+            self._clock.calibrate_first(dev)
             # Holds the stream alive while capture is installed, so its handle (the key) is
             # not reused by another stream meanwhile; kprof's recorder holds it as long.
             q = self._queues[key] = Queue(dev, stream, label)
@@ -106,7 +112,7 @@ class QueueHooks(EventHooks):
 
     def _share_with_cupti(self, q: Queue) -> Queue:
         """The one queue for a stream's events and its CUPTI records (one row, not two)."""
-        ctx_of = getattr(self.api, "current_context", None)
+        ctx_of = getattr(self._clock.api, "current_context", None)
         ctx = 0
         if ctx_of is not None:
             try:
@@ -128,49 +134,50 @@ class QueueHooks(EventHooks):
             self._cupti_queues[key] = q
         return seen or q
 
-    def _cupti_queue(self, dev: int, context_id: int, stream_id: int) -> Queue:
+    def cupti_queue(self, dev: int, context_id: int, stream_id: int) -> Queue:
         """The queue of CUPTI records (called once per queue when rows are taken)."""
         key = (dev, context_id, stream_id)
         q = self._cupti_queues.get(key)
         if q is None:
-            with self._lock:
+            with self._clock.lock:
                 q = self._cupti_queues.get(key)
                 if q is None:
                     n = self._stream_numbers[dev] = self._stream_numbers.get(dev, 0) + 1
                     q = self._cupti_queues[key] = Queue(dev, None, f"stream {n}")
         return q
 
-    def _used_devices(self) -> set[int]:
+    def used_devices(self) -> set[int]:
         """The devices a profile's end waits for with CUPTI: the ending thread's current one and
         every device kprof saw work on. None before CuPy is imported (importing it here would
         cost the end a third of a second, and without it there is no CuPy work to wait for)."""
         if _modules.get(self._module) is None:
             return set()
-        api = self._load()
-        devices = {key[0] for key in list(self._cupti_queues)} | set(self._calibrations)
+        api = self._clock.load()
+        devices = {key[0] for key in list(self._cupti_queues)} | self._clock.calibrated_devices()
         try:
             devices.add(int(api.get_device()))
         except Exception:  # no current device on this thread: the seen ones only
             pass
         return devices
 
-    def _synchronize(self, devices: tuple[int, ...]) -> None:
+    def synchronize_devices(self, devices: tuple[int, ...]) -> None:
         """Wait until ``devices`` finished the work queued on them (a thread of kprof's own)."""
-        api = self._load()
+        api = self._clock.load()
         for dev in devices:
             api.synchronize_device(dev)
 
     @kp.hookimpl
     def queue_info(self, backend: kp.Backend, queue: Queue) -> kp.QueueInfo:
         return kp.QueueInfo(
-            device=self._device_label(queue.device), label=queue.label, device_key=queue.device
+            device=self.device_label(queue.device), label=queue.label, device_key=queue.device
         )
 
-    def _device_label(self, dev: int) -> str:
+    def device_label(self, dev: int) -> str:
+        """``dev`` as reports name it (``"CUDA 0 (NVIDIA H100)"``)."""
         label = self._device_labels.get(dev)
         if label is None:
             try:
-                label = f"CUDA {dev} ({(self.api or self._load()).device_name(dev)})"
+                label = f"CUDA {dev} ({(self._clock.api or self._clock.load()).device_name(dev)})"
             except Exception:
                 label = f"CUDA {dev}"
             self._device_labels[dev] = label
@@ -182,5 +189,11 @@ class QueueHooks(EventHooks):
             queue.stream.synchronize()
             return
         if self._module in _modules:
-            api = self.api or self._load()
+            api = self._clock.api or self._clock.load()
             api.current_stream(api.get_device()).synchronize()
+
+    def forget(self) -> None:
+        """Drop the streams held (at capture's end). Under the clock's lock."""
+        self._queues.clear()
+        self._cupti_queues.clear()
+        self._stream_numbers.clear()

@@ -2,8 +2,8 @@
 their elapsed times (waited for with a bound), and the calibrations that put them on the host
 clock (:mod:`kprof_cuda.clock`). Also how the plugin loads its CuPy bindings.
 
-:class:`EventHooks` is the lowest part of :class:`kprof_cuda.plugin.CudaPlugin`: its decorated
-methods are the timestamp hooks, over the state ``CudaPlugin.__init__`` sets.
+:class:`EventClock` owns the bindings, the event pools and the calibrations; its decorated
+methods are the timestamp and clock hooks, which :class:`kprof_cuda.plugin.CudaPlugin` binds.
 """
 
 from __future__ import annotations
@@ -23,27 +23,30 @@ from .events import EventPool, Stamp
 WAIT_TIMEOUT_S = 60.0
 
 
-class EventHooks:
-    """The timestamp and clock hooks, over one set of event pools."""
+class EventClock:
+    """The CuPy bindings (``api``, built by ``api_factory`` the first time they are needed), one
+    pool of events per device, and each device's calibration against the host clock; the
+    timestamp and clock hooks over them. ``lock`` guards loading and the plugin's caches."""
 
-    # Set by CudaPlugin.__init__.
-    api: Any
-    pool: EventPool
-    _api_factory: Callable[[], Any]
-    _lock: threading.RLock
-    _calibrations: dict[int, Calibration]
-    _calibration_streams: dict[int, Any]
+    def __init__(self, api_factory: Callable[[], Any]) -> None:
+        self._api_factory = api_factory
+        self.api: Any = None
+        self.lock = threading.RLock()
+        self.pool = EventPool(self._new_event)
+        self._calibrations: dict[int, Calibration] = {}
+        self._calibration_streams: dict[int, Any] = {}
 
     # -- loading ------------------------------------------------------------------------------
 
-    def _load(self) -> Any:
-        with self._lock:
+    def load(self) -> Any:
+        """The bindings, built on first use."""
+        with self.lock:
             if self.api is None:
                 self.api = self._api_factory()
         return self.api
 
     def _new_event(self, device: int) -> Any:
-        return (self.api or self._load()).new_event(device)
+        return (self.api or self.load()).new_event(device)
 
     # -- timestamps ---------------------------------------------------------------------------
 
@@ -114,8 +117,9 @@ class EventHooks:
 
     # -- clocks -------------------------------------------------------------------------------
 
-    def _calibrate(self, dev: int) -> Calibration:
-        api = self.api or self._load()
+    def calibrate(self, dev: int) -> Calibration:
+        """A calibration of ``dev``'s events against the host clock, now."""
+        api = self.api or self.load()
         pool = self.pool.get(dev)
         with api.using_device(dev):
             stream = self._calibration_streams.get(dev)
@@ -125,18 +129,30 @@ class EventHooks:
                 pool.take, pool.give, api.event_record, api.event_query, stream.ptr, api.error
             )
 
-    def _calibrate_first(self, dev: int) -> None:
-        """The calibration a profile's times are placed from (see :mod:`kprof_cuda.clock`)."""
+    def calibrate_first(self, dev: int) -> None:
+        """The calibration a profile's times are placed from (see :mod:`kprof_cuda.clock`),
+        once per device and capture."""
+        if dev in self._calibrations:
+            return
         try:
-            self._calibrations[dev] = self._calibrate(dev)
+            self._calibrations[dev] = self.calibrate(dev)
         except Exception:  # placement then relies on the end-of-profile calibration alone
             pass
+
+    def calibrated_devices(self) -> set[int]:
+        return set(self._calibrations)
+
+    def forget_calibrations(self) -> None:
+        """Give back the calibrations' events (at capture's end). Under ``lock``."""
+        for cal in self._calibrations.values():
+            self.pool.give(cal.stamp)
+        self._calibrations.clear()
 
     @kp.hookimpl
     def align_clock(
         self, backend: kp.Backend, token: Stamp, launch_window: tuple[int, int]
     ) -> kp.Alignment:
-        last = self._calibrate(token.device)
+        last = self.calibrate(token.device)
         try:
             return align(
                 lambda cal: self.elapsed_time(backend, cal, token),

@@ -431,7 +431,7 @@ def test_alignment_matches_the_device_clock_within_its_bound(env: Any) -> None:
 def test_calibration_brackets_the_event() -> None:
     fake = _make_fake()
     plugin = CudaPlugin(api=lambda: fake, module=MODULE, describe=_available)
-    cal = plugin._calibrate(0)
+    cal = plugin.clock.calibrate(0)
     truth = fake.events[cal.stamp.ptr].time_ns
     assert truth is not None and abs(cal.host_ns - truth) <= cal.error_ns
     fake.close()

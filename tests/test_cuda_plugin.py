@@ -211,7 +211,7 @@ def test_capture_path_without_libcupti(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cupti_lib, "_wheel_paths", lambda: [])
     monkeypatch.setattr(cupti_lib, "_system_paths", lambda: [])
     monkeypatch.setattr(cupti_lib, "SONAMES", ("libcupti.so.no-such-version",))
-    plugin = CudaPlugin(activity=lambda p: CuptiActivity(p._cupti_queue))
+    plugin = CudaPlugin(activity=lambda p: CuptiActivity(p.queues.cupti_queue))
     path, why = plugin.capture_path()
     assert path == "CUDA events"
     assert why.startswith(

@@ -191,7 +191,6 @@ TYPE_ONLY_CYCLES = [
         "kprof_core.recording.recorder_state",
     ],
     ["kprof_cuda.activity", "kprof_cuda.cupti_drain"],
-    ["kprof_cuda.capture", "kprof_cuda.plugin"],
 ]
 
 
