@@ -13,12 +13,21 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kprof import plugin as kp
 
-if TYPE_CHECKING:
-    from .activity import CuptiActivity
+
+class Owner(Protocol):
+    """What a drain reads of the CUPTI client it drains for (``CuptiActivity`` is one)."""
+
+    cupti: Any  # the loaded library, once the kinds were enabled
+    backend: kp.Backend | None
+
+    def clock_name(self) -> str: ...
+
+    def host_shift(self) -> int: ...
+
 
 #: How often the drain thread takes rows when nothing wakes it, in seconds.
 DRAIN_PERIOD_S = 0.05
@@ -48,7 +57,7 @@ class Drain:
 
     def __init__(
         self,
-        owner: CuptiActivity,
+        owner: Owner,
         queue_for: Callable[[int, int, int], Any],
         devices: Callable[[], Iterable[int]] | None,
         synchronize: Callable[[tuple[int, ...]], None] | None,

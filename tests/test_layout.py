@@ -190,7 +190,6 @@ TYPE_ONLY_CYCLES = [
         "kprof_core.recording.recorder_ranges",
         "kprof_core.recording.recorder_state",
     ],
-    ["kprof_cuda.activity", "kprof_cuda.cupti_drain"],
 ]
 
 
