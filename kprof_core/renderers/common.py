@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from kprof_core.data.profile_data import ProfileData
-from kprof_core.data.summary import Summary
-from kprof_core.data.timefmt import format_time
+from kprof_core.data.summary import Summary, SummaryRow
+from kprof_core.data.timefmt import format_rate, format_time
 from kprof_core.host.backend import KprofError
 
 FOOTNOTE = (
@@ -100,6 +100,39 @@ def footnotes(s: Summary) -> list[str]:
 
 
 COLUMNS = ("Time (%)", "Total time", "Calls", "Avg time", "Min time", "Max time", "Median")
+
+
+def summary_cells(
+    rows: Sequence[SummaryRow], throughput: bool = False
+) -> tuple[list[str], list[list[str]]]:
+    """A summary table's columns before the name, and each row's cells under them, as every
+    view shows them: ``COLUMNS``, then ``Span`` where a row has one, and with ``throughput``,
+    bytes per second where a row has bytes and GFLOP/s where one has flops (both over its total
+    device time)."""
+    rates = throughput and any(r.nbytes for r in rows)
+    flops = throughput and any(r.flops for r in rows)
+    spans = any(r.span_ns is not None for r in rows)
+    headers = [*COLUMNS, *(["Span"] if spans else [])]
+    headers += [*(["Throughput"] if rates else []), *(["GFLOP/s"] if flops else [])]
+    body = []
+    for r in rows:
+        cells = [
+            f"{r.percent:.1f} %",
+            format_time(r.total_ns),
+            str(r.calls),
+            format_time(r.avg_ns),
+            format_time(r.min_ns),
+            format_time(r.max_ns),
+            format_time(r.median_ns),
+        ]
+        if spans:
+            cells.append("-" if r.span_ns is None else format_time(r.span_ns))
+        if rates:
+            cells.append(format_rate(r.nbytes, r.total_ns) if r.nbytes else "")
+        if flops:
+            cells.append(f"{r.gflops:.3g}" if r.gflops is not None else "")
+        body.append(cells)
+    return headers, body
 
 
 def check_profiles(

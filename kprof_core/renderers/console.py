@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 from kprof_core.data.records import APPROXIMATE, HOST_TIMED, QueueRecord
 from kprof_core.data.site_summary import SiteRow, StackRow
 from kprof_core.data.summary import Summary, SummaryRow
-from kprof_core.data.timefmt import format_rate, format_time
+from kprof_core.data.timefmt import format_time
 from kprof_core.renderers.analysis import analysis_lines, report_analysis, skipped_note
 from kprof_core.renderers.common import (
-    COLUMNS,
     RANGES_TITLE,
     bounds_notes,
     footnotes,
     headline,
+    summary_cells,
 )
 from kprof_core.renderers.memory import memory_lines
 from kprof_core.renderers.terminal import lines
@@ -30,35 +30,14 @@ if TYPE_CHECKING:
 def _table(
     title: str, rows: Sequence[SummaryRow], throughput: bool = False, config: bool = False
 ) -> list[str]:
-    """A summary table; ``throughput``: with a bytes-per-second column when a row has bytes,
-    and a GFLOP/s one when a row has flops (both over its total device time)."""
-    rates = throughput and any(r.nbytes for r in rows)
-    flops = throughput and any(r.flops for r in rows)
-    spans = any(r.span_ns is not None for r in rows)
-    headers = list(COLUMNS) + (["Span"] if spans else [])
-    headers += (["Throughput"] if rates else []) + (["GFLOP/s"] if flops else [])
+    """A summary table (``summary_cells``: ``throughput`` adds rates where rows have them),
+    the launch configuration before the name with ``config``."""
+    headers, body = summary_cells(rows, throughput)
     headers += ["Config", "Name"] if config else ["Name"]
-    body = []
-    for r in rows:
-        cells = [
-            f"{r.percent:.1f} %",
-            format_time(r.total_ns),
-            str(r.calls),
-            format_time(r.avg_ns),
-            format_time(r.min_ns),
-            format_time(r.max_ns),
-            format_time(r.median_ns),
-        ]
-        if spans:
-            cells.append("-" if r.span_ns is None else format_time(r.span_ns))
-        if rates:
-            cells.append(format_rate(r.nbytes, r.total_ns) if r.nbytes else "")
-        if flops:
-            cells.append(f"{r.gflops:.3g}" if r.gflops is not None else "")
+    for r, cells in zip(rows, body):
         if config:
             cells.append(r.config or "-")
         cells.append(r.label)
-        body.append(cells)
     widths = [max(len(h), *(len(c[i]) for c in body)) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:

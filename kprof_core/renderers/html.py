@@ -19,11 +19,9 @@ from typing import IO, TYPE_CHECKING
 
 from kprof_core.data.records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, UNRESOLVED, QueueRecord
 from kprof_core.data.summary import SummaryRow
-from kprof_core.data.timefmt import format_rate, format_time
 from kprof_core.io.exports import Target, open_text
 from kprof_core.renderers.analysis import analysis_html, report_analysis, skipped_note
 from kprof_core.renderers.common import (
-    COLUMNS,
     RANGES_TITLE,
     check_profiles,
     first_time,
@@ -31,6 +29,7 @@ from kprof_core.renderers.common import (
     headline,
     host_name,
     offset_of,
+    summary_cells,
     window_words,
 )
 from kprof_core.renderers.timeline import (
@@ -231,31 +230,12 @@ def _flags(p: ProfileData, item: int) -> int:
 
 
 def _table(title: str, rows: Sequence[SummaryRow], throughput: bool = False) -> str:
-    """As the text report's: bytes per second and GFLOP/s columns when a row has them."""
-    rates = throughput and any(r.nbytes for r in rows)
-    flops = throughput and any(r.flops for r in rows)
-    spans = any(r.span_ns is not None for r in rows)
-    headers = [*COLUMNS, *(["Span"] if spans else [])]
-    headers += [*(["Throughput"] if rates else []), *(["GFLOP/s"] if flops else [])]
+    """The text report's table (``summary_cells``), as HTML."""
+    headers, body = summary_cells(rows, throughput)
     out = [f"<h3>{html.escape(title)}</h3>", "<table><thead><tr>"]
     out += [f"<th>{html.escape(c)}</th>" for c in headers]
     out.append('<th class="name">Name</th></tr></thead><tbody>')
-    for r in rows:
-        cells = [
-            f"{r.percent:.1f} %",
-            format_time(r.total_ns),
-            str(r.calls),
-            format_time(r.avg_ns),
-            format_time(r.min_ns),
-            format_time(r.max_ns),
-            format_time(r.median_ns),
-        ]
-        if spans:
-            cells.append("-" if r.span_ns is None else format_time(r.span_ns))
-        if rates:
-            cells.append(format_rate(r.nbytes, r.total_ns) if r.nbytes else "")
-        if flops:
-            cells.append(f"{r.gflops:.3g}" if r.gflops is not None else "")
+    for r, cells in zip(rows, body):
         out.append(
             "<tr>"
             + "".join(f"<td>{html.escape(c)}</td>" for c in cells)
