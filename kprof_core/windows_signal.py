@@ -219,12 +219,15 @@ class SignalWindows(Windows):
             super().exit(clock)
         finally:
             if self._previous is not None:
-                # What was there before; a handler set outside Python (getsignal's None)
-                # cannot be put back: the default then, never kprof's own left behind.
+                # What was there before, only where kprof's handler is still the one installed:
+                # a handler the program set meanwhile is the program's, and stays. One set
+                # outside Python (getsignal's None) cannot be put back: the default then,
+                # never kprof's own left behind.
                 prev = self._previous[0]
                 self._previous = None
                 try:
-                    signal.signal(self.signum, signal.SIG_DFL if prev is None else prev)
+                    if signal.getsignal(self.signum) == self._signalled:
+                        signal.signal(self.signum, signal.SIG_DFL if prev is None else prev)
                 except ValueError:  # the profile ended outside the main thread
                     warnings.warn(
                         f"kprof: the profile with window_signal= ended outside the main "

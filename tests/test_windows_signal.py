@@ -96,6 +96,30 @@ def test_signalled_windows_repeat_and_one_open_at_the_end_is_partial(
     assert p.windows == [] and p.meta["windows"]["delivered"] == 2
 
 
+def test_a_handler_the_program_sets_during_the_profile_stays(
+    testbackends: Any, tdq: Any, path: bool
+) -> None:
+    """kprof puts back what was there before only where its own handler is still installed:
+    one the program set meanwhile is the program's (it was thrown away, and the program's next
+    SIGUSR2 killed it)."""
+    mine: list[int] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        mine.append(signum)
+
+    q = tdq()
+    try:
+        with kprof.profile(window_signal=True), q:
+            signalled_loop(q, 4, {1})
+            signal.signal(USR2, handler)  # the program's own, from here on
+            signalled_loop(q, 2, set())
+        assert signal.getsignal(USR2) is handler
+        os.kill(os.getpid(), USR2)
+        assert mine == [USR2]
+    finally:
+        signal.signal(USR2, signal.SIG_DFL)
+
+
 def test_window_signal_outside_the_main_thread_raises_and_leaves_nothing(
     testbackends: Any,
 ) -> None:
@@ -175,6 +199,38 @@ def test_kprof_run_signal_window(tmp_path: Path, how: str) -> None:
     w = kprof.load(f)
     assert f.name == "out-0001.kprof" and len(w.kernels) == 5 * 3
     assert sorted({k.name for k in w.kernels}) == [f"s{s}" for s in range(5, 10)]
+
+
+def test_kprof_run_signal_keeps_a_handler_the_script_sets(tmp_path: Path) -> None:
+    script = tmp_path / "own.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import atexit, os, signal
+            got = []
+            signal.signal(signal.SIGUSR2, lambda s, f: got.append(s))  # the script's own
+            os.kill(os.getpid(), signal.SIGUSR2)
+            # After the script (and kprof run's profile) ended: still the script's handler.
+            atexit.register(lambda: (os.kill(os.getpid(), signal.SIGUSR2), print("handled", len(got))))
+            """
+        )
+    )
+    e = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
+    e.update(KPROF_PLUGINS="testdev")
+    plain = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=e
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "kprof", "run", "--signal", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=e,
+        cwd=tmp_path,
+    )
+    assert plain.returncode == 0 and "handled 2" in plain.stdout
+    assert r.returncode == 0, r.stderr
+    assert "handled 2" in r.stdout
 
 
 def test_kprof_steps_from_the_environment(tmp_path: Path) -> None:
