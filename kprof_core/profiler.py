@@ -16,7 +16,7 @@ from kprof_core.capture_users import _install, _uninstall
 from kprof_core.capture_users import _installed as _installed
 from kprof_core.capture_users import capture_installed as capture_installed
 from kprof_core.host import imports
-from kprof_core.host.backend import Backend
+from kprof_core.host.backend import Backend, KprofError
 from kprof_core.host.discovery import registry
 from kprof_core.host.settings import env_flag, resolve_timeout
 from kprof_core.recording import activity, bounds
@@ -24,7 +24,7 @@ from kprof_core.recording.annotations import around
 from kprof_core.recording.recorder import Recorder, now
 from kprof_core.recording.recorder_ranges import queueless_notes
 from kprof_core.recording.recorder_state import _ACTIVE
-from kprof_core.recording.sites import stack_depth
+from kprof_core.recording.sites import DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH, stack_depth
 from kprof_core.result import Profile
 from kprof_core.windows import NEVER, Schedule, Windows, check_schedule
 from kprof_core.windows_signal import SignalWindows, check_signal
@@ -50,7 +50,13 @@ def _env_stacks() -> int:
     """``KPROF_STACKS``: a boolean (depth 32 when on) or a depth."""
     raw = os.environ.get(envvars.STACKS, "").strip()
     if raw.isdigit() and int(raw) > 1:  # "1" is a boolean's on
-        return stack_depth(int(raw), f"{envvars.STACKS}={raw!r}")
+        if int(raw) > MAX_STACK_DEPTH:  # the user's setting: said in one line, no traceback
+            raise KprofError(
+                f"{envvars.STACKS}={raw!r} is more frames than kprof keeps: use a depth from 2 "
+                f"to {MAX_STACK_DEPTH}, 1 (or true, yes, on) for {DEFAULT_STACK_DEPTH}, or 0 "
+                f"(or false, no, off) for none"
+            )
+        return stack_depth(int(raw))
     return stack_depth(env_flag(envvars.STACKS))
 
 
