@@ -45,6 +45,20 @@ def test_show_lists_the_windows_of_a_directory(
     ]
 
 
+def test_show_escapes_what_a_directory_listing_takes_from_its_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A window's steps and a file's name are the files' text: an OSC retitle or a CSI clear
+    in them is printed as an escape, never sent to the terminal."""
+    p = kprof.Profile(backends=[])
+    p.meta["window"] = {"index": 1, "first_step": "\x1b]0;PWNED\x07", "last_step": "\x1b[2J"}
+    p.save(tmp_path / "w\x1b[31m-0001.kprof")
+    assert main(["show", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert r"\x1b]0;PWNED\x07-\x1b[2J" in out and r"w\x1b[31m-0001.kprof" in out
+
+
 def test_show_window_n_of_a_directory(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", str(run_dir), "--window", "2"]) == 0
     out = capsys.readouterr().out

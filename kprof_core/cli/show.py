@@ -19,7 +19,7 @@ from kprof_core.cli.common import (
     window_files,
     wrote,
 )
-from kprof_core.renderers.terminal import print_text, say
+from kprof_core.renderers.terminal import escape, print_text, say
 
 
 def command(args: argparse.Namespace) -> int:
@@ -95,6 +95,8 @@ def _list(directory: str) -> int:
     except CommandError as exc:
         say(f"kprof show: {exc}")
         return EXIT_BAD_INPUT
+    # A window's steps and a file's name come from the files: escaped, as every view's text.
+    rows = [tuple(escape(c) for c in r) for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for r in rows:
         cells = [r[i].rjust(widths[i]) if i != 1 else r[i].ljust(widths[i]) for i in range(5)]
