@@ -315,3 +315,52 @@ def test_the_speedscope_file_follows_the_format_and_weighs_device_time(tmp_path:
     bad["shared"]["frames"][0]["line"] = "10"
     with pytest.raises(Exception, match="is not of type 'number'"):
         check_speedscope(bad)
+
+
+def deep(depth: int) -> kprof.Profile:
+    """``sites_only`` whose row 0 has a stack ``depth`` frames deep (each frame its own)."""
+    p = sites_only()
+    p.stacks = (tuple(Site("/src/deep.py", i, f"f{i}") for i in range(depth)),)
+    p.table.stack = array("q", [0, -1, -1])
+    p.host.stack = array("q", [-1])
+    return p
+
+
+def test_a_file_with_a_stack_deeper_than_kprof_records_is_refused() -> None:
+    """A crafted file whose stack is 8,000 frames deep (a real one keeps at most 256) is
+    refused in one line instead of rendered: the tree took 17 s and 800 MB on such a file."""
+    from kprof_core.io.fileformat import MAX_STACK_FRAMES
+    from kprof_core.recording.sites import MAX_STACK_DEPTH
+
+    assert MAX_STACK_FRAMES == MAX_STACK_DEPTH  # a file holds what kprof records, no more
+    assert len(loads(storage.dumps(deep(MAX_STACK_FRAMES))).stacks[0]) == MAX_STACK_FRAMES
+    header, stored = split(storage.dumps(deep(8)))
+    header["frames"] = [["/src/deep.py", i, f"f{i}"] for i in range(8000)]
+    header["stacks"] = [list(range(8000))]
+    with pytest.raises(
+        kprof.ProfileFileError, match="a stack holds 8000 frames, more than the 256 kprof records"
+    ):
+        loads(assemble(header, stored), name="deep.kprof")
+
+
+def test_views_of_a_deep_stack_need_no_recursion(tmp_path: Path) -> None:
+    """A profile built in memory may hold deeper stacks than a file: the tree, its text, the
+    HTML page and speedscope walk them without recursion (3,000 frames is past Python's limit)."""
+    import sys
+
+    depth = 3_000
+    assert depth > sys.getrecursionlimit()
+    p = deep(depth)
+    tree = p.tree()
+    deepest, todo = 0, [(tree.root, 0)]
+    while todo:
+        node, level = todo.pop()
+        deepest = max(deepest, level)
+        todo.extend((c, level + 1) for c in node.children)
+    assert deepest == depth + 2  # the enclosing range, every frame, then the kernel
+    assert "f2999" in str(tree)
+    assert "f2999" in tree._repr_html_()
+    p.export_html(tmp_path / "deep.html")
+    assert (tmp_path / "deep.html").read_text().count("<details") >= depth
+    p.export_speedscope(tmp_path / "deep.speedscope.json")
+    assert json.loads((tmp_path / "deep.speedscope.json").read_text())["shared"]["frames"]

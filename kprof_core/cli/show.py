@@ -96,9 +96,9 @@ def _list(directory: str) -> int:
         say(f"kprof show: {exc}")
         return EXIT_BAD_INPUT
     # A window's steps and a file's name come from the files: escaped, as every view's text.
-    rows = [tuple(escape(c) for c in r) for r in rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    for r in rows:
+    shown = [[escape(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in shown) for i in range(5)]
+    for r in shown:
         cells = [r[i].rjust(widths[i]) if i != 1 else r[i].ljust(widths[i]) for i in range(5)]
         print_text("  ".join([*cells, r[5]]))
     return 0

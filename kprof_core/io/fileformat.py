@@ -56,6 +56,9 @@ MAGIC = b"\x89KPROF\r\n"
 FORMAT_VERSION = 5  # the newest version written (1 where a profile needs no more)
 #: Versions only development versions of kprof wrote (folded into version 5): not read.
 PRERELEASE_VERSIONS = frozenset({2, 3, 4})
+#: The most frames a stack in a file may hold: what kprof records at most (``stacks=``'s
+#: limit). A deeper one is refused, not rendered (a crafted file 8,000 frames deep took 17 s).
+MAX_STACK_FRAMES = 256
 PREFIX = struct.Struct("<8sI")  # magic, version
 V1_FRAME = struct.Struct("<II")  # header length, header crc32
 RAW, SHUFFLED = "raw", "shuffle8+zlib"

@@ -14,6 +14,7 @@ from kprof_core.data.records import STACK_TYPE, DeviceTable, HostTable
 from kprof_core.data.sites import Site
 from kprof_core.data.values import VALUE_LIMIT
 from kprof_core.io.filecheck import TIME_LIMIT, Checker
+from kprof_core.io.fileformat import MAX_STACK_FRAMES
 from kprof_core.io.read_v1 import read_frame
 
 P = TypeVar("P", bound=ProfileData)
@@ -45,6 +46,11 @@ def read_v5(data: bytes, pos: int, name: str, cls: type[P]) -> P:
         for s in raw_stacks
     ):
         raise r.fail("header field 'stacks' is not a list of lists of frame indexes")
+    deepest = max(map(len, raw_stacks), default=0)
+    if deepest > MAX_STACK_FRAMES:
+        raise r.fail(
+            f"a stack holds {deepest} frames, more than the {MAX_STACK_FRAMES} kprof records"
+        )
     p.stacks = tuple(tuple(frames[i] for i in s) for s in raw_stacks)
     for records, label in ((p.table, "device"), (p.host, "host")):
         r.between(records.site, -1, len(p.sites) - 1, f"{label}.site")

@@ -79,29 +79,36 @@ def _line(node: TreeNode, depth: int) -> str:
     )
 
 
-def _tree(node: TreeNode, depth: int, out: list[str]) -> None:
-    attrs = f'data-kind="{node.kind}" data-ns="{node.total_ns}" data-calls="{node.calls}"'
-    if not node.children:
-        out.append(f'<div class="kprof-leaf kprof-line" {attrs}>{_line(node, depth)}</div>')
-        return
-    opened = " open" if depth < OPEN_LEVELS else ""
-    out.append(
-        f'<details {attrs}{opened}><summary class="kprof-line">{_line(node, depth)}</summary>'
-    )
-    for child in node.children[:MAX_CHILDREN]:
-        _tree(child, depth + 1, out)
-    rest = node.children[MAX_CHILDREN:]
-    if rest:
-        ns, calls = sum(c.total_ns for c in rest), sum(c.calls for c in rest)
-        share = sum(c.share for c in rest)
+def _tree(root: TreeNode, out: list[str]) -> None:
+    """The tree as nested ``<details>``, depth first without recursion (a crafted file's
+    stacks may be deeper than Python's recursion limit): each entry of ``todo`` is a node to
+    write at its depth, or (``None``) the end of one, with the children past MAX_CHILDREN."""
+    todo: list[tuple[TreeNode | None, int, list[TreeNode]]] = [(root, 0, [])]
+    while todo:
+        node, depth, rest = todo.pop()
+        if node is None:
+            if rest:
+                ns, calls = sum(c.total_ns for c in rest), sum(c.calls for c in rest)
+                share = sum(c.share for c in rest)
+                out.append(
+                    f'<div class="kprof-leaf kprof-line" data-kind="more" data-ns="{ns}" '
+                    f'data-calls="{calls}"><span class="kt">{format_time(ns)}</span>'
+                    f'<span class="ks">{share:.1f} %</span><span class="kc">{calls}</span>'
+                    f'<span class="kn" style="padding-left:{14 * (depth + 1)}px">… {len(rest)} '
+                    "more</span></div>"
+                )
+            out.append("</details>")
+            continue
+        attrs = f'data-kind="{node.kind}" data-ns="{node.total_ns}" data-calls="{node.calls}"'
+        if not node.children:
+            out.append(f'<div class="kprof-leaf kprof-line" {attrs}>{_line(node, depth)}</div>')
+            continue
+        opened = " open" if depth < OPEN_LEVELS else ""
         out.append(
-            f'<div class="kprof-leaf kprof-line" data-kind="more" data-ns="{ns}" '
-            f'data-calls="{calls}"><span class="kt">{format_time(ns)}</span>'
-            f'<span class="ks">{share:.1f} %</span><span class="kc">{calls}</span>'
-            f'<span class="kn" style="padding-left:{14 * (depth + 1)}px">… {len(rest)} more'
-            "</span></div>"
+            f'<details {attrs}{opened}><summary class="kprof-line">{_line(node, depth)}</summary>'
         )
-    out.append("</details>")
+        todo.append((None, depth, node.children[MAX_CHILDREN:]))
+        todo.extend((child, depth + 1, []) for child in reversed(node.children[:MAX_CHILDREN]))
 
 
 def _flame(root: TreeNode) -> str:
@@ -152,7 +159,7 @@ def root_html(root: TreeNode) -> str:
         '<span class="ks">Share</span><span class="kc">Calls</span>'
         '<span class="kn">Range › line › kernel</span></div>',
     ]
-    _tree(root, 0, out)
+    _tree(root, out)
     out.append("</div>")
     out.append(
         "<h3>Flame graph of device time</h3>"
