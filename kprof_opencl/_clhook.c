@@ -1796,7 +1796,53 @@ py_slots(PyObject *module, PyObject *unused)
     return d;
 }
 
+/* -- fork: the child gets both locks free ----------------------------------------------------
+ * A fork while another thread holds a lock would leave the child's copy locked for good (its
+ * holder does not exist there), and the child's profile end would wait for it for ever. The
+ * forking thread takes both before fork() (in one order: no code holds both at once) and
+ * gives them back on both sides. Holders never wait for the GIL while holding one, so the
+ * forking thread, which holds the GIL, waits at most for a holder's few instructions. */
+
+#if HOOK_SUPPORTED
+static void
+before_fork(void)
+{
+    pthread_mutex_lock(&names_lock);
+    pthread_mutex_lock(&mem_lock);
+}
+
+static void
+after_fork(void)
+{
+    pthread_mutex_unlock(&mem_lock);
+    pthread_mutex_unlock(&names_lock);
+}
+#endif
+
+/* _hold_locks(seconds): hold both locks that long, without the GIL (for the tests: a fork
+ * while another thread holds them). */
+static PyObject *
+py_hold_locks(PyObject *module, PyObject *arg)
+{
+    double seconds = PyFloat_AsDouble(arg);
+    if (seconds == -1.0 && PyErr_Occurred())
+        return NULL;
+#if HOOK_SUPPORTED
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&names_lock);
+    pthread_mutex_lock(&mem_lock);
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+    pthread_mutex_unlock(&mem_lock);
+    pthread_mutex_unlock(&names_lock);
+    Py_END_ALLOW_THREADS
+#endif
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"_hold_locks", py_hold_locks, METH_O,
+     "_hold_locks(seconds): hold the hook's locks that long (tests: a fork meanwhile)"},
     {"bind", py_bind, METH_VARARGS,
      "bind(active, backend, adopt, other, info, current, kinds, row_names)"},
     {"hook", py_hook, METH_VARARGS, "hook(table_address, version) -> entries hooked"},
@@ -1846,6 +1892,16 @@ PyInit__clhook(void)
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)
         return NULL;
+#if HOOK_SUPPORTED
+    static int fork_handlers; /* once: handlers registered twice would take a lock twice */
+    if (!fork_handlers) {
+        if (pthread_atfork(before_fork, after_fork, after_fork) != 0) {
+            PyErr_SetString(PyExc_RuntimeError, "pthread_atfork failed");
+            return NULL;
+        }
+        fork_handlers = 1;
+    }
+#endif
     if (PyModule_AddIntConstant(m, "supported", HOOK_SUPPORTED) < 0)
         return NULL;
     Py_INCREF(EventType);

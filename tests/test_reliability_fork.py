@@ -224,3 +224,45 @@ def test_kprof_run_a_forked_child_writes_its_own_file(
     assert len(files) == 2  # was one (parent and child wrote the same path) or a mix
     marks = sorted(tuple(m.name for m in kprof.load(f).markers) for f in files)
     assert marks == [("child-only",), ("parent-before", "parent-after")]
+
+
+HELD_AT_THE_FORK = """
+import os, sys, threading, time
+import kprof_opencl._clhook as hook
+
+held = threading.Thread(target=hook._hold_locks, args=(0.5,))
+held.start()
+time.sleep(0.1)  # the other thread now holds both of the hook's locks
+pid = os.fork()
+if pid == 0:
+    # The child takes both (what its profile end does): free there, whoever held them.
+    hook._hold_locks(0.0)
+    hook.mem_drain()
+    os._exit(0)
+held.join()
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("child", os.waitstatus_to_exitcode(status))
+        break
+    time.sleep(0.01)
+else:
+    os.kill(pid, 9)
+    print("child stuck")
+"""
+
+
+def test_a_fork_while_another_thread_holds_the_hooks_locks() -> None:
+    """The dispatch-table hook's C locks: a fork while another thread holds one left the
+    child's copy locked for good (its holder does not exist there), so the child's profile
+    end waited for ever. The forking thread now takes both before fork() and frees them on
+    both sides."""
+    hook = pytest.importorskip("kprof_opencl._clhook")
+    if not hook.supported:
+        pytest.skip("the dispatch-table hook is not built for this platform")
+    r = subprocess.run(
+        [sys.executable, "-c", HELD_AT_THE_FORK], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "child 0"
