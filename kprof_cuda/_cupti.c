@@ -845,7 +845,30 @@ static PyObject *stats(PyObject *m, PyObject *noargs) {
     return d;
 }
 
+/* ---- fork: the child gets the lock free --------------------------------------------------
+ * A fork while CUPTI's thread holds the lock (decoding a buffer) would leave the child's copy
+ * locked for good. The forking thread takes it before fork() and frees it on both sides; its
+ * holders never wait for the GIL while holding it, so this waits for a decode at most. */
+static void before_fork(void) { pthread_mutex_lock(&lock); }
+static void after_fork(void) { pthread_mutex_unlock(&lock); }
+
+/* _hold_lock(seconds): hold the lock that long, without the GIL (tests: a fork meanwhile). */
+static PyObject *hold_lock(PyObject *self, PyObject *arg) {
+    (void)self;
+    double seconds = PyFloat_AsDouble(arg);
+    if (seconds == -1.0 && PyErr_Occurred()) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&lock);
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+    pthread_mutex_unlock(&lock);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"_hold_lock", hold_lock, METH_O,
+     "_hold_lock(seconds): hold the reader's lock that long (tests: a fork meanwhile)"},
     {"configure", configure, METH_VARARGS,
      "configure((GetNextRecord, RegisterCallbacks, RegisterTimestampCallback, Subscribe "
      "addresses), "
@@ -881,6 +904,14 @@ static struct PyModuleDef moduledef = {
 };
 
 PyMODINIT_FUNC PyInit__cupti(void) {
+    static int fork_handlers; /* once: handlers registered twice would take the lock twice */
+    if (!fork_handlers) {
+        if (pthread_atfork(before_fork, after_fork, after_fork) != 0) {
+            PyErr_SetString(PyExc_RuntimeError, "pthread_atfork failed");
+            return NULL;
+        }
+        fork_handlers = 1;
+    }
     PyObject *m = PyModule_Create(&moduledef);
     /* The layout this module was built from: cupti_native refuses another. */
     if (m && PyModule_AddStringConstant(m, "LAYOUT", KPROF_CUPTI_LAYOUT) < 0) {

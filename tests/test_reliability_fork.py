@@ -227,17 +227,18 @@ def test_kprof_run_a_forked_child_writes_its_own_file(
 
 
 HELD_AT_THE_FORK = """
-import os, sys, threading, time
-import kprof_opencl._clhook as hook
+import importlib, os, sys, threading, time
+module, hold, take = sys.argv[1:4]
+m = importlib.import_module(module)
 
-held = threading.Thread(target=hook._hold_locks, args=(0.5,))
+held = threading.Thread(target=getattr(m, hold), args=(0.5,))
 held.start()
-time.sleep(0.1)  # the other thread now holds both of the hook's locks
+time.sleep(0.1)  # the other thread now holds the module's locks
 pid = os.fork()
 if pid == 0:
-    # The child takes both (what its profile end does): free there, whoever held them.
-    hook._hold_locks(0.0)
-    hook.mem_drain()
+    # The child takes them (what its profile end does): free there, whoever held them.
+    getattr(m, hold)(0.0)
+    getattr(m, take)()
     os._exit(0)
 held.join()
 deadline = time.monotonic() + 20
@@ -253,16 +254,26 @@ else:
 """
 
 
-def test_a_fork_while_another_thread_holds_the_hooks_locks() -> None:
-    """The dispatch-table hook's C locks: a fork while another thread holds one left the
-    child's copy locked for good (its holder does not exist there), so the child's profile
-    end waited for ever. The forking thread now takes both before fork() and frees them on
-    both sides."""
-    hook = pytest.importorskip("kprof_opencl._clhook")
-    if not hook.supported:
-        pytest.skip("the dispatch-table hook is not built for this platform")
+@pytest.mark.parametrize(
+    ("module", "hold", "take"),
+    [
+        ("kprof_opencl._clhook", "_hold_locks", "mem_drain"),
+        ("kprof_cuda._cupti", "_hold_lock", "stats"),
+    ],
+)
+def test_a_fork_while_another_thread_holds_a_c_lock(module: str, hold: str, take: str) -> None:
+    """kprof's C locks (the OpenCL hook's two, the CUPTI reader's): a fork while another
+    thread held one left the child's copy locked for good (its holder does not exist there),
+    so the child's profile end waited for ever. The forking thread now takes them before
+    fork() and frees them on both sides."""
+    mod = pytest.importorskip(module)
+    if not getattr(mod, "supported", True):
+        pytest.skip(f"{module} is not built for this platform")
     r = subprocess.run(
-        [sys.executable, "-c", HELD_AT_THE_FORK], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", HELD_AT_THE_FORK, module, hold, take],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "child 0"
