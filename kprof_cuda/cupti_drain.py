@@ -106,9 +106,9 @@ class Drain:
 
     def flush(self, scopes: tuple[int, ...], timeout: float) -> int:
         """Flush until every launch of ``scopes`` has its device record, or ``timeout``; returns
-        how many are still missing. Stops early when CUPTI (or kprof's buffer bound) dropped at
-        least as many records as launches are missing: those records cannot come, and the
-        report says why."""
+        how many are still missing. Stops early when, the devices having finished, CUPTI (or
+        kprof's buffer bound) dropped at least as many records as launches are missing: those
+        records cannot come, and the report says why."""
         c, r = self._owner.cupti, self.reader
         assert c is not None and r is not None
         deadline = time.monotonic() + timeout
@@ -126,8 +126,15 @@ class Drain:
             c.ActivityFlushAll(0)
             self.take(account=True)
             left: int = r.waiting(scopes)
+            # Records dropped can never come, but only once the devices finished is a launch
+            # still missing one of them: before, it may be work still running (drops counted
+            # since the capture started say nothing about this profile's running kernels).
+            # So wait for the devices first, then look once more.
             if left and left <= self.dropped_since_start:
-                break
+                if was_idle:
+                    break
+                idle.wait(max(0.0, deadline - time.monotonic()))
+                continue
             # A graph launch's node records share its correlation id and CUPTI does not say
             # how many there are: its first row proves nothing. They are all in once the
             # devices its rows ran on finished and a flush after that was drained, so the

@@ -38,6 +38,7 @@ SCENARIOS = (
     "unknown_kinds_skipped_and_counted",
     "contexts_do_not_collide",
     "kernels_running_at_the_end_are_waited_for",
+    "earlier_drops_never_cut_short_the_wait_for_running_kernels",
     "memory_records_become_allocations",
     "memory_outside_the_profile_is_not_recorded",
 )
