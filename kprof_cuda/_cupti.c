@@ -331,7 +331,9 @@ static void decode(uint8_t *buf, size_t valid) {
         case K_RUNTIME: {
             int rt = kind == K_RUNTIME;
             uint32_t cbid = U32(rec, off[O_API_CBID]), corr = U32(rec, off[O_API_CORRELATIONID]);
-            if (cbid >= MAX_CBID || (!work_api[rt][cbid] && !mem_api[rt][cbid])) {
+            /* A call that failed (returnValue: not CUDA_SUCCESS/cudaSuccess) enqueued nothing. */
+            int failed = U32(rec, off[O_API_RETURNVALUE]) != 0;
+            if (failed || cbid >= MAX_CBID || (!work_api[rt][cbid] && !mem_api[rt][cbid])) {
                 /* A call that enqueues no device work: nothing will come for it. */
                 launch_t *l = find_launch(corr);
                 if (l) drop_launch(l);

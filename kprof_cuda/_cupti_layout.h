@@ -63,23 +63,24 @@ enum {
     O_API_START = 30,
     O_API_END = 31,
     O_API_CORRELATIONID = 32,
-    O_EXT_EXTERNALKIND = 33,
-    O_EXT_EXTERNALID = 34,
-    O_EXT_CORRELATIONID = 35,
-    O_MEMORY_MEMORYOPERATIONTYPE = 36,
-    O_MEMORY_MEMORYKIND = 37,
-    O_MEMORY_CORRELATIONID = 38,
-    O_MEMORY_ADDRESS = 39,
-    O_MEMORY_BYTES = 40,
-    O_MEMORY_TIMESTAMP = 41,
-    O_MEMORY_DEVICEID = 42,
-    O_MEMORY_CONTEXTID = 43,
-    O_MEMORY_STREAMID = 44,
-    O_CALLBACK_CALLBACKSITE = 45,
-    O_CALLBACK_CORRELATIONID = 46,
-    N_OFFSETS = 47
+    O_API_RETURNVALUE = 33,
+    O_EXT_EXTERNALKIND = 34,
+    O_EXT_EXTERNALID = 35,
+    O_EXT_CORRELATIONID = 36,
+    O_MEMORY_MEMORYOPERATIONTYPE = 37,
+    O_MEMORY_MEMORYKIND = 38,
+    O_MEMORY_CORRELATIONID = 39,
+    O_MEMORY_ADDRESS = 40,
+    O_MEMORY_BYTES = 41,
+    O_MEMORY_TIMESTAMP = 42,
+    O_MEMORY_DEVICEID = 43,
+    O_MEMORY_CONTEXTID = 44,
+    O_MEMORY_STREAMID = 45,
+    O_CALLBACK_CALLBACKSITE = 46,
+    O_CALLBACK_CORRELATIONID = 47,
+    N_OFFSETS = 48
 };
 
-#define KPROF_CUPTI_LAYOUT "rows:scope,kind,name,queue,device,stream,begin,end,nbytes,launch_begin,launch_end,correlation,grid_x,grid_y,grid_z,block_x,block_y,block_z,address,site;offsets:KERNEL.start,KERNEL.end,KERNEL.deviceId,KERNEL.contextId,KERNEL.streamId,KERNEL.gridX,KERNEL.gridY,KERNEL.gridZ,KERNEL.blockX,KERNEL.blockY,KERNEL.blockZ,KERNEL.correlationId,KERNEL.name,KERNEL.graphId,MEMCPY.copyKind,MEMCPY.bytes,MEMCPY.start,MEMCPY.end,MEMCPY.deviceId,MEMCPY.contextId,MEMCPY.streamId,MEMCPY.correlationId,MEMSET.bytes,MEMSET.start,MEMSET.end,MEMSET.deviceId,MEMSET.contextId,MEMSET.streamId,MEMSET.correlationId,API.cbid,API.start,API.end,API.correlationId,EXT.externalKind,EXT.externalId,EXT.correlationId,MEMORY.memoryOperationType,MEMORY.memoryKind,MEMORY.correlationId,MEMORY.address,MEMORY.bytes,MEMORY.timestamp,MEMORY.deviceId,MEMORY.contextId,MEMORY.streamId,CALLBACK.callbackSite,CALLBACK.correlationId"
+#define KPROF_CUPTI_LAYOUT "rows:scope,kind,name,queue,device,stream,begin,end,nbytes,launch_begin,launch_end,correlation,grid_x,grid_y,grid_z,block_x,block_y,block_z,address,site;offsets:KERNEL.start,KERNEL.end,KERNEL.deviceId,KERNEL.contextId,KERNEL.streamId,KERNEL.gridX,KERNEL.gridY,KERNEL.gridZ,KERNEL.blockX,KERNEL.blockY,KERNEL.blockZ,KERNEL.correlationId,KERNEL.name,KERNEL.graphId,MEMCPY.copyKind,MEMCPY.bytes,MEMCPY.start,MEMCPY.end,MEMCPY.deviceId,MEMCPY.contextId,MEMCPY.streamId,MEMCPY.correlationId,MEMSET.bytes,MEMSET.start,MEMSET.end,MEMSET.deviceId,MEMSET.contextId,MEMSET.streamId,MEMSET.correlationId,API.cbid,API.start,API.end,API.correlationId,API.returnValue,EXT.externalKind,EXT.externalId,EXT.correlationId,MEMORY.memoryOperationType,MEMORY.memoryKind,MEMORY.correlationId,MEMORY.address,MEMORY.bytes,MEMORY.timestamp,MEMORY.deviceId,MEMORY.contextId,MEMORY.streamId,CALLBACK.callbackSite,CALLBACK.correlationId"
 
 #endif

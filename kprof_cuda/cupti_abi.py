@@ -109,7 +109,14 @@ MEMORY_ALLOCATION, MEMORY_RELEASE = 1, 2
 #: CUpti_ActivityMemoryKind values of host memory (pageable, pinned): not a device's.
 MEMORY_KIND_HOST = frozenset((1, 2))
 #: CUpti_ActivityAPI (DRIVER and RUNTIME records).
-API = {"cbid": 4, "start": 8, "end": 16, "threadId": 28, "correlationId": 32}
+API = {
+    "cbid": 4,
+    "start": 8,
+    "end": 16,
+    "threadId": 28,
+    "correlationId": 32,
+    "returnValue": 36,
+}
 #: CUpti_ActivityExternalCorrelation.
 EXT = {"externalKind": 4, "externalId": 8, "correlationId": 16}
 #: CUpti_CallbackData (what the callback API hands a subscriber for a driver or runtime call;

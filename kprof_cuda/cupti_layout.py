@@ -68,7 +68,7 @@ OFFSETS = (
         ("MEMSET", f)
         for f in ("bytes", "start", "end", "deviceId", "contextId", "streamId", "correlationId")
     ),
-    *(("API", f) for f in ("cbid", "start", "end", "correlationId")),
+    *(("API", f) for f in ("cbid", "start", "end", "correlationId", "returnValue")),
     *(("EXT", f) for f in ("externalKind", "externalId", "correlationId")),
     *(
         ("MEMORY", f)

@@ -374,6 +374,10 @@ class PureReader(PureSites):
         work = np.where(drv, np.isin(cbid, _WORK_DRIVER), np.isin(cbid, _WORK_RUNTIME))
         mem = np.where(drv, np.isin(cbid, _MEM_DRIVER), np.isin(cbid, _MEM_RUNTIME)) & ~work
         work |= mem
+        # A call that failed (returnValue: not CUDA_SUCCESS/cudaSuccess) enqueued nothing.
+        ok = w32[(o + f["returnValue"]) >> 2] == 0
+        work &= ok
+        mem &= ok
         graph = np.where(drv, np.isin(cbid, _GRAPH_DRIVER), np.isin(cbid, _GRAPH_RUNTIME))
         acorr = u32(o, f["correlationId"]).astype(np.uint64)
         return (

@@ -70,6 +70,7 @@ lib.cuptidouble_stream_id.restype = u32
 lib.cuptidouble_stream_id.argtypes = [u64]
 
 lib.cuptidouble_api_as.restype = u32
+lib.cuptidouble_fail_next.argtypes = [ctypes.c_int]
 lib.cuptidouble_api_as.argtypes = [u32, ctypes.c_int, u32, u64, u64]
 lib.cuptidouble_new_correlation.restype = u32
 lib.cuptidouble_set_version.argtypes = [u32]
@@ -758,6 +759,26 @@ def earlier_drops_never_cut_short_the_wait_for_running_kernels(env: Env) -> None
     assert [x["name"] for x in rows(inner)] == ["running"] * 5, rows(inner)
 
 
+def a_failed_launch_is_never_waited_for(env: Env) -> None:
+    """A launch whose call failed enqueued nothing: its API record says so (returnValue) and
+    no kernel record ever comes. The end waited for it the whole timeout and blamed the
+    device; it now leaves it out at once, and the launches that ran have their rows."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with kprof.profile(timeout=5) as p:
+            launch(b"before")
+            lib.cuptidouble_fail_next(1)  # CUDA_ERROR_INVALID_VALUE
+            launch(emit=False)
+            launch(b"after")
+            flushes = lib.cuptidouble_flushes()
+    assert sorted(x["name"] for x in rows(p)) == ["after", "before"], rows(p)
+    msgs = [str(w.message) for w in caught]
+    assert not any("device may be hung" in m or "no device record" in m for m in msgs), msgs
+    # Flushes counted, not time: an end's few (about five), not a poll until the timeout
+    # (hundreds) for the failed launch's record.
+    assert lib.cuptidouble_flushes() - flushes <= 10, lib.cuptidouble_flushes() - flushes
+
+
 def memory_records_become_allocations(env: Env) -> None:
     """MEMORY2 records (with the API records of their calls, for their scope) become the
     profile's memory: exact sizes, addresses, devices, times on perf_counter_ns, peaks and
@@ -854,6 +875,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         contexts_do_not_collide,
         kernels_running_at_the_end_are_waited_for,
         earlier_drops_never_cut_short_the_wait_for_running_kernels,
+        a_failed_launch_is_never_waited_for,
         memory_records_become_allocations,
         memory_outside_the_profile_is_not_recorded,
     )

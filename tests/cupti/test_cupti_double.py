@@ -39,6 +39,7 @@ SCENARIOS = (
     "contexts_do_not_collide",
     "kernels_running_at_the_end_are_waited_for",
     "earlier_drops_never_cut_short_the_wait_for_running_kernels",
+    "a_failed_launch_is_never_waited_for",
     "memory_records_become_allocations",
     "memory_outside_the_profile_is_not_recorded",
 )

@@ -726,6 +726,10 @@ void cuptidouble_complete_buffer(void) {
  * non-empty stack of this thread) and its API record, each written when its kind is
  * enabled. Returns the call's correlation id. `runtime` selects RUNTIME (1) or DRIVER (0). */
 static uint32_t api_record(uint32_t corr, int runtime, uint32_t cbid, uint64_t start, uint64_t end);
+static int next_return; /* the returnValue of the next API record (0: success) */
+
+/* The next API call fails with `code` (a CUresult or cudaError_t): its record says so. */
+void cuptidouble_fail_next(int code) { next_return = code; }
 
 uint32_t cuptidouble_api(int runtime, uint32_t cbid, uint64_t start, uint64_t end) {
     return api_record(0, runtime, cbid, start, end);
@@ -771,10 +775,12 @@ static uint32_t api_record(uint32_t corr, int runtime, uint32_t cbid, uint64_t s
             r->processId = (uint32_t)getpid();
             r->threadId = thread_id();
             r->correlationId = corr;
+            r->returnValue = (uint32_t)next_return;
         }
     } else {
         suppressed++;
     }
+    next_return = 0; /* one call's result: the next succeeds unless told */
     pthread_mutex_unlock(&lock);
     api_callback(runtime, cbid, corr, CUPTI_API_EXIT, &correlation_data);
     return corr;
