@@ -724,29 +724,44 @@ static PyObject *take(PyObject *m, PyObject *args) {
     pthread_mutex_lock(&lock);
     if (n_pending && (final || n_rel)) retry_pending(final, rel, n_rel);
     free(rel);
+    /* The new texts and queues, copied under the lock: CUPTI's thread may realloc both arrays
+     * meanwhile (the strings themselves are never freed while the module lives). Without the
+     * memory for the copies, nothing is taken: the rows wait for the next take. */
+    size_t nt = n_texts - texts_taken, nq = n_queues - queues_taken;
+    char **tx = nt ? malloc(nt * sizeof *tx) : NULL;
+    qkey_t *qs = nq ? malloc(nq * sizeof *qs) : NULL;
+    if ((nt && !tx) || (nq && !qs)) {
+        pthread_mutex_unlock(&lock);
+        free(tx);
+        free(qs);
+        return PyErr_NoMemory();
+    }
     row_t *got = rows;
     size_t n = n_rows;
     rows = NULL;
     n_rows = cap_rows = 0;
-    size_t t0 = texts_taken, t1 = n_texts, q0 = queues_taken, q1 = n_queues;
+    if (nt) memcpy(tx, texts + texts_taken, nt * sizeof *tx);
+    if (nq) memcpy(qs, queues + queues_taken, nq * sizeof *qs);
     texts_taken = n_texts;
     queues_taken = n_queues;
     pthread_mutex_unlock(&lock);
-    /* Texts and queues are only appended, and never freed while the module lives: read them
-     * without the lock. */
     PyObject *names_l = PyList_New(0), *queues_l = PyList_New(0), *cols = PyTuple_New(N_COLS);
     if (!names_l || !queues_l || !cols) goto fail;
-    for (size_t i = t0; i < t1; i++) {
-        PyObject *b = PyBytes_FromString(texts[i]);
+    for (size_t i = 0; i < nt; i++) {
+        PyObject *b = PyBytes_FromString(tx[i]);
         if (!b || PyList_Append(names_l, b) < 0) { Py_XDECREF(b); goto fail; }
         Py_DECREF(b);
     }
-    for (size_t i = q0; i < q1; i++) {
-        PyObject *q = Py_BuildValue("(kkk)", (unsigned long)queues[i].dev,
-                                    (unsigned long)queues[i].ctx, (unsigned long)queues[i].stream);
+    for (size_t i = 0; i < nq; i++) {
+        PyObject *q = Py_BuildValue("(kkk)", (unsigned long)qs[i].dev, (unsigned long)qs[i].ctx,
+                                    (unsigned long)qs[i].stream);
         if (!q || PyList_Append(queues_l, q) < 0) { Py_XDECREF(q); goto fail; }
         Py_DECREF(q);
     }
+    free(tx);
+    free(qs);
+    tx = NULL;
+    qs = NULL;
     for (int c = 0; c < N_COLS; c++) {
         PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int64_t)));
         if (!b) goto fail;
@@ -759,6 +774,8 @@ static PyObject *take(PyObject *m, PyObject *args) {
     return out;
 fail:
     free(got);
+    free(tx);
+    free(qs);
     Py_XDECREF(names_l);
     Py_XDECREF(queues_l);
     Py_XDECREF(cols);
