@@ -871,21 +871,32 @@ static PyObject *stats(PyObject *m, PyObject *noargs) {
 static void before_fork(void) { pthread_mutex_lock(&lock); }
 static void after_fork(void) { pthread_mutex_unlock(&lock); }
 
-/* _hold_lock(seconds): hold the lock that long, without the GIL (tests: a fork meanwhile). */
+static volatile int lock_held; /* for the tests: _hold_lock holds it now */
+
+/* _hold_lock(seconds): hold the lock that long, without the GIL (tests: a fork meanwhile;
+ * _lock_held() says when it is held). */
 static PyObject *hold_lock(PyObject *self, PyObject *arg) {
     (void)self;
     double seconds = PyFloat_AsDouble(arg);
     if (seconds == -1.0 && PyErr_Occurred()) return NULL;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&lock);
+    lock_held = 1;
     struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
     nanosleep(&ts, NULL);
+    lock_held = 0;
     pthread_mutex_unlock(&lock);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }
 
+static PyObject *lock_is_held(PyObject *self, PyObject *unused) {
+    (void)self; (void)unused;
+    return PyBool_FromLong(lock_held);
+}
+
 static PyMethodDef methods[] = {
+    {"_lock_held", lock_is_held, METH_NOARGS, "_lock_held(): whether _hold_lock holds it"},
     {"_hold_lock", hold_lock, METH_O,
      "_hold_lock(seconds): hold the reader's lock that long (tests: a fork meanwhile)"},
     {"configure", configure, METH_VARARGS,

@@ -1819,8 +1819,10 @@ after_fork(void)
 }
 #endif
 
+static volatile int locks_held; /* for the tests: _hold_locks holds them now */
+
 /* _hold_locks(seconds): hold both locks that long, without the GIL (for the tests: a fork
- * while another thread holds them). */
+ * while another thread holds them; _locks_held() says when they are held). */
 static PyObject *
 py_hold_locks(PyObject *module, PyObject *arg)
 {
@@ -1831,8 +1833,10 @@ py_hold_locks(PyObject *module, PyObject *arg)
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&names_lock);
     pthread_mutex_lock(&mem_lock);
+    locks_held = 1;
     struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
     nanosleep(&ts, NULL);
+    locks_held = 0;
     pthread_mutex_unlock(&mem_lock);
     pthread_mutex_unlock(&names_lock);
     Py_END_ALLOW_THREADS
@@ -1840,7 +1844,14 @@ py_hold_locks(PyObject *module, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+py_locks_held(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(locks_held);
+}
+
 static PyMethodDef methods[] = {
+    {"_locks_held", py_locks_held, METH_NOARGS, "_locks_held(): whether _hold_locks holds them"},
     {"_hold_locks", py_hold_locks, METH_O,
      "_hold_locks(seconds): hold the hook's locks that long (tests: a fork meanwhile)"},
     {"bind", py_bind, METH_VARARGS,

@@ -228,12 +228,13 @@ def test_kprof_run_a_forked_child_writes_its_own_file(
 
 HELD_AT_THE_FORK = """
 import importlib, os, sys, threading, time
-module, hold, take = sys.argv[1:4]
+module, hold, held_now, take = sys.argv[1:5]
 m = importlib.import_module(module)
 
 held = threading.Thread(target=getattr(m, hold), args=(0.5,))
 held.start()
-time.sleep(0.1)  # the other thread now holds the module's locks
+while not getattr(m, held_now)():  # until the other thread holds the module's locks
+    time.sleep(0.0005)
 pid = os.fork()
 if pid == 0:
     # The child takes them (what its profile end does): free there, whoever held them.
@@ -255,13 +256,15 @@ else:
 
 
 @pytest.mark.parametrize(
-    ("module", "hold", "take"),
+    ("module", "hold", "held", "take"),
     [
-        ("kprof_opencl._clhook", "_hold_locks", "mem_drain"),
-        ("kprof_cuda._cupti", "_hold_lock", "stats"),
+        ("kprof_opencl._clhook", "_hold_locks", "_locks_held", "mem_drain"),
+        ("kprof_cuda._cupti", "_hold_lock", "_lock_held", "stats"),
     ],
 )
-def test_a_fork_while_another_thread_holds_a_c_lock(module: str, hold: str, take: str) -> None:
+def test_a_fork_while_another_thread_holds_a_c_lock(
+    module: str, hold: str, held: str, take: str
+) -> None:
     """kprof's C locks (the OpenCL hook's two, the CUPTI reader's): a fork while another
     thread held one left the child's copy locked for good (its holder does not exist there),
     so the child's profile end waited for ever. The forking thread now takes them before
@@ -270,7 +273,7 @@ def test_a_fork_while_another_thread_holds_a_c_lock(module: str, hold: str, take
     if not getattr(mod, "supported", True):
         pytest.skip(f"{module} is not built for this platform")
     r = subprocess.run(
-        [sys.executable, "-c", HELD_AT_THE_FORK, module, hold, take],
+        [sys.executable, "-c", HELD_AT_THE_FORK, module, hold, held, take],
         capture_output=True,
         text=True,
         timeout=60,
