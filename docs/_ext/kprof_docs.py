@@ -113,7 +113,6 @@ class FileColumnsDirective(SphinxDirective):
                 kind = (
                     "nanoseconds on the host clock"
                     if f"{table}.{col}" in fileformat.TIME_COLUMNS
-                    or (table, col) == ("memory", "time")
                     else "int64"
                 )
                 lines += [f"   * - ``{table}``", f"     - ``{col}``", f"     - {kind}"]

@@ -71,6 +71,7 @@ TIME_COLUMNS = {
     "device.duration",
     "host.start",
     "host.end",
+    "memory.time",
 }
 HOST_KINDS = {v for k, v in vars(HostTable).items() if k.isupper() and isinstance(v, int)}
 

@@ -13,7 +13,7 @@ from kprof_core.data.profile_data import ProfileData
 from kprof_core.data.records import STACK_TYPE, DeviceTable, HostTable
 from kprof_core.data.sites import Site
 from kprof_core.data.values import VALUE_LIMIT
-from kprof_core.io.filecheck import TIME_LIMIT, Checker
+from kprof_core.io.filecheck import Checker
 from kprof_core.io.fileformat import MAX_STACK_FRAMES
 from kprof_core.io.read_v1 import read_frame
 
@@ -75,7 +75,6 @@ def read_v5(data: bytes, pos: int, name: str, cls: type[P]) -> P:
     table = MemoryTable()
     for column, values in more["memory"].items():
         setattr(table, column, values)
-    r.between(table.time, -TIME_LIMIT, TIME_LIMIT - 1, "memory.time")
     r.index(table.device, len(devices), "memory device")
     r.between(table.kind, min(MEMORY_KINDS), max(MEMORY_KINDS), "memory.kind")
     r.between(table.nbytes, -1, 2**63 - 1, "memory.nbytes")
