@@ -75,11 +75,11 @@ def main() -> None:
             cols = kp.ActivityColumns(**fields)
             entry: list[Any] = [None] * 5
             entry[A_SLOT], entry[A_RECORD], entry[A_WHO] = b.slot, cols, {1: w}
-            harvest_activity.take_activity_columns(h, tuple(entry))
+            harvest_activity.take_activity_columns(h.delivered, tuple(entry))
             took = time.perf_counter_ns() - t
         finally:
             harvest_activity.sane_columns, harvest_activity.within_limit = saved
-        assert len(h.table) == n and not h.errors
+        assert len(h.tables.table) == n and not h.tables.errors
         return took
 
     on, off, ratios = [], [], []

@@ -348,8 +348,10 @@ class profile:
             result.memory = rec.memory.close(result.start_ns)
             if notes:
                 result.meta["notes"] = notes
-            if rec.rows.unreleased:  # said in a warning too; the conformance kit counts them
-                result.meta["tokens_left"] = rec.rows.unreleased
+            if (
+                rec.rows.problems.unreleased
+            ):  # said in a warning too; the conformance kit counts them
+                result.meta["tokens_left"] = rec.rows.problems.unreleased
             self._recorder = None
             if rec.parent is not None:
                 rec.parent.absorb(rec)

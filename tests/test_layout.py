@@ -210,14 +210,6 @@ def test_no_import_cycles() -> None:
 #: to be undone by composition (issue 36); the test fails when one is gone, to shrink this.
 TYPE_ONLY_CYCLES = [
     [
-        "kprof_core.recording.harvest",
-        "kprof_core.recording.harvest_activity",
-        "kprof_core.recording.harvest_columns",
-        "kprof_core.recording.harvest_delivered",
-        "kprof_core.recording.harvest_one",
-        "kprof_core.recording.harvest_take",
-    ],
-    [
         "kprof_core.recording.recorder",
         "kprof_core.recording.recorder_end",
         "kprof_core.recording.recorder_ranges",

@@ -180,8 +180,8 @@ def run(
             m.setattr(Recorder, "max_pending", 3 * every)
             m.setattr(recorder_module, "now", lambda: 99)  # host-timed rows: deterministic
             if not bulk:  # every entry through _take: the reference
-                m.setattr(harvest_columns, "bulk", lambda h, incoming, i, n: 0)
-                m.setattr(harvest_one, "one", lambda h, entry: False)
+                m.setattr(harvest_columns.Columns, "bulk", lambda self, incoming, i, n, dl: 0)
+                m.setattr(harvest_one, "one", lambda t, k, entry: False)
             rec = Recorder([backend], timeout=5.0)
             if Recorder.launch is Recorder._launch_py:  # not replaced (see the last test)
                 assert (rec._native is not None) == (compiled and COMPILED)
@@ -296,7 +296,7 @@ def test_the_column_wise_harvest_is_used_for_runs(
     """Runs of common launches go column-wise (not entry by entry), on both paths."""
     for compiled in (True, False):
         taken: list[int] = []
-        original = harvest_columns.bulk_rows
+        original = harvest_columns.Columns.bulk_rows
 
         def spy(
             h: Any, *args: Any, original: Any = original, taken: list[int] = taken
@@ -305,7 +305,7 @@ def test_the_column_wise_harvest_is_used_for_runs(
             taken.append(k)
             return k, run
 
-        monkeypatch.setattr(harvest_columns, "bulk_rows", spy)
+        monkeypatch.setattr(harvest_columns.Columns, "bulk_rows", spy)
         ops = [("kernel", 0, 1, 0, False, False, -1)] * 200
         out = run(BatchPlugin(), ops, {}, compiled, True, monkeypatch, every=64)
         assert len(out["table"][0]) == 200
@@ -323,7 +323,7 @@ def test_ranges_between_launches_stay_in_the_column_wise_run(
     for compiled in (True, False):
         taken: list[int] = []
         batches: list[int] = []
-        original = harvest_columns.bulk_rows
+        original = harvest_columns.Columns.bulk_rows
 
         def spy(
             h: Any, *args: Any, original: Any = original, taken: list[int] = taken
@@ -341,7 +341,7 @@ def test_ranges_between_launches_stay_in_the_column_wise_run(
                 self.batches.append(len(starts))
                 return super().device_times_batch(starts, stops)
 
-        monkeypatch.setattr(harvest_columns, "bulk_rows", spy)
+        monkeypatch.setattr(harvest_columns.Columns, "bulk_rows", spy)
         ops = [("kernel", 0, 1, 0, False, False, -1), ("device_range", 0, 2, 0, False, False, -1)]
         out = run(Counted(batches), ops * 100, {}, compiled, True, monkeypatch, every=400)
         table, host = out["table"], out["host"]

@@ -75,8 +75,8 @@ def run_hostile(
             m.setattr(Recorder, "max_pending", 12)
             m.setattr(recorder_module, "now", lambda: 99)
             if not bulk:
-                m.setattr(harvest_columns, "bulk", lambda h, incoming, i, n: 0)
-                m.setattr(harvest_one, "one", lambda h, entry: False)
+                m.setattr(harvest_columns.Columns, "bulk", lambda self, incoming, i, n, dl: 0)
+                m.setattr(harvest_one, "one", lambda t, k, entry: False)
             rec = Recorder([backend], timeout=5.0)
             rec.start_ns = 500  # where a launch without host times is put: deterministic
             t = 1000
@@ -307,7 +307,6 @@ def test_a_non_str_queue_info_gets_the_generic_name(info: Any, testbackends: Any
 
 def test_activity_records_with_float_times_are_unresolved(testbackends: Any) -> None:
     """Item 17: activity records delivered with float times corrupted the table as item 6."""
-    from kprof_core.recording import harvest_delivered
     from kprof_core.recording.activity import DeviceRecord
     from kprof_core.recording.harvest import Harvest
 
@@ -315,7 +314,7 @@ def test_activity_records_with_float_times_are_unresolved(testbackends: Any) -> 
     b = kprof.register_backend(plugin, "act")
     h = Harvest([b], 1.0)
     q = InstantQueue("q")
-    h.live_queues[id(q)] = q
+    h.tables.live_queues[id(q)] = q
     from kprof_core.recording.threads import who
 
     w = who()
@@ -323,10 +322,11 @@ def test_activity_records_with_float_times_are_unresolved(testbackends: Any) -> 
     bad = DeviceRecord(1, KERNEL, "bad", q, 1000.5, 2000)  # type: ignore[arg-type]
     backwards = DeviceRecord(1, KERNEL, "back", q, 3000, 2000)
     for r in (good, bad, backwards):
-        harvest_delivered.take_activity(h, (b.slot, 5, r, id(q), w))
-    assert len({len(c) for c in h.table.columns()}) == 1 and len(h.table) == 3
-    assert sorted(h.errors) == [1, 2]
-    assert "1000.5" in h.errors[1]
+        h.delivered.take_activity((b.slot, 5, r, id(q), w))
+    t = h.tables
+    assert len({len(c) for c in t.table.columns()}) == 1 and len(t.table) == 3
+    assert sorted(t.errors) == [1, 2]
+    assert "1000.5" in t.errors[1]
 
 
 def test_device_table_append_is_all_or_nothing() -> None:

@@ -9,21 +9,12 @@ range paths, read here by constant index or unpacked in that order)."""
 
 from __future__ import annotations
 
-import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
 from kprof_core import _clock
-from kprof_core.data.records import (
-    Details,
-    DeviceClock,
-    DeviceTable,
-    HostTable,
-    Interner,
-    QueueRecord,
-    ThreadRecord,
-)
-from kprof_core.host.backend import Backend, BadReturn, QueueInfo, checked_queue_info
+from kprof_core.data.records import DeviceClock
+from kprof_core.host.backend import Backend
 from kprof_core.low_level import native
 from kprof_core.low_level.layout import (
     A_RECORD,
@@ -44,92 +35,51 @@ from kprof_core.low_level.layout import (
     WITH_HOST,
     with_host,
 )
-from kprof_core.recording.configs import Configs
+from kprof_core.recording import harvest_one
+from kprof_core.recording import harvest_take as take_route
+from kprof_core.recording.harvest_activity import take_activity_columns
+from kprof_core.recording.harvest_columns import Columns
+from kprof_core.recording.harvest_delivered import Delivered
 from kprof_core.recording.placement import place
-from kprof_core.recording.threads import OwnedLock, thread_names
+from kprof_core.recording.problems import Problems
+from kprof_core.recording.tables import Tables
+from kprof_core.recording.threads import OwnedLock
+from kprof_core.recording.tokens import Tokens
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-from kprof_core.recording import harvest_activity as activity_route
-from kprof_core.recording import harvest_columns as columns_route
-from kprof_core.recording import harvest_one as one_route
-from kprof_core.recording import harvest_take as take_route
-
 HOST_KINDS = take_route.HOST_KINDS
-HOST_QUEUE = QueueRecord("host", "host", "host", "host")
 
 
 class Harvest:
-    """The record side of a profile: pending entries, the tables they become, and what is
-    needed to read tokens (reference tokens per device, interned queues and threads).
+    """The record side of a profile: the pending entries and the lock that takes them, and
+    the parts the entries become rows through: the ``tables`` (with their interners), the
+    ``tokens`` (reading the device's), the ``delivered`` records' placement, the column-wise
+    route and what went wrong (``problems``).
 
-    Only the thread holding ``_harvest_lock`` takes entries out of ``_incoming`` or touches
-    the tables; launching threads only append.
+    Only the thread holding ``lock`` takes entries out of ``incoming`` or touches the
+    tables; launching threads only append.
     """
 
     def __init__(self, backends: Sequence[Backend], timeout: float) -> None:
         self.backends = list(backends)
-        self.timeout = timeout
         # Pending entries, oldest first. A list, not a deque: the harvest reads runs of it as
         # slices and deletes what it took in one step (launching threads only append).
         self.incoming: list[tuple[Any, ...]] = []
-        self.window = 64  # entries the column-wise harvest looks at in one go (adaptive)
-        self.solo = 0  # entries to take one by one before trying column-wise again
-        self.deadline_set = False  # the harvest under way has a deadline (see _harvest)
-        # The compiled recorder's harvest helpers (kprof_core.low_level._crecorder), or None.
-        self.compiled = native.compiled()
         self.lock = OwnedLock()  # see threads.OwnedLock: a signal handler never waits on it
         self.finished = False  # everything is resolved and placed; tables are final
-        self.table = DeviceTable()
-        self.host = HostTable()
-        self.names = Interner()
-        self.configs = Configs()  # launch configurations, per backend (configs.py)
-        self.queues: list[QueueRecord] = []
-        # id(queue) -> queue, for every queue an entry refers to (entries hold the id only);
-        # kept alive until the profile ends, so that no other queue can take its id meanwhile.
-        self.live_queues: dict[int, Any] = {}
-        # (id(backend), id(queue)) -> queue id in self.queues.
-        self.queue_ids: dict[tuple[int, int], int] = {}
-        # id(queue) -> (backend, queue id, device key), for the harvest's fast path.
-        self.fast_queues: dict[int, tuple[Backend, int, str]] = {}
-        self.by_slot = {b.slot: b for b in self.backends}
-        self.queue_index: dict[QueueRecord, int] = {}
-        self.threads: list[ThreadRecord] = []
-        self.thread_ids: dict[Any, int] = {}
-        self.thread_index: dict[ThreadRecord, int] = {}
-        self.errors: dict[int, str] = {}
+        self.problems = Problems()
+        self.tables = Tables(self.backends, self.problems)
+        self.tokens = Tokens(timeout, self.problems)
+        self.delivered = Delivered(self.tables)
+        self.columns = Columns(self.tables, self.tokens, native.compiled())
+        #: Per device, how its rows were placed on the host clock (filled at the end).
         self.clocks: dict[str, DeviceClock] = {}
-        # Per device key: the first token seen there (kept alive), its launch window, and the
-        # backend; every other token on the device is placed by elapsed_time from it.
-        self.refs: dict[str, tuple[Backend, Any, int, int]] = {}
-        # Per device key, for backends with device_times: when the reference token's work began.
-        self.ref_begin: dict[str, int] = {}
-        self.ref_tokens: set[int] = set()
-        self.warned: set[str] = set()
-        self.late_dropped = 0
-        self.dropped_bad = 0
-        # Per device key, for activity records: the offset from device clock to host clock,
-        # and how it was found (merged into ``clocks`` at the end).
-        self.offsets: dict[str, int] = {}
-        #: Row -> what an activity backend said about it (launch configuration, ...).
-        self.details = Details()
-        self.activity_clocks: dict[str, DeviceClock] = {}
-        #: When the profile started (set by ``profile``): where activity records of a device
-        #: without clock correlation are anchored.
-        self.start_ns = time.perf_counter_ns()
-        self.waiter: take_route.Waiter | None = None
-        #: Device key -> why its work is no longer waited for: it let a deadline pass (a hung
-        #: device costs one timeout, then back-pressure and the end stop waiting on it).
-        self.stuck: dict[str, str] = {}
-        #: While the end resolves: tokens to give back afterwards (``release_deferred``), so
-        #: that slow ``release_timestamp`` calls do not eat the time left for resolving.
-        self.deferred: list[tuple[Backend, Any]] | None = None
-        self.unreleased = 0  # tokens not given back: the deadline had passed
 
     def add_backend(self, backend: Backend) -> None:
         """A backend that joined the profile while it ran (``Recorder.add_backend``)."""
-        self.by_slot[backend.slot] = backend
+        self.tables.add_backend(backend)
         self.backends.append(backend)
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
@@ -144,7 +94,7 @@ class Harvest:
         try:
             if self.finished:
                 return 0
-            deadline = _clock.monotonic() + self.timeout if wait else None
+            deadline = _clock.monotonic() + self.tokens.timeout if wait else None
             return self.harvest_locked(limit, deadline)
         finally:
             self.lock.release()
@@ -161,18 +111,18 @@ class Harvest:
         incoming = self.incoming
         n = len(incoming) if limit is None else min(limit, len(incoming))
         taken = 0
-        thread_ids = self.thread_ids
-        name_ids = self.names.index
-        host_append = self.host.append
-        bulk = columns_route.bulk
-        one = one_route.one
+        tables, tokens, columns = self.tables, self.tokens, self.columns
+        thread_ids = tables.thread_ids
+        name_ids = tables.names.index
+        host_append = tables.host.append
+        one = harvest_one.one
         # Past the deadline nothing more is asked of any device (each question may be slow):
         # the column-wise and one-by-one paths are skipped, _take marks what is left
         # unresolved. The clock is read before each of their calls (~85 ns, a twentieth of a
         # one-by-one entry); a column-wise call then makes one batch call or at most 8.
         clock = _clock.monotonic if deadline is not None else None
         past = False
-        self.deadline_set = deadline is not None
+        deadline_set = deadline is not None
         try:
             while taken < n:
                 entry = incoming[taken]
@@ -199,18 +149,18 @@ class Harvest:
                     if clock is not None and clock() >= deadline:  # type: ignore[operator]
                         past, clock = True, None
                     elif (
-                        self.solo <= 0
+                        columns.solo <= 0
                         and taken + 1 < n
                         and (nxt := incoming[taken + 1])[SLOT] == entry[SLOT]
                         and nxt[KIND] < FIRST_HOST_KIND  # not an (shorter) activity entry
                         and nxt[START] is not None
                     ):
-                        got = bulk(self, incoming, taken, n)
+                        got = columns.bulk(incoming, taken, n, deadline_set)
                         if got:
                             taken += got
                             continue
-                    elif one(self, entry):
-                        self.solo -= 1
+                    elif one(tables, tokens, entry):
+                        columns.solo -= 1
                         taken += 1
                         continue
                 try:
@@ -228,13 +178,6 @@ class Harvest:
             del incoming[:taken]
         return taken
 
-    def decode(self, entry: tuple[Any, ...]) -> tuple[Any, ...]:
-        """An entry with its backend and queue objects in place of their slot and id."""
-        slot, kind, name, qk, *rest = entry  # ENTRY_FIELDS order
-        backend = None if slot is None else self.by_slot[slot]
-        queue = None if qk is None else self.live_queues.get(qk)
-        return (backend, kind, name, queue, *rest)
-
     def bad_entry(self, entry: tuple[Any, ...], exc: Exception) -> None:
         """Drop an entry kprof cannot make a row of; warn once per profile."""
         rows = 1
@@ -251,11 +194,12 @@ class Harvest:
         else:
             slot, name, start, stop = entry[SLOT], entry[NAME], entry[START], entry[STOP]
             what = f"a record of {name!r}"
-        backend = self.by_slot.get(slot) if slot is not None else None
-        self.dropped_bad += rows
-        take_route.keep_host_side(self, entry)
-        if "bad entry" not in self.warned:
-            self.warned.add("bad entry")
+        backend = self.tables.by_slot.get(slot) if slot is not None else None
+        problems = self.problems
+        problems.dropped_bad += rows
+        take_route.keep_host_side(self.tables, self.tokens, entry)
+        if "bad entry" not in problems.warned:
+            problems.warned.add("bad entry")
             who = f"backend {backend.name!r} ({backend.plugin_label})" if backend else "kprof"
             warnings.warn(
                 f"kprof: {what} from {who} was dropped, as it could not "
@@ -264,102 +208,19 @@ class Harvest:
                 stacklevel=2,
             )
         if backend is not None and start is not None:
-            self.release(backend, start, stop)
-
-    def release(self, backend: Backend, start: Any, stop: Any) -> None:
-        """Give tokens back once (``start`` may be ``stop``); reference tokens stay for now.
-        While the end resolves, they are given back afterwards (``release_deferred``)."""
-        refs = self.ref_tokens
-        deferred = self.deferred
-        for tok in (start, stop) if stop is not start else (start,):
-            if tok is None or id(tok) in refs:
-                continue
-            if deferred is not None:
-                deferred.append((backend, tok))
-                continue
-            try:
-                backend.release_timestamp(backend, tok)
-            except Exception as exc:
-                self.hook_failed(backend, "release_timestamp", exc)
-
-    def release_deferred(self, deadline: float | None) -> None:
-        """Give back the tokens ``release`` deferred while the end resolved
-        (``harvest_take.release_deferred``: bounded past the deadline)."""
-        take_route.release_deferred(self, deadline)
-
-    def queue_id(self, backend: Backend | None, queue: Any) -> int:
-        key = (0, 0) if backend is None else (id(backend), id(queue))
-        qid = self.queue_ids.get(key)
-        if qid is not None:
-            return qid
-        if backend is None:
-            rec = HOST_QUEUE
-        else:
-            info: QueueInfo | None = None
-            try:
-                info = backend.queue_info(backend, queue)
-                checked_queue_info(info)
-            except Exception as exc:
-                self.hook_failed(backend, "queue_info", exc, disable=False)
-                info = None
-            if info is None:
-                info = QueueInfo(device=backend.name, label="queue")
-            rec = QueueRecord(backend.name, info.device, info.label, f"{backend.name}:{info.key()}")
-        qid = self.queue_ids[key] = self.intern_queue(rec)
-        if backend is not None:
-            self.fast_queues.setdefault(id(queue), (backend, qid, rec.device_key))
-        return qid
-
-    def thread_id(self, who: Any) -> int:
-        tid = self.thread_ids.get(who)
-        if tid is None:
-            key, task = who if isinstance(who, tuple) else (who, None)
-            ident, name = thread_names[key]
-            tid = self.thread_ids[who] = self.intern_thread(ThreadRecord(ident, name, task))
-        return tid
-
-    def hook_failed(
-        self, backend: Backend, hook: str, exc: BaseException, disable: bool = True
-    ) -> str:
-        """Warn once about a misbehaving hook (and stop using the backend); returns why."""
-        if isinstance(exc, BadReturn):
-            reason = str(exc)
-        else:
-            reason = f"{hook} raised {type(exc).__name__}: {exc}"
-        if disable:
-            backend.disable(reason)
-        elif (key := f"{backend.slot} {hook} {type(exc).__name__}") not in self.warned:
-            # One warning per backend, hook and kind of failure: device errors differ per
-            # record (an event's address in the message) and would warn once each.
-            self.warned.add(key)
-            warnings.warn(
-                f"kprof: backend {backend.name!r} ({backend.plugin_label}): {reason}",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        return reason
-
-    def intern_queue(self, q: QueueRecord) -> int:
-        qid = self.queue_index.get(q)
-        if qid is None:
-            qid = self.queue_index[q] = len(self.queues)
-            self.queues.append(q)
-        return qid
-
-    def intern_thread(self, th: ThreadRecord) -> int:
-        tid = self.thread_index.get(th)
-        if tid is None:
-            tid = self.thread_index[th] = len(self.threads)
-            self.threads.append(th)
-        return tid
+            self.tokens.release(backend, start, stop)
 
     def take(self, entry: tuple[Any, ...], deadline: float | None) -> bool:
         """Make a row of one entry by the route for anything unusual (``harvest_take``);
         False (and no change) when its work is not done and ``deadline`` is None."""
-        if entry[KIND] == ENTRY_ACTIVITY_COLUMNS:  # a batch: complete rows, never waits
-            activity_route.take_activity_columns(self, entry)
+        kind = entry[KIND]
+        if kind == ENTRY_ACTIVITY_COLUMNS:  # a batch: complete rows, never waits
+            take_activity_columns(self.delivered, entry)
             return True
-        return take_route.take(self, entry, deadline)
+        if kind == ENTRY_ACTIVITY:  # one record: complete, never waits
+            self.delivered.take_activity(entry)
+            return True
+        return take_route.take(self.tables, self.tokens, entry, deadline)
 
     def drop_late(self) -> None:
         """Drop what is pending (after the profile ended), giving its tokens back."""
@@ -368,34 +229,29 @@ class Harvest:
         del incoming[: len(late)]  # threads may still append: those come back here
         for entry in late:
             if entry[KIND] == ENTRY_ACTIVITY_COLUMNS:  # a batch: its rows, no tokens
-                self.late_dropped += len(entry[A_RECORD])
+                self.problems.late_dropped += len(entry[A_RECORD])
                 continue
-            self.late_dropped += 2 if with_host(entry) else 1
+            self.problems.late_dropped += 2 if with_host(entry) else 1
             slot = entry[SLOT]
             if entry[KIND] != ENTRY_ACTIVITY and slot is not None and entry[START] is not None:
-                self.release(self.by_slot[slot], entry[START], entry[STOP])  # holds tokens
+                # It holds tokens.
+                self.tokens.release(self.tables.by_slot[slot], entry[START], entry[STOP])
 
     def end(self, deadline: float | None = None) -> None:
         """Once, holding the lock, after the last entry: device rows placed on the host clock,
         the tables made final, every reference token given back, the user's queues forgotten.
         ``align_clock`` is asked only before ``deadline``."""
+        t = self.tables
         try:
             self.clocks.update(
-                place(self.table, self.queues, self.refs, self.hook_failed, deadline)
+                place(t.table, t.queues, self.tokens.refs, self.problems.hook_failed, deadline)
             )
-            for dkey, clock in self.activity_clocks.items():
+            for dkey, clock in self.delivered.clocks.items():
                 # A device timed both ways (events for ranges, records for kernels) has two.
                 self.clocks[dkey if dkey not in self.clocks else f"{dkey} (activity)"] = clock
             # Final: exactly sized columns (a million records' arrays over-allocate up to 5 MB).
-            self.table.trim()
-            self.host.trim()
+            t.table.trim()
+            t.host.trim()
         finally:
-            for backend, tok, _h0, _h1 in self.refs.values():
-                self.ref_tokens.discard(id(tok))
-                self.release(backend, tok, None)
-            self.refs.clear()
-            if self.waiter is not None:
-                self.waiter.close()
-            self.queue_ids.clear()  # drop references to the user's queues
-            self.fast_queues.clear()
-            self.live_queues.clear()
+            self.tokens.end()
+            t.forget_queues()

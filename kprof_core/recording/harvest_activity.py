@@ -16,14 +16,13 @@ from kprof_core.data.records import COPY, KERNEL, PLACED, QueueRecord
 from kprof_core.data.values import byte_counts, name_of, small_values, within_limit
 from kprof_core.host.backend import QueueInfo
 from kprof_core.low_level.layout import A_RECORD, A_SLOT, A_WHO
-from kprof_core.recording.configs import TEXT
-from kprof_core.recording.harvest_delivered import activity_offset, take_row
+from kprof_core.recording.configs import TEXT, Configs
 from kprof_core.recording.sites import raw_sites
 
 if TYPE_CHECKING:
     from kprof_core.host.backend import Backend
     from kprof_core.recording.activity_columns import ActivityColumns
-    from kprof_core.recording.harvest import Harvest
+    from kprof_core.recording.harvest_delivered import Delivered
 
 __all__ = ["mapped", "take_activity_columns"]
 
@@ -36,19 +35,20 @@ def mapped(table: dict[int, int], col: array[int], n: int) -> array[int]:
     return array("q", map(table.__getitem__, col))
 
 
-def take_activity_columns(h: Harvest, entry: tuple[Any, ...]) -> None:
+def take_activity_columns(d: Delivered, entry: tuple[Any, ...]) -> None:
     """Rows of a batch delivered column-wise (``ActivityColumns``): the per-row work is
     mapping the batch's name, queue and scope indices to the profile's, and adding each
     device's clock offset, all in C loops (``map``, ``array``). Rows are checked as a
     ``DeviceRecord`` is; a batch with a row that fails is taken row by row."""
-    backend = h.by_slot[entry[A_SLOT]]
+    t = d.tables
+    backend = t.by_slot[entry[A_SLOT]]
     cols, whos = entry[A_RECORD], entry[A_WHO]
     n = len(cols)
     if not n:
         return
     sane = sane_columns(cols, n)
     if sane is None:
-        row_by_row(h, backend, cols, whos)
+        row_by_row(d, backend, cols, whos)
         return
     duration, names_used, queues_used = sane
     # Only the names and queues its rows use (the lists may be the backend's whole tables).
@@ -56,15 +56,15 @@ def take_activity_columns(h: Harvest, entry: tuple[Any, ...]) -> None:
     offsets: dict[int, int] = {}
     for j in sorted(queues_used):
         q = cols.queues[j]
-        qids[j] = qid = h.queue_id(backend, q)
-        dkey = h.queues[qid].device_key
-        off = h.offsets.get(dkey)
+        qids[j] = qid = t.queue_id(backend, q)
+        dkey = t.queues[qid].device_key
+        off = d.offsets.get(dkey)
         if off is None:
             i = cols.queue.index(j)
-            off = activity_offset(h, backend, q, qid, dkey, cols.begin[i], cols.launch_begin[i])
+            off = d.activity_offset(backend, q, qid, dkey, cols.begin[i], cols.launch_begin[i])
         offsets[j] = off
-    nids = {j: h.names(name_of(cols.names[j])) for j in names_used}
-    tids = {scope: h.thread_id(who) for scope, who in whos.items()}
+    nids = {j: t.names(name_of(cols.names[j])) for j in names_used}
+    tids = {scope: t.thread_id(who) for scope, who in whos.items()}
     one = set(offsets.values())
     if len(one) == 1:
         off = one.pop()
@@ -86,48 +86,48 @@ def take_activity_columns(h: Harvest, entry: tuple[Any, ...]) -> None:
     if not (
         within_limit(start.tobytes()) and within_limit(h0.tobytes()) and within_limit(h1.tobytes())
     ):  # placed beyond what a file holds (a far clock offset): the rule per row says which
-        row_by_row(h, backend, cols, whos)
+        row_by_row(d, backend, cols, whos)
         return
-    t = h.table
-    first = len(t)
-    t.name.extend(mapped(nids, cols.name, n))
-    t.kind.extend(cols.kind)
-    t.queue.extend(mapped(qids, cols.queue, n))
-    t.thread.extend(mapped(tids, cols.scope, n))
-    t.launch_start.extend(h0)
-    t.launch_end.extend(h1)
-    t.start.extend(start)
-    t.duration.extend(duration)
-    t.nbytes.extend(cols.nbytes)
-    t.flags.extend(array("q", (PLACED,)) * n)
-    t.site.extend(array("q", (-1,)) * n if cols.site is None else raw_sites(cols.site))
-    t.config.extend(config_ids(h, cols, n))
-    t.flops.extend(array("q", (-1,)) * n)
+    table = t.table
+    first = len(table)
+    table.name.extend(mapped(nids, cols.name, n))
+    table.kind.extend(cols.kind)
+    table.queue.extend(mapped(qids, cols.queue, n))
+    table.thread.extend(mapped(tids, cols.scope, n))
+    table.launch_start.extend(h0)
+    table.launch_end.extend(h1)
+    table.start.extend(start)
+    table.duration.extend(duration)
+    table.nbytes.extend(cols.nbytes)
+    table.flags.extend(array("q", (PLACED,)) * n)
+    table.site.extend(array("q", (-1,)) * n if cols.site is None else raw_sites(cols.site))
+    table.config.extend(config_ids(t.configs, cols, n))
+    table.flops.extend(array("q", (-1,)) * n)
     if cols.detail is not None:
         fmt, columns = cols.detail
-        h.details.add_block(first, n, fmt, tuple(columns))
+        t.details.add_block(first, n, fmt, tuple(columns))
 
 
 class _Texts(dict[tuple[int, ...], int]):
     """A batch's configurations (tuples of its config columns' values) -> ids: each
     distinct one formatted once, as it is first met."""
 
-    def __init__(self, h: Harvest, fmt: str) -> None:
+    def __init__(self, configs: Configs, fmt: str) -> None:
         super().__init__()
-        self.h, self.fmt = h, fmt
+        self.configs, self.fmt = configs, fmt
 
     def __missing__(self, key: tuple[int, ...]) -> int:
-        i = self[key] = self.h.configs.intern(TEXT, self.fmt.format(*key))
+        i = self[key] = self.configs.intern(TEXT, self.fmt.format(*key))
         return i
 
 
-def config_ids(h: Harvest, cols: ActivityColumns, n: int) -> array[int]:
+def config_ids(configs: Configs, cols: ActivityColumns, n: int) -> array[int]:
     """The batch's config column: -1 without ``config`` and for copies, else one lookup per
     row (in C)."""
     if cols.config is None:
         return array("q", (-1,)) * n
     fmt, columns = cols.config
-    texts = _Texts(h, fmt)
+    texts = _Texts(configs, fmt)
     if COPY not in cols.kind:
         return array("q", map(texts.__getitem__, zip(*columns)))
     # A copy has no launch configuration (nor is its columns' text made).
@@ -163,7 +163,7 @@ def sane_columns(cols: ActivityColumns, n: int) -> tuple[array[int], set[int], s
     return duration, names, queues
 
 
-def row_by_row(h: Harvest, backend: Backend, cols: ActivityColumns, whos: dict[int, Any]) -> None:
+def row_by_row(d: Delivered, backend: Backend, cols: ActivityColumns, whos: dict[int, Any]) -> None:
     """A batch with a row kprof cannot keep as it is: each row by the rule for a
     ``DeviceRecord`` (``take_row``), so both ways of delivering give the same rows; an index
     past ``names`` or ``queues`` makes its row unresolved too."""
@@ -186,7 +186,7 @@ def row_by_row(h: Harvest, backend: Backend, cols: ActivityColumns, whos: dict[i
                 # What a queue is called when its plugin cannot say (``Harvest.queue_id``);
                 # the plugin is not asked about a queue it never named.
                 info = QueueInfo(device=backend.name, label="queue")
-                unknown_queue = h.intern_queue(
+                unknown_queue = d.tables.intern_queue(
                     QueueRecord(
                         backend.name, info.device, info.label, f"{backend.name}:{info.key()}"
                     )
@@ -197,8 +197,7 @@ def row_by_row(h: Harvest, backend: Backend, cols: ActivityColumns, whos: dict[i
                 f"the plugin handed a name index {j} for a batch of {nn} names (a plugin's "
                 f"bug: the record is kept without a time)"
             )
-        take_row(
-            h,
+        d.take_row(
             backend,
             queue,
             whos[cols.scope[i]],

@@ -27,7 +27,8 @@ from kprof_core.low_level.layout import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from kprof_core.recording.harvest import Harvest
+    from kprof_core.recording.tables import Tables
+    from kprof_core.recording.tokens import Tokens
 
 
 _SLOT = itemgetter(SLOT)
@@ -57,155 +58,180 @@ def _column(values: Sequence[int], m: int) -> array[int]:
     return array("q", values[:m])
 
 
-def bulk(h: Harvest, incoming: list[tuple[Any, ...]], i: int, n: int) -> int:
-    """Make rows of the longest run of common entries from ``incoming[i]`` on, column by
-    column; returns how many (0: let ``_one`` or ``_take`` have ``incoming[i]``).
+class Columns:
+    """The column-wise route, with the window it adapts to the runs it meets."""
 
-    A common entry is a timed launch of a healthy backend on a queue, thread and name
-    already known, on a device whose reference token is set, with its work done. The run
-    is read with one batch call where the plugin has ``device_times_batch`` (OpenCL), else
-    with the per-token hooks mapped over it; either way the loop per record is in C
-    (``map``, ``zip``, ``array``), which is what makes a million records cheap (measured in
-    bench/run.py). Anything unusual (a hook failing, a wrong type, a new queue) ends the run
-    there and ``_take`` handles that entry and reports it, exactly as before.
-    """
-    slot = incoming[i][0]
-    backend = h.by_slot.get(slot)
-    if backend is None or backend.broken is not None:
-        return 0
-    w = min(n - i, h.window)
-    if h.deadline_set:
-        # Between two reads of the clock: one batch call, or at most 8 questions per hook
-        # (each may be slow), as entry by entry.
-        w = min(w, _DEADLINE_WINDOW if backend.has_batch_times else 8)
-    chunk = incoming[i : i + w]
-    try:
-        got, run = bulk_rows(h, backend, slot, chunk)
-    except Exception:  # _take asks again, entry by entry, and reports what failed
-        got = run = 0
-    # Adapt the window to the runs seen (`run`: the entries of the run, done or not): long
-    # when launches come in long runs, short when they alternate with ranges (slicing a
-    # long window for a run of one costs O(window)); work not done yet says nothing.
-    h.window = min(4096, w * 2) if run == w else max(16, run * 2)
-    if 0 < run < min(w, _SHORT_RUN):  # other entries broke it early: one by one a while
-        h.solo = 4 * _SHORT_RUN
-    return got
+    def __init__(self, tables: Tables, tokens: Tokens, compiled: Any) -> None:
+        self.tables = tables
+        self.tokens = tokens
+        # The compiled recorder's harvest helpers (kprof_core.low_level._crecorder), or None.
+        self.compiled = compiled
+        self.window = 64  # entries the column-wise harvest looks at in one go (adaptive)
+        self.solo = 0  # entries to take one by one before trying column-wise again
 
+    def bulk(self, incoming: list[tuple[Any, ...]], i: int, n: int, deadline_set: bool) -> int:
+        """Make rows of the longest run of common entries from ``incoming[i]`` on, column by
+        column; returns how many (0: let ``_one`` or ``_take`` have ``incoming[i]``).
 
-def bulk_rows(
-    h: Harvest, backend: Backend, slot: int, chunk: list[tuple[Any, ...]]
-) -> tuple[int, int]:
-    """Rows of the longest run of common entries at the start of ``chunk`` whose work is
-    done; returns how many, and how long the run of common entries was, done or not (the
-    table is untouched when it returns 0 rows)."""
-    refs = h.refs
-    absolute = backend.has_device_times  # placed by device time, else by elapsed time
-    # What a device needs before its launches can go here: its reference token (set by
-    # _take for the first launch seen there) and, for absolute clocks, its begin time.
-    known: dict[str, Any] = h.ref_begin if absolute else refs
-    mod = h.compiled
-    if mod is not None:
-        m, starts, stops, *raw = mod.run_columns(
-            chunk,
-            slot,
-            backend,
-            h.fast_queues,
-            h.thread_ids,
-            h.names.index,
-            h.configs.ids_for(slot),
-            known,
-            FIRST_HOST_KIND,
-        )
-        cols = [array("q", b) for b in raw]
-    else:
-        m, starts, stops, cols = run_columns(h, chunk, slot, backend, known)
-    if not m:
-        return 0, 0
-    if backend.has_batch_times:
-        got = backend.device_times_batch(backend, starts, stops)
-        if type(got) is not tuple or len(got) != 2:
-            return 0, m
-        begins, ends = array("q", got[0]), array("q", got[1])
-        k = len(begins)
-        if len(ends) != k or k > m:
-            return 0, m
-    else:
-        done = partial(backend.timestamp_done, backend)
-        k = len(list(takewhile(bool, map(done, stops))))
-        starts, stops = starts[:k], stops[:k]
-        if absolute:
-            pairs = list(map(partial(backend.device_times, backend), starts, stops))
-            if pairs and (set(map(type, pairs)) != {tuple} or set(map(len, pairs)) != {2}):
-                return 0, m
-            begins_t, ends_t = zip(*pairs) if pairs else ((), ())
-            if k and (set(map(type, begins_t)) != {int} or set(map(type, ends_t)) != {int}):
-                return 0, m
-            begins, ends = array("q", begins_t), array("q", ends_t)
+        A common entry is a timed launch of a healthy backend on a queue, thread and name
+        already known, on a device whose reference token is set, with its work done. The run
+        is read with one batch call where the plugin has ``device_times_batch`` (OpenCL), else
+        with the per-token hooks mapped over it; either way the loop per record is in C
+        (``map``, ``zip``, ``array``), which is what makes a million records cheap (measured in
+        bench/run.py). Anything unusual (a hook failing, a wrong type, a new queue) ends the run
+        there and ``_take`` handles that entry and reports it, exactly as before.
+        """
+        slot = incoming[i][0]
+        backend = self.tables.by_slot.get(slot)
+        if backend is None or backend.broken is not None:
+            return 0
+        w = min(n - i, self.window)
+        if deadline_set:
+            # Between two reads of the clock: one batch call, or at most 8 questions per hook
+            # (each may be slow), as entry by entry.
+            w = min(w, _DEADLINE_WINDOW if backend.has_batch_times else 8)
+        chunk = incoming[i : i + w]
+        try:
+            got, run = self.bulk_rows(backend, slot, chunk)
+        except Exception:  # _take asks again, entry by entry, and reports what failed
+            got = run = 0
+        # Adapt the window to the runs seen (`run`: the entries of the run, done or not): long
+        # when launches come in long runs, short when they alternate with ranges (slicing a
+        # long window for a run of one costs O(window)); work not done yet says nothing.
+        self.window = min(4096, w * 2) if run == w else max(16, run * 2)
+        if 0 < run < min(w, _SHORT_RUN):  # other entries broke it early: one by one a while
+            self.solo = 4 * _SHORT_RUN
+        return got
+
+    def bulk_rows(
+        self, backend: Backend, slot: int, chunk: list[tuple[Any, ...]]
+    ) -> tuple[int, int]:
+        """Rows of the longest run of common entries at the start of ``chunk`` whose work is
+        done; returns how many, and how long the run of common entries was, done or not (the
+        table is untouched when it returns 0 rows)."""
+        t, tokens = self.tables, self.tokens
+        refs = tokens.refs
+        absolute = backend.has_device_times  # placed by device time, else by elapsed time
+        # What a device needs before its launches can go here: its reference token (set by
+        # _take for the first launch seen there) and, for absolute clocks, its begin time.
+        known: dict[str, Any] = tokens.ref_begin if absolute else refs
+        mod = self.compiled
+        if mod is not None:
+            m, starts, stops, *raw = mod.run_columns(
+                chunk,
+                slot,
+                backend,
+                t.fast_queues,
+                t.thread_ids,
+                t.names.index,
+                t.configs.ids_for(slot),
+                known,
+                FIRST_HOST_KIND,
+            )
+            cols = [array("q", b) for b in raw]
         else:
-            el = partial(backend.elapsed_time, backend)
-            durs = list(map(el, starts, stops))
-            # Placed by the elapsed time from the device's reference token to each stop.
-            qcol = cols[2]
-            ref_tok = {qid: refs[h.queues[qid].device_key][1] for qid in set(qcol[:k])}
-            to_stop = list(map(el, map(ref_tok.__getitem__, qcol[:k]), stops))
-            if k and (set(map(type, durs)) != {int} or set(map(type, to_stop)) != {int}):
+            m, starts, stops, cols = run_columns(t, chunk, slot, backend, known)
+        if not m:
+            return 0, 0
+        if backend.has_batch_times:
+            got = backend.device_times_batch(backend, starts, stops)
+            if type(got) is not tuple or len(got) != 2:
                 return 0, m
-            ends = array("q", to_stop)
-            begins = array("q", map(sub, to_stop, durs))
-    if not k:
-        return 0, m
-    names, kinds, queues, threads, h0s, h1s, nbytes, flags, sites, configs, flops, refb, host = cols
-    # start: relative to the first work seen on the device (refb: when it began; 0 for
-    # elapsed-time backends, whose begins are already relative to it). Only the rows up to
-    # the first value kprof cannot keep (harvest_take.bad_times says which): that row goes
-    # to _take, which makes it unresolved with the reason.
-    if mod is not None:
-        k, rel_b, dur_b = mod.checked_rel_dur(
-            begins.tobytes(),
-            ends.tobytes(),
-            refb.tobytes(),
-            h0s.tobytes(),
-            h1s.tobytes(),
-            nbytes.tobytes(),
-            VALUE_LIMIT,
-        )
-        rel, dur = array("q", rel_b), array("q", dur_b)
-    else:
-        k, rel, dur = checked_rel_dur(begins, ends, refb, h0s, h1s, nbytes)
-    if not k:
-        return 0, m
-    if k < m:
-        names, kinds, queues, threads = names[:k], kinds[:k], queues[:k], threads[:k]
-        h0s, h1s, nbytes, flags = h0s[:k], h1s[:k], nbytes[:k], flags[:k]
-        sites, configs, flops = sites[:k], configs[:k], flops[:k]
-    t = h.table
-    t.name.extend(names)
-    t.kind.extend(kinds)
-    t.queue.extend(queues)
-    t.thread.extend(threads)
-    t.launch_start.extend(h0s)
-    t.launch_end.extend(h1s)
-    t.start.extend(rel)
-    t.duration.extend(dur)
-    t.nbytes.extend(nbytes)
-    t.flags.extend(flags)
-    t.site.extend(sites)
-    t.config.extend(configs)
-    t.flops.extend(flops)
-    if host[:k].count(0) != k:
-        # Ranges' host sides (WITH_HOST): their host rows, in the same order.
-        sel = host[:k]
-        ht = h.host
-        ht.name.extend(compress(names, sel))
-        ht.thread.extend(compress(threads, sel))
-        ht.start.extend(compress(h0s, sel))
-        ht.end.extend(compress(h1s, sel))
-        ht.site.extend(compress(sites, sel))
-        ht.kind.extend(array("q", (HostTable.RANGE,)) * (k - sel.count(0)))
-    if backend.pools_tokens:
-        for start, stop in zip(starts[:k], stops[:k]):
-            h.release(backend, start, stop)
-    return k, m
+            begins, ends = array("q", got[0]), array("q", got[1])
+            k = len(begins)
+            if len(ends) != k or k > m:
+                return 0, m
+        else:
+            done = partial(backend.timestamp_done, backend)
+            k = len(list(takewhile(bool, map(done, stops))))
+            starts, stops = starts[:k], stops[:k]
+            if absolute:
+                pairs = list(map(partial(backend.device_times, backend), starts, stops))
+                if pairs and (set(map(type, pairs)) != {tuple} or set(map(len, pairs)) != {2}):
+                    return 0, m
+                begins_t, ends_t = zip(*pairs) if pairs else ((), ())
+                if k and (set(map(type, begins_t)) != {int} or set(map(type, ends_t)) != {int}):
+                    return 0, m
+                begins, ends = array("q", begins_t), array("q", ends_t)
+            else:
+                el = partial(backend.elapsed_time, backend)
+                durs = list(map(el, starts, stops))
+                # Placed by the elapsed time from the device's reference token to each stop.
+                qcol = cols[2]
+                ref_tok = {qid: refs[t.queues[qid].device_key][1] for qid in set(qcol[:k])}
+                to_stop = list(map(el, map(ref_tok.__getitem__, qcol[:k]), stops))
+                if k and (set(map(type, durs)) != {int} or set(map(type, to_stop)) != {int}):
+                    return 0, m
+                ends = array("q", to_stop)
+                begins = array("q", map(sub, to_stop, durs))
+        if not k:
+            return 0, m
+        (
+            names,
+            kinds,
+            queues,
+            threads,
+            h0s,
+            h1s,
+            nbytes,
+            flags,
+            sites,
+            configs,
+            flops,
+            refb,
+            host,
+        ) = cols
+        # start: relative to the first work seen on the device (refb: when it began; 0 for
+        # elapsed-time backends, whose begins are already relative to it). Only the rows up to
+        # the first value kprof cannot keep (harvest_take.bad_times says which): that row goes
+        # to _take, which makes it unresolved with the reason.
+        if mod is not None:
+            k, rel_b, dur_b = mod.checked_rel_dur(
+                begins.tobytes(),
+                ends.tobytes(),
+                refb.tobytes(),
+                h0s.tobytes(),
+                h1s.tobytes(),
+                nbytes.tobytes(),
+                VALUE_LIMIT,
+            )
+            rel, dur = array("q", rel_b), array("q", dur_b)
+        else:
+            k, rel, dur = checked_rel_dur(begins, ends, refb, h0s, h1s, nbytes)
+        if not k:
+            return 0, m
+        if k < m:
+            names, kinds, queues, threads = names[:k], kinds[:k], queues[:k], threads[:k]
+            h0s, h1s, nbytes, flags = h0s[:k], h1s[:k], nbytes[:k], flags[:k]
+            sites, configs, flops = sites[:k], configs[:k], flops[:k]
+        table = t.table
+        table.name.extend(names)
+        table.kind.extend(kinds)
+        table.queue.extend(queues)
+        table.thread.extend(threads)
+        table.launch_start.extend(h0s)
+        table.launch_end.extend(h1s)
+        table.start.extend(rel)
+        table.duration.extend(dur)
+        table.nbytes.extend(nbytes)
+        table.flags.extend(flags)
+        table.site.extend(sites)
+        table.config.extend(configs)
+        table.flops.extend(flops)
+        if host[:k].count(0) != k:
+            # Ranges' host sides (WITH_HOST): their host rows, in the same order.
+            sel = host[:k]
+            ht = t.host
+            ht.name.extend(compress(names, sel))
+            ht.thread.extend(compress(threads, sel))
+            ht.start.extend(compress(h0s, sel))
+            ht.end.extend(compress(h1s, sel))
+            ht.site.extend(compress(sites, sel))
+            ht.kind.extend(array("q", (HostTable.RANGE,)) * (k - sel.count(0)))
+        if backend.pools_tokens:
+            for start, stop in zip(starts[:k], stops[:k]):
+                tokens.release(backend, start, stop)
+        return k, m
 
 
 def _first_bad(col: array[int], top_bytes: bytes) -> int:
@@ -252,7 +278,7 @@ def checked_rel_dur(
 
 
 def run_columns(
-    h: Harvest, chunk: list[tuple[Any, ...]], slot: int, backend: Backend, known: dict[str, Any]
+    t: Tables, chunk: list[tuple[Any, ...]], slot: int, backend: Backend, known: dict[str, Any]
 ) -> tuple[int, Any, Any, list[array[int]]]:
     """The bookkeeping of a run, in Python (``_crecorder.run_columns`` in C): the longest
     prefix of ``chunk`` of timed launches of ``backend`` on known queues of a device in
@@ -282,11 +308,11 @@ def run_columns(
         m = next((j for j, f in enumerate(flags[:m]) if f and f != WITH_HOST), m)
         host = array("q", map(WITH_HOST.__eq__, flags[:m]))  # a range's host side too
     # Most runs have one queue, one thread and one name: one lookup each, not one a row.
-    qs, m = _looked_up(h.fast_queues, qks, m)
-    tids, m = _looked_up(h.thread_ids, whos, m)
-    nids, m = _looked_up(h.names.index, names, m)
+    qs, m = _looked_up(t.fast_queues, qks, m)
+    tids, m = _looked_up(t.thread_ids, whos, m)
+    nids, m = _looked_up(t.names.index, names, m)
     try:
-        cids, m = _looked_up(h.configs.ids_for(slot), cfgs, m)
+        cids, m = _looked_up(t.configs.ids_for(slot), cfgs, m)
     except TypeError:  # an unhashable configuration: _take keeps its repr
         return 0, (), (), []
     qs = qs[:m]

@@ -17,14 +17,15 @@ from kprof_core.low_level.layout import (
 )
 
 if TYPE_CHECKING:
-    from kprof_core.recording.harvest import Harvest
+    from kprof_core.recording.tables import Tables
+    from kprof_core.recording.tokens import Tokens
 
 
-def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
+def one(t: Tables, k: Tokens, entry: tuple[Any, ...]) -> bool:
     """Make a row of one common entry (as ``_bulk`` would, for a run of one); False, with
     nothing changed, for anything else (``_take`` then handles it)."""
     slot, kind, name, qk, who, h0, h1, start, stop, nbytes, flags, site, config, flops = entry
-    q = h.fast_queues.get(qk)
+    q = t.fast_queues.get(qk)
     if (
         q is None
         or (backend := q[FQ_BACKEND]).slot != slot
@@ -36,14 +37,14 @@ def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
         or kind >= FIRST_HOST_KIND
     ):
         return False
-    tid = h.thread_ids.get(who)
-    nid = h.names.index.get(name) if type(name) is str else None
+    tid = t.thread_ids.get(who)
+    nid = t.names.index.get(name) if type(name) is str else None
     try:
-        cfg = h.configs.ids_for(slot).get(config)  # not interned yet: _take interns it
+        cfg = t.configs.ids_for(slot).get(config)  # not interned yet: _take interns it
     except TypeError:
         cfg = None
     dkey = q[FQ_DEVICE_KEY]
-    ref = h.refs.get(dkey)
+    ref = k.refs.get(dkey)
     if tid is None or nid is None or cfg is None or ref is None:
         return False
     try:
@@ -54,7 +55,7 @@ def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
             if type(pair) is not tuple or len(pair) != 2:
                 return False
             begin, end = pair
-            rel = begin - h.ref_begin[dkey]
+            rel = begin - k.ref_begin[dkey]
         else:
             dur = backend.elapsed_time(backend, start, stop)
             end = backend.elapsed_time(backend, ref[1], stop)
@@ -70,9 +71,9 @@ def one(h: Harvest, entry: tuple[Any, ...]) -> bool:
         dur = end - begin
     except Exception:
         return False  # _take asks again and reports the failure properly
-    h.table.append(nid, kind, q[FQ_QID], tid, h0, h1, rel, dur, nbytes, 0, site, cfg, flops)
+    t.table.append(nid, kind, q[FQ_QID], tid, h0, h1, rel, dur, nbytes, 0, site, cfg, flops)
     if flags:  # WITH_HOST: the range's host side, on the same thread, interval and site
-        h.host.append(nid, HostTable.RANGE, tid, h0, h1, site)
+        t.host.append(nid, HostTable.RANGE, tid, h0, h1, site)
     if backend.pools_tokens:
-        h.release(backend, start, stop)
+        k.release(backend, start, stop)
     return True

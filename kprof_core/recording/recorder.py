@@ -99,9 +99,9 @@ class Recorder(RecorderRanges, RecorderEnd):
         only (their device timestamps are the parent's): the child's time inside them is its
         own work, and it leaves them as the code goes on. Other threads' ranges are dropped
         (those threads do not exist in the child)."""
-        start_ns = self.rows.start_ns
+        start_ns = self.start_ns
         self._new_rows()
-        self.rows.start_ns = start_ns
+        self.start_ns = start_ns
         me = thread_key()
         for key, frame in list(self.open_ranges.items()):
             who = frame[3]

@@ -39,12 +39,12 @@ class RecorderEnd(RecorderState):
             deadline = _clock.monotonic() + self.timeout
             # Tokens are given back after resolving and placing, each release within the
             # deadline too: slow releases must not cost records their time.
-            rows.deferred = []
+            rows.tokens.deferred = []
             try:
                 rows.harvest_locked(None, deadline)
                 self._end(deadline)
             finally:
-                rows.release_deferred(deadline)
+                rows.tokens.release_deferred(deadline)
         if all(r.rows.finished for r in list(_live)):
             threads.forget_ended()
 
@@ -83,25 +83,25 @@ class RecorderEnd(RecorderState):
         """Called once, holding the lock: the tables become final."""
         self._cut_open_ranges(self._closed_ns)
         if self.bounds is not None:  # before placing: only what is kept is placed
-            self.bounds.apply(self.rows.table, self.rows.errors, self.rows.details, end=True)
+            self.bounds.apply(self.table, self.errors, self.details, end=True)
         self.rows.finished = True
         self.rows.drop_late()
         try:
             self.rows.end(deadline)
         finally:
             # Launch sites to text, once per distinct raw site: the columns then index them.
-            self.sites, self.stacks = resolve_tables(self.rows.table, self.rows.host)
+            self.sites, self.stacks = resolve_tables(self.table, self.host)
             # The compiled catcher keeps the frames of the last stack it walked (to stop the
             # next walk early): let them go with the profile.
             forget = getattr(getattr(self, "_sites", None), "forget", None)
             if forget is not None:
                 forget()
             # Launch configurations to text, once per distinct value (configs.py).
-            t = self.rows.table
+            t, tables = self.table, self.rows.tables
             self.configs, t.config = resolve_configs(
-                self.rows.configs, t.config, self.rows.by_slot, self._config_failed
+                tables.configs, t.config, tables.by_slot, self._config_failed
             )
-            apply_names(t, self.rows.names.values)  # kprof.annotate("name", ...)
+            apply_names(t, self.names.values)  # kprof.annotate("name", ...)
             # The compiled launch path holds this recorder's bound methods, and the recorder
             # holds it: a cycle only a full collection frees, which kept each ended window's
             # recorder and harvest alive into the next windows of a long run. Launches after
@@ -110,7 +110,7 @@ class RecorderEnd(RecorderState):
             self.__dict__.pop("launch", None)
 
     def _config_failed(self, backend: Backend, exc: BaseException) -> None:
-        self.rows.hook_failed(backend, "launch_config", exc, disable=False)
+        self._hook_failed(backend, "launch_config", exc, disable=False)
 
     def _cut_open_ranges(self, end_ns: int) -> None:
         """Ranges still open as the profile ends (in a thread that outlived it, or a block the
@@ -146,14 +146,15 @@ class RecorderEnd(RecorderState):
         with self.rows.lock:
             if self.rows.finished:  # the outer profile ended first (the inner ran in a thread)
                 return
-            qmap = [self.rows.intern_queue(q) for q in child.queues]
-            tmap = [self.rows.intern_thread(th) for th in child.threads]
+            tables = self.rows.tables
+            qmap = [tables.intern_queue(q) for q in child.queues]
+            tmap = [tables.intern_thread(th) for th in child.threads]
             nmap = [self.names(n) for n in child.names.values]
             # The child's sites are resolved: they join this table as raw ids again.
             smap = {i: raw_site(s) for i, s in enumerate(child.sites)}
             smap[-1] = -1
             # The child's configurations are text: interned as text here.
-            cmap = [self.rows.configs.intern(TEXT, c) for c in child.configs] + [-1]
+            cmap = [tables.configs.intern(TEXT, c) for c in child.configs] + [-1]
             stmap = [raw_of_stack(st) for st in child.stacks]
             ct = child.table
 

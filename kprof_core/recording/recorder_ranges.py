@@ -180,8 +180,8 @@ class RecorderRanges(RecorderState):
 
     def reentered(self, name: str) -> None:
         key = f"reentered {name}"
-        if key not in self.rows.warned:
-            self.rows.warned.add(key)
+        if key not in self.rows.problems.warned:
+            self.rows.problems.warned.add(key)
             warnings.warn(
                 f"kprof: the range object {name!r} was entered again before it exited; "
                 f"both are recorded, but use one kprof.range(...) per with block (one "
@@ -221,8 +221,8 @@ class RecorderRanges(RecorderState):
     def annotation_failed(self, exc: BaseException) -> None:
         """A ``kprof.annotate`` callable raised: its call is recorded without the values;
         said once per profile."""
-        if "annotate" not in self.rows.warned:
-            self.rows.warned.add("annotate")
+        if "annotate" not in self.rows.problems.warned:
+            self.rows.problems.warned.add("annotate")
             warnings.warn(
                 f"kprof: a kprof.annotate callable raised {type(exc).__name__}: {exc}; its "
                 f"calls are recorded without their flops and bytes",

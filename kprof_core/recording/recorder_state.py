@@ -130,15 +130,16 @@ class RecorderState:
     def _new_rows(self) -> None:
         """A new record side (``Harvest``), its objects bound here too."""
         h = self.rows = Harvest(self.backends, self.timeout)
+        t = h.tables
         # The harvest's own objects (never rebound there), bound here too: the launch path
         # reaches them in one lookup, and a profile reads its tables from the recorder.
         self._incoming = h.incoming
-        self._live_queues = h.live_queues
-        self._release = h.release
-        self._hook_failed = h.hook_failed
-        self.table, self.host, self.names = h.table, h.host, h.names
-        self.queues, self.threads = h.queues, h.threads
-        self.errors, self.details, self.clocks = h.errors, h.details, h.clocks
+        self._live_queues = t.live_queues
+        self._release = h.tokens.release
+        self._hook_failed = h.problems.hook_failed
+        self.table, self.host, self.names = t.table, t.host, t.names
+        self.queues, self.threads = t.queues, t.threads
+        self.errors, self.details, self.clocks = t.errors, t.details, h.clocks
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows (``Harvest.harvest``); returns how many."""
@@ -148,26 +149,26 @@ class RecorderState:
     def start_ns(self) -> int:
         """When the profile started (set by ``profile``): where activity records of a device
         without clock correlation are anchored."""
-        return self.rows.start_ns
+        return self.rows.tables.start_ns
 
     @start_ns.setter
     def start_ns(self, value: int) -> None:
-        self.rows.start_ns = value
+        self.rows.tables.start_ns = value
 
     @property
     def late_dropped(self) -> int:
         """Entries that came after the profile ended, dropped."""
-        return self.rows.late_dropped
+        return self.rows.problems.late_dropped
 
     @property
     def dropped_bad(self) -> int:
         """Entries kprof could not read (a plugin's bug), dropped with a warning."""
-        return self.rows.dropped_bad
+        return self.rows.problems.dropped_bad
 
     @property
     def activity_clocks(self) -> dict[str, DeviceClock]:
         """Per device, how its activity records were placed on the host clock."""
-        return self.rows.activity_clocks
+        return self.rows.delivered.clocks
 
     def _set_next_harvest(self, n: int) -> None:
         self._next_harvest = n
@@ -234,7 +235,7 @@ class RecorderState:
         if b is not None and rows.lock.acquire(blocking=False):
             try:
                 if not rows.finished:
-                    b.apply(rows.table, rows.errors, rows.details, end=False)
+                    b.apply(rows.tables.table, rows.tables.errors, rows.tables.details, end=False)
             finally:
                 rows.lock.release()
 
