@@ -21,9 +21,8 @@ from kprof_core.host.discovery import registry
 from kprof_core.host.settings import env_flag, resolve_timeout
 from kprof_core.recording import activity, bounds
 from kprof_core.recording.annotations import around
-from kprof_core.recording.recorder import Recorder, now
-from kprof_core.recording.recorder_ranges import queueless_notes
-from kprof_core.recording.recorder_state import _ACTIVE
+from kprof_core.recording.range_book import queueless_notes
+from kprof_core.recording.recorder import _ACTIVE, Recorder, now
 from kprof_core.recording.sites import DEFAULT_STACK_DEPTH, MAX_STACK_DEPTH, stack_depth
 from kprof_core.result import Profile
 from kprof_core.windows import NEVER, Schedule, Windows, check_schedule
@@ -340,9 +339,10 @@ class profile:
             if rec.scopes:
                 activity.forget(rec)
             notes = _notes(rec)  # before remove_capture: what the capture could not see
-            notes += queueless_notes(rec)
+            recording = rec.recording()
+            notes += queueless_notes(recording, rec.backends, rec.device)
             interrupted = _uninstall(rec.backends) if self._counted else None
-            result._take(rec.recording())
+            result._take(recording)
             if rec.bounds is not None:
                 result.meta["bounds"] = rec.bounds.describe(result.names)
             result.memory = rec.memory.close(result.start_ns)
@@ -354,7 +354,7 @@ class profile:
                 result.meta["tokens_left"] = rec.rows.problems.unreleased
             self._recorder = None
             if rec.parent is not None:
-                rec.parent.absorb(rec)
+                rec.parent.absorb(recording, rec.memory)
         if interrupted is not None:
             raise interrupted
 

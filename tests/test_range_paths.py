@@ -20,7 +20,7 @@ from kprof_core.data.records import APPROXIMATE, HOST_TIMED, RANGE
 from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD
 from kprof_core.low_level import native
 from kprof_core.low_level.layout import ENTRY_HOST_RANGE, WITH_HOST
-from kprof_core.recording import annotations, recorder_ranges
+from kprof_core.recording import annotations, recorder
 from kprof_core.recording.recorder import Recorder
 
 COMPILED = native.loaded() is not None
@@ -114,7 +114,7 @@ def scenario(plugin: Plugin, compiled: bool, monkeypatch: pytest.MonkeyPatch) ->
             warnings.simplefilter("ignore")  # re-entry and the failing hook warn
             m.setattr(Recorder, "harvest_every", 10**9)
             m.setattr(annotations, "now", tick)
-            m.setattr(recorder_ranges, "now", tick)
+            m.setattr(recorder, "now", tick)
             m.setattr(annotations.range, "_enter_py", counted_enter)
             m.setattr(annotations.range, "_exit_py", counted_exit)
             if not COMPILED:  # there they are the class's __enter__/__exit__ themselves
@@ -148,7 +148,7 @@ def scenario(plugin: Plugin, compiled: bool, monkeypatch: pytest.MonkeyPatch) ->
                 with kprof.range("fails at exit"):
                     pass
                 entries = [plain(e) for e in rec._incoming]
-                open_after = dict(rec.open_ranges)
+                open_after = dict(rec.ranges.open)
     finally:
         native.use_compiled(True)
         if mod is not None:

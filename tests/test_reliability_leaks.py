@@ -92,7 +92,7 @@ def test_ended_windows_free_their_recorders_without_the_collector(tdq: Any, comp
     import weakref
 
     from kprof_core.low_level import native
-    from kprof_core.recording.recorder_state import _live
+    from kprof_core.recording.recorder import _live
 
     if compiled and native.compiled() is None:
         pytest.skip("the compiled recorder is not built")

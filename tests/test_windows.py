@@ -409,7 +409,7 @@ def test_a_finished_window_is_freed_without_a_full_collection(testbackends: Any,
     # holds one window, not every window until the next full collection.
     import gc
 
-    from kprof_core.recording.recorder_state import _live
+    from kprof_core.recording.recorder import _live
 
     q = tdq()
     before = set(map(id, _live))

@@ -24,7 +24,7 @@ import kprof
 from kprof_core import capture_users, profiler
 from kprof_core.low_level import native
 from kprof_core.recording.harvest import Harvest
-from kprof_core.recording.recorder_state import RecorderState
+from kprof_core.recording.recorder import Recorder
 
 USR2 = getattr(signal, "SIGUSR2", None)
 pytestmark = pytest.mark.skipif(USR2 is None, reason="no SIGUSR2 on this platform")
@@ -133,7 +133,7 @@ def test_a_signal_while_kprof_holds_a_lock_acts_as_it_lets_go(
 def test_a_signal_inside_a_back_pressure_harvest_closes_as_it_ends(
     testbackends: Any, tdq: Any, path: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(RecorderState, "harvest_every", 4)
+    monkeypatch.setattr(Recorder, "harvest_every", 4)
     real = Harvest.harvest_locked
     fired: list[int] = []
 

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kprof_core.recording.activity_columns import ActivityColumns
-from kprof_core.recording.recorder_state import active as _active
+from kprof_core.recording.recorder import active as _active
 from kprof_core.recording.sites import raw_site
 from kprof_core.recording.threads import who as _who
 

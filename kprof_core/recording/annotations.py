@@ -120,7 +120,7 @@ class range(_RangeBase):  # the public name mirrors KernelAbstractions' ranges
         # The frame is registered with the recorder (inline: this runs per range), so that a
         # profile ending while the range is open records it rather than dropping it.
         frame = (self.name, t0, begun, who(), rec)
-        rec.open_ranges[id(frame)] = frame
+        rec.ranges.open[id(frame)] = frame
         self._top = frame
         return self
 
@@ -132,10 +132,10 @@ class range(_RangeBase):  # the public name mirrors KernelAbstractions' ranges
         if frame is _OUTSIDE:
             return
         name, t0, begun, thread, rec = frame
-        if rec.open_ranges.pop(id(frame), None) is None:
+        if rec.ranges.open.pop(id(frame), None) is None:
             rec.cut_range_exits(frame)  # its profile ended first and recorded it
             return
-        if rec.forked_ranges and (since := rec.forked_ranges.pop(id(frame), None)) is not None:
+        if (forked := rec.ranges.forked) and (since := forked.pop(id(frame), None)) is not None:
             # Entered before an os.fork() and exited in the child: the child's part of it,
             # from the fork, on the host (its timestamps are the parent's); the vendor
             # tool's range is popped all the same (Recorder._after_fork_in_child).
@@ -242,13 +242,13 @@ def kernel(fn: Callable[..., Any], name: str | None = None) -> Callable[..., Any
         if rec is None:
             return fn(*args, **kwargs)
         t0 = now()  # before the timestamps: the launch window encloses them (see range)
-        forks = rec.forks
+        forks = rec.ranges.forks
         begun = rec.device_range_begin(label)
         try:
             return fn(*args, **kwargs)
         finally:
             # The device row carries the host call too (as a launch), so no host range here.
-            if rec.forks != forks:
+            if rec.ranges.forks != forks:
                 # The call forked, and this is the child: its start timestamp is the
                 # parent's, on a device the child does not drive (waiting for it cost the
                 # child's end the whole timeout). No row; the vendor tool's range is popped.

@@ -12,7 +12,7 @@ for being short are kept per name as a count and a total, so that totals can sti
 - ``min_duration_ns``: resolved kernels and copies shorter than it are dropped (unresolved
   rows, ranges' device time and host-timed rows are kept whatever their length).
 
-Cut after each back-pressure harvest (``RecorderState._bound``) and at the end, before
+Cut after each back-pressure harvest (``Recorder._bound``) and at the end, before
 placing. Rows are cut column by column (``del`` on each ``array``), and the sparse row-keyed
 maps (``errors``, ``details``) are renumbered in place: the recorder and the profile hold the
 very same objects.

@@ -183,7 +183,7 @@ def row_by_row(d: Delivered, backend: Backend, cols: ActivityColumns, whos: dict
                 f"bug: the record is kept without a time)"
             )
             if unknown_queue is None:
-                # What a queue is called when its plugin cannot say (``Harvest.queue_id``);
+                # What a queue is called when its plugin cannot say (``Tables.queue_id``);
                 # the plugin is not asked about a queue it never named.
                 info = QueueInfo(device=backend.name, label="queue")
                 unknown_queue = d.tables.intern_queue(

@@ -12,7 +12,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 from kprof_core.data.memory import ALLOC, FREE
-from kprof_core.recording.recorder_state import active
+from kprof_core.recording.recorder import active
 
 if TYPE_CHECKING:
     from kprof_core.host.backend import Backend

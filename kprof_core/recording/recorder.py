@@ -1,49 +1,92 @@
 """The recorder: what runs on the user's threads while a profile is active, and its end.
 
-The launch path (here) appends one tuple to a list (thread-safe, no lock) and returns; the
-entries become rows in ``harvest.py`` and are placed on the host clock in ``placement.py``.
-Where the compiled recorder is built (``native.py``), its common case runs in C
-(``_crecorder.c``). ``Recorder``'s other parts: ranges and marks (``recorder_ranges.py``), the
-end and nesting (``recorder_end.py``), over the state they share (``recorder_state.py``).
+The launch path appends one tuple to the pending list (thread-safe, no lock) and returns; the
+entries become rows in the ``Harvest`` (``harvest.py``), which places them on the host clock
+at the end (``placement.py``). Where the compiled recorder is built (``native.py``), the
+common case of a launch and of a range runs in C (``_crecorder.c``, ``_range.c``).
+
+``Recorder`` is the one class plugins and the profiler see. It *has* its parts: the harvest
+(``rows``: the pending list and the tables it becomes), the open ranges (``ranges``), the
+allocations (``memory``), the site catcher and the bounds; at the end it hands up a finished
+``Recording``.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+import warnings
+import weakref
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from kprof_core.data.records import APPROXIMATE, COPY, HOST_TIMED, KERNEL, RANGE, DeviceClock
+from kprof_core import _clock
+from kprof_core.data.records import (
+    APPROXIMATE,
+    COPY,
+    HOST_TIMED,
+    KERNEL,
+    RANGE,
+    DeviceClock,
+    Recording,
+)
+from kprof_core.data.sites import Site
 from kprof_core.host.backend import Backend
 from kprof_core.low_level import native
 from kprof_core.low_level.layout import (
     ENTRY_ACTIVITY,
     ENTRY_ACTIVITY_COLUMNS,
+    ENTRY_ANNOTATE,
     ENTRY_HOST_LAUNCH,
+    ENTRY_HOST_RANGE,
+    ENTRY_MARK,
+    WITH_HOST,
     host_entry,
 )
 from kprof_core.recording import threads
 from kprof_core.recording.bounds import Bounds
+from kprof_core.recording.configs import resolve as resolve_configs
+from kprof_core.recording.harvest import Harvest
 from kprof_core.recording.memory_log import MemoryLog
-from kprof_core.recording.recorder_end import RecorderEnd
-from kprof_core.recording.recorder_ranges import RecorderRanges
-from kprof_core.recording.recorder_state import _live, active, now
-from kprof_core.recording.sites import NoCatcher
+from kprof_core.recording.nesting import absorb as absorb_rows
+from kprof_core.recording.range_book import RangeBook
+from kprof_core.recording.sites import NoCatcher, Skipper, plugin_prefixes, resolve_tables
 from kprof_core.recording.sites import catcher as site_catcher
 from kprof_core.recording.threads import _running_loop, _tls, thread_key
 from kprof_core.recording.threads import who as _who
+from kprof_core.recording.throughput import apply_names
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 __all__ = ["COPY", "KERNEL", "RANGE", "DeviceClock", "Recorder", "active", "now"]
 
+# The host clock every kprof time is on.
+now = time.perf_counter_ns
 
-class Recorder(RecorderRanges, RecorderEnd):
+_ACTIVE: ContextVar[Recorder | None] = ContextVar("kprof_active_recorder", default=None)
+#: The recorder of the calling context, or None outside a profile. Plugins' capture wrappers
+#: call this first and call straight through when it returns None.
+active = _ACTIVE.get
+
+#: Recorders of profiles not finished yet: reset in a forked child (``_forked``).
+_live: weakref.WeakSet[Recorder] = weakref.WeakSet()
+
+
+class Recorder:
     """Collects what one ``kprof.profile()`` captures.
 
     Plugins call :meth:`launch`; everything else is kprof's. Thread-safe: any number of
     threads may launch while one of them harvests. The record side (pending entries, the
     tables they become) is its ``rows``, a ``Harvest`` used through its public methods.
     """
+
+    #: Try a harvest when this many entries are pending.
+    harvest_every = 2048
+    #: Never hold more than this many pending entries (and so live device tokens): past it the
+    #: launching thread waits for the oldest work to finish (the device is that far behind).
+    max_pending = 16384
 
     def __init__(
         self,
@@ -58,19 +101,103 @@ class Recorder(RecorderRanges, RecorderEnd):
         stacks: int = 0,
         bounds: Bounds | None = None,
     ) -> None:
-        super().__init__(
-            backends,
-            device=device,
-            synchronize=synchronize,
-            timeout=timeout,
-            parent=parent,
-            sites=sites,
-            site_skip=site_skip,
-            stacks=stacks,
-            bounds=bounds,
-        )
+        self.backends = list(backends)
+        # Launch sites (sites.py): frames of these modules are never the user's. The catcher
+        # (``_site``) is bound with the launch path (recorder.py).
+        self.sites_on = sites or stacks > 0
+        self.stack_depth = stacks  # frames per launch stack; 0: sites alone
+        self._skip = Skipper([*site_skip, *plugin_prefixes(b.plugin for b in self.backends)])
+        self._site: Any = None
+        #: The catcher's ``capture`` (bound with the launch path): ``launch_site()`` without
+        #: its frame, for a tracer's C callback where compiled (the compiled catcher walks from
+        #: the innermost frame; the pure one skips two: call ``launch_site()`` then).
+        self.launch_site: Any = None
+        #: The sites the tables' ``site`` columns index, once the end resolved them.
+        self.sites: list[Site] = []
+        #: The launch configurations' texts the ``config`` column indexes, once resolved.
+        self.configs: list[str] = []
+        #: The stacks the tables' ``stack`` columns index (outermost first), likewise.
+        self.stacks: tuple[tuple[Site, ...], ...] = ()
+        self.timeout = timeout
+        self.bounds = bounds
+        self._new_rows()
+        self._selected = frozenset(self.backends)
+        self.device = device
+        self.synchronize = synchronize
+        self.parent = parent
+        # The launch path compares the pending count with this one number: it also sends every
+        # launch to _pressure once the profile has closed (then it is 0).
+        self._next_harvest = min(self.harvest_every, self.max_pending)
+        # Slots of the backends whose launches take the short path: timed, not synchronized.
+        self._timed = frozenset(b.slot for b in self.backends if device and not synchronize)
+        self._closed = False  # the profile's block has ended: what comes in now is late
+        self._closed_ns = 0
+        self.entered_on = threading.get_ident()  # the thread whose context it was set in
+        self.exited_elsewhere = False  # its profile was exited in another context
+        self.pending_high_water = 0
+        # Activity records (see activity.py): this profile's scopes, the backends delivering
+        # its records, and launches that never got one.
+        self.has_activity = device and any(b.has_activity for b in self.backends)
+        self.scopes: list[int] = []
+        self.scope_ids: dict[Any, int] = {}
+        self.activity_backends: set[Backend] = set()
+        self.activity_serial = 0
+        self.activity_missing = 0
+        #: backend name -> (records its tracer dropped while this profile ran, why).
+        self.activity_dropped: dict[str, tuple[int, str]] = {}
+        #: The ``kprof.range`` blocks entered and not yet exited (cut at the end).
+        self.ranges = RangeBook()
+        #: Allocations and frees the backends report (``kprof.plugin.allocated``/``freed``).
+        self.memory = MemoryLog(self.backends)
+        self._native: Any = None  # the compiled launch path, where bound
+        self._stamped: frozenset[Backend] = frozenset()  # set with it
         self._bind_launch_path()
         _live.add(self)
+
+    def _new_rows(self) -> None:
+        """A new record side (``Harvest``), its objects bound here too."""
+        h = self.rows = Harvest(self.backends, self.timeout)
+        t = h.tables
+        # The harvest's own objects (never rebound there), bound here too: the launch path
+        # reaches them in one lookup, and a profile reads its tables from the recorder.
+        self._incoming = h.incoming
+        self._live_queues = t.live_queues
+        self._release = h.tokens.release
+        self._hook_failed = h.problems.hook_failed
+        self.table, self.host, self.names = t.table, t.host, t.names
+        self.queues, self.threads = t.queues, t.threads
+        self.errors, self.details, self.clocks = t.errors, t.details, h.clocks
+
+    def harvest(self, wait: bool = False, limit: int | None = None) -> int:
+        """Turn pending entries into rows (``Harvest.harvest``); returns how many."""
+        return self.rows.harvest(wait, limit)
+
+    @property
+    def start_ns(self) -> int:
+        """When the profile started (set by ``profile``): where activity records of a device
+        without clock correlation are anchored."""
+        return self.rows.tables.start_ns
+
+    @start_ns.setter
+    def start_ns(self, value: int) -> None:
+        self.rows.tables.start_ns = value
+
+    @property
+    def late_dropped(self) -> int:
+        """Entries that came after the profile ended, dropped."""
+        return self.rows.problems.late_dropped
+
+    @property
+    def dropped_bad(self) -> int:
+        """Entries kprof could not read (a plugin's bug), dropped with a warning."""
+        return self.rows.problems.dropped_bad
+
+    @property
+    def activity_clocks(self) -> dict[str, DeviceClock]:
+        """Per device, how its activity records were placed on the host clock."""
+        return self.rows.delivered.clocks
+
+    # -- a backend joining, a fork ---------------------------------------------------------------
 
     def add_backend(self, backend: Backend) -> None:
         """Record ``backend``'s work too from now on: its capture started while the profile
@@ -102,15 +229,7 @@ class Recorder(RecorderRanges, RecorderEnd):
         start_ns = self.start_ns
         self._new_rows()
         self.start_ns = start_ns
-        me = thread_key()
-        for key, frame in list(self.open_ranges.items()):
-            who = frame[3]
-            if (who[0] if isinstance(who, tuple) else who) != me:
-                del self.open_ranges[key]
-        # The frames stay (their ids must stay unique while they are open); their part in
-        # the child starts at the fork (annotations.range.__exit__, _cut_open_ranges).
-        self.forked_ranges = dict.fromkeys(self.open_ranges, fork_ns)
-        self.forks += 1
+        self.ranges.after_fork(thread_key(), fork_ns)
         self.memory = MemoryLog(self.backends)  # the parent's allocations are not the child's
         self.pending_high_water = 0
         self._bind_launch_path()
@@ -235,11 +354,11 @@ class Recorder(RecorderRanges, RecorderEnd):
         # The backends whose ranges put timestamps (Backend.has_timestamps, a property: read
         # once here, not per range).
         self._stamped = frozenset(b for b in self.backends if b.has_timestamps)
-        if getattr(self, "_native", None) is not None:
+        if self._native is not None:
             # Ranges entered on the old path exit by the Python one (_range.h's rule: a path
             # with a plan is its recorder's current one).
             self._native.range_plan = None
-        self._native: Any = None
+        self._native = None
         # The catcher of launch sites: compiled with the compiled launch path, else Python.
         self._sites = (
             site_catcher(self._skip, mod, self.stack_depth) if self.sites_on else NoCatcher()
@@ -264,8 +383,8 @@ class Recorder(RecorderRanges, RecorderEnd):
             self._sites if self.sites_on else None,
         )
         self.launch = self._native.launch  # type: ignore[method-assign]
-        self._native.open_ranges = self.open_ranges
-        self._native.forked_ranges = self.forked_ranges
+        self._native.open_ranges = self.ranges.open
+        self._native.forked_ranges = self.ranges.forked
         self._native.range_plan = self._range_plan()
 
     def _range_plan(self) -> tuple[tuple[Backend, Any, Any, int], ...] | None:
@@ -349,6 +468,218 @@ class Recorder(RecorderRanges, RecorderEnd):
                 host_entry(ENTRY_HOST_LAUNCH, name, _who(), start_ns, end_ns, self._site())
             )
 
+    # -- the host side (kprof.range, kprof.mark) and a range's device side --------------------
+
+    def host_range(self, name: str, start_ns: int, end_ns: int, thread: Any = None) -> None:
+        """A host range; ``thread``: the key ``threads.who()`` gave where it ran (default: the
+        calling thread)."""
+        who = _who() if thread is None else thread
+        self._append(host_entry(ENTRY_HOST_RANGE, name, who, start_ns, end_ns, self._site()))
+
+    def mark(self, name: str, time_ns: int) -> None:
+        self._append(host_entry(ENTRY_MARK, name, _who(), time_ns, time_ns, self._site()))
+
+    def host_launch(self, name: str, start_ns: int, end_ns: int) -> None:
+        """The host call of a launch, without device time (``kprof.kernel`` with ``device=False``)."""
+        self._append(host_entry(ENTRY_HOST_LAUNCH, name, _who(), start_ns, end_ns, self._site()))
+
+    def device_range_begin(self, name: str) -> list[tuple[Backend, Any, Any]] | None:
+        """Timestamps on every backend where the calling thread has a current queue.
+
+        Backends that mirror ranges (``range_push``) are told ``name`` first.
+        """
+        if not self.device or self._closed:
+            # (Closed: the profile ended, but is still active in a context other than the one
+            # that exited it; nothing more is put on any device for it.)
+            return None
+        begun = []
+        for b in self.backends:
+            if b.broken is not None:
+                continue
+            try:
+                q = b.current_queue(b)
+            except Exception as exc:
+                self._hook_failed(b, "current_queue", exc)
+                continue
+            if q is None:
+                continue
+            if b.mirrors_ranges:
+                try:
+                    b.range_push(b, name)
+                except Exception as exc:
+                    self._hook_failed(b, "range_push", exc)
+                    continue
+            tok = None
+            if b in self._stamped:
+                try:
+                    tok = b.record_timestamp(b)
+                except Exception as exc:
+                    self._hook_failed(b, "record_timestamp", exc)
+                    self._range_pop(b)  # keep the vendor tool's range stack balanced
+                    continue
+            if tok is None and self.synchronize:
+                self._sync(b, q)
+            begun.append((b, q, tok))
+        return begun
+
+    def device_range_end(
+        self,
+        name: str,
+        kind: int,
+        begun: list[tuple[Backend, Any, Any]],
+        start_ns: int,
+        nbytes: int = -1,
+        flops: int = -1,
+        thread: Any = None,
+        host: bool = False,
+    ) -> int:
+        """Close what ``device_range_begin`` opened; host-time the backends without tokens.
+        ``nbytes`` and ``flops``: what the user said the range's work moves and computes
+        (``kprof.range(name, bytes=, flops=)``), -1 when not said. ``thread``: the key of the
+        thread that entered the range (default: the calling thread's). With ``host`` the
+        range's host side (``start_ns`` to the returned end) is recorded too: in the last
+        device entry (``WITH_HOST``), else in a host entry of its own.
+
+        ``start_ns`` must be taken before ``device_range_begin``: no work of the range can
+        start on the device before it (placement relies on that). Returns the range's host end,
+        taken after the last stop timestamp was put, so that the host interval encloses every
+        call that put the range's timestamps (a slow ``record_timestamp`` is part of what the
+        block cost the thread).
+        """
+        who = _who() if thread is None else thread
+        site = self._site()
+        stops: list[tuple[Backend, Any, Any, Any]] = []
+        for b, q, tok in begun:
+            if b.broken is not None:  # disabled meanwhile: nothing more is asked of it
+                self._release(b, tok, None)
+                self._range_pop(b)
+                continue
+            stop: Any = None
+            if tok is not None:
+                try:
+                    stop = b.record_timestamp(b)
+                except Exception as exc:
+                    self._hook_failed(b, "record_timestamp", exc)
+                    self._release(b, tok, None)
+                    self._range_pop(b)
+                    continue
+            stops.append((b, q, tok, stop))
+        end_ns = now()
+        last = len(stops) - 1
+        incoming = self._incoming
+        for i, (b, q, tok, stop) in enumerate(stops):
+            flags = 0
+            # Tokens that are host observations say so (see launch_observed).
+            if getattr(stop, "approximate", False) is True:
+                flags = APPROXIMATE
+            if stop is None:
+                self._release(b, tok, None)
+                tok = None
+                self._sync(b, q)
+                stop = now()
+                flags = HOST_TIMED
+            elif self.synchronize:
+                self._sync(b, q)
+            if b.mirrors_ranges:
+                self._range_pop(b)
+            qk = id(q)
+            self._live_queues.setdefault(qk, q)
+            if kind == KERNEL and b in self.activity_backends:
+                # The backend reports every kernel itself: a kprof.kernel call is then a range
+                # around them, not one more kernel (nothing is counted twice).
+                kind = RANGE
+            if host and i == last:
+                flags |= WITH_HOST  # the host range travels in the last device entry
+            incoming.append(
+                (
+                    b.slot,
+                    kind,
+                    name,
+                    qk,
+                    who,
+                    start_ns,
+                    end_ns,
+                    tok,
+                    stop,
+                    nbytes,
+                    flags,
+                    site,
+                    None,
+                    flops,
+                )
+            )
+            if len(incoming) >= self._next_harvest:  # (self._append, inline)
+                self._pressure()
+        if host and not stops:
+            self._append(host_entry(ENTRY_HOST_RANGE, name, who, start_ns, end_ns, site))
+        return end_ns
+
+    def cut_range_exits(self, frame: tuple[Any, ...]) -> None:
+        """A range that the profile recorded as cut at its end (``RangeBook.cut``) exits:
+        its timestamps were given back then; the vendor tool's range is popped here, on its
+        own thread."""
+        for b, _q, _tok in frame[2] or ():
+            self._range_pop(b)
+
+    def reentered(self, name: str) -> None:
+        key = f"reentered {name}"
+        if key not in self.rows.problems.warned:
+            self.rows.problems.warned.add(key)
+            warnings.warn(
+                f"kprof: the range object {name!r} was entered again before it exited; "
+                f"both are recorded, but use one kprof.range(...) per with block (one "
+                f"object shared by threads mixes up their times)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def _range_pop(self, b: Backend) -> None:
+        if b.mirrors_ranges:
+            try:
+                b.range_pop(b)
+            except Exception as exc:
+                self._hook_failed(b, "range_pop", exc)
+
+    def host_timed(self, name: str, kind: int, start_ns: int, end_ns: int) -> None:
+        """A device entry with no backend at all (``kprof.kernel`` outside any queue)."""
+        self._append(
+            (
+                None,
+                kind,
+                name,
+                None,
+                _who(),
+                start_ns,
+                end_ns,
+                None,
+                end_ns,
+                -1,
+                HOST_TIMED,
+                self._site(),
+                None,
+                -1,
+            )
+        )
+
+    def annotation_failed(self, exc: BaseException) -> None:
+        """A ``kprof.annotate`` callable raised: its call is recorded without the values;
+        said once per profile."""
+        if "annotate" not in self.rows.problems.warned:
+            self.rows.problems.warned.add("annotate")
+            warnings.warn(
+                f"kprof: a kprof.annotate callable raised {type(exc).__name__}: {exc}; its "
+                f"calls are recorded without their flops and bytes",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def annotate_launch(self, nbytes: int, flops: int, start_ns: int, end_ns: int) -> None:
+        """What ``kprof.annotate``'s wrapper says of the call it timed (``start_ns`` to
+        ``end_ns``): the harvest gives ``nbytes`` and ``flops`` to the last kernel this thread
+        launched inside it (``harvest_take.annotate``)."""
+        head = (None, ENTRY_ANNOTATE, "", None, _who(), start_ns, end_ns, None, None, nbytes)
+        self._append((*head, 0, -1, None, flops))
+
     # -- activity records (activity.py) ---------------------------------------------------------
 
     def take_activity(self, backend: Backend, r: Any, who: Any) -> bool:
@@ -389,3 +720,207 @@ class Recorder(RecorderRanges, RecorderEnd):
             if n > self.pending_high_water:
                 self.pending_high_water = n
             self.rows.harvest(wait=False)
+
+    # -- the pending list's one way in, and back-pressure ---------------------------------------
+
+    def _set_next_harvest(self, n: int) -> None:
+        self._next_harvest = n
+        if self._native is not None:
+            self._native.next_harvest = n
+            if n == 0:  # closed (or a forked child's): kprof.range's Python path from now on
+                self._native.range_plan = None
+
+    def open_outer(self) -> Recorder | None:
+        """The nearest enclosing profile not closed yet, if any."""
+        outer = self.parent
+        while outer is not None and outer._closed:
+            outer = outer.parent
+        return outer
+
+    def _append(self, entry: tuple[Any, ...]) -> None:
+        incoming = self._incoming
+        incoming.append(entry)
+        if len(incoming) >= self._next_harvest:
+            self._pressure()
+
+    def _sync(self, backend: Backend, queue: Any) -> None:
+        try:
+            backend.synchronize(backend, queue)
+        except Exception as exc:
+            self._hook_failed(backend, "synchronize", exc)
+
+    def _pressure(self) -> None:
+        """Enough entries are pending: harvest what is done; past ``max_pending``, wait."""
+        incoming = self._incoming
+        n = len(incoming)
+        if n > self.pending_high_water:
+            self.pending_high_water = n
+        if self.rows.lock.held_here():
+            # A signal handler (kprof.mark, a launch) interrupted this thread's own harvest:
+            # waiting here would wait on ourselves. The entry is in; the harvest goes on after.
+            return
+        if not self._closed:
+            self.rows.harvest(wait=False)
+            # Still too far behind: wait for the oldest work, which bounds live device tokens.
+            while len(incoming) > self.max_pending and not self._closed:
+                self.rows.harvest(wait=True, limit=len(incoming) - self.max_pending // 2)
+            if self.bounds is not None:
+                self._bound()
+            # When nothing was done, try again only after another harvest_every launches.
+            self._set_next_harvest(min(len(incoming) + self.harvest_every, self.max_pending))
+        if self._closed:
+            self._set_next_harvest(0)  # may have raced with finish() setting it
+            self._late()
+            if self.exited_elsewhere and threading.get_ident() == self.entered_on:
+                # Still active on the thread that entered it: the profile was exited on
+                # another thread, which could not reset this thread's context. What this
+                # thread does now goes where it would have had the profile exited here.
+                # (Other threads that run in a copy of its context keep dropping late work.)
+                if _ACTIVE.get() is self:
+                    _ACTIVE.set(self.open_outer())
+
+    def _bound(self) -> None:
+        """Cut the rows past the profile's bounds (``bounds.py``), unless another thread
+        holds the tables now (it harvests: the next back-pressure cuts)."""
+        rows, b = self.rows, self.bounds
+        if b is not None and rows.lock.acquire(blocking=False):
+            try:
+                if not rows.finished:
+                    b.apply(rows.tables.table, rows.tables.errors, rows.tables.details, end=False)
+            finally:
+                rows.lock.release()
+
+    def _late(self) -> None:
+        """Entries that arrived after the profile ended (a thread that outlived it)."""
+        if self.rows.lock.held_here():  # a signal handler interrupting the end: it takes them
+            return
+        with self.rows.lock:
+            if self.rows.finished:  # otherwise finish() is still at work and takes them
+                self.rows.drop_late()
+
+    # -- the end --------------------------------------------------------------------------------
+
+    def finish(self, end_ns: int | None = None) -> None:
+        """Resolve everything launched before now (waiting at most ``timeout`` in all), then
+        place device times on the host clock. Work reported later is dropped; ranges still
+        open are recorded up to ``end_ns`` (default: now)."""
+        self._close(end_ns)
+        with self.rows.lock:
+            if self.rows.finished:
+                return
+            rows = self.rows
+            deadline = _clock.monotonic() + self.timeout
+            # Tokens are given back after resolving and placing, each release within the
+            # deadline too: slow releases must not cost records their time.
+            rows.tokens.deferred = []
+            try:
+                rows.harvest_locked(None, deadline)
+                self._end(deadline)
+            finally:
+                rows.tokens.release_deferred(deadline)
+        if all(r.rows.finished for r in list(_live)):
+            threads.forget_ended()
+
+    def recording(self) -> Recording:
+        """The finished recording, handed up to the profile (after ``finish`` or ``abandon``)."""
+        return Recording(
+            table=self.table,
+            host=self.host,
+            names=self.names.values,
+            queues=self.queues,
+            threads=self.threads,
+            sites=self.sites,
+            configs=self.configs,
+            stacks=self.stacks,
+            errors=self.errors,
+            details=self.details,
+            clocks=self.clocks,
+            dropped={**self.activity_dropped},  # not dict(): sites.Skipper
+        )
+
+    def abandon(self, end_ns: int | None = None) -> None:
+        """End without resolving what is pending (resolving itself was interrupted): give
+        every token back, keep and place the rows made so far."""
+        self._close(end_ns)
+        with self.rows.lock:
+            if not self.rows.finished:
+                self._end()
+
+    def _close(self, end_ns: int | None = None) -> None:
+        if not self._closed:
+            self._closed_ns = now() if end_ns is None else end_ns
+        self._closed = True
+        self._set_next_harvest(0)
+
+    def _end(self, deadline: float | None = None) -> None:
+        """Called once, holding the lock: the tables become final."""
+        self._cut_open_ranges(self._closed_ns)
+        if self.bounds is not None:  # before placing: only what is kept is placed
+            self.bounds.apply(self.table, self.errors, self.details, end=True)
+        self.rows.finished = True
+        self.rows.drop_late()
+        try:
+            self.rows.end(deadline)
+        finally:
+            # Launch sites to text, once per distinct raw site: the columns then index them.
+            self.sites, self.stacks = resolve_tables(self.table, self.host)
+            # The compiled catcher keeps the frames of the last stack it walked (to stop the
+            # next walk early): let them go with the profile.
+            forget = getattr(getattr(self, "_sites", None), "forget", None)
+            if forget is not None:
+                forget()
+            # Launch configurations to text, once per distinct value (configs.py).
+            t, tables = self.table, self.rows.tables
+            self.configs, t.config = resolve_configs(
+                tables.configs, t.config, tables.by_slot, self._config_failed
+            )
+            apply_names(t, self.names.values)  # kprof.annotate("name", ...)
+            # The compiled launch path holds this recorder's bound methods, and the recorder
+            # holds it: a cycle only a full collection frees, which kept each ended window's
+            # recorder and harvest alive into the next windows of a long run. Launches after
+            # the end take the Python path, which does with a closed profile what it did.
+            self._native = None
+            self.__dict__.pop("launch", None)
+
+    def _config_failed(self, backend: Backend, exc: BaseException) -> None:
+        self._hook_failed(backend, "launch_config", exc, disable=False)
+
+    def _cut_open_ranges(self, end_ns: int) -> None:
+        """Ranges still open as the profile ends (in a thread that outlived it, or a block the
+        profile was exited from): recorded on the host up to ``end_ns``, with a warning; their
+        device timestamps, which have no end, are given back."""
+        cut = self.ranges.cut()
+        for name, who, h0, begun in cut:
+            for b, _q, tok in begun or ():
+                self._release(b, tok, None)
+            self.rows.take(host_entry(ENTRY_HOST_RANGE, name, who, h0, max(h0, end_ns)), None)
+        if cut:
+            shown = ", ".join(repr(n) for n in sorted({c[0] for c in cut})[:5])
+            warnings.warn(
+                f"kprof: {len(cut)} range{'s were' if len(cut) > 1 else ' was'} still "
+                f"open when the profile ended ({shown}): recorded on the host up to "
+                f"the profile's end, without device time",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+
+    def absorb(self, child: Recording, memory: MemoryLog) -> None:
+        """Take a finished nested profile's rows and allocations (``nesting.absorb``), so the
+        outer profile has them too."""
+        with self.rows.lock:
+            if self.rows.finished:  # the outer profile ended first (the inner ran in a thread)
+                return
+            absorb_rows(self.rows.tables, self.clocks, child)
+            self.memory.absorb(memory)
+
+
+def _forked() -> None:
+    """In a child made by ``os.fork()``: each recorder still recording starts over there."""
+    fork_ns = now()
+    for rec in list(_live):
+        if not rec.rows.finished:
+            rec._after_fork_in_child(fork_ns)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
