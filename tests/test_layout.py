@@ -42,15 +42,11 @@ LONG_FUNCTIONS: dict[str, str] = {
     "state bound once; its length is theirs",
     "kprof_core.analysis.idle.analyse": SPLIT + ": per device, the window, causes and delays",
     "kprof_core.analysis.idle_columns._window": SPLIT,
-    "kprof_core.cli.run.command": SPLIT + ": arguments, the run, the outputs",
-    "kprof_core.data.profile_data.durations": SPLIT,
     "kprof_core.io.read_v1.read_frame": "one walk of a file's header and columns, every field "
     "checked in the order it is read",
     "kprof_core.io.storage.dumps": "the writer's one walk, the reader's mirror",
     "kprof_core.low_level.protowire.track_events": "the Perfetto writer's inner loop, "
     "field by field as the schema lists them",
-    "kprof_core.ranks.combine.combine": SPLIT + ": per table",
-    "kprof_core.recording.recorder.device_range_end": SPLIT,
     "kprof_core.renderers.chrome._write_profile": "the Chrome trace's one streaming pass",
 }
 MAX_C_LINES = 700

@@ -36,13 +36,25 @@ def kprof_run(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[
 
 @pytest.fixture
 def pkg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A folder on sys.path for throwaway modules, forgotten afterwards."""
+    """A folder on sys.path for throwaway modules, forgotten afterwards. The watches kprof
+    made at its import (``kprof.on_import``: a vendor library not imported yet) are set
+    aside meanwhile, so that the test's are the only ones, whatever ran before it."""
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(imports, "_watches", {})
+    had_finder = imports._finder in sys.meta_path
+    if had_finder:
+        sys.meta_path.remove(imports._finder)
     before = set(sys.modules)
-    yield tmp_path
-    for name in set(sys.modules) - before:
-        del sys.modules[name]
-    assert not imports.watching()
+    try:
+        yield tmp_path
+        assert not imports.watching()
+    finally:
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
+        if imports._finder in sys.meta_path:
+            sys.meta_path.remove(imports._finder)
+        if had_finder:
+            sys.meta_path.insert(0, imports._finder)
 
 
 def test_the_callback_runs_once_after_the_module_ran_to_its_end(pkg: Path) -> None:

@@ -156,7 +156,6 @@ def command(args: argparse.Namespace) -> int:
     sys.argv = [script, *args.args]
     # As python does: sys.path[0] is the script's directory, or the working directory for -m.
     sys.path.insert(0, os.getcwd() if args.module else os.path.dirname(os.path.abspath(script)))
-    code = 0
     # With --steps each window is a profile of its own, entered at its first step with every
     # usable backend (by then the program has imported its libraries).
     named = backends is not None or windowed
@@ -166,58 +165,85 @@ def command(args: argparse.Namespace) -> int:
     for (_b, mods), start in zip(later, starts):
         imports.watch(mods, start)
 
-    runner = os.getpid()
+    run = _Run(args, prof, p, starts, notes, not_written, target_desc, windowed)
+    real_exit = os._exit
+    try:
+        os._exit = _exit_after(run.finish, real_exit)
+        code = _run_script(script, args.module)
+    finally:
+        os._exit = real_exit
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+    return run.finish(code)
 
-    def finish(code: int) -> int:
-        for start in starts:
+
+def _run_script(script: str, module: bool) -> int:
+    """Run the program as ``python SCRIPT`` (or ``python -m MODULE``) would; its exit code."""
+    try:
+        if module:
+            runpy.run_module(script, run_name="__main__", alter_sys=True)
+        else:
+            # As python does (3.9+): __file__ is absolute, sys.argv[0] stays as typed.
+            runpy.run_path(os.path.abspath(script), run_name="__main__")
+    except SystemExit as exc:
+        return _exit_code(exc.code)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        return 130
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+class _Run:
+    """What ``kprof run`` does once the program ends (returns, exits, or calls ``os._exit``):
+    the profile ended, its outputs written and printed, the exit code said."""
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        prof: Any,
+        p: Any,
+        starts: list[Any],
+        notes: list[str],
+        not_written: list[str],
+        target_desc: str,
+        windowed: bool,
+    ) -> None:
+        self.args, self.prof, self.p = args, prof, p
+        self.starts, self.notes, self.not_written = starts, notes, not_written
+        self.target_desc, self.windowed = target_desc, windowed
+        self.runner = os.getpid()
+
+    def finish(self, code: int) -> int:
+        args, p = self.args, self.p
+        for start in self.starts:
             imports.unwatch(start)
-        interrupted = end_profile(prof, p)
-        if notes:
-            p.meta["notes"] = [*p.meta.get("notes", []), *notes]
-        if os.getpid() != runner:
+        interrupted = end_profile(self.prof, p)
+        if self.notes:
+            p.meta["notes"] = [*p.meta.get("notes", []), *self.notes]
+        if os.getpid() != self.runner:
             _forked_child_paths(args)
         # Files first: a reader that went away (`| head`) or a script that closed sys.stdout
         # must not cost them.
-        if not windowed:
-            not_written.extend(write_outputs(p, args))
+        if not self.windowed:
+            self.not_written.extend(write_outputs(p, args))
             print_text(p.report(by=REPORT_BY[args.by]))
             if args.tree:
                 print_text("\n" + p.tree().report())
         else:  # the windows were written and printed as they ended
             print_text(p.report().split("\n\n")[0])
         if code:
-            say(f"kprof run: {target_desc} exited with code {code}")
+            say(f"kprof run: {self.target_desc} exited with code {code}")
         if interrupted:
             say(f"kprof run: {INTERRUPTED}")
             return 130
-        if not_written and not code:
-            n = len(not_written)
+        if self.not_written and not code:
+            n = len(self.not_written)
             say(f"kprof run: {n} output{'s' * (n != 1)} could not be written (said above)")
             return EXIT_NOT_WRITTEN
         return code
-
-    real_exit = os._exit
-    try:
-        os._exit = _exit_after(finish, real_exit)
-        try:
-            if args.module:
-                runpy.run_module(script, run_name="__main__", alter_sys=True)
-            else:
-                # As python does (3.9+): __file__ is absolute, sys.argv[0] stays as typed.
-                runpy.run_path(os.path.abspath(script), run_name="__main__")
-        except SystemExit as exc:
-            code = _exit_code(exc.code)
-        except KeyboardInterrupt:
-            traceback.print_exc()
-            code = 130
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-    finally:
-        os._exit = real_exit
-        sys.argv = saved_argv
-        sys.path[:] = saved_path
-    return finish(code)
 
 
 def _windows(args: argparse.Namespace) -> tuple[Any, bool]:

@@ -10,7 +10,7 @@ import operator
 import os
 import socket
 from array import array
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from dataclasses import replace
 from itertools import compress, repeat
 from operator import add, and_, eq, ge, mul
@@ -232,98 +232,10 @@ class ProfileData:
         names, else one pass over each table: a million records take well under a second.
         """
         t, h, names = self.table, self.host, self.names
-        device: dict[tuple[int, int], list[int]] = {}
-        dranges: dict[tuple[int, int], list[int]] = {}
-        sizes: dict[tuple[int, int], int] = {}
-        host: dict[tuple[int, int], list[int]] = {}
-        markers: dict[str, int] = {}
-        # key = name * 32 + (UNRESOLVED and MARKS bits) * 2 + is a range.
-        bits = UNRESOLVED | MARKS
-        n = len(t)
-        one_name = n > 0 and RANGE not in t.kind and t.name.count(t.name[0]) == n
-        split: dict[int, list[int]] | None
-        if one_name and (
-            t.flags.count(PLACED) == n  # the usual flags, counted in C
-            or not any(map(and_, t.flags, repeat(bits)))
-        ):
-            key0 = t.name[0] * 32  # every row has this key: no need to compute it
-            split, nb_split = {key0: list(t.duration)}, {key0: t.nbytes}
-        else:
-            keys = array(
-                "q",
-                map(
-                    add,
-                    map(mul, t.name, repeat(32)),
-                    map(
-                        add,
-                        map(mul, map(and_, t.flags, repeat(bits)), repeat(2)),
-                        map(eq, t.kind, repeat(RANGE)),
-                    ),
-                ),
-            )
-            split = _split(keys, t.duration)
-            nb_split = _split(keys, t.nbytes) if split is not None else None  # type: ignore[assignment]
-        if split is not None and nb_split is not None:
-            for key, durs in split.items():
-                nid, rest = divmod(key, 32)
-                flags = rest >> 1
-                if flags & UNRESOLVED:
-                    continue
-                gkey = (nid, flags & MARKS)
-                (dranges if rest & 1 else device)[gkey] = durs
-                nb = nb_split[key]
-                if not rest & 1 and max(nb) >= 0:  # ranges' bytes: said_totals
-                    sizes[gkey] = sizes.get(gkey, 0) + sum(compress(nb, map(ge, nb, repeat(0))))
-        else:
-            for nid, kind, flags, dur, nbytes in zip(t.name, t.kind, t.flags, t.duration, t.nbytes):
-                if flags & UNRESOLVED:
-                    continue
-                key2 = (nid, flags & MARKS)
-                groups = dranges if kind == RANGE else device
-                group = groups.get(key2)
-                if group is None:
-                    group = groups[key2] = []
-                group.append(dur)
-                if nbytes >= 0 and kind != RANGE:
-                    sizes[key2] = sizes.get(key2, 0) + nbytes
+        device, dranges, sizes = _device_groups(t)
         # The host side: launches' host calls (device rows that are not ranges), then host rows.
-        launch_durs = array("q", map(operator.sub, t.launch_end, t.launch_start))
-        if one_name:
-            split = {t.name[0] * 2: list(launch_durs)}
-        else:
-            split = _split(
-                array("q", map(add, map(mul, t.name, repeat(2)), map(eq, t.kind, repeat(RANGE)))),
-                launch_durs,
-            )
-        if split is not None:
-            for key, durs in split.items():
-                if not key & 1:
-                    host[(key >> 1, 0)] = durs
-        else:
-            for nid, kind, dur in zip(t.name, t.kind, launch_durs):
-                if kind != RANGE:
-                    group = host.get((nid, 0))
-                    if group is None:
-                        group = host[(nid, 0)] = []
-                    group.append(dur)
-        host_durs = array("q", map(operator.sub, h.end, h.start))
-        split = _split(array("q", map(add, map(mul, h.name, repeat(4)), h.kind)), host_durs)
-        if split is not None:
-            for key, durs in split.items():
-                nid, kind = divmod(key, 4)
-                if kind == HostTable.MARK:
-                    markers[names[nid]] = markers.get(names[nid], 0) + len(durs)
-                else:
-                    host[(nid, 0)] = [*host.get((nid, 0), ()), *durs]
-        else:
-            for nid, kind, dur in zip(h.name, h.kind, host_durs):
-                if kind == HostTable.MARK:
-                    markers[names[nid]] = markers.get(names[nid], 0) + 1
-                    continue
-                group = host.get((nid, 0))
-                if group is None:
-                    group = host[(nid, 0)] = []
-                group.append(dur)
+        host = _launch_groups(t)
+        markers = _host_groups(h, names, host)
 
         def named(groups: dict[tuple[int, int], Any]) -> dict[tuple[str, int], Any]:
             return {(names[nid], marks): v for (nid, marks), v in groups.items()}
@@ -394,3 +306,119 @@ class ProfileData:
     def copies(self) -> int:
         """How many copies (and fills) were recorded; ``counts[1]`` less this is kernels."""
         return self.table.kind.count(COPY)
+
+
+#: A group's key: (name id, marks).
+Key = tuple[int, int]
+
+
+def _device_groups(
+    t: DeviceTable,
+) -> tuple[dict[Key, list[int]], dict[Key, list[int]], dict[Key, int]]:
+    """The device table's durations by ``(name id, marks)``: kernels and copies, ranges' own
+    spans, and the bytes said of kernels and copies; unresolved rows left out."""
+    device: dict[tuple[int, int], list[int]] = {}
+    dranges: dict[tuple[int, int], list[int]] = {}
+    sizes: dict[tuple[int, int], int] = {}
+    # key = name * 32 + (UNRESOLVED and MARKS bits) * 2 + is a range.
+    bits = UNRESOLVED | MARKS
+    n = len(t)
+    one_name = n > 0 and RANGE not in t.kind and t.name.count(t.name[0]) == n
+    split: dict[int, list[int]] | None
+    if one_name and (
+        t.flags.count(PLACED) == n  # the usual flags, counted in C
+        or not any(map(and_, t.flags, repeat(bits)))
+    ):
+        key0 = t.name[0] * 32  # every row has this key: no need to compute it
+        split, nb_split = {key0: list(t.duration)}, {key0: t.nbytes}
+    else:
+        keys = array(
+            "q",
+            map(
+                add,
+                map(mul, t.name, repeat(32)),
+                map(
+                    add,
+                    map(mul, map(and_, t.flags, repeat(bits)), repeat(2)),
+                    map(eq, t.kind, repeat(RANGE)),
+                ),
+            ),
+        )
+        split = _split(keys, t.duration)
+        nb_split = _split(keys, t.nbytes) if split is not None else None  # type: ignore[assignment]
+    if split is not None and nb_split is not None:
+        for key, durs in split.items():
+            nid, rest = divmod(key, 32)
+            flags = rest >> 1
+            if flags & UNRESOLVED:
+                continue
+            gkey = (nid, flags & MARKS)
+            (dranges if rest & 1 else device)[gkey] = durs
+            nb = nb_split[key]
+            if not rest & 1 and max(nb) >= 0:  # ranges' bytes: said_totals
+                sizes[gkey] = sizes.get(gkey, 0) + sum(compress(nb, map(ge, nb, repeat(0))))
+    else:
+        for nid, kind, flags, dur, nbytes in zip(t.name, t.kind, t.flags, t.duration, t.nbytes):
+            if flags & UNRESOLVED:
+                continue
+            key2 = (nid, flags & MARKS)
+            groups = dranges if kind == RANGE else device
+            group = groups.get(key2)
+            if group is None:
+                group = groups[key2] = []
+            group.append(dur)
+            if nbytes >= 0 and kind != RANGE:
+                sizes[key2] = sizes.get(key2, 0) + nbytes
+    return device, dranges, sizes
+
+
+def _launch_groups(t: DeviceTable) -> dict[Key, list[int]]:
+    """The host calls' durations of device rows that are not ranges, by ``(name id, 0)``."""
+    host: dict[Key, list[int]] = {}
+    n = len(t)
+    launch_durs = array("q", map(operator.sub, t.launch_end, t.launch_start))
+    split: dict[int, list[int]] | None
+    if n > 0 and RANGE not in t.kind and t.name.count(t.name[0]) == n:  # one name
+        split = {t.name[0] * 2: list(launch_durs)}
+    else:
+        split = _split(
+            array("q", map(add, map(mul, t.name, repeat(2)), map(eq, t.kind, repeat(RANGE)))),
+            launch_durs,
+        )
+    if split is not None:
+        for key, durs in split.items():
+            if not key & 1:
+                host[(key >> 1, 0)] = durs
+    else:
+        for nid, kind, dur in zip(t.name, t.kind, launch_durs):
+            if kind != RANGE:
+                group = host.get((nid, 0))
+                if group is None:
+                    group = host[(nid, 0)] = []
+                group.append(dur)
+    return host
+
+
+def _host_groups(h: HostTable, names: Sequence[str], host: dict[Key, list[int]]) -> dict[str, int]:
+    """The host table's durations added to ``host`` by ``(name id, 0)``; returns how many
+    marks of each name."""
+    markers: dict[str, int] = {}
+    host_durs = array("q", map(operator.sub, h.end, h.start))
+    split = _split(array("q", map(add, map(mul, h.name, repeat(4)), h.kind)), host_durs)
+    if split is not None:
+        for key, durs in split.items():
+            nid, kind = divmod(key, 4)
+            if kind == HostTable.MARK:
+                markers[names[nid]] = markers.get(names[nid], 0) + len(durs)
+            else:
+                host[(nid, 0)] = [*host.get((nid, 0), ()), *durs]
+    else:
+        for nid, kind, dur in zip(h.name, h.kind, host_durs):
+            if kind == HostTable.MARK:
+                markers[names[nid]] = markers.get(names[nid], 0) + 1
+                continue
+            group = host.get((nid, 0))
+            if group is None:
+                group = host[(nid, 0)] = []
+            group.append(dur)
+    return markers

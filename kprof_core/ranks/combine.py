@@ -210,42 +210,76 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
     several = len(profiles) > 1 and (
         len({_identity(p.meta) for p in plain}) > 1 or len(plain) < len(profiles)
     )
-
     out = Profile(
         trace=any(p.trace for p in profiles),
         backends=sorted({b for p in profiles for b in p.backends}),
     )
-    names: dict[str, int] = {}
-    sites = Interner()  # launch sites are the same text in every rank: never prefixed
-    configs = Interner()  # so are launch configurations
-    stacks = Interner()  # and so are stacks
-    queues: dict[QueueRecord, int] = {}
-    threads: dict[ThreadRecord, int] = {}
-    mem, mem_devices, mem_sites = MemoryTable(), dict[tuple[str, str], int](), dict[str, int]()
-    sources: list[dict[str, Any]] = []
-    queue_source: list[int] = []
-    thread_source: list[int] = []
-
-    def intern(
-        table: dict[Any, int], value: Any, owners: list[int] | None = None, owner: int = 0
-    ) -> int:
-        i = table.get(value)
-        if i is None:
-            i = table[value] = len(table)
-            if owners is not None:
-                owners.append(owner)
-        return i
-
+    merged = _Merged(out)
     for p, label, pl in zip(profiles, labels, placements):
+        merged.add(p, label, pl, several)
+    merged.finish()
+    spans = array("q")
+    for p, pl in zip(profiles, placements):
+        spans.extend(_shifted(array("q", [p.start_ns, p.end_ns]), pl.offset_ns))
+    out.start_ns, out.end_ns = min(spans[::2]), max(spans[1::2])
+    out.memory = Memory(merged.mem, list(merged.mem_devices), list(merged.mem_sites), out.start_ns)
+    ref = next(
+        (p for p, pl in zip(profiles, placements) if pl.offset_ns == 0 and pl.error_ns == 0), None
+    )
+    out.meta = {
+        "sources": merged.sources,
+        "queue_source": merged.queue_source,
+        "thread_source": merged.thread_source,
+    }
+    if ref is not None:  # the timeline is this profile's clock: later merges can align to it
+        for k in ("host_clock", "clock_domain", "wall_anchor"):
+            if k in ref.meta:
+                out.meta[k] = ref.meta[k]
+    out._finished = True
+    return out
+
+
+def _intern(
+    table: dict[Any, int], value: Any, owners: list[int] | None = None, owner: int = 0
+) -> int:
+    i = table.get(value)
+    if i is None:
+        i = table[value] = len(table)
+        if owners is not None:
+            owners.append(owner)
+    return i
+
+
+class _Merged:
+    """The combined profile as its sources are added: the interners every source's ids are
+    mapped into, and which source each queue and thread came from."""
+
+    def __init__(self, out: Profile) -> None:
+        self.out = out
+        self.names: dict[str, int] = {}
+        self.sites = Interner()  # launch sites are the same text in every rank: never prefixed
+        self.configs = Interner()  # so are launch configurations
+        self.stacks = Interner()  # and so are stacks
+        self.queues: dict[QueueRecord, int] = {}
+        self.threads: dict[ThreadRecord, int] = {}
+        self.mem = MemoryTable()
+        self.mem_devices: dict[tuple[str, str], int] = {}
+        self.mem_sites: dict[str, int] = {}
+        self.sources: list[dict[str, Any]] = []
+        self.queue_source: list[int] = []
+        self.thread_source: list[int] = []
+
+    def add(self, p: Profile, label: str, pl: ClockPlacement, several: bool) -> None:
+        """``p``'s rows, shifted by its placement (prefixed with ``label`` when ``several``)."""
         nested = p.meta.get("sources")
-        base = len(sources)
+        base = len(self.sources)
         if isinstance(nested, list):  # an already combined profile: keep its labels
-            sources.extend(nested)
+            self.sources.extend(nested)
             qsrc = [base + int(s) for s in p.meta.get("queue_source", [0] * len(p.queues))]
             tsrc = [base + int(s) for s in p.meta.get("thread_source", [0] * len(p.threads))]
             prefix = None
         else:
-            sources.append(
+            self.sources.append(
                 {
                     "label": label,
                     "meta": p.meta,
@@ -256,93 +290,100 @@ def combine(profiles: Sequence[Profile], labels: Sequence[str] | None = None) ->
             )
             qsrc, tsrc = [base] * len(p.queues), [base] * len(p.threads)
             prefix = label if several else None
-        nmap = [intern(names, n) for n in p.names]
-        site_map = {i: sites(site) for i, site in enumerate(p.sites)}
-        site_map[-1] = -1
-        config_map = [*map(configs, p.configs), -1]  # -1 (none) indexes the last
-        stack_map = [stacks(s) for s in p.stacks]
-        qmap = [
-            intern(
-                queues,
-                q
-                if prefix is None
-                else QueueRecord(
-                    q.backend, q.device, f"{prefix}: {q.label}", f"{prefix}/{q.device_key}"
-                ),
-                queue_source,
-                qsrc[k],
-            )
-            for k, q in enumerate(p.queues)
+        maps = _Maps(
+            names=[_intern(self.names, n) for n in p.names],
+            sites={i: self.sites(site) for i, site in enumerate(p.sites)} | {-1: -1},
+            configs=[*map(self.configs, p.configs), -1],  # -1 (none) indexes the last
+            stacks=[self.stacks(s) for s in p.stacks],
+            queues=[
+                _intern(
+                    self.queues,
+                    q
+                    if prefix is None
+                    else QueueRecord(
+                        q.backend, q.device, f"{prefix}: {q.label}", f"{prefix}/{q.device_key}"
+                    ),
+                    self.queue_source,
+                    qsrc[k],
+                )
+                for k, q in enumerate(p.queues)
+            ],
+            threads=[
+                _intern(
+                    self.threads,
+                    t if prefix is None else ThreadRecord(t.ident, f"{prefix}: {t.name}", t.task),
+                    self.thread_source,
+                    tsrc[k],
+                )
+                for k, t in enumerate(p.threads)
+            ],
+        )
+        self._device(p, maps, pl.offset_ns)
+        self._host(p, maps, pl.offset_ns)
+        for key, clock in p.clocks.items():
+            self.out.clocks[key if prefix is None else f"{prefix}/{key}"] = clock
+        m = p.memory  # each rank's devices apart, named as its queues are
+        dmap = [
+            _intern(self.mem_devices, (b, dv) if prefix is None else ("", f"{prefix}: {lab}"))
+            for (b, dv), lab in zip(m.devices, m.labels)
         ]
-        tmap = [
-            intern(
-                threads,
-                t if prefix is None else ThreadRecord(t.ident, f"{prefix}: {t.name}", t.task),
-                thread_source,
-                tsrc[k],
-            )
-            for k, t in enumerate(p.threads)
-        ]
-        t, d, off = p.table, out.table, pl.offset_ns
+        smap = [_intern(self.mem_sites, x) for x in m.sites]
+        self.mem.extend(m.table, dmap, smap, _shifted(m.table.time, pl.offset_ns))
+
+    def _device(self, p: Profile, maps: _Maps, off: int) -> None:
+        t, d, out = p.table, self.out.table, self.out
         first = len(d)
-        d.name.extend(array("q", [nmap[v] for v in t.name]))
+        d.name.extend(array("q", [maps.names[v] for v in t.name]))
         d.kind.extend(t.kind)
-        d.queue.extend(array("q", [qmap[v] for v in t.queue]))
-        d.thread.extend(array("q", [tmap[v] for v in t.thread]))
+        d.queue.extend(array("q", [maps.queues[v] for v in t.queue]))
+        d.thread.extend(array("q", [maps.threads[v] for v in t.thread]))
         for c in ("launch_start", "launch_end", "start"):
             getattr(d, c).extend(_shifted(getattr(t, c), off))
         d.duration.extend(t.duration)
         d.nbytes.extend(t.nbytes)
         d.flags.extend(t.flags)
-        d.site.extend(array("q", [site_map[v] for v in t.site]))
-        d.config.extend(array("q", map(config_map.__getitem__, t.config)))
+        d.site.extend(array("q", [maps.sites[v] for v in t.site]))
+        d.config.extend(array("q", map(maps.configs.__getitem__, t.config)))
         d.flops.extend(t.flops)
-        d.stack.extend(_stacks(t.stack, stack_map, len(t)))
+        d.stack.extend(_stacks(t.stack, maps.stacks, len(t)))
         for row, msg in p.errors.items():
             out.errors[first + row] = msg
         for row, text in p.details.items():
             out.details[first + row] = text
-        h, oh = p.host, out.host
-        oh.name.extend(array("q", [nmap[v] for v in h.name]))
+
+    def _host(self, p: Profile, maps: _Maps, off: int) -> None:
+        h, oh = p.host, self.out.host
+        oh.name.extend(array("q", [maps.names[v] for v in h.name]))
         oh.kind.extend(h.kind)
-        oh.thread.extend(array("q", [tmap[v] for v in h.thread]))
+        oh.thread.extend(array("q", [maps.threads[v] for v in h.thread]))
         oh.start.extend(_shifted(h.start, off))
         oh.end.extend(_shifted(h.end, off))
-        oh.site.extend(array("q", [site_map[v] for v in h.site]))
-        oh.stack.extend(_stacks(h.stack, stack_map, len(h)))
-        for key, clock in p.clocks.items():
-            out.clocks[key if prefix is None else f"{prefix}/{key}"] = clock
-        m = p.memory  # each rank's devices apart, named as its queues are
-        dmap = [
-            intern(mem_devices, (b, dv) if prefix is None else ("", f"{prefix}: {lab}"))
-            for (b, dv), lab in zip(m.devices, m.labels)
-        ]
-        smap = [intern(mem_sites, x) for x in m.sites]
-        mem.extend(m.table, dmap, smap, _shifted(m.table.time, off))
+        oh.site.extend(array("q", [maps.sites[v] for v in h.site]))
+        oh.stack.extend(_stacks(h.stack, maps.stacks, len(h)))
 
-    out.names = list(names)
-    out.sites = sites.values
-    out.configs = configs.values
-    out.stacks = tuple(stacks.values)
-    if not out.stacks:  # no rank recorded stacks: the columns stay empty, as such a profile's
-        out.table.stack, out.host.stack = array(STACK_TYPE), array(STACK_TYPE)
-    out.queues = list(queues)
-    out.threads = list(threads)
-    spans = array("q")
-    for p, pl in zip(profiles, placements):
-        spans.extend(_shifted(array("q", [p.start_ns, p.end_ns]), pl.offset_ns))
-    out.start_ns, out.end_ns = min(spans[::2]), max(spans[1::2])
-    out.memory = Memory(mem, list(mem_devices), list(mem_sites), out.start_ns)
-    ref = next(
-        (p for p, pl in zip(profiles, placements) if pl.offset_ns == 0 and pl.error_ns == 0), None
-    )
-    out.meta = {"sources": sources, "queue_source": queue_source, "thread_source": thread_source}
-    if ref is not None:  # the timeline is this profile's clock: later merges can align to it
-        for k in ("host_clock", "clock_domain", "wall_anchor"):
-            if k in ref.meta:
-                out.meta[k] = ref.meta[k]
-    out._finished = True
-    return out
+    def finish(self) -> None:
+        """The combined profile's lists, from the interners."""
+        out = self.out
+        out.names = list(self.names)
+        out.sites = self.sites.values
+        out.configs = self.configs.values
+        out.stacks = tuple(self.stacks.values)
+        if not out.stacks:  # no rank recorded stacks: the columns stay empty, as such a profile's
+            out.table.stack, out.host.stack = array(STACK_TYPE), array(STACK_TYPE)
+        out.queues = list(self.queues)
+        out.threads = list(self.threads)
+
+
+@dataclass
+class _Maps:
+    """One source's ids -> the combined profile's, per thing its columns index."""
+
+    names: list[int]
+    sites: dict[int, int]
+    configs: list[int]
+    stacks: list[int]
+    queues: list[int]
+    threads: list[int]
 
 
 __all__ = [

@@ -548,22 +548,7 @@ class Recorder:
         """
         who = _who() if thread is None else thread
         site = self._site()
-        stops: list[tuple[Backend, Any, Any, Any]] = []
-        for b, q, tok in begun:
-            if b.broken is not None:  # disabled meanwhile: nothing more is asked of it
-                self._release(b, tok, None)
-                self._range_pop(b)
-                continue
-            stop: Any = None
-            if tok is not None:
-                try:
-                    stop = b.record_timestamp(b)
-                except Exception as exc:
-                    self._hook_failed(b, "record_timestamp", exc)
-                    self._release(b, tok, None)
-                    self._range_pop(b)
-                    continue
-            stops.append((b, q, tok, stop))
+        stops = self._range_stops(begun)
         end_ns = now()
         last = len(stops) - 1
         incoming = self._incoming
@@ -613,6 +598,30 @@ class Recorder:
         if host and not stops:
             self._append(host_entry(ENTRY_HOST_RANGE, name, who, start_ns, end_ns, site))
         return end_ns
+
+    def _range_stops(
+        self, begun: list[tuple[Backend, Any, Any]]
+    ) -> list[tuple[Backend, Any, Any, Any]]:
+        """A range's stop timestamp on each backend it began on: ``(backend, queue, start,
+        stop)``, ``stop`` None where it has no timestamps; a backend disabled meanwhile, or
+        whose ``record_timestamp`` fails, has its start given back and no entry."""
+        stops: list[tuple[Backend, Any, Any, Any]] = []
+        for b, q, tok in begun:
+            if b.broken is not None:  # disabled meanwhile: nothing more is asked of it
+                self._release(b, tok, None)
+                self._range_pop(b)
+                continue
+            stop: Any = None
+            if tok is not None:
+                try:
+                    stop = b.record_timestamp(b)
+                except Exception as exc:
+                    self._hook_failed(b, "record_timestamp", exc)
+                    self._release(b, tok, None)
+                    self._range_pop(b)
+                    continue
+            stops.append((b, q, tok, stop))
+        return stops
 
     def cut_range_exits(self, frame: tuple[Any, ...]) -> None:
         """A range that the profile recorded as cut at its end (``RangeBook.cut``) exits:
