@@ -28,7 +28,6 @@ MAX_FUNCTION_LINES = 80
 #: Functions (nested ones within them counted in their length) over MAX_FUNCTION_LINES, each
 #: with the reason it is one function, or the split it waits for. Shrink this list.
 HOT = "the launch path or a per-record loop, inlined: one frame, names bound once (BENCHMARKS.md)"
-SPLIT = "to be split along the data it walks (issue 36)"
 LONG_FUNCTIONS: dict[str, str] = {
     "kprof_core.recording.recorder.launch": HOT,
     "kprof_opencl.capture.kernel_wrapper": HOT + "; its closure is the wrapper",
@@ -40,8 +39,6 @@ LONG_FUNCTIONS: dict[str, str] = {
     "kprof_hip.kernels.hipExtLaunchKernel": HOT + " (a closure of kernel_wrappers)",
     "kprof_hip.memory.memory_wrappers": "a factory of the allocation wrappers, closures over "
     "state bound once; its length is theirs",
-    "kprof_core.analysis.idle.analyse": SPLIT + ": per device, the window, causes and delays",
-    "kprof_core.analysis.idle_columns._window": SPLIT,
     "kprof_core.io.read_v1.read_frame": "one walk of a file's header and columns, every field "
     "checked in the order it is read",
     "kprof_core.io.storage.dumps": "the writer's one walk, the reader's mirror",

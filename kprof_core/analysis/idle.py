@@ -93,224 +93,251 @@ MAX_PAIRED_QUEUES = 8
 def analyse(p: ProfileData, range: str | None = None) -> Analysis:
     """Analyse ``p``'s device rows over its span, or over the instances of the host range
     named ``range``; see the module's docstring for every definition."""
-    t = p.table
-    n = len(t)
-    mod = compiled_helpers()
-    bad = UNRESOLVED | HOST_TIMED | APPROXIMATE
-    skipped: dict[str, int] = {}
-    if t.kind.count(RANGE) == 0 and (
-        t.flags.count(PLACED) == n  # the usual flags, counted in C
-        or not any(map(and_, t.flags, repeat(bad)))
-    ):
-        mask = None
-    else:
-        flagged = array("q", map(and_, t.flags, repeat(bad)))
-        for bit, why in (
-            (UNRESOLVED, "unresolved"),
-            (HOST_TIMED, "host-timed"),
-            (APPROXIMATE, "approximate"),
-        ):
-            k = sum(
-                compress(
-                    map(ne, map(and_, flagged, repeat(bit)), repeat(0)),
-                    map(ne, t.kind, repeat(RANGE)),
-                )
-            )
-            if k:
-                skipped[why] = k
-        mask = bytes(map(and_, map(eq, flagged, repeat(0)), map(ne, t.kind, repeat(RANGE))))
-    cols: tuple[array[int], ...] = (
-        t.queue,
-        t.start,
-        t.duration,
-        t.launch_start,
-        t.launch_end,
-        t.kind,
-        t.name,
-        t.config if len(t.config) == n else array("q", bytes(8 * n)),
-    )
-    if mask is not None:
-        cols = tuple(array("q", compress(c, mask)) for c in cols)
-    qcol, start, dur, lstart, lend, kinds, names, configs = cols
-    # Copies are not kernels: the short-kernel figures take kernels only.
-    only_kernels = kinds.count(KERNEL) == len(kinds)
-    is_kernel = None if only_kernels else bytes(map(eq, kinds, repeat(KERNEL)))
-    if mod is not None:
-        end_b, last = mod.idle_ends(start.tobytes(), dur.tobytes())
-        end = of_bytes(end_b)
-        if mask is not None:  # the span, as ProfileData.span_ns has it, from every row
-            last = mod.idle_ends(t.start.tobytes(), t.duration.tobytes())[1]
-        last_end = max(p.end_ns, p.end_ns if last is None else last)
-        span_end = p.start_ns + max(0, last_end - p.start_ns)
-    else:
-        end = array("q", map(add, start, dur))
-        span_end = p.start_ns + p.span_ns
-
-    # Windows.
-    before = after = None
+    sel = _Selected(p)
     if range is None:
-        if len(start):  # the active span: from the first analysed work to the last one's end
-            first = min(start)
-            last = max(end)
-            windows = [(first, last)]
-            before, after = first - p.start_ns, max(0, span_end - last)
-        else:
-            windows = [(p.start_ns, span_end)]
-        whole = True
+        windows, before, after = _active_span(p, sel)
     else:
-        h = p.host
-        try:
-            nid = p.names.index(range)
-        except ValueError:
-            nid = -1
-        windows = sorted(
-            (h.start[i], h.end[i])
-            for i in compress(
-                _indexes(len(h)),
-                map(and_, map(eq, h.name, repeat(nid)), map(eq, h.kind, repeat(HostTable.RANGE))),
-            )
-        )
-        if not windows:
-            ranges = sorted(
-                {p.names[h.name[i]] for i in _indexes(len(h)) if h.kind[i] == HostTable.RANGE}
-            )
-            raise KeyError(f"no host range named {range!r}; ranges: {ranges}")
-        whole = False
-
-    # Groups: queues, then devices.
-    qids = [qcol[0]] if qcol and qcol.count(qcol[0]) == len(qcol) else list(dict.fromkeys(qcol))
+        windows, before, after = _range_windows(p, range), None, None
+    whole = range is None
     queues = p.queues
-    by_queue: dict[int, Rows] = {}
-    kernels_of: dict[int, Rows] = {}
-    qbytes = qcol.tobytes() if mod is not None and len(qids) > 1 else b""
-    for q in qids:
-        sel: tuple[array[int], ...]
-        if len(qids) == 1:
-            sel = (start, end, lstart, lend)
-        elif mod is not None:
-            sel = tuple(
-                of_bytes(mod.idle_pick(qbytes, (q,), c.tobytes(), True, False))
-                for c in (start, end, lstart, lend)
-            )
-        else:
-            m = bytes(map(eq, qcol, repeat(q)))
-            sel = tuple(array("q", compress(c, m)) for c in (start, end, lstart, lend))
-        by_queue[q] = Rows(sel[0], sel[1], sel[2], sel[3], mod)
-        if is_kernel is None:
-            kernels_of[q] = by_queue[q]
-        else:
-            m = bytes(map(and_, map(eq, qcol, repeat(q)), is_kernel))
-            ksel = [array("q", compress(c, m)) for c in (start, end, lstart, lend)]
-            kernels_of[q] = Rows(ksel[0], ksel[1], ksel[2], ksel[3], mod)
     devices: dict[str, list[int]] = {}
-    for q in qids:
+    for q in sel.qids:
         devices.setdefault(queues[q].device_key, []).append(q)
-    sentinel = array("q", [-(1 << 62)])
-
-    def others_of(qs: list[int]) -> array[int] | None:
-        """Sorted ends of every other queue's rows, after a sentinel below every time."""
-        if len(qs) == len(qids):
-            return None
-        if mod is not None:
-            return sentinel + of_bytes(mod.idle_pick(qbytes, tuple(qs), end.tobytes(), False, True))
-        return sentinel + array(
-            "q", sorted(compress(end, map(not_, map(contains, repeat(set(qs)), qcol))))
-        )
-
     q_out: list[GroupAnalysis] = []
     d_out: list[GroupAnalysis] = []
     overlaps: list[tuple[str, str, int]] = []
     for dkey, qs in devices.items():
-        clock = p.clocks.get(dkey)
-        q0 = queues[qs[0]]
-        dtitle = f"{q0.backend_title} {q0.device}"
-        q_sums: dict[int, Sums] = {}
-        for q in qs:
-            qr = queues[q]
-            g, sums = group(
-                f"{dkey}/{qr.label}",
-                f"{dtitle}, {qr.label}",
-                qr.backend,
-                by_queue[q],
-                kernels_of[q],
-                windows,
-                whole,
-                others_of([q]),
-                clock,
-                keep=len(qs) > 1,
-            )
-            q_out.append(g)
-            q_sums[q] = sums
-        if len(qs) == 1:
-            g = q_out[-1]
-            d_out.append(_retitle(g, dkey, dtitle))
-            continue
-        cat = [array("q"), array("q"), array("q"), array("q")]
-        kcat = [array("q"), array("q"), array("q"), array("q")]
-        for q in qs:
-            r, kr = by_queue[q], kernels_of[q]
-            for c, col in zip(cat, (r.s, r.e, r.ls, r.le)):
-                c += col
-            for c, col in zip(kcat, (kr.s, kr.e, kr.ls, kr.le)):
-                c += col
-        rows = Rows(cat[0], cat[1], cat[2], cat[3], mod)
-        krows = rows if is_kernel is None else Rows(kcat[0], kcat[1], kcat[2], kcat[3], mod)
-        g, _ = group(
-            dkey,
-            dtitle,
-            q0.backend,
-            rows,
-            krows,
-            windows,
-            whole,
-            others_of(qs),
-            clock,
-            keep=False,
-        )
-        spans = [sp for q in qs for sp in q_sums[q].spans]
-        d_out.append(_with_overlap(g, busy_count(spans, 2)))
-        if len(qs) <= MAX_PAIRED_QUEUES:
-            for i, a in enumerate(qs):
-                for b in qs[i + 1 :]:
-                    both = busy_count([*q_sums[a].spans, *q_sums[b].spans], 2)
-                    if both:
-                        ka = f"{dkey}/{queues[a].label}"
-                        kb = f"{dkey}/{queues[b].label}"
-                        overlaps.append((ka, kb, both))
-
+        d_out.append(_device(p, sel, dkey, qs, windows, whole, q_out, overlaps))
     errors = [g.error_ns for g in d_out if g.aligned and g.error_ns is not None]
-    window_ns = sum(w1 - w0 for w0, w1 in windows)
     kind, about = decide(d_out)
     first_wait = typical_wait = None
     if kind == "start-bound" and about is not None:  # the only verdict that needs them
-        wanted = tuple(q for q in qids if queues[q].device_key == about.key)
+        wanted = tuple(q for q in sel.qids if queues[q].device_key == about.key)
         first_wait, typical_wait = _first_launch_wait(
             wanted,
-            (qcol, start, end, lend, names, configs),
-            is_kernel,
+            (sel.qcol, sel.start, sel.end, sel.lend, sel.names, sel.configs),
+            sel.is_kernel,
             windows,
-            others_of(list(wanted)),
+            sel.others_of(list(wanted)),
         )
     said = verdict(kind, about, len(d_out) > 1, first_wait, typical_wait)
-    if not d_out and skipped:  # there was device work, none of it exactly timed
+    if not d_out and sel.skipped:  # there was device work, none of it exactly timed
         said = "no exactly timed device work to analyse"
-    notes_ = notes(d_out, skipped, errors)
     return Analysis(
         range=range,
         windows=len(windows),
-        window_ns=window_ns,
+        window_ns=sum(w1 - w0 for w0, w1 in windows),
         devices=d_out,
         queues=q_out,
         overlaps=overlaps,
-        skipped=skipped,
+        skipped=sel.skipped,
         error_ns=max(errors) if errors else None,
         kind=kind,
         verdict=said,
-        notes=notes_,
+        notes=notes(d_out, sel.skipped, errors),
         before_ns=before,
         after_ns=after,
         first_launch_wait_ns=first_wait,
     )
+
+
+class _Selected:
+    """The device rows analysed (exactly timed kernels and copies: ranges, unresolved,
+    host-timed and approximate rows left out, counted in ``skipped``), column by column, and
+    each queue's rows, in ``_crecorder``'s ``idle_*`` helpers where built."""
+
+    def __init__(self, p: ProfileData) -> None:
+        t = p.table
+        n = len(t)
+        self.mod = mod = compiled_helpers()
+        bad = UNRESOLVED | HOST_TIMED | APPROXIMATE
+        self.skipped: dict[str, int] = {}
+        mask = None
+        if t.kind.count(RANGE) or (
+            t.flags.count(PLACED) != n  # the usual flags, counted in C
+            and any(map(and_, t.flags, repeat(bad)))
+        ):
+            flagged = array("q", map(and_, t.flags, repeat(bad)))
+            for bit, why in (
+                (UNRESOLVED, "unresolved"),
+                (HOST_TIMED, "host-timed"),
+                (APPROXIMATE, "approximate"),
+            ):
+                k = sum(
+                    compress(
+                        map(ne, map(and_, flagged, repeat(bit)), repeat(0)),
+                        map(ne, t.kind, repeat(RANGE)),
+                    )
+                )
+                if k:
+                    self.skipped[why] = k
+            mask = bytes(map(and_, map(eq, flagged, repeat(0)), map(ne, t.kind, repeat(RANGE))))
+        cols: tuple[array[int], ...] = (
+            t.queue,
+            t.start,
+            t.duration,
+            t.launch_start,
+            t.launch_end,
+            t.kind,
+            t.name,
+            t.config if len(t.config) == n else array("q", bytes(8 * n)),
+        )
+        if mask is not None:
+            cols = tuple(array("q", compress(c, mask)) for c in cols)
+        self.qcol, self.start, dur, self.lstart, self.lend, kinds, self.names, self.configs = cols
+        # Copies are not kernels: the short-kernel figures take kernels only.
+        only_kernels = kinds.count(KERNEL) == len(kinds)
+        self.is_kernel = None if only_kernels else bytes(map(eq, kinds, repeat(KERNEL)))
+        if mod is not None:
+            end_b, last = mod.idle_ends(self.start.tobytes(), dur.tobytes())
+            self.end = of_bytes(end_b)
+            if mask is not None:  # the span, as ProfileData.span_ns has it, from every row
+                last = mod.idle_ends(t.start.tobytes(), t.duration.tobytes())[1]
+            last_end = max(p.end_ns, p.end_ns if last is None else last)
+            self.span_end = p.start_ns + max(0, last_end - p.start_ns)
+        else:
+            self.end = array("q", map(add, self.start, dur))
+            self.span_end = p.start_ns + p.span_ns
+        qcol = self.qcol
+        one = qcol and qcol.count(qcol[0]) == len(qcol)
+        self.qids = [qcol[0]] if one else list(dict.fromkeys(qcol))
+        self.qbytes = qcol.tobytes() if mod is not None and len(self.qids) > 1 else b""
+        self.by_queue: dict[int, Rows] = {}
+        self.kernels_of: dict[int, Rows] = {}
+        for q in self.qids:
+            self._queue(q)
+
+    def _queue(self, q: int) -> None:
+        """Queue ``q``'s rows, and its kernels' rows."""
+        mod, qcol = self.mod, self.qcol
+        cols = (self.start, self.end, self.lstart, self.lend)
+        sel: tuple[array[int], ...]
+        if len(self.qids) == 1:
+            sel = cols
+        elif mod is not None:
+            sel = tuple(
+                of_bytes(mod.idle_pick(self.qbytes, (q,), c.tobytes(), True, False)) for c in cols
+            )
+        else:
+            m = bytes(map(eq, qcol, repeat(q)))
+            sel = tuple(array("q", compress(c, m)) for c in cols)
+        self.by_queue[q] = Rows(sel[0], sel[1], sel[2], sel[3], mod)
+        if self.is_kernel is None:
+            self.kernels_of[q] = self.by_queue[q]
+        else:
+            m = bytes(map(and_, map(eq, qcol, repeat(q)), self.is_kernel))
+            ksel = [array("q", compress(c, m)) for c in cols]
+            self.kernels_of[q] = Rows(ksel[0], ksel[1], ksel[2], ksel[3], mod)
+
+    def others_of(self, qs: list[int]) -> array[int] | None:
+        """Sorted ends of every other queue's rows, after a sentinel below every time."""
+        if len(qs) == len(self.qids):
+            return None
+        sentinel = array("q", [-(1 << 62)])
+        if self.mod is not None:
+            picked = self.mod.idle_pick(self.qbytes, tuple(qs), self.end.tobytes(), False, True)
+            return sentinel + of_bytes(picked)
+        mine = map(contains, repeat(set(qs)), self.qcol)
+        return sentinel + array("q", sorted(compress(self.end, map(not_, mine))))
+
+    def rows_of(self, qs: list[int]) -> tuple[Rows, Rows]:
+        """The rows of the queues ``qs`` together, and their kernels'."""
+        cat = [array("q"), array("q"), array("q"), array("q")]
+        kcat = [array("q"), array("q"), array("q"), array("q")]
+        for q in qs:
+            r, kr = self.by_queue[q], self.kernels_of[q]
+            for c, col in zip(cat, (r.s, r.e, r.ls, r.le)):
+                c += col
+            for c, col in zip(kcat, (kr.s, kr.e, kr.ls, kr.le)):
+                c += col
+        rows = Rows(cat[0], cat[1], cat[2], cat[3], self.mod)
+        if self.is_kernel is None:
+            return rows, rows
+        return rows, Rows(kcat[0], kcat[1], kcat[2], kcat[3], self.mod)
+
+
+def _active_span(
+    p: ProfileData, sel: _Selected
+) -> tuple[list[tuple[int, int]], int | None, int | None]:
+    """The one window of a whole profile: from the first analysed work to the last one's end
+    (the profile's span without any), and the profile's time before and after it."""
+    if not len(sel.start):
+        return [(p.start_ns, sel.span_end)], None, None
+    first, last = min(sel.start), max(sel.end)
+    return [(first, last)], first - p.start_ns, max(0, sel.span_end - last)
+
+
+def _range_windows(p: ProfileData, range: str) -> list[tuple[int, int]]:
+    """The host range ``range``'s instances, in order; KeyError (naming the ranges there
+    are) when it has none."""
+    h = p.host
+    try:
+        nid = p.names.index(range)
+    except ValueError:
+        nid = -1
+    windows = sorted(
+        (h.start[i], h.end[i])
+        for i in compress(
+            _indexes(len(h)),
+            map(and_, map(eq, h.name, repeat(nid)), map(eq, h.kind, repeat(HostTable.RANGE))),
+        )
+    )
+    if not windows:
+        ranges = sorted(
+            {p.names[h.name[i]] for i in _indexes(len(h)) if h.kind[i] == HostTable.RANGE}
+        )
+        raise KeyError(f"no host range named {range!r}; ranges: {ranges}")
+    return windows
+
+
+def _device(
+    p: ProfileData,
+    sel: _Selected,
+    dkey: str,
+    qs: list[int],
+    windows: list[tuple[int, int]],
+    whole: bool,
+    q_out: list[GroupAnalysis],
+    overlaps: list[tuple[str, str, int]],
+) -> GroupAnalysis:
+    """Device ``dkey``'s analysis, from its queues ``qs``: each queue's goes to ``q_out``,
+    each pair of its queues that overlap to ``overlaps``."""
+    queues, clock = p.queues, p.clocks.get(dkey)
+    q0 = queues[qs[0]]
+    dtitle = f"{q0.backend_title} {q0.device}"
+    q_sums: dict[int, Sums] = {}
+    for q in qs:
+        qr = queues[q]
+        g, sums = group(
+            f"{dkey}/{qr.label}",
+            f"{dtitle}, {qr.label}",
+            qr.backend,
+            sel.by_queue[q],
+            sel.kernels_of[q],
+            windows,
+            whole,
+            sel.others_of([q]),
+            clock,
+            keep=len(qs) > 1,
+        )
+        q_out.append(g)
+        q_sums[q] = sums
+    if len(qs) == 1:
+        return _retitle(q_out[-1], dkey, dtitle)
+    rows, krows = sel.rows_of(qs)
+    g, _ = group(
+        dkey, dtitle, q0.backend, rows, krows, windows, whole, sel.others_of(qs), clock, keep=False
+    )
+    if len(qs) <= MAX_PAIRED_QUEUES:
+        for i, a in enumerate(qs):
+            for b in qs[i + 1 :]:
+                both = busy_count([*q_sums[a].spans, *q_sums[b].spans], 2)
+                if both:
+                    overlaps.append(
+                        (f"{dkey}/{queues[a].label}", f"{dkey}/{queues[b].label}", both)
+                    )
+    spans = [sp for q in qs for sp in q_sums[q].spans]
+    return _with_overlap(g, busy_count(spans, 2))
 
 
 def _first_launch_wait(

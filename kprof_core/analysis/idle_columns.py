@@ -89,28 +89,12 @@ def _window(
     """Add the busy time, idle split and queue depth of ``r`` within ``[w0, w1)`` to ``out``
     (in C where the compiled recorder is built: ``_crecorder.idle_window``, the same
     arithmetic row by row; a test checks both give the same figures)."""
-    if mod is not None:
-        hi = bisect_left(r.s, w1)
-        lo = r.first_in(w0)
-        s_b, e_b, ls_b, le_b = r.columns()
-        ob = None if others is None else others.tobytes()
-        busy, host, launch, dep, other, area, dmax, u0, u1 = mod.idle_window(
-            s_b, e_b, ls_b, le_b, lo, max(lo, hi), w0, w1, ob, keep
-        )
-        out.window += w1 - w0
-        out.busy += busy
-        out.host += host
-        out.launch += launch
-        out.dep += dep
-        out.other += other
-        out.depth_area += area
-        out.depth_max = max(out.depth_max, dmax)
-        if keep and u0 is not None and u1 is not None and lo < hi:
-            out.spans.append((array("q", u0), array("q", u1)))
-        return
     out.window += w1 - w0
     hi = bisect_left(r.s, w1)
     lo = r.first_in(w0)  # rows before lo ended by w0
+    if mod is not None:
+        _window_compiled(r, lo, hi, w0, w1, others, out, keep, mod)
+        return
     if lo >= hi:
         out.host += w1 - w0
         return
@@ -136,8 +120,55 @@ def _window(
         g1.insert(0, s[0])
         gls.insert(0, nls[0])
         gle.insert(0, nle[0])
+    _split_idle(out, (g0, g1, gls, gle), w0, w1, runmax[-1], others)
+    _depth(out, nls, e, w0)
+    if keep:  # the union's intervals: starts are s[0] and the gaps' ends, ends the gaps' starts
+        u0 = array("q", [s[0]]) + array("q", compress(starts1, gap))
+        u1 = array("q", compress(prev_end, gap)) + array("q", [runmax[-1]])
+        out.spans.append((u0, u1))
+
+
+def _window_compiled(
+    r: Rows,
+    lo: int,
+    hi: int,
+    w0: int,
+    w1: int,
+    others: array[int] | None,
+    out: Sums,
+    keep: bool,
+    mod: Any,
+) -> None:
+    """``_window``'s arithmetic in C (``_crecorder.idle_window``)."""
+    s_b, e_b, ls_b, le_b = r.columns()
+    ob = None if others is None else others.tobytes()
+    busy, host, launch, dep, other, area, dmax, u0, u1 = mod.idle_window(
+        s_b, e_b, ls_b, le_b, lo, max(lo, hi), w0, w1, ob, keep
+    )
+    out.busy += busy
+    out.host += host
+    out.launch += launch
+    out.dep += dep
+    out.other += other
+    out.depth_area += area
+    out.depth_max = max(out.depth_max, dmax)
+    if keep and u0 is not None and u1 is not None and lo < hi:
+        out.spans.append((array("q", u0), array("q", u1)))
+
+
+def _split_idle(
+    out: Sums,
+    gaps: tuple[array[int], array[int], array[int], array[int]],
+    w0: int,
+    w1: int,
+    last_end: int,
+    others: array[int] | None,
+) -> None:
+    """The window's busy time, and its idle time split by cause, from its gaps (each gap's
+    start and end, and the launch call of the work that ends it) and the last work's end."""
+    g0, g1, gls, gle = gaps
     idle_inner = sum(g1) - sum(g0)
-    tail = w1 - runmax[-1]
+    tail = w1 - last_end
     out.busy += (w1 - w0) - idle_inner - tail
     # Waiting for the host: from the gap's start to the next launch's end (within the gap).
     cut = array("q", map(min, g1, map(max, g0, gle)))
@@ -158,10 +189,13 @@ def _window(
         out.dep += dep
         rest -= dep
     out.other += rest
-    # Queue depth: launch call begun and work not finished, within the window.
+
+
+def _depth(out: Sums, nls: array[int], e: array[int], w0: int) -> None:
+    """Queue depth: launch call begun and work not finished, within the window."""
     lc = array("q", map(min, map(max, nls, repeat(w0)), e))
     out.depth_area += sum(e) - sum(lc)
-    n = len(s)
+    n = len(e)
     # Events as (time - w0) * 2 + 1 for a launch, * 2 for an end: ends sort first at a tie.
     keys = sorted(
         [
@@ -171,10 +205,6 @@ def _window(
     )
     steps = map(sub, map(mul, map(and_, keys, repeat(1)), repeat(2)), repeat(1))
     out.depth_max = max(out.depth_max, max(accumulate(steps)))
-    if keep:  # the union's intervals: starts are s[0] and the gaps' ends, ends the gaps' starts
-        u0 = array("q", [s[0]]) + array("q", compress(starts1, gap))
-        u1 = array("q", compress(prev_end, gap)) + array("q", [runmax[-1]])
-        out.spans.append((u0, u1))
 
 
 def _in_windows(r: Rows, windows: list[tuple[int, int]], whole: bool) -> list[int] | None:
