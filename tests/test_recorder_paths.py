@@ -234,14 +234,15 @@ def run(
     finally:
         native.use_compiled(True)
         kprof_core_registry().unregister(name)
+    got = rec.recording()
     return {
-        "table": [list(c) for c in rec.table.columns()],
-        "host": [list(getattr(rec.host, c)) for c in rec.host.COLUMNS],
-        "names": list(rec.names.values),
-        "queues": list(rec.queues),
-        "threads": [(th.name, th.task) for th in rec.threads],
-        "errors": dict(rec.errors),
-        "clocks": {k: (c.method, c.error_ns, c.shift_ns) for k, c in rec.clocks.items()},
+        "table": [list(c) for c in got.table.columns()],
+        "host": [list(getattr(got.host, c)) for c in got.host.COLUMNS],
+        "names": list(got.names),
+        "queues": list(got.queues),
+        "threads": [(th.name, th.task) for th in got.threads],
+        "errors": dict(got.errors),
+        "clocks": {k: (c.method, c.error_ns, c.shift_ns) for k, c in got.clocks.items()},
         "broken": backend.broken,
         "released": len(getattr(plugin, "released", ())),
     }

@@ -54,7 +54,7 @@ def test_keyboard_interrupt_while_resolving(tdq: Any) -> None:
         # Once "done" is resolved: on a loaded machine the end may not have got that far in
         # 0.5 s (a helper saw this test fail so under load 18 on 2 cores).
         rec, waited = prof._recorder, 0
-        while rec is not None and not len(rec.table) and waited < 2000:
+        while rec is not None and not len(rec.rows.tables.table) and waited < 2000:
             time.sleep(0.01)
             waited += 1
         _thread.interrupt_main()

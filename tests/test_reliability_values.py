@@ -98,10 +98,11 @@ def run_hostile(
     finally:
         native.use_compiled(True)
         kprof_core_registry().unregister(name)
+    got = rec.recording()
     out = {
-        "table": [list(c) for c in rec.table.columns()],
-        "errors": dict(rec.errors),
-        "clocks": {k: (c.method, c.error_ns, c.shift_ns) for k, c in rec.clocks.items()},
+        "table": [list(c) for c in got.table.columns()],
+        "errors": dict(got.errors),
+        "clocks": {k: (c.method, c.error_ns, c.shift_ns) for k, c in got.clocks.items()},
         "broken": backend.broken,
     }
     return out, rec

@@ -159,14 +159,11 @@ class Recorder:
         h = self.rows = Harvest(self.backends, self.timeout)
         t = h.tables
         # The harvest's own objects (never rebound there), bound here too: the launch path
-        # reaches them in one lookup, and a profile reads its tables from the recorder.
+        # reaches them in one lookup.
         self._incoming = h.incoming
         self._live_queues = t.live_queues
         self._release = h.tokens.release
         self._hook_failed = h.problems.hook_failed
-        self.table, self.host, self.names = t.table, t.host, t.names
-        self.queues, self.threads = t.queues, t.threads
-        self.errors, self.details, self.clocks = t.errors, t.details, h.clocks
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows (``Harvest.harvest``); returns how many."""
@@ -832,18 +829,19 @@ class Recorder:
 
     def recording(self) -> Recording:
         """The finished recording, handed up to the profile (after ``finish`` or ``abandon``)."""
+        t = self.rows.tables
         return Recording(
-            table=self.table,
-            host=self.host,
-            names=self.names.values,
-            queues=self.queues,
-            threads=self.threads,
+            table=t.table,
+            host=t.host,
+            names=t.names.values,
+            queues=t.queues,
+            threads=t.threads,
             sites=self.sites,
             configs=self.configs,
             stacks=self.stacks,
-            errors=self.errors,
-            details=self.details,
-            clocks=self.clocks,
+            errors=t.errors,
+            details=t.details,
+            clocks=self.rows.clocks,
             dropped={**self.activity_dropped},  # not dict(): sites.Skipper
         )
 
@@ -864,26 +862,27 @@ class Recorder:
     def _end(self, deadline: float | None = None) -> None:
         """Called once, holding the lock: the tables become final."""
         self._cut_open_ranges(self._closed_ns)
+        tables = self.rows.tables
         if self.bounds is not None:  # before placing: only what is kept is placed
-            self.bounds.apply(self.table, self.errors, self.details, end=True)
+            self.bounds.apply(tables.table, tables.errors, tables.details, end=True)
         self.rows.finished = True
         self.rows.drop_late()
         try:
             self.rows.end(deadline)
         finally:
             # Launch sites to text, once per distinct raw site: the columns then index them.
-            self.sites, self.stacks = resolve_tables(self.table, self.host)
+            self.sites, self.stacks = resolve_tables(tables.table, tables.host)
             # The compiled catcher keeps the frames of the last stack it walked (to stop the
             # next walk early): let them go with the profile.
             forget = getattr(getattr(self, "_sites", None), "forget", None)
             if forget is not None:
                 forget()
             # Launch configurations to text, once per distinct value (configs.py).
-            t, tables = self.table, self.rows.tables
+            t = tables.table
             self.configs, t.config = resolve_configs(
                 tables.configs, t.config, tables.by_slot, self._config_failed
             )
-            apply_names(t, self.names.values)  # kprof.annotate("name", ...)
+            apply_names(t, tables.names.values)  # kprof.annotate("name", ...)
             # The compiled launch path holds this recorder's bound methods, and the recorder
             # holds it: a cycle only a full collection frees, which kept each ended window's
             # recorder and harvest alive into the next windows of a long run. Launches after
@@ -919,7 +918,7 @@ class Recorder:
         with self.rows.lock:
             if self.rows.finished:  # the outer profile ended first (the inner ran in a thread)
                 return
-            absorb_rows(self.rows.tables, self.clocks, child)
+            absorb_rows(self.rows.tables, self.rows.clocks, child)
             self.memory.absorb(memory)
 
 

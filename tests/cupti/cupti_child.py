@@ -370,9 +370,9 @@ def buffers_drained_while_running(env: Env) -> None:
             for i in range(5000):
                 launch(f"k{i % 3}".encode(), duration=100)
             deadline = time.monotonic() + 30
-            while len(rec.table) < 2048 and time.monotonic() < deadline:
+            while len(rec.rows.tables.table) < 2048 and time.monotonic() < deadline:
                 time.sleep(0.01)  # CUPTI's thread delivers; kprof harvests as they come
-            harvested_before_end = len(rec.table)
+            harvested_before_end = len(rec.rows.tables.table)
             delivered = lib.cuptidouble_delivered_buffers()
         assert delivered > 50, delivered
         assert harvested_before_end >= 2048, harvested_before_end
