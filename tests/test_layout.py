@@ -59,8 +59,6 @@ LONG_C_FILES: dict[str, str] = {
     "kprof_opencl/_clhook.c": "seven concerns in one unit (issue 36: a folder, one concern a file)",
     "kprof_cuda/_cupti.c": "the CUPTI reader and its callbacks: to be split as _clhook.c is",
     "kprof_opencl/_clnative.c": "the launcher, the event reader and the range hooks: to be split",
-    "kprof_core/low_level/_crecorder.c": "includes _range.h, _sites.h and _idle.h as source: "
-    "to compile them as units of their own behind headers (issue 36)",
 }
 
 
