@@ -16,10 +16,11 @@ FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 LIMITED = [("Py_LIMITED_API", "0x030A0000")]
 
 
-def extension(name: str, source: str, depends: tuple[str, ...] = ()) -> Extension:
+def extension(name: str, *sources: str, depends: tuple[str, ...] = ()) -> Extension:
+    """One extension module: its C sources (compiled apart, linked into one module)."""
     return Extension(
         name,
-        [source],
+        list(sources),
         depends=list(depends),  # shipped in the sdist, and a change rebuilds the module
         optional=True,
         py_limited_api=True,
@@ -32,16 +33,22 @@ if FREE_THREADED:
 else:
     setup(
         ext_modules=[
-            # The recorder's launch path: every plugin's captured launches go through it.
+            # The recorder's launch path: every plugin's captured launches go through it. Its
+            # other units: launch sites, kprof.range's entry and exit, the idle analysis.
             extension(
                 "kprof_core.low_level._crecorder",
                 "kprof_core/low_level/_crecorder.c",
-                # Generated from kprof_core/low_level/layout.py (gen_header.py).
+                "kprof_core/low_level/_sites.c",
+                "kprof_core/low_level/_range.c",
+                "kprof_core/low_level/_idle.c",
                 depends=(
+                    # Generated from kprof_core/low_level/layout.py (gen_header.py).
                     "kprof_core/low_level/_layout.h",
-                    "kprof_core/low_level/_idle.h",
+                    "kprof_core/low_level/_crecorder_unit.h",
+                    "kprof_core/low_level/_crecorder.h",
                     "kprof_core/low_level/_sites.h",
                     "kprof_core/low_level/_range.h",
+                    "kprof_core/low_level/_idle.h",
                 ),
             ),
             # The Perfetto trace's encoder (Profile.export_perfetto): one track's packets in C.

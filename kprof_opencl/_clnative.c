@@ -575,7 +575,7 @@ new_launcher(PyObject *module, PyObject *args)
 /* -- kprof.range's hooks in C ---------------------------------------------------------------
  *
  * The twins of plugin.py's current_queue and record_timestamp hooks, which kprof's compiled
- * range (kprof_core/low_level/_range.h) calls instead of them (`kprof_compiled` on each hook
+ * range (kprof_core/low_level/_range.c) calls instead of them (`kprof_compiled` on each hook
  * function): each saves a Python frame per call, three per range. Their common case only:
  * record_timestamp calls the Python hook itself for a queue without a cached profiling flag or
  * without profiling (observed markers). The current queue is read from the thread's dict of

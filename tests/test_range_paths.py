@@ -1,4 +1,4 @@
-"""``kprof.range`` on both recorder paths: the compiled entry and exit (``_range.h``) make the
+"""``kprof.range`` on both recorder paths: the compiled entry and exit (``_range.c``) make the
 same frames and pending entries as the Python twin (``range._enter_py``/``_exit_py``), and
 leave every case but the common one to it.
 

@@ -337,7 +337,7 @@ def _stats(
     )
 
 
-#: The compiled helpers' calling convention this module uses (``_idle.h``'s IDLE_VERSION).
+#: The compiled helpers' calling convention this module uses (``_idle.c``'s IDLE_VERSION).
 IDLE_VERSION = 2
 
 

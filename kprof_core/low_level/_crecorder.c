@@ -14,18 +14,18 @@
  * (setup.py, native.py): there the pure-Python path is used, whose list/dict operations are
  * atomic per object.
  */
-#define PY_SSIZE_T_CLEAN
-#ifndef Py_LIMITED_API
-#define Py_LIMITED_API 0x030A0000
-#endif
-#include <Python.h>
+#include "_crecorder_unit.h"
 #include <structmember.h>
 #include <stddef.h>
 #include <limits.h>
-#include <stdint.h>
 
 /* The entry, activity entry and fast-queue formats, generated from layout.py (one home). */
 #include "_layout.h"
+#include "_crecorder.h"
+/* The extension's other units, each adding its part to the module at import. */
+#include "_sites.h"
+#include "_range.h"
+#include "_idle.h"
 
 /* LaunchPath.launch packs an entry's fields by position (PyTuple_Pack, the cheapest way):
  * this fails to compile if layout.py changes their order without this file following. */
@@ -34,41 +34,6 @@ typedef char kprof_entry_order_matches_layout_py[
      && KPROF_E_QUEUE == 3 && KPROF_E_WHO == 4 && KPROF_E_H0 == 5 && KPROF_E_H1 == 6
      && KPROF_E_START == 7 && KPROF_E_STOP == 8 && KPROF_E_NBYTES == 9 && KPROF_E_FLAGS == 10)
         ? 1 : -1];
-
-/* The launch-site catcher (SiteCatcher, site_capture), used by LaunchPath.launch. */
-#include "_sites.h"
-
-#ifndef Py_XSETREF  /* not in every version's limited-API headers */
-#define Py_XSETREF(op, op2)                     \
-    do {                                        \
-        PyObject *_py_tmp = (PyObject *)(op);   \
-        (op) = (op2);                           \
-        Py_XDECREF(_py_tmp);                    \
-    } while (0)
-#endif
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *incoming;     /* list: the recorder's pending entries */
-    PyObject *live;         /* dict: id(queue) -> queue, kept alive while pending */
-    PyObject *timed;        /* frozenset: slots of the backends this profile times */
-    PyObject *slow;         /* Recorder._launch_py, bound: every other case */
-    PyObject *pressure;     /* Recorder._pressure, bound */
-    PyObject *tls;          /* kprof_core.recording.threads._tls */
-    PyObject *running_loop; /* asyncio._get_running_loop */
-    PyObject *who;          /* kprof_core.recording.threads.who */
-    PyObject *sites;        /* a SiteCatcher, or NULL: sites off (every entry's site -1) */
-    Py_ssize_t next_harvest;
-    /* Caches of the last launch's backend and queue (most launches repeat them): */
-    PyObject *last_backend, *last_slot;  /* the backend and its slot, if timed */
-    PyObject *last_queue, *last_qk;      /* the queue and id(queue), kept in `live` */
-    /* kprof.range's compiled path (_range.h): (backend, current_queue, record_timestamp or
-     * None) per backend, or None where every range takes the Python path (recorder.py). */
-    PyObject *range_plan;
-    /* The recorder's open_ranges and forked_ranges dicts (recorder.py binds them): the range's
-     * frame goes in and out of the first, and the second says whether the process forked. */
-    PyObject *open_ranges, *forked_ranges;
-} LaunchPath;
 
 /* Each thread's key (kprof_core.recording.threads: `_tls.key`), once read: the key never changes for a
  * Python thread state. An OS thread may host several thread states one after another (a
@@ -140,8 +105,8 @@ lp_dealloc(LaunchPath *self)
 
 /* The thread key (and task), as kprof_core.recording.threads.who() returns it; the common case (a key
  * this thread already has, no running event loop) without a Python frame. */
-static PyObject *
-lp_who(LaunchPath *self)
+PyObject *
+kprof_lp_who(LaunchPath *self)
 {
     PyObject *key;
     uintptr_t state_id = (uintptr_t)PyThreadState_GetID(PyThreadState_Get());
@@ -251,14 +216,14 @@ lp_launch(LaunchPath *self, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         Py_INCREF(qk);
         Py_XSETREF(self->last_qk, qk);
     }
-    who = lp_who(self);
+    who = kprof_lp_who(self);
     if (who == NULL)
         goto fail;
     if (self->sites == NULL) {
         site = minus_one;
         Py_INCREF(site);
     } else {
-        Py_ssize_t sid = site_capture((SiteCatcher *)self->sites);
+        Py_ssize_t sid = kprof_site_capture((SiteCatcher *)self->sites);
         site = sid == -2 ? NULL : PyLong_FromSsize_t(sid);
         if (site == NULL)
             goto fail;
@@ -331,7 +296,7 @@ static PyType_Spec lp_spec = {
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, lp_slots,
 };
 
-static PyObject *LaunchPathType;
+PyObject *kprof_LaunchPathType;
 
 static PyObject *
 new_launch_path(PyObject *module, PyObject *args)
@@ -342,11 +307,11 @@ new_launch_path(PyObject *module, PyObject *args)
                           &PyDict_Type, &live, &PyFrozenSet_Type, &timed, &slow, &pressure,
                           &tls, &running_loop, &who, &next_harvest, &sites))
         return NULL;
-    if (sites != Py_None && !PyObject_TypeCheck(sites, (PyTypeObject *)SiteCatcherType)) {
+    if (sites != Py_None && !PyObject_TypeCheck(sites, (PyTypeObject *)kprof_SiteCatcherType)) {
         PyErr_SetString(PyExc_TypeError, "launch_path: sites must be a SiteCatcher or None");
         return NULL;
     }
-    LaunchPath *self = (LaunchPath *)PyType_GenericAlloc((PyTypeObject *)LaunchPathType, 0);
+    LaunchPath *self = (LaunchPath *)PyType_GenericAlloc((PyTypeObject *)kprof_LaunchPathType, 0);
     if (self == NULL)
         return NULL;
     launch_paths_made++;
@@ -365,10 +330,6 @@ new_launch_path(PyObject *module, PyObject *args)
     }
     return (PyObject *)self;
 }
-
-/* kprof.range's entry and exit (RangeBase), using LaunchPath and lp_who above. */
-#include <time.h>
-#include "_range.h"
 
 /* -- the harvest's bookkeeping, column-wise ------------------------------------------------ */
 
@@ -662,20 +623,10 @@ or_const(PyObject *module, PyObject *args)
     return out;
 }
 
-/* The idle analysis's helpers, exported below (idle_*). */
-#include "_idle.h"
-
 static PyMethodDef module_methods[] = {
     {"launch_path", new_launch_path, METH_VARARGS,
      "launch_path(incoming, live_queues, timed_slots, slow, pressure, tls, running_loop, who, "
      "next_harvest, sites) -> LaunchPath"},
-    {"range_bind", range_bind, METH_VARARGS,
-     "range_bind(active, now, outside, kind_range, entry_host_range, flag_approximate, "
-     "flag_host_timed, said, enter_py, exit_py): what "
-     "RangeBase's compiled path needs of kprof_core.recording.annotations."},
-    {"site_catcher", new_site_catcher, METH_VARARGS,
-     "site_catcher(skip, keys, depth=0, stack_type=None) -> SiteCatcher: see "
-     "kprof_core.recording.sites."},
     {"run_columns", run_columns, METH_VARARGS,
      "The harvest's bookkeeping of a run of entries, column-wise: see harvest_columns.run_columns."},
     {"checked_rel_dur", checked_rel_dur, METH_VARARGS,
@@ -683,14 +634,6 @@ static PyMethodDef module_methods[] = {
     {"max_diff", max_diff, METH_VARARGS, "Placement: see kprof_core.recording.placement."},
     {"add_codes", add_codes, METH_VARARGS, "Placement: see kprof_core.recording.placement."},
     {"or_const", or_const, METH_VARARGS, "Placement: see kprof_core.recording.placement."},
-    {"idle_window", idle_window, METH_VARARGS,
-     "The idle analysis's scan: see kprof_core.analysis.idle_columns."},
-    {"idle_stats", idle_stats, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
-    {"idle_order", idle_order, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
-    {"idle_take", idle_take, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
-    {"idle_ends", idle_ends, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
-    {"idle_pick", idle_pick, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
-    {"idle_cover", idle_cover, METH_VARARGS, "The idle analysis: see kprof_core.analysis."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -715,8 +658,8 @@ PyInit__crecorder(void)
         PyErr_SetString(PyExc_RuntimeError, "no thread-specific storage");
         return NULL;
     }
-    LaunchPathType = PyType_FromSpec(&lp_spec);
-    if (LaunchPathType == NULL || sites_init() < 0)
+    kprof_LaunchPathType = PyType_FromSpec(&lp_spec);
+    if (kprof_LaunchPathType == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)
@@ -726,8 +669,7 @@ PyInit__crecorder(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "IDLE_VERSION", KPROF_IDLE_VERSION) < 0
-        || range_init(m) < 0) {
+    if (kprof_sites_init(m) < 0 || kprof_range_init(m) < 0 || kprof_idle_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }
@@ -748,9 +690,9 @@ PyInit__crecorder(void)
         Py_DECREF(m);
         return NULL;
     }
-    Py_INCREF(LaunchPathType);
-    if (PyModule_AddObject(m, "LaunchPath", LaunchPathType) < 0) {
-        Py_DECREF(LaunchPathType);
+    Py_INCREF(kprof_LaunchPathType);
+    if (PyModule_AddObject(m, "LaunchPath", kprof_LaunchPathType) < 0) {
+        Py_DECREF(kprof_LaunchPathType);
         Py_DECREF(m);
         return NULL;
     }

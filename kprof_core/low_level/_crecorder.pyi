@@ -33,7 +33,7 @@ class LaunchPath:
 
 class RangeBase:
     """kprof.range's base where this module is loaded: __enter__/__exit__ in C for the common
-    case, annotations.range._enter_py/_exit_py otherwise (_range.h)."""
+    case, annotations.range._enter_py/_exit_py otherwise (_range.c)."""
 
     name: str
     _top: Any

@@ -40,7 +40,7 @@ _OUTSIDE = ("outside a profile",)
 class _RangeSlots:
     """What a range object holds, where the compiled recorder is not loaded (there
     ``_crecorder.RangeBase`` holds the same in C, checks the same arguments, and does the
-    common case of ``__enter__``/``__exit__`` in C: see ``_range.h``)."""
+    common case of ``__enter__``/``__exit__`` in C: see ``_range.c``)."""
 
     __slots__ = ("_more", "_top", "flops", "name", "nbytes")
 

@@ -352,7 +352,7 @@ class Recorder:
         # once here, not per range).
         self._stamped = frozenset(b for b in self.backends if b.has_timestamps)
         if self._native is not None:
-            # Ranges entered on the old path exit by the Python one (_range.h's rule: a path
+            # Ranges entered on the old path exit by the Python one (_range.c's rule: a path
             # with a plan is its recorder's current one).
             self._native.range_plan = None
         self._native = None
@@ -385,7 +385,7 @@ class Recorder:
         self._native.range_plan = self._range_plan()
 
     def _range_plan(self) -> tuple[tuple[Backend, Any, Any, int], ...] | None:
-        """What ``kprof.range``'s compiled path (``_range.h``) asks of each backend: its
+        """What ``kprof.range``'s compiled path (``_range.c``) asks of each backend: its
         ``current_queue`` and its ``record_timestamp`` (None where it has no timestamps), and
         its slot; None where every range takes the Python path: no device times, synchronized,
         closed, or a backend mirroring ranges to its vendor tool."""
