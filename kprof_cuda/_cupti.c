@@ -442,6 +442,11 @@ static void on_request(uint8_t **buf, size_t *size, size_t *max_records) {
         if (posix_memalign(&p, 8, bs) != 0) p = NULL;
         b = p;
     }
+    if (!b) { /* CUPTI gets none (drops records, counts them): none is out, none comes back */
+        pthread_mutex_lock(&lock);
+        outstanding--;
+        pthread_mutex_unlock(&lock);
+    }
     *buf = b;
     *size = b ? bs : 0;
 }

@@ -91,6 +91,7 @@ class PureReader(PureSites):
         )
 
     def _requested(self, buf: Any, size: Any, max_records: Any) -> None:
+        lent = False
         try:
             with self._lock:
                 held = self._out + len(self._done)
@@ -100,14 +101,18 @@ class PureReader(PureSites):
                     buf[0], size[0], max_records[0] = None, 0, 0
                     return
                 self._out += 1
+                lent = True
                 mem = self._free.pop() if self._free else None
             if mem is None or len(mem) * 8 != self.buffer_size:
                 mem = (ctypes.c_uint64 * (self.buffer_size // 8))()
             addr = ctypes.addressof(mem)
             self._bufs[addr] = mem
             buf[0], size[0], max_records[0] = addr, self.buffer_size, 0
-        except BaseException:  # never raise into CUPTI
+        except BaseException:  # never raise into CUPTI: it gets no buffer, and none is out
             buf[0], size[0], max_records[0] = None, 0, 0
+            if lent:
+                with self._lock:
+                    self._out -= 1
 
     def _completed(self, ctx: Any, stream: int, buf: Any, size: int, valid: int) -> None:
         try:

@@ -633,6 +633,28 @@ def dropped_records_never_make_the_end_wait(env: Env) -> None:
     assert p.dropped["cuda"][0] == 3, p.dropped
 
 
+def a_buffer_that_cannot_be_allocated_is_not_held_against_later_ones(env: Env) -> None:
+    """A buffer whose allocation fails is handed to CUPTI as none (its records dropped and
+    counted) and is not counted among the buffers CUPTI holds: once memory is there again,
+    CUPTI gets buffers, however many allocations failed before (more than the bound)."""
+    cuda_activity.MAX_BUFFERS = 2
+    cuda_activity.BUFFER_SIZE = 1 << 62  # no allocation of this size can succeed
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the dropped records are said (tested elsewhere)
+            with kprof.profile() as p:
+                for _ in range(3):
+                    launch()
+            assert rows(p) == []
+            cuda_activity.BUFFER_SIZE = 1 << 20
+            with kprof.profile() as p:
+                launch()
+    finally:
+        cuda_activity.MAX_BUFFERS = 64
+        cuda_activity.BUFFER_SIZE = 1 << 20
+    assert [x["name"] for x in rows(p)] == ["void scale<float>(float*, float, int)"], rows(p)
+
+
 def buffer_policy_by_api_version(env: Env) -> None:
     """Kineto's policy: CUPTI before API 27 is never refused a buffer (refusing crashed it);
     past the bound, completed buffers are discarded and counted instead. From 27 on, a buffer
@@ -869,6 +891,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         streams_share_rows_with_events,
         order_independent_join,
         dropped_records_never_make_the_end_wait,
+        a_buffer_that_cannot_be_allocated_is_not_held_against_later_ones,
         buffer_policy_by_api_version,
         forced_flush_at_the_last_end,
         unknown_kinds_skipped_and_counted,
