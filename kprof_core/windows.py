@@ -273,6 +273,24 @@ class Windows:
             "delivered": self.delivered,
             "warmups_discarded": self.discarded,
         }
+        if not self.delivered and self.sched is not NEVER:
+            self.outer.meta["windows"]["note"] = self.why_none()
+
+    def why_none(self) -> str:
+        """Why a schedule recorded no window: what the report says under its head."""
+        first = self.sched.next_active(0)
+        if not self.step_num:
+            return (
+                "no window was recorded: kprof.step() was never called on the thread that "
+                "entered the profile"
+            )
+        if first is None or first >= self.step_num:
+            where = "never" if first is None else f"at step {first}"
+            return (
+                f"no window was recorded: the program made {self.step_num} step(s) "
+                f"(kprof.step() calls) and the schedule's first window begins {where}"
+            )
+        return f"no window was recorded: every window opened was a warmup ({self.discarded})"
 
 
 #: No step recorded: the schedule of windows opened by a signal only.

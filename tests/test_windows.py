@@ -425,3 +425,27 @@ def test_a_finished_window_is_freed_without_a_full_collection(testbackends: Any,
     finally:
         gc.enable()
     assert max(alive) <= 1  # at most the window being recorded
+
+
+def test_a_schedule_that_recorded_no_window_says_why(testbackends: Any, tdq: Any) -> None:
+    """The report's head says why there is no window, rather than listing none."""
+    q = tdq()
+    with kprof.profile(schedule=kprof.schedule(wait=5, active=1, repeat=1)) as p, q:
+        for _ in range(3):
+            q.launch("a", 0)
+            kprof.step()
+    assert p.meta["windows"]["delivered"] == 0
+    note = p.meta["windows"]["note"]
+    assert "made 3 step(s)" in note and "begins at step 5" in note, note
+    assert f"! {note}" in p.report()
+    with kprof.profile(schedule=kprof.schedule(wait=1, active=1)) as p, q:
+        q.launch("a", 0)
+    assert "kprof.step() was never called" in p.meta["windows"]["note"]
+    with kprof.profile(schedule=kprof.schedule(wait=1, warmup=2, active=1, repeat=1)) as p, q:
+        for _ in range(2):
+            kprof.step()
+    assert "warmup" in p.meta["windows"]["note"], p.meta["windows"]
+    with kprof.profile(schedule=kprof.schedule(active=1, repeat=1)) as p, q:
+        q.launch("a", 0)
+        kprof.step()
+    assert p.meta["windows"]["delivered"] == 1 and "note" not in p.meta["windows"]
