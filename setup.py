@@ -59,11 +59,19 @@ else:
                 depends=("kprof_core/low_level/_perfetto_fields.h",),
             ),
             # The OpenCL plugin's batch reader of event times (the harvest, off the launch path).
-            extension("kprof_opencl._clnative", "kprof_opencl/_clnative.c"),
+            extension(
+                "kprof_opencl._clnative",
+                "kprof_opencl/_clnative.c",
+                depends=("kprof_opencl/_cltypes.h",),  # the OpenCL declarations, shared
+            ),
             # The OpenCL dispatch-table hook: enqueues from C libraries (VkFFT, CLBlast) too.
             extension("kprof_opencl._clhook", "kprof_opencl/_clhook.c"),
             # Its fallback: an interposer `kprof run` preloads where a table cannot be hooked.
-            extension("kprof_opencl._clpreload", "kprof_opencl/_clpreload.c"),
+            extension(
+                "kprof_opencl._clpreload",
+                "kprof_opencl/_clpreload.c",
+                depends=("kprof_opencl/_cltypes.h",),
+            ),
             # The CUDA plugin's CUPTI reader: C buffer callbacks, decoding and the join in C.
             # Built without NVIDIA's headers (the offsets come from kprof_cuda/cupti_abi.py).
             extension(

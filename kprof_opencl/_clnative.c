@@ -8,8 +8,8 @@
  * (no compiler, KPROF_PURE_PYTHON=1, free-threaded CPython), reader.py reads them through
  * PyOpenCL's own methods instead, with the same result.
  *
- * Limited API (abi3, CPython >= 3.10); no OpenCL headers needed: the few types and
- * constants below are the Khronos ones.
+ * Limited API (abi3, CPython >= 3.10); no OpenCL headers needed (_cltypes.h declares the few
+ * types and constants used).
  */
 #define PY_SSIZE_T_CLEAN
 #ifndef Py_LIMITED_API
@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
+
+#include "_cltypes.h"
 
 #ifndef Py_XSETREF  /* not in every version's limited-API headers */
 #define Py_XSETREF(op, op2)                     \
@@ -39,28 +41,8 @@ static void *lp_launch_meth = NULL;  /* the PyCFunction a LaunchPath.launch meth
  * recorder a launcher last saw still launches through the LaunchPath it found then. */
 static const unsigned long *lp_generation = NULL;
 
-#if defined(_WIN32)
-#define CL_API_CALL __stdcall
-#else
-#define CL_API_CALL
-#endif
-
-typedef int32_t cl_int;
-typedef uint32_t cl_uint;
-typedef uint64_t cl_ulong;
-typedef void *cl_event;
-
-#define CL_SUCCESS 0
-#define CL_COMPLETE 0
-#define CL_EVENT_COMMAND_EXECUTION_STATUS 0x11D3
-#define CL_PROFILING_COMMAND_START 0x1282
-#define CL_PROFILING_COMMAND_END 0x1283
-
-typedef cl_int(CL_API_CALL *get_event_info_t)(cl_event, cl_uint, size_t, void *, size_t *);
-typedef cl_int(CL_API_CALL *get_profiling_info_t)(cl_event, cl_uint, size_t, void *, size_t *);
-
-static get_event_info_t get_event_info = NULL;
-static get_profiling_info_t get_profiling_info = NULL;
+static cl_api_clGetEventInfo get_event_info = NULL;
+static cl_api_clGetEventProfilingInfo get_profiling_info = NULL;
 static PyObject *str_int_ptr;
 
 static PyObject *
@@ -79,8 +61,8 @@ bind(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "bind() needs two function addresses");
         return NULL;
     }
-    get_event_info = (get_event_info_t)info;
-    get_profiling_info = (get_profiling_info_t)prof;
+    get_event_info = (cl_api_clGetEventInfo)info;
+    get_profiling_info = (cl_api_clGetEventProfilingInfo)prof;
     Py_RETURN_NONE;
 }
 

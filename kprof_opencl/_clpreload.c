@@ -12,33 +12,13 @@
  *
  * Built like the extensions (setup.py) but never imported; no OpenCL headers needed.
  */
-#include <stddef.h>
-#include <stdint.h>
+#include "_cltypes.h"
 
 #if defined(_WIN32)
-#define CL_API_CALL __stdcall
 #define KPROF_EXPORT __declspec(dllexport)
 #else
-#define CL_API_CALL
 #define KPROF_EXPORT __attribute__((visibility("default")))
 #endif
-
-typedef int32_t cl_int;
-typedef uint32_t cl_uint;
-typedef uint64_t cl_bitfield;
-typedef intptr_t cl_queue_properties;
-typedef void *cl_event;
-typedef void *cl_command_queue;
-typedef void *cl_kernel;
-typedef void *cl_mem;
-typedef void *cl_context;
-typedef void *cl_device_id;
-
-#define CL_INVALID_CONTEXT -34
-#define CL_INVALID_COMMAND_QUEUE -36
-#define CL_INVALID_KERNEL -48
-
-#define N_SLOTS 131
 
 /* kprof's hooked functions by slot while it captures, else NULL. */
 static void *volatile attached[N_SLOTS];
@@ -62,213 +42,194 @@ forward(void *obj, int slot)
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint dim, const size_t * off, const size_t * gws, const size_t * lws, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *, const size_t *, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 59);
+    cl_api_clEnqueueNDRangeKernel f = (cl_api_clEnqueueNDRangeKernel)forward(q, SLOT_ENQUEUE_NDRANGE_KERNEL);
     return f(q, k, dim, off, gws, lws, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueReadBuffer(cl_command_queue q, cl_mem buf, cl_uint blocking, size_t off, size_t cb, void * ptr, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_mem, cl_uint, size_t, size_t, void *, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 48);
+    cl_api_clEnqueueReadBuffer f = (cl_api_clEnqueueReadBuffer)forward(q, SLOT_ENQUEUE_READ_BUFFER);
     return f(q, buf, blocking, off, cb, ptr, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueWriteBuffer(cl_command_queue q, cl_mem buf, cl_uint blocking, size_t off, size_t cb, const void * ptr, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_mem, cl_uint, size_t, size_t, const void *, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 49);
+    cl_api_clEnqueueWriteBuffer f = (cl_api_clEnqueueWriteBuffer)forward(q, SLOT_ENQUEUE_WRITE_BUFFER);
     return f(q, buf, blocking, off, cb, ptr, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueCopyBuffer(cl_command_queue q, cl_mem src, cl_mem dst, size_t so, size_t dof, size_t cb, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 50);
+    cl_api_clEnqueueCopyBuffer f = (cl_api_clEnqueueCopyBuffer)forward(q, SLOT_ENQUEUE_COPY_BUFFER);
     return f(q, src, dst, so, dof, cb, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueReadImage(cl_command_queue q, cl_mem img, cl_uint blocking, const size_t * origin, const size_t * region, size_t rp, size_t sp, void * ptr, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_mem, cl_uint, const size_t *, const size_t *, size_t, size_t, void *, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 51);
+    cl_api_clEnqueueReadImage f = (cl_api_clEnqueueReadImage)forward(q, SLOT_ENQUEUE_READ_IMAGE);
     return f(q, img, blocking, origin, region, rp, sp, ptr, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueWriteImage(cl_command_queue q, cl_mem img, cl_uint blocking, const size_t * origin, const size_t * region, size_t rp, size_t sp, const void * ptr, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_mem, cl_uint, const size_t *, const size_t *, size_t, size_t, const void *, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 52);
+    cl_api_clEnqueueWriteImage f = (cl_api_clEnqueueWriteImage)forward(q, SLOT_ENQUEUE_WRITE_IMAGE);
     return f(q, img, blocking, origin, region, rp, sp, ptr, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueCopyImage(cl_command_queue q, cl_mem src, cl_mem dst, const size_t * so, const size_t * dof, const size_t * region, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_mem, cl_mem, const size_t *, const size_t *, const size_t *, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 53);
+    cl_api_clEnqueueCopyImage f = (cl_api_clEnqueueCopyImage)forward(q, SLOT_ENQUEUE_COPY_IMAGE);
     return f(q, src, dst, so, dof, region, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueCopyImageToBuffer(cl_command_queue q, cl_mem src, cl_mem dst, const size_t * so, const size_t * region, size_t dof, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_mem, cl_mem, const size_t *, const size_t *, size_t, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 54);
+    cl_api_clEnqueueCopyImageToBuffer f = (cl_api_clEnqueueCopyImageToBuffer)forward(q, SLOT_ENQUEUE_COPY_IMAGE_TO_BUFFER);
     return f(q, src, dst, so, region, dof, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueCopyBufferToImage(cl_command_queue q, cl_mem src, cl_mem dst, size_t so, const size_t * dof, const size_t * region, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_mem, cl_mem, size_t, const size_t *, const size_t *, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 55);
+    cl_api_clEnqueueCopyBufferToImage f = (cl_api_clEnqueueCopyBufferToImage)forward(q, SLOT_ENQUEUE_COPY_BUFFER_TO_IMAGE);
     return f(q, src, dst, so, dof, region, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueReadBufferRect(cl_command_queue q, cl_mem buf, cl_uint blocking, const size_t * bo, const size_t * ho, const size_t * region, size_t brp, size_t bsp, size_t hrp, size_t hsp, void * ptr, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_mem, cl_uint, const size_t *, const size_t *, const size_t *, size_t, size_t, size_t, size_t, void *, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 86);
+    cl_api_clEnqueueReadBufferRect f = (cl_api_clEnqueueReadBufferRect)forward(q, SLOT_ENQUEUE_READ_BUFFER_RECT);
     return f(q, buf, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueWriteBufferRect(cl_command_queue q, cl_mem buf, cl_uint blocking, const size_t * bo, const size_t * ho, const size_t * region, size_t brp, size_t bsp, size_t hrp, size_t hsp, const void * ptr, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_mem, cl_uint, const size_t *, const size_t *, const size_t *, size_t, size_t, size_t, size_t, const void *, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 87);
+    cl_api_clEnqueueWriteBufferRect f = (cl_api_clEnqueueWriteBufferRect)forward(q, SLOT_ENQUEUE_WRITE_BUFFER_RECT);
     return f(q, buf, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueCopyBufferRect(cl_command_queue q, cl_mem src, cl_mem dst, const size_t * so, const size_t * dof, const size_t * region, size_t srp, size_t ssp, size_t drp, size_t dsp, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_mem, cl_mem, const size_t *, const size_t *, const size_t *, size_t, size_t, size_t, size_t, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 88);
+    cl_api_clEnqueueCopyBufferRect f = (cl_api_clEnqueueCopyBufferRect)forward(q, SLOT_ENQUEUE_COPY_BUFFER_RECT);
     return f(q, src, dst, so, dof, region, srp, ssp, drp, dsp, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueFillBuffer(cl_command_queue q, cl_mem buf, const void * pattern, size_t ps, size_t off, size_t size, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_mem, const void *, size_t, size_t, size_t, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 102);
+    cl_api_clEnqueueFillBuffer f = (cl_api_clEnqueueFillBuffer)forward(q, SLOT_ENQUEUE_FILL_BUFFER);
     return f(q, buf, pattern, ps, off, size, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueFillImage(cl_command_queue q, cl_mem img, const void * color, const size_t * origin, const size_t * region, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_mem, const void *, const size_t *, const size_t *, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 103);
+    cl_api_clEnqueueFillImage f = (cl_api_clEnqueueFillImage)forward(q, SLOT_ENQUEUE_FILL_IMAGE);
     return f(q, img, color, origin, region, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueSVMMemcpy(cl_command_queue q, cl_uint blocking, void * dst, const void * src, size_t size, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, cl_uint, void *, const void *, size_t, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 129);
+    cl_api_clEnqueueSVMMemcpy f = (cl_api_clEnqueueSVMMemcpy)forward(q, SLOT_ENQUEUE_SVM_MEMCPY);
     return f(q, blocking, dst, src, size, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clEnqueueSVMMemFill(cl_command_queue q, void * ptr, const void * pattern, size_t ps, size_t size, cl_uint nw, const cl_event * wl, cl_event * ev)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_command_queue, void *, const void *, size_t, size_t, cl_uint, const cl_event *, cl_event *);
     if (q == NULL) {
         return CL_INVALID_COMMAND_QUEUE;
     }
-    fn_t f = (fn_t)forward(q, 130);
+    cl_api_clEnqueueSVMMemFill f = (cl_api_clEnqueueSVMMemFill)forward(q, SLOT_ENQUEUE_SVM_MEM_FILL);
     return f(q, ptr, pattern, ps, size, nw, wl, ev);
 }
 
 KPROF_EXPORT cl_int CL_API_CALL
 clReleaseKernel(cl_kernel k)
 {
-    typedef cl_int(CL_API_CALL * fn_t)(cl_kernel);
     if (k == NULL) {
         return CL_INVALID_KERNEL;
     }
-    fn_t f = (fn_t)forward(k, 37);
+    cl_api_clReleaseKernel f = (cl_api_clReleaseKernel)forward(k, SLOT_RELEASE_KERNEL);
     return f(k);
 }
 
 KPROF_EXPORT cl_command_queue CL_API_CALL
 clCreateCommandQueue(cl_context ctx, cl_device_id dev, cl_bitfield props, cl_int * errcode)
 {
-    typedef cl_command_queue(CL_API_CALL * fn_t)(cl_context, cl_device_id, cl_bitfield, cl_int *);
     if (ctx == NULL) {
         if (errcode != NULL)
             *errcode = CL_INVALID_CONTEXT;
         return NULL;
     }
-    fn_t f = (fn_t)forward(ctx, 9);
+    cl_api_clCreateCommandQueue f = (cl_api_clCreateCommandQueue)forward(ctx, SLOT_CREATE_COMMAND_QUEUE);
     return f(ctx, dev, props, errcode);
 }
 
 KPROF_EXPORT cl_command_queue CL_API_CALL
 clCreateCommandQueueWithProperties(cl_context ctx, cl_device_id dev, const cl_queue_properties * props, cl_int * errcode)
 {
-    typedef cl_command_queue(CL_API_CALL * fn_t)(cl_context, cl_device_id, const cl_queue_properties *, cl_int *);
     if (ctx == NULL) {
         if (errcode != NULL)
             *errcode = CL_INVALID_CONTEXT;
         return NULL;
     }
-    fn_t f = (fn_t)forward(ctx, 123);
+    cl_api_clCreateCommandQueueWithProperties f = (cl_api_clCreateCommandQueueWithProperties)forward(ctx, SLOT_CREATE_COMMAND_QUEUE_WITH_PROPERTIES);
     return f(ctx, dev, props, errcode);
 }
 
