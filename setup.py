@@ -64,8 +64,30 @@ else:
                 "kprof_opencl/_clnative.c",
                 depends=("kprof_opencl/_cltypes.h",),  # the OpenCL declarations, shared
             ),
-            # The OpenCL dispatch-table hook: enqueues from C libraries (VkFFT, CLBlast) too.
-            extension("kprof_opencl._clhook", "kprof_opencl/_clhook.c"),
+            # The OpenCL dispatch-table hook: enqueues from C libraries (VkFFT, CLBlast) too; one
+            # unit a concern, in a folder not named after the module (that is a namespace package).
+            extension(
+                "kprof_opencl._clhook",
+                "kprof_opencl/_clhook_src/module.c",
+                "kprof_opencl/_clhook_src/table.c",
+                "kprof_opencl/_clhook_src/install.c",
+                "kprof_opencl/_clhook_src/enqueue.c",
+                "kprof_opencl/_clhook_src/queues.c",
+                "kprof_opencl/_clhook_src/kernel_names.c",
+                "kprof_opencl/_clhook_src/events.c",
+                "kprof_opencl/_clhook_src/memory.c",
+                depends=(
+                    "kprof_opencl/_cltypes.h",
+                    "kprof_opencl/_clhook_src/clhook.h",
+                    "kprof_opencl/_clhook_src/table.h",
+                    "kprof_opencl/_clhook_src/install.h",
+                    "kprof_opencl/_clhook_src/enqueue.h",
+                    "kprof_opencl/_clhook_src/queues.h",
+                    "kprof_opencl/_clhook_src/kernel_names.h",
+                    "kprof_opencl/_clhook_src/events.h",
+                    "kprof_opencl/_clhook_src/memory.h",
+                ),
+            ),
             # Its fallback: an interposer `kprof run` preloads where a table cannot be hooked.
             extension(
                 "kprof_opencl._clpreload",

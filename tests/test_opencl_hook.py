@@ -1,4 +1,4 @@
-"""The OpenCL dispatch-table hook (kprof_opencl/_clhook.c): enqueues from C, through another
+"""The OpenCL dispatch-table hook (kprof_opencl/_clhook_src/): enqueues from C, through another
 loader, with no event, are recorded with their events' device times, once, only while a profile
 runs. The C side is tests/opencl_clib/clib.c, built here; it opens the system's OpenCL loader
 (Debian's ocl-icd) where there is one, as VkFFT and CLBlast are linked to it."""
