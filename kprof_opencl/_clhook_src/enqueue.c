@@ -22,7 +22,8 @@ static int quiet_depth;
 
 static PyObject *py_active;   /* kprof.capture.active */
 static PyObject *py_backend;  /* the opencl Backend */
-static PyObject *py_other;    /* other(rec, kind, name, queue, t0, t1, token, nbytes): not the common case */
+/* other(rec, kind, name, queue, t0, t1, token, nbytes): not the common case */
+static PyObject *py_other;
 static PyObject *py_kinds[2]; /* KERNEL, COPY */
 static PyObject *py_names[5]; /* H2D, D2H, D2D, FILL, SVM copy: capture.py's row names */
 static PyObject *py_current; /* the thread-local whose `queue` is the thread's current queue */
@@ -339,28 +340,45 @@ h_svm_memfill(cl_command_queue q, void *ptr, const void *pattern, size_t ps, siz
 }
 
 static const KprofHook HOOKS[] = {
-    {SLOT_ENQUEUE_NDRANGE_KERNEL, (void *)h_ndrange, 10, "clEnqueueNDRangeKernel"},
-    {SLOT_ENQUEUE_READ_BUFFER, (void *)h_read_buffer, 10, "clEnqueueReadBuffer"},
-    {SLOT_ENQUEUE_WRITE_BUFFER, (void *)h_write_buffer, 10, "clEnqueueWriteBuffer"},
-    {SLOT_ENQUEUE_COPY_BUFFER, (void *)h_copy_buffer, 10, "clEnqueueCopyBuffer"},
-    {SLOT_ENQUEUE_READ_IMAGE, (void *)h_read_image, 10, "clEnqueueReadImage"},
-    {SLOT_ENQUEUE_WRITE_IMAGE, (void *)h_write_image, 10, "clEnqueueWriteImage"},
-    {SLOT_ENQUEUE_COPY_IMAGE, (void *)h_copy_image, 10, "clEnqueueCopyImage"},
-    {SLOT_ENQUEUE_COPY_IMAGE_TO_BUFFER, (void *)h_image_to_buffer, 10,
-     "clEnqueueCopyImageToBuffer"},
-    {SLOT_ENQUEUE_COPY_BUFFER_TO_IMAGE, (void *)h_buffer_to_image, 10,
-     "clEnqueueCopyBufferToImage"},
-    {SLOT_CREATE_COMMAND_QUEUE, (void *)kprof_hook_create_queue, 10, "clCreateCommandQueue"},
-    {SLOT_RELEASE_KERNEL, (void *)kprof_hook_release_kernel, 10, "clReleaseKernel"},
-    {SLOT_ENQUEUE_READ_BUFFER_RECT, (void *)h_read_rect, 11, "clEnqueueReadBufferRect"},
-    {SLOT_ENQUEUE_WRITE_BUFFER_RECT, (void *)h_write_rect, 11, "clEnqueueWriteBufferRect"},
-    {SLOT_ENQUEUE_COPY_BUFFER_RECT, (void *)h_copy_rect, 11, "clEnqueueCopyBufferRect"},
-    {SLOT_ENQUEUE_FILL_BUFFER, (void *)h_fill_buffer, 12, "clEnqueueFillBuffer"},
-    {SLOT_ENQUEUE_FILL_IMAGE, (void *)h_fill_image, 12, "clEnqueueFillImage"},
-    {SLOT_CREATE_COMMAND_QUEUE_WITH_PROPERTIES, (void *)kprof_hook_create_queue_props, 20,
-     "clCreateCommandQueueWithProperties"},
-    {SLOT_ENQUEUE_SVM_MEMCPY, (void *)h_svm_memcpy, 20, "clEnqueueSVMMemcpy"},
-    {SLOT_ENQUEUE_SVM_MEM_FILL, (void *)h_svm_memfill, 20, "clEnqueueSVMMemFill"},
+    KPROF_HOOK(SLOT_ENQUEUE_NDRANGE_KERNEL, cl_api_clEnqueueNDRangeKernel,
+               h_ndrange, 10, "clEnqueueNDRangeKernel"),
+    KPROF_HOOK(SLOT_ENQUEUE_READ_BUFFER, cl_api_clEnqueueReadBuffer,
+               h_read_buffer, 10, "clEnqueueReadBuffer"),
+    KPROF_HOOK(SLOT_ENQUEUE_WRITE_BUFFER, cl_api_clEnqueueWriteBuffer,
+               h_write_buffer, 10, "clEnqueueWriteBuffer"),
+    KPROF_HOOK(SLOT_ENQUEUE_COPY_BUFFER, cl_api_clEnqueueCopyBuffer,
+               h_copy_buffer, 10, "clEnqueueCopyBuffer"),
+    KPROF_HOOK(SLOT_ENQUEUE_READ_IMAGE, cl_api_clEnqueueReadImage,
+               h_read_image, 10, "clEnqueueReadImage"),
+    KPROF_HOOK(SLOT_ENQUEUE_WRITE_IMAGE, cl_api_clEnqueueWriteImage,
+               h_write_image, 10, "clEnqueueWriteImage"),
+    KPROF_HOOK(SLOT_ENQUEUE_COPY_IMAGE, cl_api_clEnqueueCopyImage,
+               h_copy_image, 10, "clEnqueueCopyImage"),
+    KPROF_HOOK(SLOT_ENQUEUE_COPY_IMAGE_TO_BUFFER, cl_api_clEnqueueCopyImageToBuffer,
+               h_image_to_buffer, 10, "clEnqueueCopyImageToBuffer"),
+    KPROF_HOOK(SLOT_ENQUEUE_COPY_BUFFER_TO_IMAGE, cl_api_clEnqueueCopyBufferToImage,
+               h_buffer_to_image, 10, "clEnqueueCopyBufferToImage"),
+    KPROF_HOOK(SLOT_CREATE_COMMAND_QUEUE, cl_api_clCreateCommandQueue,
+               kprof_hook_create_queue, 10, "clCreateCommandQueue"),
+    KPROF_HOOK(SLOT_RELEASE_KERNEL, cl_api_clReleaseKernel,
+               kprof_hook_release_kernel, 10, "clReleaseKernel"),
+    KPROF_HOOK(SLOT_ENQUEUE_READ_BUFFER_RECT, cl_api_clEnqueueReadBufferRect,
+               h_read_rect, 11, "clEnqueueReadBufferRect"),
+    KPROF_HOOK(SLOT_ENQUEUE_WRITE_BUFFER_RECT, cl_api_clEnqueueWriteBufferRect,
+               h_write_rect, 11, "clEnqueueWriteBufferRect"),
+    KPROF_HOOK(SLOT_ENQUEUE_COPY_BUFFER_RECT, cl_api_clEnqueueCopyBufferRect,
+               h_copy_rect, 11, "clEnqueueCopyBufferRect"),
+    KPROF_HOOK(SLOT_ENQUEUE_FILL_BUFFER, cl_api_clEnqueueFillBuffer,
+               h_fill_buffer, 12, "clEnqueueFillBuffer"),
+    KPROF_HOOK(SLOT_ENQUEUE_FILL_IMAGE, cl_api_clEnqueueFillImage,
+               h_fill_image, 12, "clEnqueueFillImage"),
+    KPROF_HOOK(SLOT_CREATE_COMMAND_QUEUE_WITH_PROPERTIES,
+               cl_api_clCreateCommandQueueWithProperties, kprof_hook_create_queue_props, 20,
+               "clCreateCommandQueueWithProperties"),
+    KPROF_HOOK(SLOT_ENQUEUE_SVM_MEMCPY, cl_api_clEnqueueSVMMemcpy,
+               h_svm_memcpy, 20, "clEnqueueSVMMemcpy"),
+    KPROF_HOOK(SLOT_ENQUEUE_SVM_MEM_FILL, cl_api_clEnqueueSVMMemFill,
+               h_svm_memfill, 20, "clEnqueueSVMMemFill"),
 };
 
 const KprofHookSet kprof_enqueue_set = {

@@ -274,11 +274,13 @@ h_enqueue_svm_free(cl_command_queue q, cl_uint n, void *ptrs[],
 }
 
 static const KprofHook MEM_HOOKS[] = {
-    {SLOT_CREATE_BUFFER, (void *)h_create_buffer, 11, "clCreateBuffer"},
-    {SLOT_RELEASE_MEM_OBJECT, (void *)h_release_mem, 11, "clReleaseMemObject"},
-    {SLOT_SVM_ALLOC, (void *)h_svm_alloc, 20, "clSVMAlloc"},
-    {SLOT_SVM_FREE, (void *)h_svm_free, 20, "clSVMFree"},
-    {SLOT_ENQUEUE_SVM_FREE, (void *)h_enqueue_svm_free, 20, "clEnqueueSVMFree"},
+    KPROF_HOOK(SLOT_CREATE_BUFFER, cl_api_clCreateBuffer, h_create_buffer, 11, "clCreateBuffer"),
+    KPROF_HOOK(SLOT_RELEASE_MEM_OBJECT, cl_api_clReleaseMemObject,
+               h_release_mem, 11, "clReleaseMemObject"),
+    KPROF_HOOK(SLOT_SVM_ALLOC, cl_api_clSVMAlloc, h_svm_alloc, 20, "clSVMAlloc"),
+    KPROF_HOOK(SLOT_SVM_FREE, cl_api_clSVMFree, h_svm_free, 20, "clSVMFree"),
+    KPROF_HOOK(SLOT_ENQUEUE_SVM_FREE, cl_api_clEnqueueSVMFree,
+               h_enqueue_svm_free, 20, "clEnqueueSVMFree"),
 };
 
 const KprofHookSet kprof_memory_set = {

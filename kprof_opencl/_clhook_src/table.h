@@ -13,6 +13,11 @@ typedef struct {
     const char *name;
 } KprofHook;
 
+/* An entry whose function `fn` has the entry's type `type` (cl_api_*): the conditional makes
+ * the compiler compare the two, and a mismatch warns at build time. */
+#define KPROF_HOOK(slot, type, fn, since, name)                                              \
+    {slot, (void *)(1 ? (fn) : (type)NULL), since, name}
+
 /* The sets, each swapped in and out of a table as one. */
 enum { KPROF_ENQUEUES, KPROF_MEMORY, KPROF_N_SETS };
 
