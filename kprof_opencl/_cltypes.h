@@ -90,7 +90,7 @@ enum {
     SLOT_ENQUEUE_SVM_FREE = 128,
     SLOT_ENQUEUE_SVM_MEMCPY = 129,
     SLOT_ENQUEUE_SVM_MEM_FILL = 130,
-    N_SLOTS = 131, /* the entries up to OpenCL 2.0's last one kprof uses */
+    N_SLOTS = 131, /* one past the last slot kprof uses */
 };
 
 /* The entries' types, in slot order. */
