@@ -481,8 +481,7 @@ def test_every_c_source_is_built() -> None:
 
 def test_every_local_header_ships_in_the_sdist() -> None:
     """A header a C source or header includes is in setup.py's ``depends`` (what the sdist
-    ships): else the wheel built from the sdist silently lacks that extension (optional=True),
-    as the compiled recorder once did when ``_sites.h`` was added."""
+    ships): else the wheel built from the sdist silently lacks that extension (optional=True)."""
     root = _source_tree()
     setup = (root / "setup.py").read_text(encoding="utf-8")
     missing = []

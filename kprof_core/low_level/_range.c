@@ -1,5 +1,5 @@
 /* kprof.range's entry and exit in C: the twin of annotations.range._enter_py/_exit_py and of
- * recorder_ranges.device_range_begin/device_range_end for their common case.
+ * Recorder.device_range_begin/device_range_end for their common case.
  *
  * `RangeBase` is the base class of kprof.range where the compiled recorder is loaded. Its
  * __enter__/__exit__ handle a range entered once (not re-entered before it exited) in a
