@@ -120,7 +120,7 @@ class range(_RangeBase):  # the public name mirrors KernelAbstractions' ranges
         # The frame is registered with the recorder (inline: this runs per range), so that a
         # profile ending while the range is open records it rather than dropping it.
         frame = (self.name, t0, begun, who(), rec)
-        rec.ranges.open[id(frame)] = frame
+        rec._open_ranges[id(frame)] = frame
         self._top = frame
         return self
 
@@ -132,10 +132,10 @@ class range(_RangeBase):  # the public name mirrors KernelAbstractions' ranges
         if frame is _OUTSIDE:
             return
         name, t0, begun, thread, rec = frame
-        if rec.ranges.open.pop(id(frame), None) is None:
+        if rec._open_ranges.pop(id(frame), None) is None:
             rec.cut_range_exits(frame)  # its profile ended first and recorded it
             return
-        if (forked := rec.ranges.forked) and (since := forked.pop(id(frame), None)) is not None:
+        if rec._forked_ranges and (since := rec._forked_ranges.pop(id(frame), None)) is not None:
             # Entered before an os.fork() and exited in the child: the child's part of it,
             # from the fork, on the host (its timestamps are the parent's); the vendor
             # tool's range is popped all the same (Recorder._after_fork_in_child).

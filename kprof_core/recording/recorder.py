@@ -145,8 +145,11 @@ class Recorder:
         self.activity_missing = 0
         #: backend name -> (records its tracer dropped while this profile ran, why).
         self.activity_dropped: dict[str, tuple[int, str]] = {}
-        #: The ``kprof.range`` blocks entered and not yet exited (cut at the end).
+        #: The ``kprof.range`` blocks entered and not yet exited (cut at the end). Its dicts
+        #: (never rebound) are bound here too: the Python range path reaches them in one
+        #: lookup, as the compiled one does.
         self.ranges = RangeBook()
+        self._open_ranges, self._forked_ranges = self.ranges.open, self.ranges.forked
         #: Allocations and frees the backends report (``kprof.plugin.allocated``/``freed``).
         self.memory = MemoryLog(self.backends)
         self._native: Any = None  # the compiled launch path, where bound
