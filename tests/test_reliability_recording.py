@@ -1,6 +1,5 @@
-"""Issue 25, items 21 and 22 (the parts about recording): a nested profile with fewer backends,
-thread names of ended threads, one warning per kind of device error, a profile exited on
-another thread."""
+"""Recording at its edges: a nested profile with fewer backends, thread names of ended threads,
+one warning per kind of device error, a profile exited on another thread."""
 
 from __future__ import annotations
 
