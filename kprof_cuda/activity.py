@@ -27,8 +27,10 @@ profile and disabled after the last one, after a forced flush. CUPTI's clock: ``
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -63,6 +65,14 @@ _KINDS = (_K["EXTERNAL_CORRELATION"], _K["CONCURRENT_KERNEL"], _K["MEMCPY"], _K[
 _reader: Any = None
 _reader_lock = threading.Lock()
 _current: CuptiActivity | None = None
+#: Every CuptiActivity of the process, for the fork handler (``_forked``).
+_activities: weakref.WeakSet[CuptiActivity] = weakref.WeakSet()
+
+#: Why CUPTI is left alone in a child made by ``os.fork()`` while it was in use.
+FORKED = (
+    "this process is a child made by fork() while CUDA was in use, where CUDA and CUPTI "
+    "cannot be used (CUDA's rule for a forked process); CUDA work in it is not recorded"
+)
 
 
 class CuptiActivity:
@@ -98,6 +108,9 @@ class CuptiActivity:
         self._warned = False
         #: Launch sites through CUPTI's callback API (``cupti_sites``).
         self.sites = Sites()
+        #: In a child made by ``os.fork()`` while CUPTI was in use (``after_fork``).
+        self.forked = False
+        _activities.add(self)
 
     @property
     def idle_error(self) -> str | None:
@@ -149,7 +162,7 @@ class CuptiActivity:
         """Enable the activity kinds (the first profile started). False, with ``reason`` set
         and one warning, when CUPTI is unavailable or held by another tool."""
         self.backend = backend
-        reason = self.probe()
+        reason = FORKED if self.forked else self.probe()
         if reason is None:
             try:
                 self._enable()
@@ -342,9 +355,21 @@ class CuptiActivity:
     def flush(self, scopes: tuple[int, ...], timeout: float) -> int:
         """Flush until every launch of ``scopes`` has its device record, or ``timeout``
         (``Drain.flush``); returns how many are still missing."""
+        if self.forked and not self._warned:
+            self._warned = True
+            warnings.warn(f"kprof: {FORKED}", RuntimeWarning, stacklevel=4)
         if not self.active or _reader is None:
             return 0
         return self.drain.flush(scopes, timeout)
+
+    def after_fork(self) -> None:
+        """In a child made by ``os.fork()``: CUPTI's threads are gone and CUDA cannot be used
+        here, so no CUPTI call is made from now on (the profile's end says so once); what the
+        parent's threads held is let go."""
+        self.drain.after_fork()
+        self.sites.after_fork()
+        if self.active:
+            self.forked, self.active, self.reason = True, False, FORKED
 
     # -- clocks -------------------------------------------------------------------------------
 
@@ -397,3 +422,18 @@ def _get_reader(c: Cupti) -> Any:
         reader.register()
         _reader = reader
     return _reader
+
+
+def _forked() -> None:
+    """In a child made by ``os.fork()``: the locks the parent's threads may have held at the
+    fork start over free, and every client that was using CUPTI leaves it alone."""
+    global _reader_lock
+    _reader_lock = threading.Lock()
+    if _reader is not None:
+        _reader.after_fork()
+    for act in list(_activities):
+        act.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)

@@ -82,6 +82,13 @@ class Drain:
         #: CUPTI's memory kind -> the memory device's label; None: memory rows are dropped.
         self.memory_label: Callable[[int, int], str] | None = None
 
+    def after_fork(self) -> None:
+        """In a child made by ``os.fork()``: the drain thread is gone, and its lock may have
+        been held by a thread that is not here."""
+        self._take_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+
     def reset(self, reader: Any) -> None:
         """The kinds are being enabled with ``reader``: its queue indices start over."""
         self.reader = reader

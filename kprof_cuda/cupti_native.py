@@ -58,6 +58,10 @@ class NativeReader:
             abi.EXT_KIND_CUSTOM2,
         )
 
+    def after_fork(self) -> None:
+        """In a child made by ``os.fork()``: the C reader's lock is reset by its own fork
+        handler (``_cupti.c``); nothing here."""
+
     def register(self) -> None:
         self.cupti.check(self.mod.register(), "cuptiActivityRegisterCallbacks")
         # CUPTI's records on the host's monotonic clock; a CUPTI without the callback keeps

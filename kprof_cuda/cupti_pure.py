@@ -84,6 +84,11 @@ class PureReader(PureSites):
 
     # -- CUPTI's callbacks (any thread; one GIL acquisition per buffer) ------------------------
 
+    def after_fork(self) -> None:
+        """In a child made by ``os.fork()``: the lock may have been held by CUPTI's thread,
+        which is not here."""
+        self._lock = threading.Lock()
+
     def register(self) -> None:
         self.cupti.check(
             self.cupti.ActivityRegisterCallbacks(self._request_cb, self._complete_cb),

@@ -56,6 +56,11 @@ class Sites:
 
     # -- on and off ---------------------------------------------------------------------------------
 
+    def after_fork(self) -> None:
+        """In a child made by ``os.fork()``: the lock may have been held by a thread that is
+        not here."""
+        self._lock = threading.Lock()
+
     def start(self, cupti: Cupti, reader: Any) -> None:
         """CUPTI's activity path is on (the first profile): nothing subscribed yet."""
         self.cupti, self.reader = cupti, reader

@@ -655,6 +655,61 @@ def a_buffer_that_cannot_be_allocated_is_not_held_against_later_ones(env: Env) -
     assert [x["name"] for x in rows(p)] == ["void scale<float>(float*, float, int)"], rows(p)
 
 
+def a_fork_inside_a_profile_leaves_cupti_alone_in_the_child(env: Env) -> None:
+    """A child made by os.fork() inside a profile, while other threads hold the reader's
+    locks: the child ends its profile at once, makes no CUPTI call (CUDA cannot be used
+    there), and says so in one line; the parent's profile is whole."""
+    act = env.plugin.activity
+    assert act is not None
+    reader = cuda_activity._reader
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        locks = [act.drain._take_lock, act.sites._lock]
+        if not reader.compiled:
+            locks.append(reader._lock)
+        with contextlib.ExitStack() as stack:
+            for lock in locks:
+                stack.enter_context(lock)
+            holding.set()
+            release.wait(30)
+
+    pid = -1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with kprof.profile() as p:
+            launch()
+            holder = threading.Thread(target=hold)
+            holder.start()
+            assert holding.wait(10)
+            if reader.compiled:  # the C reader's own lock, held without the GIL meanwhile
+                threading.Thread(target=reader.mod._hold_lock, args=(2.0,)).start()
+                while not reader.mod._lock_held():
+                    time.sleep(0.001)
+            # What the profile's end asks of CUPTI: flushes, and the scope's pop.
+            calls = (lib.cuptidouble_flushes(), lib.cuptidouble_ext_depth(abi.EXT_KIND_CUSTOM2))
+            pid = os.fork()
+            if pid == 0:
+                launch()  # the child's: CUPTI is not asked for it
+            else:
+                release.set()  # the parent's end takes the same locks
+                holder.join()
+        if pid == 0:
+            said = [str(w.message) for w in caught if "child made by fork()" in str(w.message)]
+            now = (lib.cuptidouble_flushes(), lib.cuptidouble_ext_depth(abi.EXT_KIND_CUSTOM2))
+            ok = now == calls and len(said) == 1 and p.kernels == []
+            os._exit(0 if ok else 3)
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("the child's profile end hung")
+    assert os.waitstatus_to_exitcode(done[1]) == 0, done
+    assert [x["name"] for x in rows(p)] == ["void scale<float>(float*, float, int)"], rows(p)
+
+
 def buffer_policy_by_api_version(env: Env) -> None:
     """Kineto's policy: CUPTI before API 27 is never refused a buffer (refusing crashed it);
     past the bound, completed buffers are discarded and counted instead. From 27 on, a buffer
@@ -892,6 +947,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         order_independent_join,
         dropped_records_never_make_the_end_wait,
         a_buffer_that_cannot_be_allocated_is_not_held_against_later_ones,
+        a_fork_inside_a_profile_leaves_cupti_alone_in_the_child,
         buffer_policy_by_api_version,
         forced_flush_at_the_last_end,
         unknown_kinds_skipped_and_counted,
