@@ -102,6 +102,9 @@ class CuptiActivity:
         self.reason: str | None = None  # why CUPTI is not used, when it is not
         self._enabled: list[int] = []
         self._apis_enabled = False
+        #: Calls of kprof's lists this CUPTI refused to enable one by one (not calls of its
+        #: version), at the last enabling.
+        self.apis_refused = 0
         self._memory_apis = False
         self.backend: kp.Backend | None = None
         self.runtime_records = True
@@ -224,20 +227,34 @@ class CuptiActivity:
     def _enable_apis(self, on: bool) -> bool:
         """Enable (or disable) the API records of the calls that enqueue work, one by one;
         False when this CUPTI cannot."""
+        refused = self._per_api((abi.WORK_DRIVER, abi.WORK_RUNTIME), on)
+        self._apis_enabled = on and refused is not None
+        if on and refused is not None:
+            self.apis_refused = refused
+        return refused is not None
+
+    def _per_api(self, ids: tuple[frozenset[int], frozenset[int]], on: bool) -> int | None:
+        """Enable (or disable) the driver and runtime API records of the calls ``ids`` names,
+        one by one; how many calls this CUPTI refused. A refused call is not one of its
+        version (the lists name the newest CUDA's): skipped. None, with nothing left enabled,
+        when CUPTI cannot enable calls one by one (it refuses every call of a kind, or has no
+        such function)."""
         c = self.cupti
         assert c is not None
         if c.ActivityEnableDriverApi is None or c.ActivityEnableRuntimeApi is None:
-            return False
-        for enable, ids in (
-            (c.ActivityEnableDriverApi, abi.WORK_DRIVER),
-            (c.ActivityEnableRuntimeApi, abi.WORK_RUNTIME),
-        ):
-            for cbid in sorted(ids):
-                if enable(cbid, int(on)) != 0 and on:
-                    self._enable_apis(False)
-                    return False
-        self._apis_enabled = on
-        return True
+            return None
+        refused = 0
+        for enable, cbids in zip((c.ActivityEnableDriverApi, c.ActivityEnableRuntimeApi), ids):
+            took = 0
+            for cbid in sorted(cbids):
+                if enable(cbid, int(on)) == 0:
+                    took += 1
+                else:
+                    refused += 1
+            if on and not took:
+                self._per_api(ids, False)
+                return None
+        return refused
 
     # -- device memory (MEMORY2) ----------------------------------------------------------------
 
@@ -275,20 +292,9 @@ class CuptiActivity:
             c.ActivityDisable(kind)
 
     def _enable_memory_apis(self, on: bool) -> bool:
-        c = self.cupti
-        assert c is not None
-        if c.ActivityEnableDriverApi is None or c.ActivityEnableRuntimeApi is None:
-            return False
-        for enable, ids in (
-            (c.ActivityEnableDriverApi, abi.MEMORY_DRIVER),
-            (c.ActivityEnableRuntimeApi, abi.MEMORY_RUNTIME),
-        ):
-            for cbid in sorted(ids):
-                if enable(cbid, int(on)) != 0 and on:
-                    self._enable_memory_apis(False)
-                    return False
-        self._memory_apis = on
-        return True
+        done = self._per_api((abi.MEMORY_DRIVER, abi.MEMORY_RUNTIME), on) is not None
+        self._memory_apis = on and done
+        return done
 
     def host_shift(self) -> int:
         """What turns a row's CUPTI time (as the reader hands it) into perf_counter_ns."""
@@ -395,8 +401,10 @@ class CuptiActivity:
         return cupti_clock.context_id(c, context)
 
     def stats(self) -> dict[str, int]:
-        """The reader's counts (buffers, records, drops, unknown kinds skipped)."""
-        return {} if _reader is None else dict(_reader.stats())
+        """The reader's counts (buffers, records, drops, unknown kinds skipped), and the calls
+        of kprof's lists this CUPTI did not know (``apis_refused``)."""
+        counts = {} if _reader is None else dict(_reader.stats())
+        return {**counts, "apis_refused": self.apis_refused}
 
 
 def _compiled() -> Any:

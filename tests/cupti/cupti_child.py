@@ -710,6 +710,33 @@ def a_fork_inside_a_profile_leaves_cupti_alone_in_the_child(env: Env) -> None:
     assert [x["name"] for x in rows(p)] == ["void scale<float>(float*, float, int)"], rows(p)
 
 
+def calls_of_an_older_cupti_are_still_enabled_one_by_one(env: Env) -> None:
+    """kprof's lists name the newest CUDA's calls; an older CUPTI refuses the ones it does not
+    have. The others are still enabled one by one (not every API call of the process), the
+    refused ones counted; only a CUPTI that refuses every call of a kind gets the whole kinds."""
+    sizes = lib.cuptidouble_cbid_size(DRIVER), lib.cuptidouble_cbid_size(RUNTIME)
+    lib.cuptidouble_set_cbid_sizes(700, 450)  # an older CUPTI: fewer calls of each kind
+    try:
+        with kprof.profile() as p:
+            launch()
+            assert lib.cuptidouble_api_enabled(DRIVER, LAUNCH) == 1
+            assert lib.cuptidouble_enabled(abi.KIND["DRIVER"]) == 0
+            assert lib.cuptidouble_enabled(abi.KIND["RUNTIME"]) == 0
+        assert [x["name"] for x in rows(p)] == ["void scale<float>(float*, float, int)"]
+        act = env.plugin.activity
+        assert act is not None
+        newer = sum(1 for i in abi.WORK_DRIVER if i >= 700)
+        newer += sum(1 for i in abi.WORK_RUNTIME if i >= 450)
+        assert act.stats()["apis_refused"] == newer > 0, act.stats()
+        lib.cuptidouble_set_cbid_sizes(0, 0)  # no call can be enabled one by one
+        with kprof.profile() as p:
+            launch()
+            assert lib.cuptidouble_enabled(abi.KIND["DRIVER"]) == 1
+        assert [x["name"] for x in rows(p)] == ["void scale<float>(float*, float, int)"]
+    finally:
+        lib.cuptidouble_set_cbid_sizes(*sizes)
+
+
 def buffer_policy_by_api_version(env: Env) -> None:
     """Kineto's policy: CUPTI before API 27 is never refused a buffer (refusing crashed it);
     past the bound, completed buffers are discarded and counted instead. From 27 on, a buffer
@@ -948,6 +975,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         dropped_records_never_make_the_end_wait,
         a_buffer_that_cannot_be_allocated_is_not_held_against_later_ones,
         a_fork_inside_a_profile_leaves_cupti_alone_in_the_child,
+        calls_of_an_older_cupti_are_still_enabled_one_by_one,
         buffer_policy_by_api_version,
         forced_flush_at_the_last_end,
         unknown_kinds_skipped_and_counted,

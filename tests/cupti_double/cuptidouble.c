@@ -355,8 +355,14 @@ CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
     return CUPTI_SUCCESS;
 }
 
+/* The callback ids of this CUPTI (the headers' CBID_SIZE; cuptidouble_set_cbid_sizes plays an
+ * older one): an id past them is not a call of this version, refused as invalid. */
+static uint32_t driver_cbid_size = CUPTI_DRIVER_TRACE_CBID_SIZE;
+static uint32_t runtime_cbid_size = CUPTI_RUNTIME_TRACE_CBID_SIZE;
+
 static CUptiResult enable_api(unsigned char *table, CUpti_CallbackId cbid, uint8_t enable) {
-    if (cbid >= MAX_CBID) return CUPTI_ERROR_INVALID_PARAMETER;
+    uint32_t size = table == driver_api_on ? driver_cbid_size : runtime_cbid_size;
+    if (cbid >= MAX_CBID || cbid >= size) return CUPTI_ERROR_INVALID_PARAMETER;
     pthread_mutex_lock(&lock);
     CUptiResult r = busy;
     if (r == CUPTI_SUCCESS) { table[cbid] = enable ? 1 : 0; api_enable_calls++; }
@@ -581,6 +587,8 @@ void cuptidouble_reset(void) {
     /* A registered timestamp callback stays, as in CUPTI (nothing unregisters it): a tool's
      * reader registers it once per process. */
     api_version = CUPTI_API_VERSION;
+    driver_cbid_size = CUPTI_DRIVER_TRACE_CBID_SIZE;
+    runtime_cbid_size = CUPTI_RUNTIME_TRACE_CBID_SIZE;
     refused = 0;
     dropped = 0;
     suppressed = 0;
@@ -650,6 +658,11 @@ uint64_t cuptidouble_device_busy_until(uint32_t device) {
 /* The CUPTI API version cuptiGetVersion reports (CUPTI before 27 must never be refused a
  * buffer: Kineto's policy). */
 void cuptidouble_set_version(uint32_t v) { api_version = v; }
+uint32_t cuptidouble_cbid_size(int runtime) { return runtime ? runtime_cbid_size : driver_cbid_size; }
+void cuptidouble_set_cbid_sizes(uint32_t driver, uint32_t runtime) {
+    driver_cbid_size = driver;
+    runtime_cbid_size = runtime;
+}
 long cuptidouble_refused(void) { return refused; }
 int cuptidouble_has_timestamp_callback(void) { return timestamp_fn != NULL; }
 
