@@ -58,11 +58,23 @@ else:
                 # Generated from kprof_core/low_level/perfetto_fields.py (gen_header.py).
                 depends=("kprof_core/low_level/_perfetto_fields.h",),
             ),
-            # The OpenCL plugin's batch reader of event times (the harvest, off the launch path).
+            # The OpenCL plugin's PyOpenCL side: the compiled launcher, the batch reader of event
+            # times, kprof.range's hooks; one unit a concern, in a folder named as _clhook's is.
             extension(
                 "kprof_opencl._clnative",
-                "kprof_opencl/_clnative.c",
-                depends=("kprof_opencl/_cltypes.h",),  # the OpenCL declarations, shared
+                "kprof_opencl/_clnative_src/module.c",
+                "kprof_opencl/_clnative_src/launcher.c",
+                "kprof_opencl/_clnative_src/reader.c",
+                "kprof_opencl/_clnative_src/range_hooks.c",
+                "kprof_opencl/_clnative_src/current_queue.c",
+                depends=(
+                    "kprof_opencl/_cltypes.h",  # the OpenCL declarations, shared
+                    "kprof_opencl/_clnative_src/clnative.h",
+                    "kprof_opencl/_clnative_src/launcher.h",
+                    "kprof_opencl/_clnative_src/reader.h",
+                    "kprof_opencl/_clnative_src/range_hooks.h",
+                    "kprof_opencl/_clnative_src/current_queue.h",
+                ),
             ),
             # The OpenCL dispatch-table hook: enqueues from C libraries (VkFFT, CLBlast) too; one
             # unit a concern, in a folder not named after the module (that is a namespace package).

@@ -1,4 +1,4 @@
-/* The OpenCL declarations kprof's C parts share (_clhook_src/, _clpreload.c, _clnative.c).
+/* The OpenCL declarations kprof's C parts share (_clhook_src/, _clpreload.c, _clnative_src/).
  *
  * Written by hand, so that kprof builds without the OpenCL SDK: each name and value is the
  * Khronos one (CL/cl_platform.h, CL/cl.h; entry types and slots from CL/cl_icd.h), spelled as

@@ -51,7 +51,6 @@ MAX_C_LINES = 700
 LONG_C_FILES: dict[str, str] = {
     "kprof_cuda/_cupti.c": "the CUPTI reader and its callbacks: to be split as _clhook is "
     "(kprof_opencl/_clhook_src/)",
-    "kprof_opencl/_clnative.c": "the launcher, the event reader and the range hooks: to be split",
 }
 
 
