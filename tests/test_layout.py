@@ -49,8 +49,6 @@ LONG_FUNCTIONS: dict[str, str] = {
 MAX_C_LINES = 700
 #: C sources over MAX_C_LINES, each with why. Shrink this list.
 LONG_C_FILES: dict[str, str] = {
-    "kprof_cuda/_cupti.c": "the CUPTI reader and its callbacks: to be split as _clhook is "
-    "(kprof_opencl/_clhook_src/)",
     "kprof_opencl/_clnative.c": "the launcher, the event reader and the range hooks: to be split",
 }
 
