@@ -108,11 +108,27 @@ else:
             ),
             # The CUDA plugin's CUPTI reader: C buffer callbacks, decoding and the join in C.
             # Built without NVIDIA's headers (the offsets come from kprof_cuda/cupti_abi.py).
+            # One unit a concern, as _clhook's.
             extension(
                 "kprof_cuda._cupti",
-                "kprof_cuda/_cupti.c",
-                # Generated from kprof_cuda/cupti_layout.py (gen_cupti_header.py).
-                depends=("kprof_cuda/_cupti_layout.h",),
+                "kprof_cuda/_cupti_src/module.c",
+                "kprof_cuda/_cupti_src/buffers.c",
+                "kprof_cuda/_cupti_src/decode.c",
+                "kprof_cuda/_cupti_src/join.c",
+                "kprof_cuda/_cupti_src/intern.c",
+                "kprof_cuda/_cupti_src/rows.c",
+                "kprof_cuda/_cupti_src/sites.c",
+                depends=(
+                    # Generated from kprof_cuda/cupti_layout.py (gen_cupti_header.py).
+                    "kprof_cuda/_cupti_layout.h",
+                    "kprof_cuda/_cupti_src/reader.h",
+                    "kprof_cuda/_cupti_src/buffers.h",
+                    "kprof_cuda/_cupti_src/decode.h",
+                    "kprof_cuda/_cupti_src/join.h",
+                    "kprof_cuda/_cupti_src/intern.h",
+                    "kprof_cuda/_cupti_src/rows.h",
+                    "kprof_cuda/_cupti_src/sites.h",
+                ),
             ),
         ],
         options={"bdist_wheel": {"py_limited_api": "cp310"}},

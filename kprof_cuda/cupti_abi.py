@@ -1,6 +1,6 @@
 """CUPTI's binary interface as kprof reads it: activity kinds, record field offsets, and the
 callback ids of the API calls that enqueue device work. Defined once: the pure-Python reader
-(``cupti_pure``) reads records with these offsets, and the compiled one (``_cupti.c``) is
+(``cupti_pure``) reads records with these offsets, and the compiled one (``_cupti_src/``) is
 handed them at start (``layout()``), so neither needs NVIDIA's headers to build.
 
 Offsets: only fields at the same offset in every supported header version (CUDA 12.6 to 13.5:
@@ -193,7 +193,7 @@ MEMORY_RUNTIME = frozenset((20, 21, 22, 25, 26, 27, 140, 206, 373, 374, 375, 376
 
 def layout() -> tuple[int, ...]:
     """The offsets the compiled reader is configured with, in its order (``cupti_layout.OFFSETS``,
-    which ``_cupti.c``'s generated header enumerates)."""
+    which the compiled reader's generated header enumerates)."""
     tables = {
         "KERNEL": KERNEL,
         "MEMCPY": MEMCPY,

@@ -1,5 +1,5 @@
 """The join of CUPTI's records by correlation id on numpy arrays, for the pure-Python reader
-(``cupti_pure``; the compiled reader does the same in C, ``_cupti.c``). It hands over the
+(``cupti_pure``; the compiled reader does the same in C, ``_cupti_src/``). It hands over the
 columns of ``cupti_layout.ROW_COLUMNS`` but the queue, which the reader interns."""
 
 from __future__ import annotations

@@ -6,9 +6,10 @@
   order (the offsets themselves are ``cupti_abi``'s, the one definition of CUPTI's layout).
 
 ``_cupti_layout.h`` is generated from this module (``python -m kprof_cuda.gen_cupti_header``;
-``tests/test_cupti_abi.py`` checks the committed one is current); ``_cupti.c`` includes it
-and exports ``LAYOUT``, the ``SIGNATURE`` it was built with. A compiled reader built from
-another layout is refused (``cupti_native.compiled_reader``): the pure-Python reader runs.
+``tests/test_cupti_layout.py`` checks the committed one is current); the compiled reader's units
+(``_cupti_src/``) include it, and it exports ``LAYOUT``, the ``SIGNATURE`` it was built with. A
+compiled reader built from another layout is refused (``cupti_native.compiled_reader``): the
+pure-Python reader runs.
 No import here: the generator and the readers read this module without numpy or CUPTI.
 """
 

@@ -1,4 +1,4 @@
-"""The pure-Python reader's rows of MEMORY2 records (``cupti_pure``; ``_cupti.c`` does the
+"""The pure-Python reader's rows of MEMORY2 records (``cupti_pure``; ``_cupti_src/`` does the
 same in C): an allocation is a row of kind 2, a free of kind 3, joined as work by its call's
 correlation id; ``begin`` = ``end`` = its time, ``name`` = CUPTI's memory kind, ``nbytes`` and
 ``address`` (``cupti_layout.ROW_COLUMNS`` says so)."""

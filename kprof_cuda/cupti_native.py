@@ -1,6 +1,6 @@
 """The compiled CUPTI reader (``kprof_cuda._cupti``), behind the same interface as
 :class:`kprof_cuda.cupti_pure.PureReader`: C callbacks, decoding and the join in C, rows
-taken by Python as whole columns (see ``_cupti.c``)."""
+taken by Python as whole columns (see ``_cupti_src/module.c``)."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ class NativeReader:
             out.update({c: times[c].tobytes() for c in TIME_COLUMNS})
         return out
 
-    # -- the callback API: launch sites (_cupti.c's on_callback) --------------------------------
+    # -- the callback API: launch sites (_cupti_src/sites.c's on_callback) ----------------------
 
     def subscribe(self) -> tuple[int, int]:
         """``cuptiSubscribe`` with the C callback: (CUptiResult, handle)."""

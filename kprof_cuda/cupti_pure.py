@@ -1,4 +1,4 @@
-"""The pure-Python CUPTI reader, for installs without the compiled one (``_cupti.c``): same
+"""The pure-Python CUPTI reader, for installs without the compiled one (``_cupti_src/``): same
 rows, same join, same counts; never a Python object per record.
 
 CUPTI calls two ctypes callbacks, once per buffer (one GIL acquisition each): the request

@@ -1,5 +1,5 @@
 """The pure-Python reader's part of CUPTI's callback API (launch sites): the twin of
-``_cupti.c``'s ``on_callback`` (see ``cupti_sites``). A ctypes callback: CUPTI's call takes
+``_cupti_src/sites.c``'s ``on_callback`` (see ``cupti_sites``). A ctypes callback: CUPTI's call takes
 the GIL for it, so a thread without a site scope entered pays that and returns."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Names of CUPTI's records: kernel names demangled, interned once per distinct name, copy and
-memset names; shared by both readers (``cupti_pure``, ``_cupti.c``), which hand over name
+memset names; shared by both readers (``cupti_pure``, ``_cupti_src/``), which hand over name
 indices into :class:`Interner`'s list."""
 
 from __future__ import annotations

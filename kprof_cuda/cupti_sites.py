@@ -5,7 +5,7 @@ profile that keeps sites (``profile(sites=True)``, ``stacks=``) has a scope ente
 subscribes to the Callback API (``cuptiSubscribe``) and enables the callbacks of the calls
 that enqueue work (``cuptiEnableCallback``, the ids of ``cupti_abi.WORK_*``, and of
 ``MEMORY_*`` while allocations are recorded). At a call's entry, on the launching thread, the
-reader's callback (C in ``_cupti.c``, ctypes in ``cupti_pure``) calls
+reader's callback (C in ``_cupti_src/sites.c``, ctypes in ``cupti_pure``) calls
 ``kprof.plugin.launch_site()`` (the thread's active profile walks its frames: the user's line,
 or stack) and keeps the raw id by the call's correlation id; the join gives it to the rows
 of that call, as it gives them their scope (``cupti_join``).

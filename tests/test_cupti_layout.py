@@ -14,7 +14,8 @@ import pytest
 from kprof_cuda import cupti_abi, cupti_join, cupti_layout, cupti_native, gen_cupti_header
 from kprof_cuda.cupti_layout import OFFSETS, ROW_COLUMNS, SIGNATURE
 
-C_SOURCE = Path(cupti_native.__file__).with_name("_cupti.c")
+#: The compiled reader's units and headers.
+C_SOURCES = sorted(Path(cupti_native.__file__).with_name("_cupti_src").glob("*.[ch]"))
 
 
 def test_the_committed_header_is_current() -> None:
@@ -49,11 +50,19 @@ def test_the_header_enumerates_every_column_and_offset_in_order() -> None:
 
 
 def test_the_c_reader_restates_neither_format() -> None:
-    """_cupti.c includes the generated header and defines no R_/O_ enumerator itself."""
-    src = C_SOURCE.read_text(encoding="utf-8")
-    assert '#include "_cupti_layout.h"' in src
-    assert not re.search(r"\b(R|O)_[A-Z_]+\s*=", src)
-    assert not re.search(r"enum\s*\{\s*R_", src) and not re.search(r"enum\s*\{\s*(KS|O_)", src)
+    """Each unit or header of the compiled reader that names a column or an offset includes the
+    generated header itself, and none defines an R_/O_ enumerator."""
+    assert C_SOURCES, "no kprof_cuda/_cupti_src/ beside cupti_native.py"
+    users = []
+    for path in C_SOURCES:
+        src = path.read_text(encoding="utf-8")
+        if re.search(r"\b(R|O)_[A-Z]\w*|\bN_(COLS|OFFSETS)\b", src):
+            users.append(path.name)
+            assert '#include "../_cupti_layout.h"' in src, path.name
+        assert not re.search(r"\b(R|O)_[A-Z_]+\s*=", src), path.name
+        assert not re.search(r"enum\s*\{\s*R_", src), path.name
+        assert not re.search(r"enum\s*\{\s*(KS|O_)", src), path.name
+    assert "decode.c" in users and "rows.h" in users
 
 
 def test_layout_is_the_offsets_of_cupti_abi_in_the_readers_order() -> None:

@@ -47,11 +47,8 @@ LONG_FUNCTIONS: dict[str, str] = {
     "kprof_core.renderers.chrome._write_profile": "the Chrome trace's one streaming pass",
 }
 MAX_C_LINES = 700
-#: C sources over MAX_C_LINES, each with why. Shrink this list.
-LONG_C_FILES: dict[str, str] = {
-    "kprof_cuda/_cupti.c": "the CUPTI reader and its callbacks: to be split as _clhook is "
-    "(kprof_opencl/_clhook_src/)",
-}
+#: C sources over MAX_C_LINES, each with why (none: every C file holds one concern).
+LONG_C_FILES: dict[str, str] = {}
 
 
 def _module_name(path: Path) -> str:

@@ -1,0 +1,104 @@
+/* CUPTI's activity callbacks (see buffers.h), C only: they run on CUPTI's thread (its own, or
+ * a flushing one) with no GIL and no Python. A completed buffer is decoded there, under the
+ * lock (decode.c), and kept for reuse. */
+#include "reader.h"
+#include "buffers.h"
+#include "decode.h"
+#include "rows.h"
+
+static cupti_register_t register_callbacks;
+static register_ts_t register_timestamp;
+
+static size_t buffer_size = 1 << 20;
+static long max_buffers = 64, outstanding;
+static int refuse_ok; /* CUPTI API >= 27: refusing a buffer is safe */
+#define FREE_KEPT 8
+static uint8_t *free_bufs[FREE_KEPT];
+static int n_free;
+
+long long kprof_c_buffers, kprof_c_decoded, kprof_c_refused, kprof_c_discarded_buffers;
+
+void kprof_buffers_bind(cupti_register_t register_cb, register_ts_t register_ts) {
+    register_callbacks = register_cb;
+    register_timestamp = register_ts;
+}
+
+static void on_request(uint8_t **buf, size_t *size, size_t *max_records) {
+    *max_records = 0;
+    pthread_mutex_lock(&kprof_lock);
+    if (outstanding >= max_buffers && refuse_ok) {
+        kprof_c_refused++; /* CUPTI drops records and counts them */
+        pthread_mutex_unlock(&kprof_lock);
+        *buf = NULL;
+        *size = 0;
+        return;
+    }
+    outstanding++;
+    uint8_t *b = n_free ? free_bufs[--n_free] : NULL;
+    size_t bs = buffer_size;
+    pthread_mutex_unlock(&kprof_lock);
+    if (!b) {
+        void *p = NULL;
+        if (posix_memalign(&p, 8, bs) != 0) p = NULL;
+        b = p;
+    }
+    if (!b) { /* CUPTI gets none (drops records, counts them): none is out, none comes back */
+        pthread_mutex_lock(&kprof_lock);
+        outstanding--;
+        pthread_mutex_unlock(&kprof_lock);
+    }
+    *buf = b;
+    *size = b ? bs : 0;
+}
+
+static void on_complete(void *ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid) {
+    (void)ctx; (void)stream;
+    pthread_mutex_lock(&kprof_lock);
+    if (outstanding > 0) outstanding--;
+    if (buf) {
+        kprof_c_buffers++;
+        if (valid) {
+            if (kprof_n_rows >= kprof_max_rows) kprof_c_discarded_buffers++;
+            kprof_decode(buf, valid);
+            kprof_c_decoded++;
+        }
+        if (n_free < FREE_KEPT && size == buffer_size) { free_bufs[n_free++] = buf; buf = NULL; }
+    }
+    kprof_rows_announce();
+    pthread_mutex_unlock(&kprof_lock);
+    free(buf);
+}
+
+/* CUPTI's timestamps from the host's monotonic clock (perf_counter_ns's): no drift, no steps. */
+static uint64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+PyObject *kprof_py_register(PyObject *m, PyObject *noargs) {
+    cupti_result r = register_callbacks(on_request, on_complete);
+    return PyLong_FromLong(r);
+}
+
+PyObject *kprof_py_register_timestamp(PyObject *m, PyObject *noargs) {
+    if (!register_timestamp) return PyLong_FromLong(-1);
+    return PyLong_FromLong(register_timestamp(monotonic_ns));
+}
+
+/* set_limits(buffer_size, max_buffers, max_rows, refuse_ok): the rows' bound is rows.c's. */
+PyObject *kprof_py_set_limits(PyObject *m, PyObject *args) {
+    Py_ssize_t bs, mb, mr;
+    int ro;
+    if (!PyArg_ParseTuple(args, "nnnp:set_limits", &bs, &mb, &mr, &ro)) return NULL;
+    pthread_mutex_lock(&kprof_lock);
+    if ((size_t)bs != buffer_size) { /* kept buffers are of the old size */
+        while (n_free) free(free_bufs[--n_free]);
+    }
+    buffer_size = (size_t)bs;
+    max_buffers = (long)mb;
+    kprof_max_rows = (size_t)mr;
+    refuse_ok = ro;
+    pthread_mutex_unlock(&kprof_lock);
+    Py_RETURN_NONE;
+}
