@@ -60,7 +60,7 @@ class NativeReader:
 
     def after_fork(self) -> None:
         """In a child made by ``os.fork()``: the C reader's lock is reset by its own fork
-        handler (``_cupti.c``); nothing here."""
+        handler (``_cupti_src/module.c``); nothing here."""
 
     def register(self) -> None:
         self.cupti.check(self.mod.register(), "cuptiActivityRegisterCallbacks")
