@@ -69,6 +69,7 @@ else:
                 "kprof_opencl/_clnative_src/current_queue.c",
                 depends=(
                     "kprof_opencl/_cltypes.h",  # the OpenCL declarations, shared
+                    "kprof_opencl/_cunit.h",
                     "kprof_opencl/_clnative_src/clnative.h",
                     "kprof_opencl/_clnative_src/launcher.h",
                     "kprof_opencl/_clnative_src/reader.h",
@@ -90,6 +91,7 @@ else:
                 "kprof_opencl/_clhook_src/memory.c",
                 depends=(
                     "kprof_opencl/_cltypes.h",
+                    "kprof_opencl/_cunit.h",
                     "kprof_opencl/_clhook_src/clhook.h",
                     "kprof_opencl/_clhook_src/table.h",
                     "kprof_opencl/_clhook_src/install.h",

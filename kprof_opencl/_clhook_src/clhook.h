@@ -29,20 +29,7 @@
 #include <time.h>
 #endif
 
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(_WIN32) && !defined(__CYGWIN__)
-#define KPROF_INTERNAL __attribute__((visibility("hidden")))
-#else
-#define KPROF_INTERNAL
-#endif
-
-#ifndef Py_XSETREF /* not in every version's limited-API headers */
-#define Py_XSETREF(dst, src)                                                                 \
-    do {                                                                                      \
-        PyObject *_old = (PyObject *)(dst);                                                   \
-        (dst) = (src);                                                                        \
-        Py_XDECREF(_old);                                                                     \
-    } while (0)
-#endif
+#include "../_cunit.h"
 
 /* time.perf_counter_ns's clock on Linux and the BSDs (CPython's _PyTime_GetPerfCounter);
  * inline: every hooked enqueue reads it twice. */

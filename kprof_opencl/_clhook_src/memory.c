@@ -103,21 +103,30 @@ on_mem_destroyed(cl_mem mem, void *user)
     mem_push(mem, kprof_now_ns(), (uintptr_t)user);
 }
 
-/* mem_drain() -> [(address, time_ns), ...]: the ends seen since the last drain, in order. */
-PyObject *
-kprof_py_mem_drain(PyObject *module, PyObject *unused)
+/* The ends queued so far, taken out (the caller frees them); *n of them. */
+static MemFree *
+take_pending(size_t *n)
 {
 #if HOOK_SUPPORTED
     pthread_mutex_lock(&mem_lock);
     MemFree *got = pending;
-    size_t n = pending_len;
+    *n = pending_len;
     pending = NULL;
     pending_len = pending_cap = 0;
     pthread_mutex_unlock(&mem_lock);
+    return got;
 #else
-    MemFree *got = NULL;
-    size_t n = 0;
+    *n = 0;
+    return NULL;
 #endif
+}
+
+/* mem_drain() -> [(address, time_ns), ...]: the ends seen since the last drain, in order. */
+PyObject *
+kprof_py_mem_drain(PyObject *module, PyObject *unused)
+{
+    size_t n;
+    MemFree *got = take_pending(&n);
     PyObject *out = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; out != NULL && i < n; i++) {
         PyObject *item = Py_BuildValue("(NL)", PyLong_FromVoidPtr(got[i].addr),
@@ -142,17 +151,8 @@ mem_deliver(void *ctx, void *addr, size_t size, int64_t t)
     PyObject *et, *evalue, *etb;
     PyErr_Fetch(&et, &evalue, &etb);
     if (pending_len != 0 && py_mem_free != NULL) { /* a racy peek: a miss waits for the next */
-#if HOOK_SUPPORTED
-        pthread_mutex_lock(&mem_lock);
-        MemFree *got = pending;
-        size_t n = pending_len;
-        pending = NULL;
-        pending_len = pending_cap = 0;
-        pthread_mutex_unlock(&mem_lock);
-#else
-        MemFree *got = NULL;
-        size_t n = 0;
-#endif
+        size_t n;
+        MemFree *got = take_pending(&n);
         for (size_t i = 0; i < n; i++) {
             PyObject *r = PyObject_CallFunction(py_mem_free, "NL", PyLong_FromVoidPtr(got[i].addr),
                                                 (long long)got[i].t);

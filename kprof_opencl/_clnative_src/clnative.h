@@ -20,20 +20,7 @@
 
 #include "../_cltypes.h"
 
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(_WIN32) && !defined(__CYGWIN__)
-#define KPROF_INTERNAL __attribute__((visibility("hidden")))
-#else
-#define KPROF_INTERNAL
-#endif
-
-#ifndef Py_XSETREF /* not in every version's limited-API headers */
-#define Py_XSETREF(dst, src)                                                                 \
-    do {                                                                                      \
-        PyObject *_old = (PyObject *)(dst);                                                   \
-        (dst) = (src);                                                                        \
-        Py_XDECREF(_old);                                                                     \
-    } while (0)
-#endif
+#include "../_cunit.h"
 
 /* An attribute, or NULL without an exception when it is missing (the launcher's and the range
  * hooks' cached `_kprof_name`/`_kprof_profiles`). Inline: a launch with a new kernel or queue
