@@ -28,6 +28,7 @@ typedef cl_ulong cl_bitfield;
 typedef cl_ulong cl_properties;
 typedef cl_bitfield cl_command_queue_properties;
 typedef cl_properties cl_queue_properties;
+typedef cl_properties cl_mem_properties;
 typedef cl_bitfield cl_mem_flags;
 typedef cl_bitfield cl_svm_mem_flags;
 typedef cl_uint cl_image_info;
@@ -90,7 +91,8 @@ enum {
     SLOT_ENQUEUE_SVM_FREE = 128,
     SLOT_ENQUEUE_SVM_MEMCPY = 129,
     SLOT_ENQUEUE_SVM_MEM_FILL = 130,
-    N_SLOTS = 131, /* one past the last slot kprof uses */
+    SLOT_CREATE_BUFFER_WITH_PROPERTIES = 146,
+    N_SLOTS = 147, /* one past the last slot kprof uses */
 };
 
 /* The entries' types, in slot order. */
@@ -177,5 +179,9 @@ typedef cl_int(CL_API_CALL *cl_api_clEnqueueSVMMemcpy)(cl_command_queue, cl_bool
 typedef cl_int(CL_API_CALL *cl_api_clEnqueueSVMMemFill)(cl_command_queue, void *, const void *,
                                                         size_t, size_t, cl_uint,
                                                         const cl_event *, cl_event *);
+typedef cl_mem(CL_API_CALL *cl_api_clCreateBufferWithProperties)(cl_context,
+                                                                 const cl_mem_properties *,
+                                                                 cl_mem_flags, size_t, void *,
+                                                                 cl_int *);
 
 #endif /* KPROF_CLTYPES_H */

@@ -19,6 +19,7 @@ KHRONOS = Path("/usr/include/CL/cl_icd.h")
 ENTRIES = {
     "SLOT_CREATE_COMMAND_QUEUE": "clCreateCommandQueue",
     "SLOT_CREATE_BUFFER": "clCreateBuffer",
+    "SLOT_CREATE_BUFFER_WITH_PROPERTIES": "clCreateBufferWithProperties",
     "SLOT_RELEASE_MEM_OBJECT": "clReleaseMemObject",
     "SLOT_GET_IMAGE_INFO": "clGetImageInfo",
     "SLOT_RELEASE_KERNEL": "clReleaseKernel",

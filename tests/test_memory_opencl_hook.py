@@ -121,6 +121,40 @@ def test_buffers_made_from_c_are_seen(ctx: Any, path: bool) -> None:
     assert got == ([("alloc", 3000, mem), ("free", 3000, mem)] if path else [])
 
 
+def test_buffers_made_with_properties_are_seen(ctx: Any, path: bool) -> None:
+    """OpenCL 3.0's clCreateBufferWithProperties (what C code written for 3.0 calls) is counted
+    as clCreateBuffer is, through the hook."""
+    if path:
+        _hook()
+    found = ctypes.util.find_library("OpenCL")
+    if found is None:
+        pytest.skip("no system libOpenCL to call as a C library would")
+    lib = ctypes.CDLL(found)
+    if not hasattr(lib, "clCreateBufferWithProperties"):
+        pytest.skip("the system's OpenCL loader predates OpenCL 3.0")
+    if not ctx.devices[0].platform.version.startswith("OpenCL 3."):
+        pytest.skip("the platform predates OpenCL 3.0")
+    lib.clCreateBufferWithProperties.restype = ctypes.c_void_p
+    lib.clCreateBufferWithProperties.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,  # const cl_mem_properties *: none
+        ctypes.c_uint64,
+        ctypes.c_size_t,
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_int32),
+    ]
+    lib.clReleaseMemObject.argtypes = [ctypes.c_void_p]
+    err = ctypes.c_int32(0)
+    with kprof.profile(backends="opencl") as p:
+        mem = lib.clCreateBufferWithProperties(
+            ctx.int_ptr, None, cl.mem_flags.READ_WRITE, 5000, None, err
+        )
+        assert err.value == 0 and mem
+        assert lib.clReleaseMemObject(mem) == 0
+    got = [(e.kind, e.nbytes, e.address) for e in p.memory.events]
+    assert got == ([("alloc", 5000, mem), ("free", 5000, mem)] if path else [])
+
+
 def test_nothing_is_left_installed(ctx: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """After the profile the table holds the ICD's own entries, and an end the driver reports
     later (a buffer made inside, freed after) is dropped in C, never queued."""

@@ -174,13 +174,10 @@ mem_deliver(void *ctx, void *addr, size_t size, int64_t t)
     PyGILState_Release(gil);
 }
 
-static cl_mem CL_API_CALL
-h_create_buffer(cl_context ctx, cl_bitfield flags, size_t size, void *host, cl_int *errcode)
+/* A buffer made at `t` in generation `gen`: counted once its end can be seen. */
+static cl_mem
+counted_buffer(cl_context ctx, cl_mem m, size_t size, int64_t t, uintptr_t gen)
 {
-    cl_api_clCreateBuffer f = (cl_api_clCreateBuffer)kprof_original(ctx, SLOT_CREATE_BUFFER);
-    uintptr_t gen = mem_gen;
-    int64_t t = kprof_now_ns();
-    cl_mem m = f(ctx, flags, size, host, errcode);
     if (m == NULL || gen == 0)
         return m;
     cl_api_clSetMemObjectDestructorCallback set = (cl_api_clSetMemObjectDestructorCallback)
@@ -189,6 +186,26 @@ h_create_buffer(cl_context ctx, cl_bitfield flags, size_t size, void *host, cl_i
     if (set != NULL && set(m, on_mem_destroyed, (void *)gen) == CL_SUCCESS)
         mem_deliver(ctx, m, size, t);
     return m;
+}
+
+static cl_mem CL_API_CALL
+h_create_buffer(cl_context ctx, cl_bitfield flags, size_t size, void *host, cl_int *errcode)
+{
+    cl_api_clCreateBuffer f = (cl_api_clCreateBuffer)kprof_original(ctx, SLOT_CREATE_BUFFER);
+    uintptr_t gen = mem_gen;
+    int64_t t = kprof_now_ns();
+    return counted_buffer(ctx, f(ctx, flags, size, host, errcode), size, t, gen);
+}
+
+static cl_mem CL_API_CALL
+h_create_buffer_props(cl_context ctx, const cl_mem_properties *props, cl_bitfield flags,
+                      size_t size, void *host, cl_int *errcode)
+{
+    cl_api_clCreateBufferWithProperties f = (cl_api_clCreateBufferWithProperties)kprof_original(
+        ctx, SLOT_CREATE_BUFFER_WITH_PROPERTIES);
+    uintptr_t gen = mem_gen;
+    int64_t t = kprof_now_ns();
+    return counted_buffer(ctx, f(ctx, props, flags, size, host, errcode), size, t, gen);
 }
 
 static cl_int CL_API_CALL
@@ -281,6 +298,8 @@ static const KprofHook MEM_HOOKS[] = {
     KPROF_HOOK(SLOT_SVM_FREE, cl_api_clSVMFree, h_svm_free, 20, "clSVMFree"),
     KPROF_HOOK(SLOT_ENQUEUE_SVM_FREE, cl_api_clEnqueueSVMFree,
                h_enqueue_svm_free, 20, "clEnqueueSVMFree"),
+    KPROF_HOOK(SLOT_CREATE_BUFFER_WITH_PROPERTIES, cl_api_clCreateBufferWithProperties,
+               h_create_buffer_props, 30, "clCreateBufferWithProperties"),
 };
 
 const KprofHookSet kprof_memory_set = {
