@@ -32,6 +32,7 @@ typedef cl_properties cl_mem_properties;
 typedef cl_bitfield cl_mem_flags;
 typedef cl_bitfield cl_svm_mem_flags;
 typedef cl_uint cl_image_info;
+typedef cl_uint cl_mem_info;
 typedef cl_uint cl_kernel_info;
 typedef cl_uint cl_event_info;
 typedef cl_uint cl_profiling_info;
@@ -41,6 +42,9 @@ typedef struct _cl_command_queue *cl_command_queue;
 typedef struct _cl_mem *cl_mem;
 typedef struct _cl_kernel *cl_kernel;
 typedef struct _cl_event *cl_event;
+/* Only passed through: their layouts are the driver's business. */
+typedef struct _cl_image_format cl_image_format;
+typedef struct _cl_image_desc cl_image_desc;
 
 #define CL_SUCCESS 0
 #define CL_INVALID_CONTEXT -34
@@ -49,6 +53,7 @@ typedef struct _cl_event *cl_event;
 #define CL_QUEUE_PROFILING_ENABLE (1 << 1)
 #define CL_QUEUE_ON_DEVICE (1 << 2)
 #define CL_QUEUE_PROPERTIES 0x1093
+#define CL_MEM_SIZE 0x1102
 #define CL_IMAGE_ELEMENT_SIZE 0x1111
 #define CL_KERNEL_FUNCTION_NAME 0x1190
 #define CL_EVENT_COMMAND_EXECUTION_STATUS 0x11D3
@@ -62,6 +67,7 @@ enum {
     SLOT_CREATE_COMMAND_QUEUE = 9,
     SLOT_CREATE_BUFFER = 14,
     SLOT_RELEASE_MEM_OBJECT = 18,
+    SLOT_GET_MEM_OBJECT_INFO = 20,
     SLOT_GET_IMAGE_INFO = 21,
     SLOT_RELEASE_KERNEL = 37,
     SLOT_GET_KERNEL_INFO = 39,
@@ -83,6 +89,7 @@ enum {
     SLOT_ENQUEUE_READ_BUFFER_RECT = 86,
     SLOT_ENQUEUE_WRITE_BUFFER_RECT = 87,
     SLOT_ENQUEUE_COPY_BUFFER_RECT = 88,
+    SLOT_CREATE_IMAGE = 96,
     SLOT_ENQUEUE_FILL_BUFFER = 102,
     SLOT_ENQUEUE_FILL_IMAGE = 103,
     SLOT_CREATE_COMMAND_QUEUE_WITH_PROPERTIES = 123,
@@ -92,7 +99,8 @@ enum {
     SLOT_ENQUEUE_SVM_MEMCPY = 129,
     SLOT_ENQUEUE_SVM_MEM_FILL = 130,
     SLOT_CREATE_BUFFER_WITH_PROPERTIES = 146,
-    N_SLOTS = 147, /* one past the last slot kprof uses */
+    SLOT_CREATE_IMAGE_WITH_PROPERTIES = 147,
+    N_SLOTS = 148, /* one past the last slot kprof uses */
 };
 
 /* The entries' types, in slot order. */
@@ -101,6 +109,8 @@ typedef cl_command_queue(CL_API_CALL *cl_api_clCreateCommandQueue)(
 typedef cl_mem(CL_API_CALL *cl_api_clCreateBuffer)(cl_context, cl_mem_flags, size_t, void *,
                                                    cl_int *);
 typedef cl_int(CL_API_CALL *cl_api_clReleaseMemObject)(cl_mem);
+typedef cl_int(CL_API_CALL *cl_api_clGetMemObjectInfo)(cl_mem, cl_mem_info, size_t, void *,
+                                                        size_t *);
 typedef cl_int(CL_API_CALL *cl_api_clGetImageInfo)(cl_mem, cl_image_info, size_t, void *,
                                                    size_t *);
 typedef cl_int(CL_API_CALL *cl_api_clReleaseKernel)(cl_kernel);
@@ -158,6 +168,9 @@ typedef cl_int(CL_API_CALL *cl_api_clEnqueueWriteBufferRect)(
 typedef cl_int(CL_API_CALL *cl_api_clEnqueueCopyBufferRect)(
     cl_command_queue, cl_mem, cl_mem, const size_t *, const size_t *, const size_t *, size_t,
     size_t, size_t, size_t, cl_uint, const cl_event *, cl_event *);
+typedef cl_mem(CL_API_CALL *cl_api_clCreateImage)(cl_context, cl_mem_flags,
+                                                  const cl_image_format *, const cl_image_desc *,
+                                                  void *, cl_int *);
 typedef cl_int(CL_API_CALL *cl_api_clEnqueueFillBuffer)(cl_command_queue, cl_mem, const void *,
                                                         size_t, size_t, size_t, cl_uint,
                                                         const cl_event *, cl_event *);
@@ -183,5 +196,8 @@ typedef cl_mem(CL_API_CALL *cl_api_clCreateBufferWithProperties)(cl_context,
                                                                  const cl_mem_properties *,
                                                                  cl_mem_flags, size_t, void *,
                                                                  cl_int *);
+typedef cl_mem(CL_API_CALL *cl_api_clCreateImageWithProperties)(
+    cl_context, const cl_mem_properties *, cl_mem_flags, const cl_image_format *,
+    const cl_image_desc *, void *, cl_int *);
 
 #endif /* KPROF_CLTYPES_H */

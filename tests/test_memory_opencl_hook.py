@@ -155,6 +155,49 @@ def test_buffers_made_with_properties_are_seen(ctx: Any, path: bool) -> None:
     assert got == ([("alloc", 5000, mem), ("free", 5000, mem)] if path else [])
 
 
+def test_images_are_counted_by_their_driver_size(ctx: Any, path: bool) -> None:
+    """An image (clCreateImage) is an allocation of the size its driver reports, through the
+    hook; the Python path (``pyopencl.Buffer`` replaced) does not see images."""
+    if path:
+        _hook()
+    if not ctx.devices[0].image_support:
+        pytest.skip("the device has no images")
+    fmt = cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT)
+    with kprof.profile(backends="opencl") as p:
+        img = cl.create_image(ctx, cl.mem_flags.READ_ONLY, fmt, shape=(16, 8))
+        img.release()
+    got = [(e.kind, e.nbytes) for e in p.memory.events]
+    assert got == ([("alloc", 16 * 8 * 16), ("free", 16 * 8 * 16)] if path else [])
+
+
+def test_a_memory_pool_is_counted_by_its_driver_blocks(ctx: Any, path: bool) -> None:
+    """``pyopencl.tools.MemoryPool`` is counted as the driver sees it: the blocks it asks the
+    driver for (each of its size bin), not the pieces it hands out; a piece given back to the
+    pool and handed out again is neither a free nor an allocation."""
+    if path:
+        _hook()
+    import pyopencl.tools as clt
+
+    queue = cl.CommandQueue(ctx)
+    pool = clt.MemoryPool(clt.ImmediateAllocator(queue))
+    try:
+        with kprof.profile(backends="opencl") as p:
+            a = pool.allocate(1000)
+            b = pool.allocate(1000)
+            a.release()  # back to the pool, which keeps the block
+            c = pool.allocate(1000)  # the same block again
+            b.release()
+            c.release()
+        got = [(e.kind, e.nbytes) for e in p.memory.events]
+        if path:
+            assert [k for k, _n in got] == ["alloc", "alloc"], got
+            assert got[0][1] == got[1][1] >= 1000, got  # the bin's size, not the piece's
+        else:  # the pool allocates in PyOpenCL's C++, past the replaced pyopencl.Buffer
+            assert got == []
+    finally:
+        pool.free_held()
+
+
 def test_nothing_is_left_installed(ctx: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """After the profile the table holds the ICD's own entries, and an end the driver reports
     later (a buffer made inside, freed after) is dropped in C, never queued."""

@@ -197,6 +197,43 @@ h_create_buffer(cl_context ctx, cl_bitfield flags, size_t size, void *host, cl_i
     return counted_buffer(ctx, f(ctx, flags, size, host, errcode), size, t, gen);
 }
 
+/* A memory object's size as the driver has it (an image's, whatever its format); 0 when it
+ * cannot say. */
+static size_t
+mem_size(cl_mem m)
+{
+    cl_api_clGetMemObjectInfo info =
+        (cl_api_clGetMemObjectInfo)kprof_original(m, SLOT_GET_MEM_OBJECT_INFO);
+    size_t size = 0;
+    if (info == NULL || info(m, CL_MEM_SIZE, sizeof size, &size, NULL) != CL_SUCCESS)
+        return 0;
+    return size;
+}
+
+static cl_mem CL_API_CALL
+h_create_image(cl_context ctx, cl_bitfield flags, const cl_image_format *format,
+               const cl_image_desc *desc, void *host, cl_int *errcode)
+{
+    cl_api_clCreateImage f = (cl_api_clCreateImage)kprof_original(ctx, SLOT_CREATE_IMAGE);
+    uintptr_t gen = mem_gen;
+    int64_t t = kprof_now_ns();
+    cl_mem m = f(ctx, flags, format, desc, host, errcode);
+    return counted_buffer(ctx, m, m != NULL ? mem_size(m) : 0, t, gen);
+}
+
+static cl_mem CL_API_CALL
+h_create_image_props(cl_context ctx, const cl_mem_properties *props, cl_bitfield flags,
+                     const cl_image_format *format, const cl_image_desc *desc, void *host,
+                     cl_int *errcode)
+{
+    cl_api_clCreateImageWithProperties f = (cl_api_clCreateImageWithProperties)kprof_original(
+        ctx, SLOT_CREATE_IMAGE_WITH_PROPERTIES);
+    uintptr_t gen = mem_gen;
+    int64_t t = kprof_now_ns();
+    cl_mem m = f(ctx, props, flags, format, desc, host, errcode);
+    return counted_buffer(ctx, m, m != NULL ? mem_size(m) : 0, t, gen);
+}
+
 static cl_mem CL_API_CALL
 h_create_buffer_props(cl_context ctx, const cl_mem_properties *props, cl_bitfield flags,
                       size_t size, void *host, cl_int *errcode)
@@ -300,6 +337,9 @@ static const KprofHook MEM_HOOKS[] = {
                h_enqueue_svm_free, 20, "clEnqueueSVMFree"),
     KPROF_HOOK(SLOT_CREATE_BUFFER_WITH_PROPERTIES, cl_api_clCreateBufferWithProperties,
                h_create_buffer_props, 30, "clCreateBufferWithProperties"),
+    KPROF_HOOK(SLOT_CREATE_IMAGE, cl_api_clCreateImage, h_create_image, 12, "clCreateImage"),
+    KPROF_HOOK(SLOT_CREATE_IMAGE_WITH_PROPERTIES, cl_api_clCreateImageWithProperties,
+               h_create_image_props, 30, "clCreateImageWithProperties"),
 };
 
 const KprofHookSet kprof_memory_set = {
