@@ -5,6 +5,7 @@ and docstrings' references to attributes (``Profile.clocks``) resolve."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import re
@@ -21,6 +22,7 @@ from kprof_core.host.backend import Backend
 from kprof_core.host.markers import PROJECT
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+DOCS = README.parent / "docs"
 HOOKS = [
     fn
     for name, fn in vars(hookspecs).items()
@@ -276,3 +278,50 @@ def test_the_readmes_first_example_runs_as_shown(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "recording 10 ranges, 20 kernels and 0 copies" in r.stdout
     assert " ~" not in r.stdout and "ProfilingDisabledWarning" not in r.stderr
+
+
+#: The marks a report puts on rows and notes (``renderers/console.py``).
+REPORT_MARKS = (" *", " ~", "!")
+
+
+def _printed_headers() -> set[str]:
+    """Every column header the text renderers print: string literals of the lists and tuples
+    named ``headers``/``HEADERS``/``COLUMNS`` or handed to a ``_table`` call, and the columns
+    the summary adds (``common.summary_cells``, ``console``)."""
+    import kprof_core.renderers as renderers
+
+    found = {"Span", "Throughput", "GFLOP/s", "Config", "Name", "Trend"}
+    for path in Path(renderers.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            values: list[ast.expr] = []
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id in ("headers", "HEADERS", "COLUMNS")
+                for t in node.targets
+            ):
+                values = [node.value]
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_table":
+                values = node.args[:1]
+            for v in values:
+                if isinstance(v, (ast.List, ast.Tuple)):
+                    found |= {
+                        e.value
+                        for e in v.elts
+                        if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                    }
+    return found
+
+
+def test_the_glossary_names_every_column_and_mark() -> None:
+    """docs/reference/glossary.md explains each column header and mark the report prints."""
+    from kprof_core.analysis.idle_results import CAUSES
+
+    page = DOCS / "reference" / "glossary.md"
+    terms = {
+        m.group(1).strip("`")
+        for m in re.finditer(r"^\*\*(.+?)\*\*$", page.read_text(encoding="utf-8"), re.M)
+    }
+    printed = _printed_headers() | {h for h, _f, _w in CAUSES}
+    assert "Time (%)" in printed and "Busy" in printed and "Peak" in printed  # the scan works
+    missing = sorted(printed - terms) + [m for m in REPORT_MARKS if m not in terms]
+    assert not missing, f"the glossary does not explain: {missing}"
