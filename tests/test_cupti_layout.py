@@ -155,3 +155,14 @@ def test_a_compiled_reader_without_timestamp_callback_hands_times_from_a_base() 
     clock.offset = (-wall + 42, 0)  # perf_counter_ns = CUPTI's clock - wall + 42
     a = clock.align(reader, 5_000, None)
     assert a.host_ns == 5_042, a
+
+
+def test_the_compiled_reader_refuses_scopes_that_are_not_ints() -> None:
+    """A scope list holding something else is a TypeError, nothing kept (it was a SystemError:
+    the reader went on with the error set); its counts are read whole."""
+    mod = pytest.importorskip("kprof_cuda._cupti", reason="the compiled reader is not built here")
+    for call in (mod.waiting, mod.graph_devices, mod.forget):
+        with pytest.raises(TypeError):
+            call((1, "x"))
+    assert mod.waiting((1, 2)) == 0
+    assert {"buffers", "records", "launches", "rows"} <= set(mod.stats())

@@ -65,9 +65,15 @@ int kprof_scopes_of(PyObject *seq, uint64_t **out, size_t *n) {
     if (!*out) { PyErr_NoMemory(); return -1; }
     for (Py_ssize_t i = 0; i < k; i++) {
         PyObject *x = PySequence_GetItem(seq, i);
-        if (!x) return -1;
-        (*out)[i] = PyLong_AsUnsignedLongLongMask(x);
-        Py_DECREF(x);
+        if (x) {
+            (*out)[i] = PyLong_AsUnsignedLongLongMask(x);
+            Py_DECREF(x);
+        }
+        if (!x || PyErr_Occurred()) { /* an item that is not an int: nothing is kept */
+            free(*out);
+            *out = NULL;
+            return -1;
+        }
     }
     *n = (size_t)k;
     return 0;

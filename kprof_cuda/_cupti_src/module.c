@@ -49,15 +49,19 @@ static PyObject *reset(PyObject *m, PyObject *noargs) {
 
 /* stats() -> counts: buffers, records, rows dropped, launches and records waiting, rows. */
 static PyObject *stats(PyObject *m, PyObject *noargs) {
+    /* Copied under the lock, built after it: making Python objects can run a finalizer that
+     * calls back into this module. */
     pthread_mutex_lock(&kprof_lock);
-    PyObject *d = Py_BuildValue(
-        "{sLsLsLsLsLsLsLsLsnsnsn}", "buffers", kprof_c_buffers, "decoded", kprof_c_decoded,
-        "refused", kprof_c_refused, "records", kprof_c_records, "unknown_kinds", kprof_c_unknown,
-        "foreign", kprof_c_foreign, "dropped_rows", kprof_c_dropped_rows, "discarded_buffers",
-        kprof_c_discarded_buffers, "launches", (Py_ssize_t)kprof_n_launches, "pending",
-        (Py_ssize_t)kprof_n_pending, "rows", (Py_ssize_t)kprof_n_rows);
+    long long c[] = {kprof_c_buffers, kprof_c_decoded, kprof_c_refused, kprof_c_records,
+                     kprof_c_unknown, kprof_c_foreign, kprof_c_dropped_rows,
+                     kprof_c_discarded_buffers};
+    Py_ssize_t launches = (Py_ssize_t)kprof_n_launches, pending = (Py_ssize_t)kprof_n_pending,
+               rows = (Py_ssize_t)kprof_n_rows;
     pthread_mutex_unlock(&kprof_lock);
-    return d;
+    return Py_BuildValue("{sLsLsLsLsLsLsLsLsnsnsn}", "buffers", c[0], "decoded", c[1],
+                         "refused", c[2], "records", c[3], "unknown_kinds", c[4], "foreign",
+                         c[5], "dropped_rows", c[6], "discarded_buffers", c[7], "launches",
+                         launches, "pending", pending, "rows", rows);
 }
 
 /* ---- fork: the child gets the lock free --------------------------------------------------
