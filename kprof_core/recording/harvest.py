@@ -63,14 +63,13 @@ class Harvest:
     """
 
     def __init__(self, backends: Sequence[Backend], timeout: float) -> None:
-        self.backends = list(backends)
         # Pending entries, oldest first. A list, not a deque: the harvest reads runs of it as
         # slices and deletes what it took in one step (launching threads only append).
         self.incoming: list[tuple[Any, ...]] = []
         self.lock = OwnedLock()  # see threads.OwnedLock: a signal handler never waits on it
         self.finished = False  # everything is resolved and placed; tables are final
         self.problems = Problems()
-        self.tables = Tables(self.backends, self.problems)
+        self.tables = Tables(backends, self.problems)
         self.tokens = Tokens(timeout, self.problems)
         self.delivered = Delivered(self.tables)
         self.columns = Columns(self.tables, self.tokens, native.compiled())
@@ -80,7 +79,6 @@ class Harvest:
     def add_backend(self, backend: Backend) -> None:
         """A backend that joined the profile while it ran (``Recorder.add_backend``)."""
         self.tables.add_backend(backend)
-        self.backends.append(backend)
 
     def harvest(self, wait: bool = False, limit: int | None = None) -> int:
         """Turn pending entries into rows, oldest first; returns how many were taken.

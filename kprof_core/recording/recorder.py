@@ -192,11 +192,6 @@ class Recorder:
         """Entries kprof could not read (a plugin's bug), dropped with a warning."""
         return self.rows.problems.dropped_bad
 
-    @property
-    def activity_clocks(self) -> dict[str, DeviceClock]:
-        """Per device, how its activity records were placed on the host clock."""
-        return self.rows.delivered.clocks
-
     # -- a backend joining, a fork ---------------------------------------------------------------
 
     def add_backend(self, backend: Backend) -> None:
