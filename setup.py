@@ -34,13 +34,16 @@ else:
     setup(
         ext_modules=[
             # The recorder's launch path: every plugin's captured launches go through it. Its
-            # other units: launch sites, kprof.range's entry and exit, the idle analysis.
+            # other units: launch sites, kprof.range's entry and exit, the idle analysis, the
+            # batches of raw launches that a plugin's C hands over, the harvest's columns.
             extension(
                 "kprof_core.low_level._crecorder",
                 "kprof_core/low_level/_crecorder.c",
                 "kprof_core/low_level/_sites.c",
                 "kprof_core/low_level/_range.c",
                 "kprof_core/low_level/_idle.c",
+                "kprof_core/low_level/_batch.c",
+                "kprof_core/low_level/_columns.c",
                 depends=(
                     # Generated from kprof_core/low_level/layout.py (gen_header.py).
                     "kprof_core/low_level/_layout.h",
@@ -49,6 +52,8 @@ else:
                     "kprof_core/low_level/_sites.h",
                     "kprof_core/low_level/_range.h",
                     "kprof_core/low_level/_idle.h",
+                    "kprof_core/low_level/_batch.h",
+                    "kprof_core/low_level/_columns.h",
                 ),
             ),
             # The Perfetto trace's encoder (Profile.export_perfetto): one track's packets in C.
@@ -66,7 +71,7 @@ else:
                 "kprof_opencl/_clnative_src/launcher.c",
                 "kprof_opencl/_clnative_src/reader.c",
                 "kprof_opencl/_clnative_src/range_hooks.c",
-                "kprof_opencl/_clnative_src/current_queue.c",
+                "kprof_opencl/_current_queue.c",
                 depends=(
                     "kprof_opencl/_cltypes.h",  # the OpenCL declarations, shared
                     "kprof_opencl/_cunit.h",
@@ -74,7 +79,7 @@ else:
                     "kprof_opencl/_clnative_src/launcher.h",
                     "kprof_opencl/_clnative_src/reader.h",
                     "kprof_opencl/_clnative_src/range_hooks.h",
-                    "kprof_opencl/_clnative_src/current_queue.h",
+                    "kprof_opencl/_current_queue.h",
                 ),
             ),
             # The OpenCL dispatch-table hook: enqueues from C libraries (VkFFT, CLBlast) too; one
@@ -89,6 +94,7 @@ else:
                 "kprof_opencl/_clhook_src/kernel_names.c",
                 "kprof_opencl/_clhook_src/events.c",
                 "kprof_opencl/_clhook_src/memory.c",
+                "kprof_opencl/_current_queue.c",  # the thread's current queue, as _clnative's
                 depends=(
                     "kprof_opencl/_cltypes.h",
                     "kprof_opencl/_cunit.h",
@@ -100,6 +106,9 @@ else:
                     "kprof_opencl/_clhook_src/kernel_names.h",
                     "kprof_opencl/_clhook_src/events.h",
                     "kprof_opencl/_clhook_src/memory.h",
+                    "kprof_opencl/_current_queue.h",
+                    # The raw launch it hands the recorder (generated from layout.py).
+                    "kprof_core/low_level/_layout.h",
                 ),
             ),
             # Its fallback: an interposer `kprof run` preloads where a table cannot be hooked.

@@ -78,7 +78,7 @@ from kprof_core.host.patching import Patcher
 from kprof_core.host.rownames import RowNames
 from kprof_core.host.settings import resolve_timeout
 from kprof_core.low_level import native as _native
-from kprof_core.low_level.native import launch_capsules, load_plugin_part
+from kprof_core.low_level.native import launch_capsules, load_plugin_part, raw_launch_capsule
 from kprof_core.recording.activity import (
     ActivityColumns,
     DeviceRecord,
@@ -122,6 +122,7 @@ __all__ = [
     "launch_site",
     "load_plugin_part",
     "now",
+    "raw_launch_capsule",
     "recorder_description",
     "resolve_timeout",
 ]

@@ -229,6 +229,7 @@ def install(backend: Any) -> tuple[list[int], dict[str, str]]:
         _current,
         (kp.KERNEL, kp.COPY),
         (rows.H2D, rows.D2H, rows.D2D, rows.FILL, rows.SVM_COPY),
+        kp.raw_launch_capsule(),  # the recorder's C batch, where compiled
     )
     hooked = []
     for p in platforms:

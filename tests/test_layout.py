@@ -32,7 +32,6 @@ LONG_FUNCTIONS: dict[str, str] = {
     "kprof_core.recording.recorder.launch": HOT,
     "kprof_opencl.capture.kernel_wrapper": HOT + "; its closure is the wrapper",
     "kprof_cuda.cupti_pure._decode": HOT + " (the pure reader's record loop)",
-    "kprof_core.recording.harvest_columns.bulk_rows": HOT,
     "kprof_core.recording.harvest_take.take_device": HOT,
     "kprof_hip.kernels.kernel_wrappers": "a factory of the launch wrappers, closures over state "
     "bound once (" + HOT + "); its length is theirs",

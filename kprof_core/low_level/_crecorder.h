@@ -5,6 +5,7 @@
 #define KPROF_CRECORDER_H
 
 #include "_crecorder_unit.h"
+#include "_batch.h"
 
 typedef struct {
     PyObject_HEAD
@@ -27,11 +28,29 @@ typedef struct {
     /* The recorder's open_ranges and forked_ranges dicts (recorder.py binds them): the range's
      * frame goes in and out of the first, and the second says whether the process forked. */
     PyObject *open_ranges, *forked_ranges;
+    /* Raw launches (_batch.c): the pending entry of the batch they go to now, while it is the
+     * last entry (owned; NULL: none), and the count of records its batches hold beyond one
+     * each, which the pending count adds (shared with the batches: they may outlive it). */
+    PyObject *batch_entry;
+    KprofPendingCount *count;
 } LaunchPath;
 
 KPROF_INTERNAL extern PyObject *kprof_LaunchPathType;
 
 /* The calling thread's key (and task), as kprof_core.recording.threads.who() returns it. */
 KPROF_INTERNAL PyObject *kprof_lp_who(LaunchPath *self);
+
+/* What every common launch needs (see _crecorder.c): 1 with new references, 0 where the profile
+ * does not time `backend`, -1 with an exception. */
+KPROF_INTERNAL int kprof_lp_common(LaunchPath *self, PyObject *backend, PyObject *queue,
+                                   PyObject **slot, PyObject **qk, PyObject **who,
+                                   Py_ssize_t *site);
+
+/* Harvests once enough is pending; -1 with an exception. */
+KPROF_INTERNAL int kprof_lp_pressure(LaunchPath *self);
+
+/* The LaunchPath behind `rec.launch` (borrowed), or NULL where `rec` launches through Python
+ * (an exception set only on an error). */
+KPROF_INTERNAL LaunchPath *kprof_lp_of(PyObject *rec);
 
 #endif /* KPROF_CRECORDER_H */

@@ -3,6 +3,8 @@
 #ifndef KPROF_LAYOUT_H
 #define KPROF_LAYOUT_H
 
+#include <stdint.h>  /* and Python.h before this header: the raw launch has objects */
+
 #define KPROF_ENTRY_LEN 14
 #define KPROF_E_SLOT 0
 #define KPROF_E_KIND 1
@@ -34,7 +36,47 @@
 #define KPROF_FIRST_HOST_KIND 10
 #define KPROF_ENTRY_ACTIVITY 20
 #define KPROF_WITH_HOST 65536
+#define KPROF_ENTRY_LAUNCH_BATCH 22
 
-#define KPROF_LAYOUT_SIGNATURE "entry:slot,kind,name,queue,who,h0,h1,start,stop,nbytes,flags,site,config,flops;activity:slot,kind,record,queue,who;fast_queue:backend,qid,device_key;first_host_kind:10;with_host:65536"
+#define KPROF_RAW_DONE 0
+#define KPROF_RAW_NOT_DONE 1
+#define KPROF_RAW_FAILED 2
+#define KPROF_RAW_CAPSULE "kprof_core.low_level._crecorder._raw_launch"
+
+/* One launch a plugin's C hands the compiled recorder (layout.py: RAW_LAUNCH_FIELDS). */
+typedef struct {
+    void *start;
+    void *stop;
+    PyObject *name;
+    PyObject *queue;
+    PyObject *config;
+    int64_t kind;
+    int64_t h0;
+    int64_t h1;
+    int64_t nbytes;
+} KprofRawLaunch;
+
+/* How the recorder reads and gives back a plugin's raw tokens; one static instance per
+ * plugin. Each is called holding the GIL and never lets it go. */
+typedef struct {
+    /* The device times of one launch's work: KPROF_RAW_DONE with *begin and *end set,
+     * KPROF_RAW_NOT_DONE (not complete yet), KPROF_RAW_FAILED (failed, or unreadable). */
+    int (*read)(void *start, void *stop, int64_t *begin, int64_t *end);
+    /* Gives back one launch's tokens (start and stop may be one). */
+    void (*release)(void *start, void *stop);
+    /* A Python token that owns the reference to `token` (a new reference), or NULL with an
+     * exception; the reference is the caller's again then. For the one-by-one route. */
+    PyObject *(*token)(void *token);
+} KprofRawOps;
+
+/* The capsule's contents (KPROF_RAW_CAPSULE): the signature the recorder was built with, to
+ * compare with KPROF_LAYOUT_SIGNATURE, and append(rec, backend, ops, launch). */
+typedef struct {
+    const char *signature;
+    int (*append)(PyObject *rec, PyObject *backend, const KprofRawOps *ops,
+                  const KprofRawLaunch *launch);
+} KprofRawApi;
+
+#define KPROF_LAYOUT_SIGNATURE "entry:slot,kind,name,queue,who,h0,h1,start,stop,nbytes,flags,site,config,flops;activity:slot,kind,record,queue,who;fast_queue:backend,qid,device_key;first_host_kind:10;with_host:65536;batch:22;raw:void * start,void * stop,PyObject * name,PyObject * queue,PyObject * config,int64_t kind,int64_t h0,int64_t h1,int64_t nbytes;raw_status:0,1,2"
 
 #endif

@@ -1,5 +1,8 @@
 """The formats the recorder's Python and C share, defined once: the pending entry, the
-activity entry and the fast-queue triple.
+activity entry, the fast-queue triple and the raw launch.
+
+A plugin's C may hand launches over without a Python object: the *raw launch* (below), which
+the compiled recorder keeps in C batches (``_batch.c``), one pending entry per batch.
 
 The launch path (``recording/recorder.py`` and ``LaunchPath.launch`` in ``_crecorder.c``)
 appends one *entry* per launch to the recorder's pending list; the harvest
@@ -74,6 +77,10 @@ ENTRY_ACTIVITY = 20
 #: whose record is the batch and whose ``who`` maps each of its scopes to its thread key.
 #: Python only (the compiled recorder stops at every kind from ``FIRST_HOST_KIND`` on).
 ENTRY_ACTIVITY_COLUMNS = 21
+#: Launches a plugin's C handed the compiled recorder as raw launches (below), kept in C: an
+#: activity entry whose record is the ``LaunchBatch`` (``_batch.c``) holding them, in the
+#: order they came, until the harvest makes rows of them column-wise.
+ENTRY_LAUNCH_BATCH = 22
 
 
 def host_entry(
@@ -116,6 +123,57 @@ FQ_DEVICE_KEY: Final = 2
 FAST_QUEUE_LEN: Final = len(FAST_QUEUE_FIELDS)
 
 
+# -- the raw launch: one launch a plugin's C hands the compiled recorder, no Python object made --
+
+#: The fields of ``KprofRawLaunch`` (C type, name), in order. A plugin's C (``_clhook``'s
+#: hooked enqueues) fills one per launch and calls the recorder's ``append`` (the capsule
+#: ``native.raw_launch_capsule()``): 1 taken (the batch now owns the tokens' references), 0
+#: not the common case (the caller still owns them: it calls ``rec.launch`` instead), -1 an
+#: exception. The objects are borrowed: the batch takes its own references.
+RAW_LAUNCH_FIELDS = (
+    ("void *", "start"),  # the start token, raw (one reference, given back through the ops)
+    ("void *", "stop"),  # the stop token: may be ``start`` itself
+    ("PyObject *", "name"),  # the name, a str
+    ("PyObject *", "queue"),  # the queue object
+    ("PyObject *", "config"),  # the launch configuration (hashable), or NULL: none
+    ("int64_t ", "kind"),  # a record kind (KERNEL, COPY)
+    ("int64_t ", "h0"),  # the host call's start and end (ns, host clock)
+    ("int64_t ", "h1"),
+    ("int64_t ", "nbytes"),  # a copy's size, -1 otherwise
+)
+#: What ``KprofRawOps`` says of a launch's work (``read``'s return value).
+RAW_DONE, RAW_NOT_DONE, RAW_FAILED = 0, 1, 2
+
+_RAW_API_C = """\
+/* One launch a plugin's C hands the compiled recorder (layout.py: RAW_LAUNCH_FIELDS). */
+typedef struct {
+%(fields)s
+} KprofRawLaunch;
+
+/* How the recorder reads and gives back a plugin's raw tokens; one static instance per
+ * plugin. Each is called holding the GIL and never lets it go. */
+typedef struct {
+    /* The device times of one launch's work: KPROF_RAW_DONE with *begin and *end set,
+     * KPROF_RAW_NOT_DONE (not complete yet), KPROF_RAW_FAILED (failed, or unreadable). */
+    int (*read)(void *start, void *stop, int64_t *begin, int64_t *end);
+    /* Gives back one launch's tokens (start and stop may be one). */
+    void (*release)(void *start, void *stop);
+    /* A Python token that owns the reference to `token` (a new reference), or NULL with an
+     * exception; the reference is the caller's again then. For the one-by-one route. */
+    PyObject *(*token)(void *token);
+} KprofRawOps;
+
+/* The capsule's contents (KPROF_RAW_CAPSULE): the signature the recorder was built with, to
+ * compare with KPROF_LAYOUT_SIGNATURE, and append(rec, backend, ops, launch). */
+typedef struct {
+    const char *signature;
+    int (*append)(PyObject *rec, PyObject *backend, const KprofRawOps *ops,
+                  const KprofRawLaunch *launch);
+} KprofRawApi;
+"""
+RAW_CAPSULE = "kprof_core.low_level._crecorder._raw_launch"
+
+
 def _check_indexes() -> None:
     """The index constants follow the field lists (checked once, at import)."""
     g = globals()
@@ -134,7 +192,10 @@ SIGNATURE = (
     f"activity:{','.join(ACTIVITY_FIELDS)};"
     f"fast_queue:{','.join(FAST_QUEUE_FIELDS)};"
     f"first_host_kind:{FIRST_HOST_KIND};"
-    f"with_host:{WITH_HOST}"
+    f"with_host:{WITH_HOST};"
+    f"batch:{ENTRY_LAUNCH_BATCH};"
+    f"raw:{','.join(f'{t.strip()} {n}' for t, n in RAW_LAUNCH_FIELDS)};"
+    f"raw_status:{RAW_DONE},{RAW_NOT_DONE},{RAW_FAILED}"
 )
 
 
@@ -145,6 +206,8 @@ def c_header() -> str:
         " * kprof_core/low_level/layout.py: edit that module, not this file. */",
         "#ifndef KPROF_LAYOUT_H",
         "#define KPROF_LAYOUT_H",
+        "",
+        "#include <stdint.h>  /* and Python.h before this header: the raw launch has objects */",
         "",
         f"#define KPROF_ENTRY_LEN {ENTRY_LEN}",
     ]
@@ -158,7 +221,14 @@ def c_header() -> str:
         f"#define KPROF_FIRST_HOST_KIND {FIRST_HOST_KIND}",
         f"#define KPROF_ENTRY_ACTIVITY {ENTRY_ACTIVITY}",
         f"#define KPROF_WITH_HOST {WITH_HOST}",
+        f"#define KPROF_ENTRY_LAUNCH_BATCH {ENTRY_LAUNCH_BATCH}",
         "",
+        f"#define KPROF_RAW_DONE {RAW_DONE}",
+        f"#define KPROF_RAW_NOT_DONE {RAW_NOT_DONE}",
+        f"#define KPROF_RAW_FAILED {RAW_FAILED}",
+        f'#define KPROF_RAW_CAPSULE "{RAW_CAPSULE}"',
+        "",
+        _RAW_API_C % {"fields": "\n".join(f"    {t}{n};" for t, n in RAW_LAUNCH_FIELDS)},
         f'#define KPROF_LAYOUT_SIGNATURE "{SIGNATURE}"',
         "",
         "#endif",

@@ -90,6 +90,16 @@ def launch_capsules() -> tuple[Any, Any] | None:
     return _module._launch_capi, _module._launch_generation
 
 
+def raw_launch_capsule() -> Any:
+    """The compiled recorder's raw launch for a plugin's C, where it is loaded: a capsule named
+    ``layout.RAW_CAPSULE`` holding a ``KprofRawApi`` (``_layout.h``: the signature it was built
+    with, and ``append``). A launch handed over so makes no Python object: the recorder keeps
+    it in a C batch until the harvest. ``None`` in pure Python."""
+    if _module is None:
+        return None
+    return _module._raw_launch
+
+
 def use_compiled(enabled: bool) -> None:
     """Turn the compiled parts off (or back on) for profiles started from now on, within this
     process (the benchmarks compare both paths in one run; tests run both). Setting

@@ -21,6 +21,7 @@ from kprof_core.low_level.layout import (
     A_SLOT,
     ENTRY_ACTIVITY,
     ENTRY_ACTIVITY_COLUMNS,
+    ENTRY_LAUNCH_BATCH,
     FIRST_HOST_KIND,
     FLAGS,
     H0,
@@ -35,7 +36,7 @@ from kprof_core.low_level.layout import (
     WITH_HOST,
     with_host,
 )
-from kprof_core.recording import harvest_one
+from kprof_core.recording import harvest_batch, harvest_one
 from kprof_core.recording import harvest_take as take_route
 from kprof_core.recording.harvest_activity import take_activity_columns
 from kprof_core.recording.harvest_columns import Columns
@@ -98,26 +99,23 @@ class Harvest:
             self.lock.release()
 
     def harvest_locked(self, limit: int | None, deadline: float | None) -> int:
-        """The harvest proper; the caller holds ``_harvest_lock`` (so entries only get added).
+        """The harvest proper; the caller holds ``lock`` (so entries only get added).
 
-        Entries are read in place and deleted from the front of ``_incoming`` in one step at
+        Entries are read in place and deleted from the front of ``incoming`` in one step at
         the end (launching threads only append): an interrupt or an error loses nothing, and
-        nothing is taken twice. Runs of common device entries go column-wise (``_bulk``); host
-        entries go straight to the host table; everything else goes to ``_take``, which is
-        also where a run stops at work not done yet (waiting there only with a deadline).
-        """
+        nothing is taken twice. Runs of common device entries go column-wise (``Columns``),
+        raw launches' batches too (``take_batch``); host entries go straight to the host
+        table; everything else to ``take``, where a run stops at work not done yet (waiting
+        there only with a deadline)."""
         incoming = self.incoming
         n = len(incoming) if limit is None else min(limit, len(incoming))
         taken = 0
         tables, tokens, columns = self.tables, self.tokens, self.columns
-        thread_ids = tables.thread_ids
-        name_ids = tables.names.index
-        host_append = tables.host.append
-        one = harvest_one.one
+        thread_ids, name_ids = tables.thread_ids, tables.names.index
+        host_append, one = tables.host.append, harvest_one.one
         # Past the deadline nothing more is asked of any device (each question may be slow):
-        # the column-wise and one-by-one paths are skipped, _take marks what is left
-        # unresolved. The clock is read before each of their calls (~85 ns, a twentieth of a
-        # one-by-one entry); a column-wise call then makes one batch call or at most 8.
+        # _take marks what is left unresolved. The clock is read before each column-wise or
+        # one-by-one call (~85 ns); a column-wise call makes one batch call or at most 8.
         clock = _clock.monotonic if deadline is not None else None
         past = False
         deadline_set = deadline is not None
@@ -133,6 +131,11 @@ class Harvest:
                         host_append(nid, HOST_KINDS[kind], tid, entry[H0], entry[H1], entry[SITE])
                         taken += 1
                         continue
+                elif kind == ENTRY_LAUNCH_BATCH:
+                    if (moved := self.take_batch(taken, deadline, past)) is None:
+                        break  # its next record's work is not done
+                    taken, n = taken + moved[0], n + moved[1]
+                    continue
                 elif (
                     kind < FIRST_HOST_KIND
                     and entry[START] is not None
@@ -163,9 +166,7 @@ class Harvest:
                         continue
                 try:
                     done = self.take(entry, deadline)
-                except (
-                    Exception
-                ) as exc:  # a malformed entry (a plugin's bug): never the user's problem
+                except Exception as exc:  # a malformed entry (a plugin's bug), not the user's
                     self.bad_entry(entry, exc)
                     done = True
                 if not done:
@@ -176,10 +177,41 @@ class Harvest:
             del incoming[:taken]
         return taken
 
+    def take_batch(self, i: int, deadline: float | None, past: bool) -> tuple[int, int] | None:
+        """The raw launches of the batch entry at ``incoming[i]`` (``harvest_batch.py``):
+        None where its next record's work is not done (and no deadline is set); else how
+        many entries were taken (1: the batch, whole) and how many more are pending from
+        ``i`` on (its next record, or the whole rest, put before or in its place as ordinary
+        entries for the one-by-one route)."""
+        incoming = self.incoming
+        entry = incoming[i]
+        batch = entry[A_RECORD]
+        try:
+            state = (
+                harvest_batch.REST if past else harvest_batch.take(self.columns, entry, deadline)
+            )
+        except Exception as exc:  # a plugin's bug: the batch is dropped, said once
+            self.bad_entry(entry, exc)
+            return 1, 0
+        if state == harvest_batch.EMPTY:
+            return 1, 0
+        if state == harvest_batch.NOT_DONE:
+            return None
+        if state == harvest_batch.ONE:  # its first record to the one-by-one route, before it
+            incoming.insert(i, batch.pop_entry())
+            return 0, 1
+        rest = batch.explode()
+        incoming[i : i + 1] = rest
+        return 0, len(rest) - 1
+
     def bad_entry(self, entry: tuple[Any, ...], exc: Exception) -> None:
         """Drop an entry kprof cannot make a row of; warn once per profile."""
         rows = 1
-        if entry[KIND] == ENTRY_ACTIVITY_COLUMNS:  # a batch: each of its rows is dropped
+        if entry[KIND] == ENTRY_LAUNCH_BATCH:  # raw launches: each given back and dropped
+            slot, start, stop = entry[A_SLOT], None, None
+            rows = entry[A_RECORD].drop()
+            what = f"a batch of {rows} launches"
+        elif entry[KIND] == ENTRY_ACTIVITY_COLUMNS:  # a batch: each of its rows is dropped
             slot, start, stop = entry[A_SLOT], None, None
             try:
                 rows = len(entry[A_RECORD].scope)
@@ -226,6 +258,9 @@ class Harvest:
         late = incoming[:]
         del incoming[: len(late)]  # threads may still append: those come back here
         for entry in late:
+            if entry[KIND] == ENTRY_LAUNCH_BATCH:  # raw launches: each given back
+                self.problems.late_dropped += entry[A_RECORD].drop()
+                continue
             if entry[KIND] == ENTRY_ACTIVITY_COLUMNS:  # a batch: its rows, no tokens
                 self.problems.late_dropped += len(entry[A_RECORD])
                 continue

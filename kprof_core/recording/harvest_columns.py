@@ -166,6 +166,22 @@ class Columns:
                 begins = array("q", map(sub, to_stop, durs))
         if not k:
             return 0, m
+        k = self.add_rows(cols, begins, ends)
+        if not k:
+            return 0, m
+        if backend.pools_tokens:
+            for start, stop in zip(starts[:k], stops[:k]):
+                tokens.release(backend, start, stop)
+        return k, m
+
+    def add_rows(self, cols: list[array[int]], begins: array[int], ends: array[int]) -> int:
+        """Append the rows of a run whose device times are read: ``cols`` the 13 columns
+        ``run_columns`` makes, ``begins`` and ``ends`` (as long as the rows to append, at most
+        as long as ``cols``) the device's. Only the rows up to the first value kprof cannot
+        keep; returns how many (0: let the one-by-one route have the first)."""
+        t = self.tables
+        k = len(begins)
+        mod = self.compiled
         (
             names,
             kinds,
@@ -199,8 +215,8 @@ class Columns:
         else:
             k, rel, dur = checked_rel_dur(begins, ends, refb, h0s, h1s, nbytes)
         if not k:
-            return 0, m
-        if k < m:
+            return 0
+        if k < len(names):
             names, kinds, queues, threads = names[:k], kinds[:k], queues[:k], threads[:k]
             h0s, h1s, nbytes, flags = h0s[:k], h1s[:k], nbytes[:k], flags[:k]
             sites, configs, flops = sites[:k], configs[:k], flops[:k]
@@ -228,10 +244,7 @@ class Columns:
             ht.end.extend(compress(h1s, sel))
             ht.site.extend(compress(sites, sel))
             ht.kind.extend(array("q", (HostTable.RANGE,)) * (k - sel.count(0)))
-        if backend.pools_tokens:
-            for start, stop in zip(starts[:k], stops[:k]):
-                tokens.release(backend, start, stop)
-        return k, m
+        return k
 
 
 def _first_bad(col: array[int], top_bytes: bytes) -> int:

@@ -719,8 +719,7 @@ class Recorder:
     def activity_pressure(self) -> None:
         """After a delivery: harvest if enough is pending, without ever waiting (this may run
         on the vendor tool's own thread, which must not block on the device)."""
-        if len(self._incoming) >= self._next_harvest and not self._closed:
-            n = len(self._incoming)
+        if (n := self._pending()) >= self._next_harvest and not self._closed:
             if n > self.pending_high_water:
                 self.pending_high_water = n
             self.rows.harvest(wait=False)
@@ -753,10 +752,16 @@ class Recorder:
         except Exception as exc:
             self._hook_failed(backend, "synchronize", exc)
 
+    def _pending(self) -> int:
+        """Launches pending: the entries, and the records of raw launches' batches beyond one
+        per entry (``_batch.c``)."""
+        native = self._native
+        return len(self._incoming) + (native.batched if native is not None else 0)
+
     def _pressure(self) -> None:
         """Enough entries are pending: harvest what is done; past ``max_pending``, wait."""
         incoming = self._incoming
-        n = len(incoming)
+        n = self._pending()
         if n > self.pending_high_water:
             self.pending_high_water = n
         if self.rows.lock.held_here():
@@ -766,12 +771,14 @@ class Recorder:
         if not self._closed:
             self.rows.harvest(wait=False)
             # Still too far behind: wait for the oldest work, which bounds live device tokens.
-            while len(incoming) > self.max_pending and not self._closed:
-                self.rows.harvest(wait=True, limit=len(incoming) - self.max_pending // 2)
+            while self._pending() > self.max_pending and not self._closed:
+                # (At least the first entry: a batch alone may hold more than max_pending.)
+                limit = max(1, len(incoming) - self.max_pending // 2)
+                self.rows.harvest(wait=True, limit=limit)
             if self.bounds is not None:
                 self._bound()
             # When nothing was done, try again only after another harvest_every launches.
-            self._set_next_harvest(min(len(incoming) + self.harvest_every, self.max_pending))
+            self._set_next_harvest(min(self._pending() + self.harvest_every, self.max_pending))
         if self._closed:
             self._set_next_harvest(0)  # may have raced with finish() setting it
             self._late()

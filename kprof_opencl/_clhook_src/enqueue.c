@@ -2,9 +2,10 @@
  *
  * A hooked enqueue calls the ICD's own function with the caller's arguments (its own event
  * when the caller passed none, so that the work has device times), then, holding the GIL,
- * hands the launch to the calling thread's active recorder (`rec.launch`, the compiled path)
- * with an `Event` token that owns one reference to the cl_event (released when kprof drops
- * it). The caller's return value and event are untouched. Launches PyOpenCL's Python capture
+ * hands the launch to the calling thread's active recorder: as a raw launch into the compiled
+ * recorder's C batch, which keeps one reference to the cl_event and no Python object (the
+ * common case), else through `rec.launch` with an `Event` token that owns the reference
+ * (released when kprof drops it). The caller's return value and event are untouched. Launches PyOpenCL's Python capture
  * records (kprof_opencl.capture) and kprof's own markers are made inside `quiet(fn)`: a
  * thread-local mark the hook honours, so nothing is counted twice.
  */
@@ -13,6 +14,7 @@
 #include "install.h"
 #include "kernel_names.h"
 #include "queues.h"
+#include "../_current_queue.h"
 
 #if HOOK_SUPPORTED
 static __thread int quiet_depth; /* inside quiet(fn): PyOpenCL's capture records this call */
@@ -27,7 +29,11 @@ static PyObject *py_other;
 static PyObject *py_kinds[2]; /* KERNEL, COPY */
 static PyObject *py_names[5]; /* H2D, D2H, D2D, FILL, SVM copy: capture.py's row names */
 static PyObject *py_current; /* the thread-local whose `queue` is the thread's current queue */
-static PyObject *str_launch, *str_queue;
+static PyObject *str_launch;
+/* The compiled recorder's raw launch (kprof.plugin.raw_launch_capsule()), or NULL: every
+ * launch goes through rec.launch. Its record kinds, as KERNEL and COPY are. */
+static const KprofRawApi *raw_api;
+static int64_t kind_values[2];
 static long long n_seen, n_recorded; /* counts for tests */
 
 enum { N_H2D, N_D2H, N_D2D, N_FILL, N_SVM };
@@ -39,18 +45,33 @@ kprof_enqueue_bound(void)
     return py_active != NULL;
 }
 
-/* bind(active, backend, adopt, other, info, current, kinds, row_names) */
+/* bind(active, backend, adopt, other, info, current, kinds, row_names, raw) */
 PyObject *
 kprof_py_bind(PyObject *module, PyObject *args)
 {
-    PyObject *active, *backend, *adopt, *other, *info, *current, *kinds, *row_names;
-    if (!PyArg_ParseTuple(args, "OOOOOOO!O!:bind", &active, &backend, &adopt, &other, &info,
-                          &current, &PyTuple_Type, &kinds, &PyTuple_Type, &row_names))
+    PyObject *active, *backend, *adopt, *other, *info, *current, *kinds, *row_names, *raw;
+    if (!PyArg_ParseTuple(args, "OOOOOOO!O!O:bind", &active, &backend, &adopt, &other, &info,
+                          &current, &PyTuple_Type, &kinds, &PyTuple_Type, &row_names, &raw))
         return NULL;
     if (PyTuple_Size(kinds) != 2 || PyTuple_Size(row_names) != 5) {
         PyErr_SetString(PyExc_ValueError, "bind() takes 2 kinds and 5 row names");
         return NULL;
     }
+    const KprofRawApi *api = NULL;
+    if (raw != Py_None) {
+        api = (const KprofRawApi *)PyCapsule_GetPointer(raw, KPROF_RAW_CAPSULE);
+        if (api == NULL)
+            return NULL;
+        if (strcmp(api->signature, KPROF_LAYOUT_SIGNATURE) != 0)
+            api = NULL; /* built for another layout: every launch through rec.launch */
+    }
+    for (int i = 0; i < 2; i++) {
+        long long v = PyLong_AsLongLong(PyTuple_GetItem(kinds, i));
+        if (v == -1 && PyErr_Occurred())
+            return NULL;
+        kind_values[i] = (int64_t)v;
+    }
+    raw_api = api;
     PyObject **slots[] = {&py_active, &py_backend, &py_other, &py_current};
     PyObject *values[] = {active, backend, other, current};
     for (int i = 0; i < 4; i++) {
@@ -79,7 +100,9 @@ release_event(cl_event ev)
 }
 
 /* After a successful enqueue: hand it to the calling thread's recorder. `ev` is the command's
- * event; `own` says kprof created it (the caller passed none), else it is retained here. */
+ * event; `own` says kprof created it (the caller passed none), else it is retained here. The
+ * common case goes to the recorder's C batch as a raw launch (no Python object made); every
+ * other case, and the pure-Python recorder, through `rec.launch` with an Event token. */
 static void
 record(cl_command_queue q, int kind, int name_ix, cl_kernel k, int64_t nbytes, int64_t t0,
        cl_event ev, int own)
@@ -108,9 +131,6 @@ record(cl_command_queue q, int kind, int name_ix, cl_kernel k, int64_t nbytes, i
             release_event(ev);
         goto done;
     }
-    tok = kprof_event_token(ev, own);
-    if (tok == NULL)
-        goto done;
     if (kind == K_KERNEL) {
         name = kprof_kernel_name(k);
     }
@@ -118,19 +138,44 @@ record(cl_command_queue q, int kind, int name_ix, cl_kernel k, int64_t nbytes, i
         name = py_names[name_ix];
         Py_INCREF(name);
     }
-    if (name == NULL)
-        goto done;
     /* Held: the profile's end on another thread may clear the cache while the GIL is let go. */
-    entry = kprof_queue_entry(q);
-    if (entry == NULL)
+    entry = name == NULL ? NULL : kprof_queue_entry(q);
+    if (entry == NULL) {
+        if (own)
+            release_event(ev);
         goto done;
+    }
     Py_INCREF(entry);
     PyObject *queue = PyTuple_GetItem(entry, 0);
     int profiles = PyObject_IsTrue(PyTuple_GetItem(entry, 1));
+    if (kprof_set_current(py_current, queue) < 0) {
+        if (own)
+            release_event(ev);
+        goto done;
+    }
+    if (profiles == 1 && raw_api != NULL) {
+        if (!own) /* the batch's reference */
+            ((cl_api_clRetainEvent)kprof_original(ev, SLOT_RETAIN_EVENT))(ev);
+        own = 1;
+        KprofRawLaunch l = {ev, ev, name, queue, NULL, kind_values[kind], t0, t1, nbytes};
+        int got = raw_api->append(rec, py_backend, &kprof_event_ops, &l);
+        if (got == 1) {
+            kprof_event_raw_taken();
+            n_recorded++;
+            goto done;
+        }
+        if (got < 0) {
+            release_event(ev);
+            goto done;
+        }
+    }
+    tok = kprof_event_token(ev, own);
+    if (tok == NULL)
+        goto done;
     a = PyLong_FromLongLong(t0);
     b = PyLong_FromLongLong(t1);
     n = PyLong_FromLongLong(nbytes);
-    if (a == NULL || b == NULL || n == NULL || PyObject_SetAttr(py_current, str_queue, queue) < 0)
+    if (a == NULL || b == NULL || n == NULL)
         goto done;
     if (profiles == 1) {
         launch = PyObject_GetAttr(rec, str_launch);
@@ -499,8 +544,7 @@ int
 kprof_enqueue_init(void)
 {
     str_launch = PyUnicode_InternFromString("launch");
-    str_queue = PyUnicode_InternFromString("queue");
-    if (str_launch == NULL || str_queue == NULL)
+    if (str_launch == NULL)
         return -1;
     QuietType = PyType_FromSpec(&qt_spec);
     return QuietType == NULL ? -1 : 0;

@@ -125,10 +125,71 @@ kprof_event_token(cl_event ev, int own)
     return (PyObject *)e;
 }
 
+/* -- raw events: a recorded command's cl_event kept by the recorder's C batch --------------
+ * One reference each, as an Event token's, counted with them: nothing is made per launch. */
+
+static long long n_raw; /* references the recorder's batches hold */
+
+void
+kprof_event_raw_taken(void)
+{
+    n_raw++;
+}
+
+static int
+raw_read(void *start, void *stop, int64_t *begin, int64_t *end)
+{
+    cl_event s = (cl_event)start, e = (cl_event)stop;
+    cl_int status = 1;
+    if (((cl_api_clGetEventInfo)kprof_original(e, SLOT_GET_EVENT_INFO))(
+            e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL)
+        != CL_SUCCESS)
+        return KPROF_RAW_FAILED;
+    if (status != CL_COMPLETE)
+        return status < 0 ? KPROF_RAW_FAILED : KPROF_RAW_NOT_DONE;
+    cl_api_clGetEventProfilingInfo info
+        = (cl_api_clGetEventProfilingInfo)kprof_original(e, SLOT_GET_EVENT_PROFILING_INFO);
+    cl_ulong t0 = 0, t1 = 0;
+    if (info(s, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) != CL_SUCCESS
+        || info(e, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) != CL_SUCCESS)
+        return KPROF_RAW_FAILED;
+    *begin = (int64_t)t0;
+    *end = (int64_t)t1;
+    return KPROF_RAW_DONE;
+}
+
+static void
+raw_release(void *start, void *stop)
+{
+    cl_event s = (cl_event)start, e = (cl_event)stop;
+    if (s != NULL) {
+        ((cl_api_clReleaseEvent)kprof_original(s, SLOT_RELEASE_EVENT))(s);
+        n_raw--;
+    }
+    if (e != NULL && e != s) {
+        ((cl_api_clReleaseEvent)kprof_original(e, SLOT_RELEASE_EVENT))(e);
+        n_raw--;
+    }
+}
+
+static PyObject *
+raw_token(void *token)
+{
+    Event *e = PyObject_New(Event, (PyTypeObject *)EventType);
+    if (e == NULL)
+        return NULL; /* the reference stays the caller's */
+    e->event = (cl_event)token;
+    n_events++;
+    n_raw--;
+    return (PyObject *)e;
+}
+
+const KprofRawOps kprof_event_ops = {raw_read, raw_release, raw_token};
+
 long long
 kprof_events_live(void)
 {
-    return n_events;
+    return n_events + n_raw;
 }
 
 /* -- stamp(event): when a command without profiling ran, from the driver's callbacks --------

@@ -4,6 +4,7 @@
 #define KPROF_CLHOOK_EVENTS_H
 
 #include "clhook.h"
+#include "../../kprof_core/low_level/_layout.h" /* KprofRawOps */
 
 /* Makes the Event and Stamp types; -1 with an exception. */
 KPROF_INTERNAL int kprof_events_init(void);
@@ -18,7 +19,12 @@ KPROF_INTERNAL void kprof_events_bind(PyObject *info);
  * NULL with an exception on failure; an `own` event is then released. Under the GIL. */
 KPROF_INTERNAL PyObject *kprof_event_token(cl_event ev, int own);
 
-/* How many Event tokens are alive (for stats()). */
+/* How the recorder's C batches read, give back and make tokens of the raw cl_events the hook
+ * hands them (one reference each); kprof_event_raw_taken counts one handed over. */
+KPROF_INTERNAL extern const KprofRawOps kprof_event_ops;
+KPROF_INTERNAL void kprof_event_raw_taken(void);
+
+/* How many Event tokens and raw references are alive (for stats()). */
 KPROF_INTERNAL long long kprof_events_live(void);
 
 /* stamp(event_handle) -> Stamp, or None where the driver refuses the callbacks. */

@@ -22,6 +22,20 @@ static PyObject **dead;
 size_t kprof_names_dead;
 static size_t dead_cap;
 #define TOMB ((cl_kernel)1)
+/* The last kernel asked and its name (a reference of its own), read without the lock: most
+ * launches repeat the kernel. clReleaseKernel clears `last_kernel` before the handle can be
+ * reused; the name is let go of under the GIL, at the next ask. */
+static cl_kernel last_kernel;
+static PyObject *last_name;
+#if HOOK_SUPPORTED
+#define LOAD_ACQUIRE(p) __atomic_load_n(p, __ATOMIC_ACQUIRE)
+#define STORE_RELEASE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
+#else
+#define LOAD_ACQUIRE(p) (*(p))
+#define STORE_RELEASE(p, v) (*(p) = (v))
+#endif
+
+static PyObject *name_slow(cl_kernel k);
 
 void
 kprof_names_lock(void)
@@ -144,6 +158,23 @@ PyObject *
 kprof_kernel_name(cl_kernel k)
 {
     PyObject *name = NULL;
+    if (k != NULL && LOAD_ACQUIRE(&last_kernel) == k) {
+        Py_INCREF(last_name);
+        return last_name;
+    }
+    name = name_slow(k);
+    if (name != NULL && k != NULL) {
+        Py_INCREF(name);
+        Py_XSETREF(last_name, name);
+        STORE_RELEASE(&last_kernel, k);
+    }
+    return name;
+}
+
+static PyObject *
+name_slow(cl_kernel k)
+{
+    PyObject *name = NULL;
     kprof_names_lock();
     NameSlot *s = name_slot(k, 0);
     if (s != NULL) {
@@ -194,6 +225,8 @@ kprof_kernel_name(cl_kernel k)
 void
 kprof_names_clear(void)
 {
+    STORE_RELEASE(&last_kernel, NULL);
+    Py_CLEAR(last_name);
     kprof_names_flush_dead();
     kprof_names_lock();
     NameSlot *old = names;
@@ -222,6 +255,9 @@ kprof_hook_release_kernel(cl_kernel k)
     cl_api_clReleaseKernel f = (cl_api_clReleaseKernel)kprof_original(k, SLOT_RELEASE_KERNEL);
 #if HOOK_SUPPORTED
     kprof_names_lock();
+    cl_kernel expected = k; /* the cached name is for the released handle no more */
+    __atomic_compare_exchange_n(&last_kernel, &expected, NULL, 0, __ATOMIC_ACQ_REL,
+                                __ATOMIC_ACQUIRE);
     NameSlot *s = name_slot(k, 0);
     if (s != NULL) {
         names_bury(s->name);

@@ -18,9 +18,11 @@
  *   enqueue.c       the hooked enqueues and what they record; bind(), quiet()
  *   queues.c        the queue objects commands name; profiling for queues made while hooked
  *   kernel_names.c  kernel names, cached per cl_kernel
- *   events.c        the Event token a recorded command carries; stamp(), the driver's callbacks
+ *   events.c        the Event token a recorded command carries, the raw events the
+ *                   recorder's C batch keeps; stamp(), the driver's callbacks
  *   memory.c        buffers and SVM allocations
  *   module.c        this: the module's functions, and fork
+ *   ../_current_queue.c  the thread's current queue (a unit of _clnative too)
  *
  * Limited API (abi3); no OpenCL headers needed (../_cltypes.h declares what is used).
  */
@@ -31,6 +33,7 @@
 #include "kernel_names.h"
 #include "memory.h"
 #include "table.h"
+#include "../_current_queue.h"
 
 static PyObject *
 py_slots(PyObject *module, PyObject *unused)
@@ -94,7 +97,7 @@ static PyMethodDef methods[] = {
     {"_hold_locks", py_hold_locks, METH_O,
      "_hold_locks(seconds): hold the hook's locks that long (tests: a fork meanwhile)"},
     {"bind", kprof_py_bind, METH_VARARGS,
-     "bind(active, backend, adopt, other, info, current, kinds, row_names)"},
+     "bind(active, backend, adopt, other, info, current, kinds, row_names, raw_launch)"},
     {"hook", kprof_py_hook, METH_VARARGS, "hook(table_address, version) -> entries hooked"},
     {"unhook", kprof_py_unhook, METH_O, "unhook(table_address) -> entries someone else replaced"},
     {"table_address", kprof_py_table_address, METH_O,
@@ -129,7 +132,7 @@ static struct PyModuleDef moduledef = {
 PyMODINIT_FUNC
 PyInit__clhook(void)
 {
-    if (kprof_enqueue_init() < 0 || kprof_events_init() < 0)
+    if (kprof_enqueue_init() < 0 || kprof_events_init() < 0 || kprof_current_init() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)

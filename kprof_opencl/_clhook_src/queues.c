@@ -7,6 +7,10 @@
 
 static PyObject *py_adopt; /* adopt(handle) -> (queue, profiles) */
 PyObject *kprof_queues;
+/* The last handle asked and its entry (borrowed: the cache holds it, and entries are never
+ * replaced or removed while it is open): most launches repeat the queue. */
+static cl_command_queue last_q;
+static PyObject *last_entry;
 
 void
 kprof_queues_bind(PyObject *adopt)
@@ -27,12 +31,16 @@ kprof_queues_open(void)
 void
 kprof_queues_close(void)
 {
+    last_q = NULL;
+    last_entry = NULL;
     Py_CLEAR(kprof_queues);
 }
 
 PyObject *
 kprof_queue_entry(cl_command_queue q)
 {
+    if (q == last_q && last_entry != NULL)
+        return last_entry;
     PyObject *h = PyLong_FromVoidPtr(q);
     if (h == NULL)
         return NULL;
@@ -53,6 +61,10 @@ kprof_queue_entry(cl_command_queue q)
         }
     }
     Py_DECREF(h);
+    if (entry != NULL) {
+        last_q = q;
+        last_entry = entry;
+    }
     return entry;
 }
 

@@ -10,7 +10,7 @@
  * Python wrapper, which does everything (before the native call: nothing is done twice).
  */
 #include "launcher.h"
-#include "current_queue.h"
+#include "../_current_queue.h"
 
 #include <time.h>
 

@@ -8,14 +8,15 @@
  *                    handed to the compiled recorder's C launch
  *   reader.c         the batch reader of status, START and END of many cl_events (bind, read)
  *   range_hooks.c    the Hook: the C twins of the current_queue and record_timestamp hooks
- *   current_queue.c  the thread's current queue, which the launcher sets and the hooks read
+ *   ../_current_queue.c  the thread's current queue, which the launcher sets and the hooks
+ *                    read (a unit of _clhook too)
  *   module.c         this: the module's functions
  *
  * Limited API (abi3, CPython >= 3.10); no OpenCL headers needed (../_cltypes.h declares the
  * few types and constants used).
  */
 #include "clnative.h"
-#include "current_queue.h"
+#include "../_current_queue.h"
 #include "launcher.h"
 #include "range_hooks.h"
 #include "reader.h"

@@ -3,12 +3,12 @@
  * instead of them (`kprof_compiled` on each hook function): each saves a Python frame per call,
  * three per range. Their common case only: record_timestamp calls the Python hook itself for a
  * queue without a cached profiling flag or without profiling (observed markers). The current
- * queue is read from the thread's dict of the local (current_queue.h, as the launcher sets it),
+ * queue is read from the thread's dict of the local (_current_queue.h, as the launcher sets it),
  * and the last profiling queue is kept, so that a range's three calls make no attribute lookup
  * (measured: BENCHMARKS.md, ranges).
  */
 #include "range_hooks.h"
-#include "current_queue.h"
+#include "../_current_queue.h"
 
 typedef struct {
     PyObject_HEAD

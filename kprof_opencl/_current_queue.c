@@ -5,9 +5,9 @@
  * in (a thread state's dict of a local lives as long as the thread state; ids are never reused),
  * and only for the first local seen, held here for good, so that the dict's owner cannot be
  * freed under the cache. Any other object: the generic attribute. The lookups every launch and
- * range make are inline in current_queue.h; this unit fills the cache.
+ * range make are inline in _current_queue.h; this unit fills the cache.
  */
-#include "current_queue.h"
+#include "_current_queue.h"
 
 PyObject *kprof_current_local; /* strong, never released */
 Py_tss_t *kprof_current_tss, *kprof_current_tss_state;

@@ -1,10 +1,18 @@
-/* The thread's current queue (current_queue.c): `queues._current.queue`, which the launcher
- * sets at each launch and the range hooks read, straight in the calling thread's dict of that
- * threading.local. */
-#ifndef KPROF_CLNATIVE_CURRENT_QUEUE_H
-#define KPROF_CLNATIVE_CURRENT_QUEUE_H
+/* The thread's current queue (_current_queue.c, a unit of both _clnative and _clhook):
+ * `queues._current.queue`, which the launcher and the hooked enqueues set at each launch and
+ * the range hooks read, straight in the calling thread's dict of that threading.local. Each
+ * extension has its own cache of it. */
+#ifndef KPROF_OPENCL_CURRENT_QUEUE_H
+#define KPROF_OPENCL_CURRENT_QUEUE_H
 
-#include "clnative.h"
+#define PY_SSIZE_T_CLEAN
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030A0000
+#endif
+#include <Python.h>
+#include <stdint.h>
+
+#include "_cunit.h"
 
 /* Interns the names and allocates the thread-specific storage; -1 with an exception. */
 KPROF_INTERNAL int kprof_current_init(void);
@@ -34,14 +42,17 @@ kprof_current_dict(PyObject *current)
     return kprof_current_dict_fill(current);
 }
 
-/* `current.queue = queue`; -1 with an exception. */
+/* `current.queue = queue`; -1 with an exception. Most launches repeat the queue: a read is
+ * cheaper than a store (which hashes and replaces the value). */
 static inline int
 kprof_set_current(PyObject *current, PyObject *queue)
 {
     PyObject *d = kprof_current_dict(current);
     if (d == NULL)
         return PyErr_Occurred() ? -1 : PyObject_SetAttr(current, kprof_str_queue, queue);
-    return PyDict_SetItem(d, kprof_str_queue, queue);
+    if (PyDict_GetItemWithError(d, kprof_str_queue) == queue)
+        return 0;
+    return PyErr_Occurred() ? -1 : PyDict_SetItem(d, kprof_str_queue, queue);
 }
 
 /* `current.queue` (a new reference), read from the thread's dict of the local where it is
@@ -59,4 +70,4 @@ kprof_get_current(PyObject *current)
     return q;
 }
 
-#endif /* KPROF_CLNATIVE_CURRENT_QUEUE_H */
+#endif /* KPROF_OPENCL_CURRENT_QUEUE_H */
