@@ -315,12 +315,23 @@ def patch_targets() -> list[tuple[Any, str]]:
     return targets
 
 
+#: The wrappers made for one backend, by (native function, compiled parts on): made once, not
+#: at every profile's start (they hold nothing of a profile). Another backend object (the
+#: registry renewed) starts over.
+_made: dict[tuple[Any, bool], Callable[..., Any]] = {}
+_made_for: list[Any] = [None]
+
+
 def install(backend: Any) -> Patcher:
     """Patch every launch and copy entry point of PyOpenCL; returns the patcher to undo it."""
     global _nanny, _plain_event
     import pyopencl._cl as _cl
 
     _nanny, _plain_event = _cl.NannyEvent, _cl.Event.from_int_ptr
+    if _made_for[0] is not backend:
+        _made.clear()
+        _made_for[0] = backend
+    compiled = kp.compiled_enabled()
     patcher = Patcher()
     makers: dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {
         KERNEL_ENTRY: lambda f: kernel_wrapper(f, backend),
@@ -335,7 +346,10 @@ def install(backend: Any) -> Patcher:
             # One wrapper per native function, shared by its names: it calls the native itself.
             wrapper = wrappers.get(id(original))
             if wrapper is None:
-                wrapper = wrappers[id(original)] = makers[name](original)
+                wrapper = _made.get((original, compiled))
+                if wrapper is None:
+                    wrapper = _made[original, compiled] = makers[name](original)
+                wrappers[id(original)] = wrapper
             patcher.patch(owner, name, wrapper)
     except BaseException:
         patcher.restore()
@@ -345,6 +359,10 @@ def install(backend: Any) -> Patcher:
 
 def remove(patcher: Patcher, conflicts: list[str] | None = None) -> None:
     conflicts = [*(conflicts or []), *patcher.restore()]
+    for wrapper in _made.values():  # kept for the next install: without the program's objects
+        forget = getattr(wrapper, "forget", None)
+        if forget is not None:
+            forget()
     if conflicts:
         warnings.warn(
             "kprof: these PyOpenCL functions were replaced by someone else while kprof was "

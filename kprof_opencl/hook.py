@@ -60,8 +60,19 @@ def module() -> Any:
     return mod
 
 
+#: ``_mapping``'s answers: an ICD's table stays where its library was loaded, as it was (the
+#: survey is made at every profile's start; reading /proc/self/maps was most of it).
+_mappings: dict[int, tuple[str, str] | None] = {}
+
+
 def _mapping(address: int) -> tuple[str, str] | None:
     """``(permissions, path)`` of the memory mapping holding ``address``..+table (Linux)."""
+    if address not in _mappings:
+        _mappings[address] = _read_mapping(address)
+    return _mappings[address]
+
+
+def _read_mapping(address: int) -> tuple[str, str] | None:
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:

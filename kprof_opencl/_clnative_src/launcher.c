@@ -262,6 +262,28 @@ done:
     return ev;
 }
 
+/* forget(): lets go of the last kernel, queue and sizes it kept (a launcher outlives the
+ * profile it was made in: the program's objects must not). */
+static PyObject *
+ln_forget(Launcher *self, PyObject *unused)
+{
+    Py_CLEAR(self->last_kernel);
+    Py_CLEAR(self->last_name);
+    Py_CLEAR(self->last_queue);
+    Py_CLEAR(self->last_gws);
+    Py_CLEAR(self->last_lws);
+    Py_CLEAR(self->last_config);
+    Py_CLEAR(self->last_rec_ref);
+    self->last_lp = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef ln_methods[] = {
+    {"forget", (PyCFunction)ln_forget, METH_NOARGS,
+     "Let go of the last kernel, queue and launch sizes kept."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyObject *
 ln_get_wrapped(Launcher *self, void *closure)
 {
@@ -301,6 +323,7 @@ static PyType_Slot ln_slots[] = {
     {Py_tp_clear, ln_clear},
     {Py_tp_call, ln_call},
     {Py_tp_getset, ln_getset},
+    {Py_tp_methods, ln_methods},
     {0, NULL},
 };
 
