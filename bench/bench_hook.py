@@ -5,10 +5,11 @@ kernels on PoCL's CPU device, the loop alone timed (the profile's end is not in 
 
 - ``py_plain`` / ``c_plain``: unprofiled launches from PyOpenCL (the typed invoker) and from
   C (tests/opencl_clib/clib.c through the system's loader, no event, as VkFFT does);
-- ``py_capture``: PyOpenCL launches in a profile as kprof records them (its Python capture,
-  compiled where built; the hook is installed and leaves them alone);
-- ``py_hook``: the same launches recorded by the hook instead (PyOpenCL's kernel entry put
-  back to the native function for the loop): what retiring the Python launch patch would cost;
+- ``py_capture``: PyOpenCL launches in a profile as kprof records them: through the hook where
+  it records every kernel launch (compiled, every platform hooked), else PyOpenCL's capture;
+- ``py_hook``: the same launches recorded by the hook (PyOpenCL's kernel entry put back to the
+  native function for the loop where it was patched): the same as ``py_capture`` where the
+  hook records them already;
 - ``c_hook``: C launches in a profile, recorded by the hook;
 - ``c_thread`` / ``c_hook_unattributed``: C launches from a thread outside any profile, without
   and with the hook installed: the hook's own part (its event, the GIL, the recorder lookup,
@@ -90,8 +91,9 @@ def bench(quick: bool) -> dict[str, Any]:
 
     def profiled(loop: Any, name: str, native: bool = False) -> float:
         with kprof.profile(backends=["opencl"]) as p:
+            wrapper = _cl.enqueue_nd_range_kernel
+            native = native and hasattr(wrapper, "__wrapped__")  # else the hook has them already
             if native:  # the hook records PyOpenCL's launches: the Python patch stepped aside
-                wrapper = _cl.enqueue_nd_range_kernel
                 _cl.enqueue_nd_range_kernel = wrapper.__wrapped__
                 try:
                     r = loop()

@@ -266,6 +266,10 @@ def copy_wrapper(
     nanny = _cl.NannyEvent
     plain_event = _cl.Event.from_int_ptr
     marked = quiet(original)
+    # The hook's object for the queue where it names launches itself (hook.canonical): one
+    # object per cl_command_queue for the rows and the watcher of queues without profiling.
+    hook_mod = kp.load_plugin_part("kprof_opencl", "_clhook")
+    canonical = getattr(hook_mod, "canonical", None)
 
     def enqueue_copy(*args: Any, **kwargs: Any) -> Any:
         rec = active()
@@ -275,6 +279,8 @@ def copy_wrapper(
         ev = marked(*args, **kwargs)
         t1 = now()
         queue = args[queue_at] if len(args) > queue_at else kwargs["queue"]
+        if canonical is not None:
+            queue = canonical(queue)
         rest = args[queue_at + 1 :]
         try:
             n = nbytes_of(rest, kwargs)
@@ -322,8 +328,10 @@ _made: dict[tuple[Any, bool], Callable[..., Any]] = {}
 _made_for: list[Any] = [None]
 
 
-def install(backend: Any) -> Patcher:
-    """Patch every launch and copy entry point of PyOpenCL; returns the patcher to undo it."""
+def install(backend: Any, kernels_hooked: bool = False) -> Patcher:
+    """Patch every launch and copy entry point of PyOpenCL; returns the patcher to undo it.
+    ``kernels_hooked``: the dispatch-table hook records every kernel launch
+    (``hook.records_every_kernel``): the kernel entry is left as it is."""
     global _nanny, _plain_event
     import pyopencl._cl as _cl
 
@@ -342,6 +350,8 @@ def install(backend: Any) -> Patcher:
     wrappers: dict[int, Callable[..., Any]] = {}
     try:
         for owner, name in patch_targets():
+            if kernels_hooked and name == KERNEL_ENTRY:
+                continue
             original = getattr(owner, name)
             # One wrapper per native function, shared by its names: it calls the native itself.
             wrapper = wrappers.get(id(original))

@@ -195,12 +195,16 @@ def exec_environment() -> dict[str, str] | None:
 
 
 def _adopt(handle: int) -> tuple[Any, bool]:
-    """A PyOpenCL queue object for a queue handle the hook saw (made once per handle)."""
+    """A PyOpenCL queue object for a queue handle the hook saw (asked once per handle while
+    capturing): the program's own where kprof saw it made (``remember``), else a new one."""
     import pyopencl._cl as _cl
 
     from .queues import queue_profiles
 
-    q = _cl.CommandQueue.from_int_ptr(handle, retain=True)
+    mod = module()
+    q = mod.remembered(handle) if mod is not None else None
+    if q is None:
+        q = _cl.CommandQueue.from_int_ptr(handle, retain=True)
     return q, queue_profiles(q)
 
 
@@ -228,8 +232,10 @@ def install(backend: Any) -> tuple[list[int], dict[str, str]]:
     from .queues import _current
 
     # Bound at every install: the registry, and so the Backend, may have been renewed.
-    def other(rec: Any, kind: int, name: str, q: Any, t0: int, t1: int, tok: Any, n: int) -> None:
-        pycapture._unprofiled(rec, backend, kind, name, q, t0, t1, tok, n)
+    def other(
+        rec: Any, kind: int, name: str, q: Any, t0: int, t1: int, tok: Any, n: int, cfg: Any
+    ) -> None:
+        pycapture._unprofiled(rec, backend, kind, name, q, t0, t1, tok, n, cfg)
 
     mod.bind(
         kp.active,
@@ -262,6 +268,18 @@ def install(backend: Any) -> tuple[list[int], dict[str, str]]:
             for p in refused:
                 mechanisms[p.title] = f"PyOpenCL capture only: the interposer failed ({exc})"
     return hooked, mechanisms
+
+
+def records_every_kernel(hooked: list[int], platforms: list[Platform]) -> bool:
+    """Whether the hook, as ``install`` left it, records every kernel launch of the process
+    straight into the compiled recorder (raw launches): every platform hooked (its table, or
+    the interposer for those refused) and the compiled parts in use. PyOpenCL's kernel entry
+    is then left unpatched, so that each launch has one capture path."""
+    if not hooked or not platforms or not kp.compiled_enabled():
+        return False
+    if kp.raw_launch_capsule() is None:
+        return False
+    return all(p.table in hooked if p.table is not None else PRELOADED in hooked for p in platforms)
 
 
 def remove(tables: list[int]) -> list[str]:

@@ -263,12 +263,16 @@ def launch_config(backend: kp.Backend, config: Any) -> str | None:
 def install_capture(backend: kp.Backend) -> None:
     from . import capture, profiled_queues
 
-    backend.state["patcher"] = capture.install(backend)
+    # Enqueues from C libraries too (VkFFT, CLBlast), through the ICD's dispatch table; where it
+    # records every kernel launch into the compiled recorder, PyOpenCL's too: its kernel entry
+    # is then left as it is (one capture path per launch).
+    backend.state["hooked"], backend.state["mechanisms"] = hook.install(backend)
+    kernels = hook.records_every_kernel(backend.state["hooked"], backend.state.get("survey", []))
+    backend.state["kernels_hooked"] = kernels
+    backend.state["patcher"] = capture.install(backend, kernels_hooked=kernels)
     # Queues created from now on (through pyopencl.CommandQueue) profile: device times for them.
     profiled_queues.acquire()
     backend.state["queues"] = True
-    # Enqueues from C libraries too (VkFFT, CLBlast), through the ICD's dispatch table.
-    backend.state["hooked"], backend.state["mechanisms"] = hook.install(backend)
     # The clock offset now, to bound how far it drifts (NTP slews CLOCK_MONOTONIC) by the end.
     backend.state["raw_offset"] = clock.raw_offset()
     # What the watcher has tracked so far: the report counts this capture's observed commands.
@@ -281,6 +285,7 @@ def remove_capture(backend: kp.Backend) -> None:
 
     conflicts = profiled_queues.release() if backend.state.pop("queues", False) else []
     conflicts += hook.remove(backend.state.pop("hooked", []))
+    backend.state.pop("kernels_hooked", None)
     patcher = backend.state.pop("patcher", None)
     if patcher is not None:
         capture.remove(patcher, conflicts)

@@ -146,10 +146,18 @@ class _Forget:
 
 
 def _remember(base: type, queue: Any, added: bool) -> None:
+    from kprof.plugin import load_plugin_part
+
     try:
         handle = int(queue.int_ptr)
     except Exception:  # not a PyOpenCL queue (a test double): nothing to answer for
         return
+    hook = load_plugin_part("kprof_opencl", "_clhook")
+    if hook is not None:  # the dispatch-table hook names its launches with this object
+        try:
+            hook.remember(queue, handle)
+        except Exception:  # no __dict__ to carry the mark: the hook makes its own object
+            pass
     if not added:
         _added.pop(handle, None)
         return

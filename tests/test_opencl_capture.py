@@ -233,7 +233,7 @@ def test_queue_without_profiling_is_observed_without_waiting_and_says_so_once(
     ours = [w for w in caught if issubclass(w.category, kprof_opencl.ProfilingDisabledWarning)]
     assert len(ours) == 1
     said = str(ours[0].message)
-    assert f"the OpenCL {plain._kprof_label} on " in said
+    assert f"the OpenCL {p.kernels[0].queue} on " in said
     assert "import kprof before creating queues" in said
     assert ours[0].filename == __file__  # it points at the user's launch, not at kprof
     rows = p.kernels
@@ -356,6 +356,13 @@ def test_synchronize_waits_at_most_the_timeout_for_a_gated_launch(queue: Any, pr
     assert [r.host_timed for r in p.kernels] == [True, True]
 
 
+def kernels_hooked() -> bool:
+    """Whether the running profile's capture left PyOpenCL's kernel entry to the hook."""
+    from kprof_core.host.discovery import registry
+
+    return bool(registry.get("opencl").state.get("kernels_hooked"))
+
+
 def test_patches_are_restored_exactly_after_an_exception(queue: Any, program: Any) -> None:
     targets = ocl_capture.patch_targets()
     names = {name for _, name in targets}
@@ -369,7 +376,12 @@ def test_patches_are_restored_exactly_after_an_exception(queue: Any, program: An
     assert any(owner is cl for owner, name in targets if name == "enqueue_nd_range_kernel")
     before = [(owner, name, getattr(owner, name)) for owner, name in targets]
     with pytest.raises(ZeroDivisionError), profile():
+        # Where the dispatch-table hook records every kernel launch, the kernel entry is left.
+        left = {"enqueue_nd_range_kernel"} if kernels_hooked() else set()
         for owner, name, original in before:
+            if name in left:
+                assert getattr(owner, name) is original, f"{owner.__name__}.{name} is patched"
+                continue
             assert getattr(owner, name) is not original, f"{owner.__name__}.{name} is not patched"
         program.scale(queue, (64,), None, cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 256))
         1 / 0  # noqa: B018
@@ -487,11 +499,11 @@ def test_launches_after_the_recorder_rebinds_its_launch_path_reach_its_new_list(
         for _ in range(2):
             scale(queue, (128,), None, x)
         rec = kprof.plugin.active()
-        assert rec is not None and len(rec._incoming) == 2
+        assert rec is not None and rec._pending() == 2
         rec._after_fork_in_child(kprof.plugin.now())  # what a fork's child does: start over
         for _ in range(3):
             scale(queue, (128,), None, x)
-        assert len(rec._incoming) == 3
+        assert rec._pending() == 3 and len(rec._incoming) in (1, 3)  # a batch, or 3 entries
         queue.finish()
     assert len(p.kernels) == 3 and not p.unresolved
 

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import kprof
+from kprof_core.host.discovery import registry
 from kprof_opencl import hook
 
 cl = pytest.importorskip("pyopencl")
@@ -126,6 +127,7 @@ def test_pyopencl_launches_are_counted_once(hooked: Any, ctx: Any) -> None:
     host = np.ones(SIZE, np.float32)
     before = hooked.stats()["seen"]
     with kprof.profile() as p:
+        every = registry.get("opencl").state["kernels_hooked"]
         q = cl.CommandQueue(ctx)
         buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, host.nbytes)
         cl.enqueue_copy(q, buf, host)
@@ -133,7 +135,9 @@ def test_pyopencl_launches_are_counted_once(hooked: Any, ctx: Any) -> None:
             k(q, (SIZE,), None, buf)
         cl.enqueue_fill_buffer(q, buf, np.float32(0), 0, host.nbytes)
         cl.enqueue_copy(q, host, buf)
-    assert hooked.stats()["seen"] == before  # all of them left to PyOpenCL's capture
+    # The kernels through the hook where it records every one (PyOpenCL's kernel entry left as
+    # it is), else through PyOpenCL's capture, which the hook leaves them to; copies always so.
+    assert hooked.stats()["seen"] == before + (5 if every else 0)
     assert len(rows(p, "twice")) == 5
     assert [k.name for k in p.kernels if k.kind != "kernel"] == [
         "[copy host to device]",
@@ -169,7 +173,7 @@ def test_a_queue_seen_through_two_objects_is_said_once_and_is_one_queue(
         clib.run(q.int_ptr, N, SIZE)
     ours = [w for w in said if issubclass(w.category, kprof_opencl.ProfilingDisabledWarning)]
     assert len(ours) == 1
-    assert {r.queue for r in p.kernels} == {q._kprof_label}
+    assert len({r.queue for r in p.kernels}) == 1
     assert [r.name for r in p.kernels if r.kind == "kernel"] == ["twice", *["kc_axpb"] * N]
 
 

@@ -133,9 +133,15 @@ def test_profiles_on_both_paths_equal_the_events(setup: Any, compiled: bool) -> 
 
 
 def test_the_wrapper_in_use_and_its_exact_restore(setup: Any, compiled: bool) -> None:
+    from kprof_core.host.discovery import registry
+
     native_fn = cl._cl.enqueue_nd_range_kernel
     with kprof.profile(backends=["opencl"]):
         wrapper = cl._cl.enqueue_nd_range_kernel
+        if registry.get("opencl").state["kernels_hooked"]:
+            # The dispatch-table hook records every kernel launch: the entry is left as it is.
+            assert compiled and wrapper is native_fn
+            return
         assert wrapper is not native_fn and wrapper.__wrapped__ is native_fn
         assert wrapper.__name__ == "enqueue_nd_range_kernel"
         assert (type(wrapper).__name__ == "Launcher") == compiled

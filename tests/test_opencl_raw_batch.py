@@ -153,3 +153,55 @@ def test_a_batch_kprof_cannot_read_is_dropped_with_a_warning_and_its_events_back
     assert "RuntimeError: a reader's bug" in said[0]
     assert not kc(p)
     assert raw.stats()["events"] == before
+
+
+def test_pyopencl_launches_take_the_hook_as_their_one_capture_path(raw: Any, queue: Any) -> None:
+    from kprof_core.host.discovery import registry
+
+    prg = cl.Program(queue.context, "__kernel void k1(__global float *x) { x[0] += 1; }").build()
+    k1 = cl.Kernel(prg, "k1")
+    buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 64)
+    native = cl._cl.enqueue_nd_range_kernel
+    with kprof.profile(backends=["opencl"]) as p:
+        assert registry.get("opencl").state["kernels_hooked"]
+        assert cl._cl.enqueue_nd_range_kernel is native  # no wrapper: the hook records them
+        for _ in range(4):
+            k1(queue, (16,), (4,), buf)
+        rec = kprof.plugin.active()
+        assert isinstance(rec, Recorder) and [len(b) for b in batches(rec)] == [4]
+        assert kprof_opencl.current_queue() is queue  # the program's object, not the hook's
+        queue.finish()
+    rows = [k for k in p.kernels if k.name == "k1"]
+    assert len(rows) == 4 and not p.unresolved
+    assert {(r.queue, r.config) for r in rows} == {(queue._kprof_label, "global 16 local 4")}
+
+
+def test_c_launches_carry_their_launch_configuration(raw: Any, clib: CLib, queue: Any) -> None:
+    clib.loop(queue.int_ptr, 1)
+    with kprof.profile(backends=["opencl"]) as p:
+        clib.loop(queue.int_ptr, 3)
+    assert [r.config for r in kc(p)] == ["global 64"] * 3  # kc_loop: 64 work-items, no local
+
+
+def test_both_recorder_paths_record_pyopencl_launches_alike(raw: Any, queue: Any) -> None:
+    """The compiled path (the hook, raw launches) and the pure one (PyOpenCL's capture)."""
+    from kprof_core.low_level import native
+
+    prg = cl.Program(queue.context, "__kernel void k2(__global float *x) { x[1] += 1; }").build()
+    k2 = cl.Kernel(prg, "k2")
+    buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 64)
+    got = []
+    for compiled in (True, False):
+        native.use_compiled(compiled)
+        try:
+            with kprof.profile(backends=["opencl"], sites=True) as p:
+                for size in ((8,), (8,), (16,)):
+                    k2(queue, size, None, buf)
+                queue.finish()
+        finally:
+            native.use_compiled(True)
+        rows = [k for k in p.kernels if k.name == "k2"]
+        assert not p.unresolved and all(r.duration_ns > 0 for r in rows)
+        got.append([(r.kind, r.thread, r.config, r.site and r.site.line) for r in rows])
+    assert got[0] == got[1]
+    assert [c for _, _, c, _ in got[0]] == ["global 8", "global 8", "global 16"]

@@ -5,9 +5,13 @@
  * hands the launch to the calling thread's active recorder: as a raw launch into the compiled
  * recorder's C batch, which keeps one reference to the cl_event and no Python object (the
  * common case), else through `rec.launch` with an `Event` token that owns the reference
- * (released when kprof drops it). The caller's return value and event are untouched. Launches PyOpenCL's Python capture
- * records (kprof_opencl.capture) and kprof's own markers are made inside `quiet(fn)`: a
- * thread-local mark the hook honours, so nothing is counted twice.
+ * (released when kprof drops it). The caller's return value and event are untouched. A kernel
+ * launch carries its configuration, (global size, local size), as PyOpenCL's capture makes it.
+ *
+ * Where every platform is hooked, the compiled path records PyOpenCL's kernel launches here
+ * too (its kernel entry is left as it is). Launches PyOpenCL's Python capture records
+ * (kprof_opencl.capture) and kprof's own markers are made inside `quiet(fn)`: a thread-local
+ * mark the hook honours, so nothing is counted twice.
  */
 #include "enqueue.h"
 #include "events.h"
@@ -99,13 +103,81 @@ release_event(cl_event ev)
     ((cl_api_clReleaseEvent)kprof_original(ev, SLOT_RELEASE_EVENT))(ev);
 }
 
+/* A kernel launch's work sizes, as the call gave them. */
+typedef struct {
+    cl_uint dim;
+    const size_t *global, *local;
+} Sizes;
+
+/* The last launch configuration made and the sizes it was made of: a loop launches with the
+ * same sizes, and then makes no tuple. Under the GIL. */
+static PyObject *last_config;
+static Sizes last_sizes;
+static size_t last_global[3], last_local[3];
+
+static PyObject *
+dims(cl_uint dim, const size_t *v)
+{
+    PyObject *t = PyTuple_New(dim);
+    for (cl_uint i = 0; t != NULL && i < dim; i++) {
+        PyObject *n = PyLong_FromSize_t(v[i]);
+        if (n == NULL)
+            Py_CLEAR(t);
+        else
+            PyTuple_SetItem(t, i, n);
+    }
+    return t;
+}
+
+/* The launch configuration kprof keeps, (global size, local size or None) as tuples, as
+ * kprof_opencl.capture.launch_config makes it from PyOpenCL's arguments (a new reference);
+ * NULL without an exception where there is none (sizes of more than 3 dimensions included),
+ * NULL with one on failure. */
+static PyObject *
+kernel_config(const Sizes *s)
+{
+    if (s == NULL || s->global == NULL || s->dim == 0 || s->dim > 3)
+        return NULL;
+    size_t bytes = s->dim * sizeof(size_t);
+    if (last_config != NULL && s->dim == last_sizes.dim
+        && (s->local == NULL) == (last_sizes.local == NULL)
+        && memcmp(s->global, last_global, bytes) == 0
+        && (s->local == NULL || memcmp(s->local, last_local, bytes) == 0)) {
+        Py_INCREF(last_config);
+        return last_config;
+    }
+    PyObject *g = dims(s->dim, s->global), *l = NULL, *config = NULL;
+    if (g == NULL)
+        return NULL;
+    if (s->local == NULL) {
+        l = Py_None;
+        Py_INCREF(l);
+    } else if ((l = dims(s->dim, s->local)) == NULL) {
+        Py_DECREF(g);
+        return NULL;
+    }
+    config = PyTuple_Pack(2, g, l);
+    Py_DECREF(g);
+    Py_DECREF(l);
+    if (config == NULL)
+        return NULL;
+    last_sizes.dim = s->dim;
+    last_sizes.local = s->local == NULL ? NULL : last_local;
+    memcpy(last_global, s->global, bytes);
+    if (s->local != NULL)
+        memcpy(last_local, s->local, bytes);
+    Py_INCREF(config);
+    Py_XSETREF(last_config, config);
+    return config;
+}
+
 /* After a successful enqueue: hand it to the calling thread's recorder. `ev` is the command's
  * event; `own` says kprof created it (the caller passed none), else it is retained here. The
  * common case goes to the recorder's C batch as a raw launch (no Python object made); every
  * other case, and the pure-Python recorder, through `rec.launch` with an Event token. */
 static void
-record(cl_command_queue q, int kind, int name_ix, cl_kernel k, int64_t nbytes, int64_t t0,
-       cl_event ev, int own)
+record(cl_command_queue q, int kind, int name_ix, cl_kernel k, const Sizes *sizes,
+       int64_t nbytes, int64_t t0, cl_event ev, int own)
 {
     int64_t t1 = kprof_now_ns();
     if (!Py_IsInitialized()) {
@@ -117,7 +189,7 @@ record(cl_command_queue q, int kind, int name_ix, cl_kernel k, int64_t nbytes, i
     PyObject *et, *evalue, *etb;
     PyErr_Fetch(&et, &evalue, &etb); /* a caller's pending exception is left as it was */
     PyObject *rec = NULL, *name = NULL, *tok = NULL, *a = NULL, *b = NULL, *n = NULL,
-             *r = NULL, *launch = NULL, *entry = NULL;
+             *r = NULL, *launch = NULL, *entry = NULL, *config = NULL;
     n_seen++;
     kprof_names_collect();
     if (!kprof_hook_on || !kprof_queues_ready()) {
@@ -133,6 +205,12 @@ record(cl_command_queue q, int kind, int name_ix, cl_kernel k, int64_t nbytes, i
     }
     if (kind == K_KERNEL) {
         name = kprof_kernel_name(k);
+        config = name == NULL ? NULL : kernel_config(sizes);
+        if (PyErr_Occurred()) {
+            if (own)
+                release_event(ev);
+            goto done;
+        }
     }
     else {
         name = py_names[name_ix];
@@ -157,7 +235,7 @@ record(cl_command_queue q, int kind, int name_ix, cl_kernel k, int64_t nbytes, i
         if (!own) /* the batch's reference */
             ((cl_api_clRetainEvent)kprof_original(ev, SLOT_RETAIN_EVENT))(ev);
         own = 1;
-        KprofRawLaunch l = {ev, ev, name, queue, NULL, kind_values[kind], t0, t1, nbytes};
+        KprofRawLaunch l = {ev, ev, name, queue, config, kind_values[kind], t0, t1, nbytes};
         int got = raw_api->append(rec, py_backend, &kprof_event_ops, &l);
         if (got == 1) {
             kprof_event_raw_taken();
@@ -182,11 +260,11 @@ record(cl_command_queue q, int kind, int name_ix, cl_kernel k, int64_t nbytes, i
         if (launch == NULL)
             goto done;
         r = PyObject_CallFunctionObjArgs(launch, py_backend, py_kinds[kind], name, queue, a, b,
-                                         tok, tok, n, NULL);
+                                         tok, tok, n, config ? config : Py_None, NULL);
     }
     else {
         r = PyObject_CallFunctionObjArgs(py_other, rec, py_kinds[kind], name, queue, a, b, tok,
-                                         n, NULL);
+                                         n, config ? config : Py_None, NULL);
     }
     if (r != NULL)
         n_recorded++;
@@ -200,6 +278,7 @@ done:
     Py_XDECREF(b);
     Py_XDECREF(a);
     Py_XDECREF(tok);
+    Py_XDECREF(config);
     Py_XDECREF(name);
     Py_XDECREF(rec);
     PyErr_Restore(et, evalue, etb);
@@ -208,7 +287,7 @@ done:
 
 /* The common shape of every hooked enqueue: pass through when quiet; else give the command an
  * event if the caller did not ask for one, and record it once enqueued. */
-#define ENQUEUE_BODY(SLOT, FNTYPE, CALL_ARGS, KIND, NAME_IX, KERNEL, NBYTES)                 \
+#define ENQUEUE_BODY(SLOT, FNTYPE, CALL_ARGS, KIND, NAME_IX, KERNEL, SIZES, NBYTES)          \
     FNTYPE f = (FNTYPE)kprof_original(q, SLOT);                                               \
     if (quiet_depth || !kprof_hook_on)                                                        \
         return f CALL_ARGS;                                                                   \
@@ -219,7 +298,7 @@ done:
     int64_t t0 = kprof_now_ns();                                                              \
     cl_int err = f CALL_ARGS;                                                                 \
     if (err == CL_SUCCESS && *event != NULL)                                                  \
-        record(q, KIND, NAME_IX, KERNEL, NBYTES, t0, *event, user_event == NULL);             \
+        record(q, KIND, NAME_IX, KERNEL, SIZES, NBYTES, t0, *event, user_event == NULL);      \
     return err;
 
 static int64_t
@@ -244,8 +323,9 @@ static cl_int CL_API_CALL
 h_ndrange(cl_command_queue q, cl_kernel k, cl_uint dim, const size_t *off, const size_t *gws,
           const size_t *lws, cl_uint nw, const cl_event *wl, cl_event *event)
 {
+    Sizes sizes = {dim, gws, lws};
     ENQUEUE_BODY(SLOT_ENQUEUE_NDRANGE_KERNEL, cl_api_clEnqueueNDRangeKernel,
-                 (q, k, dim, off, gws, lws, nw, wl, event), K_KERNEL, 0, k, -1)
+                 (q, k, dim, off, gws, lws, nw, wl, event), K_KERNEL, 0, k, &sizes, -1)
 }
 
 static cl_int CL_API_CALL
@@ -253,7 +333,8 @@ h_read_buffer(cl_command_queue q, cl_mem buf, cl_bool blocking, size_t off, size
               cl_uint nw, const cl_event *wl, cl_event *event)
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_READ_BUFFER, cl_api_clEnqueueReadBuffer,
-                 (q, buf, blocking, off, cb, ptr, nw, wl, event), K_COPY, N_D2H, NULL, (int64_t)cb)
+                 (q, buf, blocking, off, cb, ptr, nw, wl, event),
+                 K_COPY, N_D2H, NULL, NULL, (int64_t)cb)
 }
 
 static cl_int CL_API_CALL
@@ -261,7 +342,8 @@ h_write_buffer(cl_command_queue q, cl_mem buf, cl_bool blocking, size_t off, siz
                const void *ptr, cl_uint nw, const cl_event *wl, cl_event *event)
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_WRITE_BUFFER, cl_api_clEnqueueWriteBuffer,
-                 (q, buf, blocking, off, cb, ptr, nw, wl, event), K_COPY, N_H2D, NULL, (int64_t)cb)
+                 (q, buf, blocking, off, cb, ptr, nw, wl, event),
+                 K_COPY, N_H2D, NULL, NULL, (int64_t)cb)
 }
 
 static cl_int CL_API_CALL
@@ -269,7 +351,8 @@ h_copy_buffer(cl_command_queue q, cl_mem src, cl_mem dst, size_t so, size_t dof,
               cl_uint nw, const cl_event *wl, cl_event *event)
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_COPY_BUFFER, cl_api_clEnqueueCopyBuffer,
-                 (q, src, dst, so, dof, cb, nw, wl, event), K_COPY, N_D2D, NULL, (int64_t)cb)
+                 (q, src, dst, so, dof, cb, nw, wl, event),
+                 K_COPY, N_D2D, NULL, NULL, (int64_t)cb)
 }
 
 static cl_int CL_API_CALL
@@ -279,7 +362,7 @@ h_read_rect(cl_command_queue q, cl_mem buf, cl_bool blocking, const size_t *bo, 
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_READ_BUFFER_RECT, cl_api_clEnqueueReadBufferRect,
                  (q, buf, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, nw, wl, event),
-                 K_COPY, N_D2H, NULL, region_bytes(region))
+                 K_COPY, N_D2H, NULL, NULL, region_bytes(region))
 }
 
 static cl_int CL_API_CALL
@@ -289,7 +372,7 @@ h_write_rect(cl_command_queue q, cl_mem buf, cl_bool blocking, const size_t *bo,
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_WRITE_BUFFER_RECT, cl_api_clEnqueueWriteBufferRect,
                  (q, buf, blocking, bo, ho, region, brp, bsp, hrp, hsp, ptr, nw, wl, event),
-                 K_COPY, N_H2D, NULL, region_bytes(region))
+                 K_COPY, N_H2D, NULL, NULL, region_bytes(region))
 }
 
 static cl_int CL_API_CALL
@@ -298,8 +381,8 @@ h_copy_rect(cl_command_queue q, cl_mem src, cl_mem dst, const size_t *so, const 
             const cl_event *wl, cl_event *event)
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_COPY_BUFFER_RECT, cl_api_clEnqueueCopyBufferRect,
-                 (q, src, dst, so, dof, region, srp, ssp, drp, dsp, nw, wl, event), K_COPY, N_D2D,
-                 NULL, region_bytes(region))
+                 (q, src, dst, so, dof, region, srp, ssp, drp, dsp, nw, wl, event),
+                 K_COPY, N_D2D, NULL, NULL, region_bytes(region))
 }
 
 static cl_int CL_API_CALL
@@ -308,8 +391,8 @@ h_read_image(cl_command_queue q, cl_mem img, cl_bool blocking, const size_t *ori
              const cl_event *wl, cl_event *event)
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_READ_IMAGE, cl_api_clEnqueueReadImage,
-                 (q, img, blocking, origin, region, rp, sp, ptr, nw, wl, event), K_COPY, N_D2H,
-                 NULL, image_bytes(img, region))
+                 (q, img, blocking, origin, region, rp, sp, ptr, nw, wl, event),
+                 K_COPY, N_D2H, NULL, NULL, image_bytes(img, region))
 }
 
 static cl_int CL_API_CALL
@@ -318,8 +401,8 @@ h_write_image(cl_command_queue q, cl_mem img, cl_bool blocking, const size_t *or
               const cl_event *wl, cl_event *event)
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_WRITE_IMAGE, cl_api_clEnqueueWriteImage,
-                 (q, img, blocking, origin, region, rp, sp, ptr, nw, wl, event), K_COPY, N_H2D,
-                 NULL, image_bytes(img, region))
+                 (q, img, blocking, origin, region, rp, sp, ptr, nw, wl, event),
+                 K_COPY, N_H2D, NULL, NULL, image_bytes(img, region))
 }
 
 static cl_int CL_API_CALL
@@ -327,8 +410,8 @@ h_copy_image(cl_command_queue q, cl_mem src, cl_mem dst, const size_t *so, const
              const size_t *region, cl_uint nw, const cl_event *wl, cl_event *event)
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_COPY_IMAGE, cl_api_clEnqueueCopyImage,
-                 (q, src, dst, so, dof, region, nw, wl, event), K_COPY, N_D2D, NULL,
-                 image_bytes(src, region))
+                 (q, src, dst, so, dof, region, nw, wl, event),
+                 K_COPY, N_D2D, NULL, NULL, image_bytes(src, region))
 }
 
 static cl_int CL_API_CALL
@@ -337,8 +420,8 @@ h_image_to_buffer(cl_command_queue q, cl_mem src, cl_mem dst, const size_t *so,
                   cl_event *event)
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_COPY_IMAGE_TO_BUFFER, cl_api_clEnqueueCopyImageToBuffer,
-                 (q, src, dst, so, region, dof, nw, wl, event), K_COPY, N_D2D, NULL,
-                 image_bytes(src, region))
+                 (q, src, dst, so, region, dof, nw, wl, event),
+                 K_COPY, N_D2D, NULL, NULL, image_bytes(src, region))
 }
 
 static cl_int CL_API_CALL
@@ -346,8 +429,8 @@ h_buffer_to_image(cl_command_queue q, cl_mem src, cl_mem dst, size_t so, const s
                   const size_t *region, cl_uint nw, const cl_event *wl, cl_event *event)
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_COPY_BUFFER_TO_IMAGE, cl_api_clEnqueueCopyBufferToImage,
-                 (q, src, dst, so, dof, region, nw, wl, event), K_COPY, N_D2D, NULL,
-                 image_bytes(dst, region))
+                 (q, src, dst, so, dof, region, nw, wl, event),
+                 K_COPY, N_D2D, NULL, NULL, image_bytes(dst, region))
 }
 
 static cl_int CL_API_CALL
@@ -355,8 +438,8 @@ h_fill_buffer(cl_command_queue q, cl_mem buf, const void *pattern, size_t ps, si
               size_t size, cl_uint nw, const cl_event *wl, cl_event *event)
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_FILL_BUFFER, cl_api_clEnqueueFillBuffer,
-                 (q, buf, pattern, ps, off, size, nw, wl, event), K_COPY, N_FILL, NULL,
-                 (int64_t)size)
+                 (q, buf, pattern, ps, off, size, nw, wl, event),
+                 K_COPY, N_FILL, NULL, NULL, (int64_t)size)
 }
 
 static cl_int CL_API_CALL
@@ -364,8 +447,8 @@ h_fill_image(cl_command_queue q, cl_mem img, const void *color, const size_t *or
              const size_t *region, cl_uint nw, const cl_event *wl, cl_event *event)
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_FILL_IMAGE, cl_api_clEnqueueFillImage,
-                 (q, img, color, origin, region, nw, wl, event), K_COPY, N_FILL, NULL,
-                 image_bytes(img, region))
+                 (q, img, color, origin, region, nw, wl, event),
+                 K_COPY, N_FILL, NULL, NULL, image_bytes(img, region))
 }
 
 static cl_int CL_API_CALL
@@ -373,7 +456,8 @@ h_svm_memcpy(cl_command_queue q, cl_bool blocking, void *dst, const void *src, s
              cl_uint nw, const cl_event *wl, cl_event *event)
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_SVM_MEMCPY, cl_api_clEnqueueSVMMemcpy,
-                 (q, blocking, dst, src, size, nw, wl, event), K_COPY, N_SVM, NULL, (int64_t)size)
+                 (q, blocking, dst, src, size, nw, wl, event),
+                 K_COPY, N_SVM, NULL, NULL, (int64_t)size)
 }
 
 static cl_int CL_API_CALL
@@ -381,7 +465,8 @@ h_svm_memfill(cl_command_queue q, void *ptr, const void *pattern, size_t ps, siz
               cl_uint nw, const cl_event *wl, cl_event *event)
 {
     ENQUEUE_BODY(SLOT_ENQUEUE_SVM_MEM_FILL, cl_api_clEnqueueSVMMemFill,
-                 (q, ptr, pattern, ps, size, nw, wl, event), K_COPY, N_FILL, NULL, (int64_t)size)
+                 (q, ptr, pattern, ps, size, nw, wl, event),
+                 K_COPY, N_FILL, NULL, NULL, (int64_t)size)
 }
 
 static const KprofHook HOOKS[] = {

@@ -32,6 +32,7 @@
 #include "install.h"
 #include "kernel_names.h"
 #include "memory.h"
+#include "queues.h"
 #include "table.h"
 #include "../_current_queue.h"
 
@@ -120,6 +121,12 @@ static PyMethodDef methods[] = {
      "[address]: handles the program released since the last call (the last 4096)"},
     {"mem_stats", kprof_py_mem_stats, METH_NOARGS, "memory hook counts: dropped, pending, on"},
     {"stats", kprof_py_stats, METH_NOARGS, "counts: enqueues seen and recorded, names cached"},
+    {"remember", kprof_py_remember, METH_VARARGS,
+     "remember(queue, handle): the program's queue object for that handle, while it lives"},
+    {"remembered", kprof_py_remembered, METH_O,
+     "remembered(handle) -> the program's queue object for that handle, or None"},
+    {"canonical", kprof_py_canonical, METH_O,
+     "canonical(queue) -> the object launches on its handle are recorded with"},
     {"slots", py_slots, METH_NOARGS, "{entry name: slot in the ICD dispatch table}"},
     {NULL, NULL, 0, NULL},
 };
@@ -132,7 +139,8 @@ static struct PyModuleDef moduledef = {
 PyMODINIT_FUNC
 PyInit__clhook(void)
 {
-    if (kprof_enqueue_init() < 0 || kprof_events_init() < 0 || kprof_current_init() < 0)
+    if (kprof_enqueue_init() < 0 || kprof_events_init() < 0 || kprof_current_init() < 0
+        || kprof_queues_init() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)

@@ -68,6 +68,137 @@ kprof_queue_entry(cl_command_queue q)
     return entry;
 }
 
+/* -- the program's own queue objects ------------------------------------------------------
+ * A launch the hook records names the queue object the program made, where kprof saw it made
+ * (remember(queue), from pyopencl.CommandQueue while kprof's factory is bound): its label, the
+ * thread's current queue and kprof.range's markers are then the program's object's, as they
+ * are where PyOpenCL's capture records the launch. Held borrowed: a Seen sentinel set on the
+ * object forgets it as the object is freed (PyOpenCL's queues take no weak references). */
+
+static PyObject *known; /* {handle: the object's address}, under the GIL */
+static PyObject *str_seen;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *handle; /* the key in `known` */
+    void *queue;      /* the object it stands for */
+} Seen;
+
+static PyObject *SeenType;
+
+static void
+seen_dealloc(Seen *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    if (known != NULL && self->handle != NULL) {
+        PyObject *v = PyDict_GetItemWithError(known, self->handle);
+        if (v != NULL && PyLong_AsVoidPtr(v) == self->queue)
+            PyDict_DelItem(known, self->handle);
+        PyErr_Clear();
+    }
+    PyErr_Restore(et, ev, etb);
+    Py_XDECREF(self->handle);
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot seen_slots[] = {
+    {Py_tp_dealloc, seen_dealloc},
+    {Py_tp_doc, "Forgets a queue object kprof_opencl._clhook remembered, as it is freed."},
+    {0, NULL},
+};
+
+static PyType_Spec seen_spec = {
+    "kprof_opencl._clhook.Seen", sizeof(Seen), 0, Py_TPFLAGS_DEFAULT, seen_slots,
+};
+
+/* remember(queue, handle): the program's object for that queue handle, from now on. */
+PyObject *
+kprof_py_remember(PyObject *module, PyObject *args)
+{
+    PyObject *queue, *handle;
+    if (!PyArg_ParseTuple(args, "OO!:remember", &queue, &PyLong_Type, &handle))
+        return NULL;
+    if (known == NULL && (known = PyDict_New()) == NULL)
+        return NULL;
+    PyObject *v = PyDict_GetItemWithError(known, handle);
+    if (v != NULL && PyLong_AsVoidPtr(v) == (void *)queue)
+        Py_RETURN_NONE;
+    if (PyErr_Occurred())
+        return NULL;
+    Seen *seen = PyObject_New(Seen, (PyTypeObject *)SeenType);
+    if (seen == NULL)
+        return NULL;
+    Py_INCREF(handle);
+    seen->handle = handle;
+    seen->queue = queue;
+    PyObject *addr = PyLong_FromVoidPtr(queue);
+    int err = addr == NULL || PyObject_SetAttr(queue, str_seen, (PyObject *)seen) < 0
+              || PyDict_SetItem(known, handle, addr) < 0;
+    Py_XDECREF(addr);
+    Py_DECREF(seen);
+    if (err)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* remembered(handle) -> the program's object for that handle, or None. */
+PyObject *
+kprof_py_remembered(PyObject *module, PyObject *handle)
+{
+    PyObject *v = known == NULL ? NULL : PyDict_GetItemWithError(known, handle);
+    if (v == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *queue = (PyObject *)PyLong_AsVoidPtr(v);
+    Py_INCREF(queue); /* alive: its Seen forgets it first */
+    return queue;
+}
+
+/* canonical(queue) -> the object launches on its handle are recorded with while capturing:
+ * the one the hook named them with already, else `queue` itself, remembered for the hook. Two
+ * objects over one cl_command_queue would otherwise be two queues to the watcher of queues
+ * without profiling (its state is kept on the object). */
+PyObject *
+kprof_py_canonical(PyObject *module, PyObject *queue)
+{
+    PyObject *h = PyObject_GetAttrString(queue, "int_ptr");
+    if (h == NULL) {
+        PyErr_Clear(); /* not a PyOpenCL queue: itself */
+        Py_INCREF(queue);
+        return queue;
+    }
+    PyObject *entry = kprof_queues == NULL ? NULL : PyDict_GetItemWithError(kprof_queues, h);
+    if (entry != NULL && PyTuple_Check(entry) && PyTuple_Size(entry) == 2) {
+        Py_DECREF(h);
+        PyObject *q = PyTuple_GetItem(entry, 0);
+        Py_INCREF(q);
+        return q;
+    }
+    PyObject *args = PyErr_Occurred() || !PyLong_Check(h) ? NULL : PyTuple_Pack(2, queue, h);
+    PyObject *r = args == NULL ? NULL : kprof_py_remember(module, args);
+    Py_XDECREF(args);
+    Py_DECREF(h);
+    if (r == NULL)
+        PyErr_Clear(); /* no __dict__ to carry its Seen: itself, unremembered */
+    Py_XDECREF(r);
+    Py_INCREF(queue);
+    return queue;
+}
+
+int
+kprof_queues_init(void)
+{
+    str_seen = PyUnicode_InternFromString("_kprof_seen");
+    SeenType = PyType_FromSpec(&seen_spec);
+    return str_seen == NULL || SeenType == NULL ? -1 : 0;
+}
+
 /* -- queue creation: profiling added, as asked otherwise ------------------------------------- */
 
 cl_command_queue CL_API_CALL

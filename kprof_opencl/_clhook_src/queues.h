@@ -25,6 +25,14 @@ kprof_queues_ready(void)
  * exception set. Under the GIL, while the cache is open. */
 KPROF_INTERNAL PyObject *kprof_queue_entry(cl_command_queue q);
 
+/* remember(queue, handle) and remembered(handle): the program's own queue objects (queues.c). */
+KPROF_INTERNAL PyObject *kprof_py_remember(PyObject *module, PyObject *args);
+KPROF_INTERNAL PyObject *kprof_py_remembered(PyObject *module, PyObject *handle);
+KPROF_INTERNAL PyObject *kprof_py_canonical(PyObject *module, PyObject *queue);
+
+/* Interns names and makes the Seen type; -1 with an exception. */
+KPROF_INTERNAL int kprof_queues_init(void);
+
 /* The hooked queue constructors. */
 KPROF_INTERNAL cl_command_queue CL_API_CALL kprof_hook_create_queue(
     cl_context ctx, cl_device_id dev, cl_command_queue_properties props, cl_int *errcode);
