@@ -186,8 +186,11 @@ record(cl_command_queue q, int kind, int name_ix, cl_kernel k, const Sizes *size
         return;
     }
     PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject *et, *evalue, *etb;
-    PyErr_Fetch(&et, &evalue, &etb); /* a caller's pending exception is left as it was */
+    /* A caller's pending exception is left as it was (set aside only when there is one). */
+    PyObject *et = NULL, *evalue = NULL, *etb = NULL;
+    int pending = PyErr_Occurred() != NULL;
+    if (pending)
+        PyErr_Fetch(&et, &evalue, &etb);
     PyObject *rec = NULL, *name = NULL, *tok = NULL, *a = NULL, *b = NULL, *n = NULL,
              *r = NULL, *launch = NULL, *entry = NULL, *config = NULL;
     n_seen++;
@@ -281,7 +284,8 @@ done:
     Py_XDECREF(config);
     Py_XDECREF(name);
     Py_XDECREF(rec);
-    PyErr_Restore(et, evalue, etb);
+    if (pending)
+        PyErr_Restore(et, evalue, etb);
     PyGILState_Release(gil);
 }
 
