@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 typedef int32_t cl_int;
 typedef uint32_t cl_uint;
@@ -161,11 +162,10 @@ kc_run(cl_ptr queue, int n, float *x, size_t size, cl_ulong *times, cl_uint *ref
     return 0;
 }
 
-/* kc_loop(queue, n): n launches of a tiny kernel (64 work-items) with no event, then
- * clFinish: the C side of the hook's per-launch cost (bench/opencl_hook.py). The program and
- * kernel are made on the first call for that queue's context and kept. */
-int
-kc_loop(cl_ptr queue, int n)
+/* The tiny kernel of kc_loop and kc_loop_events, with its 64-float buffer set as argument 0:
+ * made on the first call for `queue`'s context and kept, so the loops time launches alone. */
+static cl_int
+tiny_kernel(cl_ptr queue, cl_ptr *kernel)
 {
     static cl_ptr ctx_made, k;
     static cl_ptr buf;
@@ -189,9 +189,63 @@ kc_loop(cl_ptr queue, int n)
         SetKernelArg(k, 0, sizeof buf, &buf);
         ctx_made = ctx;
     }
+    *kernel = k;
+    return 0;
+}
+
+/* kc_loop(queue, n): n launches of a tiny kernel (64 work-items) with no event, then
+ * clFinish: the C side of the hook's per-launch cost (bench/bench_hook.py), and the unprofiled
+ * base of bench/bench_floor.py. */
+int
+kc_loop(cl_ptr queue, int n)
+{
+    cl_ptr k;
+    cl_int err;
+    if ((err = tiny_kernel(queue, &k)) != 0)
+        return err;
     size_t global = 64;
     for (int i = 0; i < n; i++)
         if ((err = EnqueueNDRangeKernel(queue, k, 1, NULL, &global, NULL, 0, NULL, NULL)) != 0)
             return err;
     return Finish(queue);
+}
+
+/* kc_loop_events(queue, n): kc_loop as a profiler written by hand into the application would
+ * do it, the floor any tool timing every launch is measured against (bench/bench_floor.py):
+ * each launch asks for its event, kept in an array; after clFinish each event's START and END
+ * are read and the event released. The array, the reads and the releases are all inside the
+ * call, as a tool's are inside its run. -1003 where the array cannot be had, -1004 where an
+ * END is before its START (a read that did nothing). */
+int
+kc_loop_events(cl_ptr queue, int n)
+{
+    cl_ptr k;
+    cl_int err;
+    if ((err = tiny_kernel(queue, &k)) != 0)
+        return err;
+    cl_ptr *events = malloc((n > 0 ? (size_t)n : 1) * sizeof *events);
+    if (events == NULL)
+        return -1003;
+    size_t global = 64;
+    int made = 0;
+    for (; made < n; made++)
+        if ((err = EnqueueNDRangeKernel(queue, k, 1, NULL, &global, NULL, 0, NULL,
+                                        &events[made])) != 0)
+            break;
+    cl_int finished = Finish(queue);
+    if (err == 0)
+        err = finished;
+    for (int i = 0; i < made; i++) {
+        cl_ulong start = 0, end = 0;
+        cl_int got = GetEventProfilingInfo(events[i], CL_PROFILING_COMMAND_START, sizeof start,
+                                           &start, NULL);
+        if (got == 0)
+            got = GetEventProfilingInfo(events[i], CL_PROFILING_COMMAND_END, sizeof end, &end,
+                                        NULL);
+        if (err == 0)
+            err = got != 0 ? got : end < start ? -1004 : 0;
+        ReleaseEvent(events[i]); /* every event, even after an error: nothing leaks */
+    }
+    free(events);
+    return err;
 }

@@ -65,6 +65,7 @@ class CLib:
             ctypes.c_void_p,
         ]
         lib.kc_loop.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.kc_loop_events.argtypes = [ctypes.c_void_p, ctypes.c_int]
         err = lib.kc_open(loader_path.encode())
         assert err == 0, f"kc_open({loader_path}) failed: {err}"
         self.lib = lib
@@ -106,3 +107,10 @@ class CLib:
         """``n`` tiny launches from C with no event, then clFinish."""
         err = self.lib.kc_loop(q, n)
         assert err == 0, f"kc_loop failed: {err}"
+
+    def loop_events(self, q: int, n: int) -> None:
+        """``n`` tiny launches from C, each with its event; after clFinish every event's START
+        and END read, then the event released: the hand-written floor of a tool that times
+        every launch (bench/bench_floor.py). ``q`` must have profiling enabled."""
+        err = self.lib.kc_loop_events(q, n)
+        assert err == 0, f"kc_loop_events failed: {err}"
