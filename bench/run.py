@@ -39,6 +39,7 @@ ORDER = (
     "scale",
     "startup",
     "hook",
+    "floor",
     "approximate",
 )
 
