@@ -168,6 +168,7 @@ def bench(quick: bool) -> dict[str, Any]:
     lengths = QUICK_LENGTHS if quick else LENGTHS
     rounds = QUICK_ROUNDS if quick else ROUNDS
     runs: dict[tuple[int, str], list[float]] = {(n, v): [] for n in lengths for v in variants}
+    load = [os.getloadavg()[0]]  # wall time on a shared machine: say how shared it was
     for r in range(rounds):
         print(f"floor: round {r + 1}/{rounds}", file=sys.stderr, flush=True)
         for n in lengths:
@@ -196,11 +197,13 @@ def bench(quick: bool) -> dict[str, Any]:
         if "intercept" in variants:
             row["kprof/intercept"] = paired("kprof", "intercept", n, ratio)
         by_length[str(n)] = row
+    load.append(os.getloadavg()[0])
     print_table(by_length, variants)
     return {
         "wall": "ns per launch, the timed loop of a fresh process (start-up not counted)",
         "rounds": rounds,
         "warmup_launches": WARMUP,
+        "load_average_1min": {"start": load[0], "end": load[1]},
         "intercept": intercept,
         "by_length": by_length,
     }
