@@ -46,7 +46,7 @@ CLIB = ROOT / "tests" / "opencl_clib"
 VARIANTS = ("plain", "events", "kprof", "intercept")
 LENGTHS = (2000, 20000, 100000)
 QUICK_LENGTHS = (2000, 20000)
-ROUNDS, QUICK_ROUNDS = 15, 3
+ROUNDS, QUICK_ROUNDS = 21, 3
 WARMUP = 200  # launches before the timed loop: kernel build, PoCL's threads, the hook's install
 
 #: Where bench/build_intercept.sh puts Intel's interceptor.
