@@ -369,6 +369,8 @@ def resolve(
     for col in columns:
         raws.update(col)
     raws.discard(-1)
+    if not raws:  # no sites (the default): every column is -1 already
+        return [], (), list(columns), []
     by_raw = {r: _frames(r) for r in raws}
     interned = Interner()
     for s in sorted({site for site, _ in by_raw.values()}):
