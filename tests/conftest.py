@@ -1,4 +1,5 @@
-"""Shared fixtures: a fresh plugin registry, the test backends, temporary plugin distributions."""
+"""Shared fixtures: a fresh plugin registry, the test backends, temporary plugin distributions,
+the C library that launches OpenCL work from C (tests/opencl_clib)."""
 
 from __future__ import annotations
 
@@ -94,3 +95,16 @@ def fake_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     monkeypatch.setattr(_clock, "monotonic", clock.monotonic)
     monkeypatch.setattr(_clock, "sleep", clock.sleep)
     return clock
+
+
+@pytest.fixture(scope="module")
+def clib(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """tests/opencl_clib/clib.c built and opened through the system's OpenCL loader."""
+    pytest.importorskip("pyopencl")
+    sys.path.insert(0, str(Path(__file__).with_name("opencl_clib")))
+    from clib import CLib, build, loader
+
+    so = build(tmp_path_factory.mktemp("clib"))
+    if so is None:
+        pytest.skip("no C compiler to build tests/opencl_clib/clib.c")
+    return CLib(so, loader())

@@ -26,19 +26,11 @@ cl = pytest.importorskip("pyopencl")
 import kprof_opencl  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).with_name("opencl_clib")))
-from clib import CLib, build, loader  # noqa: E402
+from clib import CLib, build  # noqa: E402
 from plainqueue import plain_queue  # noqa: E402
 
 N = 3
 SIZE = 1024
-
-
-@pytest.fixture(scope="module")
-def clib(tmp_path_factory: pytest.TempPathFactory) -> CLib:
-    so = build(tmp_path_factory.mktemp("clib"))
-    if so is None:
-        pytest.skip("no C compiler to build tests/opencl_clib/clib.c")
-    return CLib(so, loader())
 
 
 @pytest.fixture(scope="module")

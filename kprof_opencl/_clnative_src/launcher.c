@@ -74,6 +74,20 @@ ln_traverse(Launcher *self, visitproc visit, void *arg)
     return 0;
 }
 
+/* Lets go of the last kernel, queue, sizes and recorder kept (see Launcher). */
+static void
+forget_last(Launcher *self)
+{
+    Py_CLEAR(self->last_kernel);
+    Py_CLEAR(self->last_name);
+    Py_CLEAR(self->last_queue);
+    Py_CLEAR(self->last_gws);
+    Py_CLEAR(self->last_lws);
+    Py_CLEAR(self->last_config);
+    Py_CLEAR(self->last_rec_ref);
+    self->last_lp = NULL;
+}
+
 static int
 ln_clear(Launcher *self)
 {
@@ -84,14 +98,7 @@ ln_clear(Launcher *self)
     Py_CLEAR(self->current);
     Py_CLEAR(self->backend);
     Py_CLEAR(self->kind);
-    Py_CLEAR(self->last_kernel);
-    Py_CLEAR(self->last_name);
-    Py_CLEAR(self->last_queue);
-    Py_CLEAR(self->last_gws);
-    Py_CLEAR(self->last_lws);
-    Py_CLEAR(self->last_config);
-    Py_CLEAR(self->last_rec_ref);
-    self->last_lp = NULL;
+    forget_last(self);
     return 0;
 }
 
@@ -267,14 +274,7 @@ done:
 static PyObject *
 ln_forget(Launcher *self, PyObject *unused)
 {
-    Py_CLEAR(self->last_kernel);
-    Py_CLEAR(self->last_name);
-    Py_CLEAR(self->last_queue);
-    Py_CLEAR(self->last_gws);
-    Py_CLEAR(self->last_lws);
-    Py_CLEAR(self->last_config);
-    Py_CLEAR(self->last_rec_ref);
-    self->last_lp = NULL;
+    forget_last(self);
     Py_RETURN_NONE;
 }
 
