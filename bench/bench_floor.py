@@ -1,10 +1,12 @@
-"""What timing every tiny launch from C costs in wall time, against the hand-written floor and
-Intel's opencl-intercept-layer, at several profile lengths.
+"""What timing every tiny launch costs in wall time, against the hand-written floor and
+Intel's opencl-intercept-layer, at several profile lengths, for launches from C and from Python.
 
-Every launch comes from C (tests/opencl_clib/clib.c, 64-work-item kernels on PoCL's CPU
-device, a PyOpenCL queue with profiling on), never from Python. Variants, each in a fresh
-worker process (this file re-invoked with ``--worker``) that warms up, then times one loop of
-N launches with ``time.perf_counter_ns`` (process start-up and set-up not counted):
+64-work-item kernels on PoCL's CPU device, a PyOpenCL queue with profiling on. Each variant
+runs in a fresh worker process (this file re-invoked with ``--worker``) that warms up, then
+times one loop of N launches with ``time.perf_counter_ns`` (process start-up and set-up not
+counted).
+
+Launches from C (tests/opencl_clib/clib.c), never from Python:
 
 - ``plain``: ``kc_loop``: N launches with no event, then clFinish; unprofiled;
 - ``events``: ``kc_loop_events``: the floor an application would write itself: an event per
@@ -18,9 +20,32 @@ N launches with ``time.perf_counter_ns`` (process start-up and set-up not counte
   (to stderr, outside the timing) is checked to count every launch. Skipped, saying why, when
   the build is absent.
 
-The order of the variants is flipped every other round. Per length: the median ns per launch
-of each, and the medians of ratios and differences paired within a round (variant / plain,
-variant - plain, kprof / intercept, kprof / events). JSON on stdout; progress on stderr.
+Launches from Python, through PyOpenCL's typed invoker (``knl(q, (64,), None, buf)``, scalar
+argument dtypes set, as bench_hook.py's loop), then ``q.finish()``:
+
+- ``py_plain``: N launches, their events dropped; unprofiled;
+- ``py_events``: the floor a user would write: every returned event kept in a list, then after
+  ``q.finish()`` START and END read with ``get_profiling_info`` (``ev.profile.start`` costs
+  about 1 µs more per event: a Python getter object per read), then the list dropped (each
+  event released), all inside the timing;
+- ``py_kprof``: the py_plain loop inside ``kprof.profile(backends=["opencl"])``, the whole
+  block timed; then checked to hold N ``tiny`` kernels and nothing unresolved;
+- ``py_intercept``: the py_plain loop through Intel's layer. PyOpenCL's ``_cl`` extension
+  binds the OpenCL entry points at load time to the loader it is linked to (the wheel's own
+  ocl-icd, ``pyopencl/.libs/libOpenCL-<hash>.so``), so the worker starts with the layer in
+  ``LD_PRELOAD``: its ``cl*`` symbols (versioned ``OPENCL_1.0``... like the loader's) come
+  first and PyOpenCL's calls bind to them; ``CLI_OpenCLFileName`` names PyOpenCL's loader by
+  path. The wheel's loader has no RPATH: it finds the bundled PoCL ICD (a bare
+  ``libpocl-<hash>.so`` in its ``pocl.icd``) through the RPATH of ``_cl`` (``$ORIGIN/.libs``),
+  which loaded it. Opened by the layer instead, it cannot, and no platform is found, so the
+  worker also gets that folder in ``LD_LIBRARY_PATH``. The layer's report is checked as for
+  ``intercept``: ``tiny`` counted at every launch, warm-up included.
+
+The order of the variants is flipped every other round. Per length and per family: the median
+ns per launch of each, and the medians of ratios and differences paired within a round
+(variant / plain, variant - plain, kprof / intercept, kprof / events; for Python, plain is
+py_plain and so on). JSON on stdout (C in ``by_length``, Python in ``python_by_length``); a
+table of both on stderr, with the progress.
 
     bench/build_intercept.sh                # once: Intel's layer, into ~/.cache/kprof-bench
     python bench/bench_floor.py [--quick]   # or: python bench/run.py --only floor
@@ -44,6 +69,7 @@ ROOT = HERE.parent
 CLIB = ROOT / "tests" / "opencl_clib"
 
 VARIANTS = ("plain", "events", "kprof", "intercept")
+PY_VARIANTS = ("py_plain", "py_events", "py_kprof", "py_intercept")
 LENGTHS = (2000, 20000, 100000)
 QUICK_LENGTHS = (2000, 20000)
 ROUNDS, QUICK_ROUNDS = 21, 3
@@ -111,6 +137,64 @@ def worker(variant: str, n: int, so: str, loader_path: str) -> dict[str, Any]:
     return {"variant": variant, "n": n, "ns": ns}
 
 
+def py_worker(variant: str, n: int) -> dict[str, Any]:
+    """One Python-launch variant: the same kernel, queue and warm-up for each."""
+    os.environ.pop("LD_PRELOAD", None)  # py_intercept: in this process only, not its children
+    import pyopencl as cl
+
+    import kprof_opencl
+
+    dev = kprof_opencl.default_device()
+    ctx = cl.Context([dev])
+    q = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    prg = cl.Program(ctx, "__kernel void tiny(__global float *x) { x[get_global_id(0)] += 1; }")
+    knl = prg.build().tiny
+    knl.set_scalar_arg_dtypes([None])
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 64 * 4)
+    gsize = (64,)
+
+    def loop(m: int) -> None:
+        for _ in range(m):
+            knl(q, gsize, None, buf)
+        q.finish()
+
+    def loop_events(m: int) -> list[tuple[int, int]]:
+        start, end = cl.profiling_info.START, cl.profiling_info.END
+        evs = []
+        for _ in range(m):
+            evs.append(knl(q, gsize, None, buf))
+        q.finish()
+        times = [(ev.get_profiling_info(start), ev.get_profiling_info(end)) for ev in evs]
+        del evs  # every event released, inside the timing
+        return times
+
+    if variant == "py_events":
+        loop_events(WARMUP)
+        t0 = time.perf_counter_ns()
+        times = loop_events(n)
+        ns = time.perf_counter_ns() - t0
+        assert len(times) == n and all(e >= s > 0 for s, e in times[:10])
+    elif variant == "py_kprof":
+        import kprof
+
+        loop(WARMUP)
+        with kprof.profile(backends=["opencl"]):  # the hook's first install, untimed
+            loop(WARMUP)
+        t0 = time.perf_counter_ns()
+        with kprof.profile(backends=["opencl"]) as p:
+            loop(n)
+        ns = time.perf_counter_ns() - t0
+        names = [k.name for k in p.kernels]  # outside the timing: records built on demand
+        assert len(names) == n and set(names) == {"tiny"}, (len(names), set(names), n)
+        assert not p.unresolved, p.unresolved[:3]
+    else:  # py_plain, py_intercept: whether the layer is preloaded is all that differs
+        loop(WARMUP)
+        t0 = time.perf_counter_ns()
+        loop(n)
+        ns = time.perf_counter_ns() - t0
+    return {"variant": variant, "n": n, "ns": ns}
+
+
 def run_worker(variant: str, n: int, so: Path, loader_path: str, env: dict[str, str]) -> float:
     """Wall ns per launch of one worker's timed loop."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", variant, str(n), str(so)]
@@ -119,11 +203,12 @@ def run_worker(variant: str, n: int, so: Path, loader_path: str, env: dict[str, 
     if got.returncode != 0:
         raise RuntimeError(f"{variant} worker (n={n}) failed:\n{got.stderr[-3000:]}")
     out = json.loads(got.stdout.strip().splitlines()[-1])
-    if variant == "intercept":
-        # The layer's report at exit: kc_tiny's device-time count must be every launch.
-        m = re.search(r"^\s*kc_tiny,\s*(\d+),", got.stderr, re.M)
-        calls = int(m.group(1)) if m else None
-        assert calls == WARMUP + n, f"intercept timed {calls} of {WARMUP + n}:\n{got.stderr}"
+    if variant in ("intercept", "py_intercept"):
+        # The layer's report at exit: the kernel's device-time count must be every launch.
+        kernel = "kc_tiny" if variant == "intercept" else "tiny"
+        found = re.findall(rf"^\s*{kernel},\s*(\d+),", got.stderr, re.M)
+        calls = int(found[0]) if len(found) == 1 else found
+        assert calls == WARMUP + n, f"{variant} timed {calls} of {WARMUP + n}:\n{got.stderr}"
     return out["ns"] / n
 
 
@@ -142,6 +227,22 @@ def real_loader_path(name: str) -> str:
     raise RuntimeError(f"cannot tell where {name} was loaded from")
 
 
+def pyopencl_loader() -> str:
+    """The absolute path of the OpenCL loader PyOpenCL's ``_cl`` extension is linked to (the
+    wheel bundles its own), from the maps of a fresh interpreter that imports only that."""
+    code = (
+        "import pyopencl._cl, pathlib\n"
+        "maps = pathlib.Path('/proc/self/maps').read_text().splitlines()\n"
+        "paths = {f[5] for f in (l.split(maxsplit=5) for l in maps) if len(f) == 6}\n"
+        "print('\\n'.join(p for p in paths if pathlib.Path(p).name.startswith('libOpenCL')))"
+    )
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    found = got.stdout.split()
+    if len(found) != 1:
+        raise RuntimeError(f"cannot tell which loader PyOpenCL uses: {found}\n{got.stderr}")
+    return found[0]
+
+
 def bench(quick: bool) -> dict[str, Any]:
     sys.path.insert(0, str(CLIB))
     from clib import build, loader
@@ -152,18 +253,34 @@ def bench(quick: bool) -> dict[str, Any]:
     system_loader = loader()
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("CLI_")}
     interceptor = INTERCEPT_DIR / "lib" / "libOpenCL.so"
-    variants = list(VARIANTS)
+    variants = list(VARIANTS + PY_VARIANTS)
     intercept: dict[str, Any] = {"library": str(interceptor)}
     env = {v: base_env for v in variants}
     if interceptor.exists():
         controls = intercept_env(real_loader_path(system_loader))
         env["intercept"] = base_env | controls
         intercept["controls"] = controls
+        # Python: the layer preloaded ahead of PyOpenCL's own loader (see the docstring).
+        try:
+            py_loader = pyopencl_loader()
+        except RuntimeError as exc:  # no loader mapped (OpenCL linked in): nothing to preload over
+            variants.remove("py_intercept")
+            intercept["python_skipped"] = str(exc)
+        else:
+            paths = [str(Path(py_loader).parent), base_env.get("LD_LIBRARY_PATH", "")]
+            preload = [str(interceptor), base_env.get("LD_PRELOAD", "")]
+            py_controls = intercept_env(py_loader) | {
+                "LD_PRELOAD": " ".join(p for p in preload if p),
+                "LD_LIBRARY_PATH": ":".join(p for p in paths if p),
+            }
+            env["py_intercept"] = base_env | py_controls
+            intercept["python_controls"] = py_controls
         commit = INTERCEPT_DIR / "commit"
         if commit.exists():
             intercept["commit"] = commit.read_text().strip()
     else:
         variants.remove("intercept")
+        variants.remove("py_intercept")
         intercept["skipped"] = f"{interceptor} is absent: run bench/build_intercept.sh"
     lengths = QUICK_LENGTHS if quick else LENGTHS
     rounds = QUICK_ROUNDS if quick else ROUNDS
@@ -173,8 +290,11 @@ def bench(quick: bool) -> dict[str, Any]:
         print(f"floor: round {r + 1}/{rounds}", file=sys.stderr, flush=True)
         for n in lengths:
             for v in variants[::-1] if r % 2 else variants:
-                path = str(interceptor) if v == "intercept" else system_loader
-                runs[n, v].append(run_worker(v, n, so, path, env[v]))
+                if v.startswith("py_"):
+                    so_arg, path = "-", "-"  # PyOpenCL alone: no C library, no loader to open
+                else:
+                    so_arg, path = str(so), str(interceptor) if v == "intercept" else system_loader
+                runs[n, v].append(run_worker(v, n, Path(so_arg), path, env[v]))
 
     def paired(a: str, b: str, n: int, op: Any) -> float:
         return statistics.median(op(x, y) for x, y in zip(runs[n, a], runs[n, b]))
@@ -185,20 +305,32 @@ def bench(quick: bool) -> dict[str, Any]:
     def minus(x: float, y: float) -> float:
         return x - y
 
-    by_length: dict[str, Any] = {}
-    for n in lengths:
-        others = [v for v in variants if v != "plain"]
-        row: dict[str, Any] = {
-            "ns_per_launch": {v: statistics.median(runs[n, v]) for v in variants},
-            "ratio_to_plain": {v: paired(v, "plain", n, ratio) for v in others},
-            "added_ns": {v: paired(v, "plain", n, minus) for v in others},
-            "kprof/events": paired("kprof", "events", n, ratio),
-        }
-        if "intercept" in variants:
-            row["kprof/intercept"] = paired("kprof", "intercept", n, ratio)
-        by_length[str(n)] = row
+    def figures(family: list[str], prefix: str) -> dict[str, Any]:
+        """One family's figures per length; ``prefix`` names its variants (``py_kprof``)."""
+        plain, kprof, events, icept = (
+            prefix + v for v in ("plain", "kprof", "events", "intercept")
+        )
+        others = [v for v in family if v != plain]
+        out: dict[str, Any] = {}
+        for n in lengths:
+            row: dict[str, Any] = {
+                "ns_per_launch": {v: statistics.median(runs[n, v]) for v in family},
+                "ratio_to_plain": {v: paired(v, plain, n, ratio) for v in others},
+                "added_ns": {v: paired(v, plain, n, minus) for v in others},
+                "kprof/events": paired(kprof, events, n, ratio),
+            }
+            if icept in family:
+                row["kprof/intercept"] = paired(kprof, icept, n, ratio)
+            out[str(n)] = row
+        return out
+
+    c_family = [v for v in variants if not v.startswith("py_")]
+    py_family = [v for v in variants if v.startswith("py_")]
+    by_length = figures(c_family, "")
+    python_by_length = figures(py_family, "py_")
     load.append(os.getloadavg()[0])
-    print_table(by_length, variants)
+    print_table({"C": by_length, "Python": python_by_length})
+    print(f"load average (1 min): {load[0]:.2f} at start, {load[1]:.2f} at end", file=sys.stderr)
     return {
         "wall": "ns per launch, the timed loop of a fresh process (start-up not counted)",
         "rounds": rounds,
@@ -206,27 +338,38 @@ def bench(quick: bool) -> dict[str, Any]:
         "load_average_1min": {"start": load[0], "end": load[1]},
         "intercept": intercept,
         "by_length": by_length,
+        "python_by_length": python_by_length,
     }
 
 
-def print_table(by_length: dict[str, Any], variants: list[str]) -> None:
-    """A markdown table of the figures, to stderr (the JSON goes to stdout)."""
-    head = [f"{v} ns" for v in variants]
-    head += [f"{v}/plain" for v in variants[1:]] + ["kprof/events"]
-    head += ["kprof/intercept"] if "intercept" in variants else []
-    lines = ["| launches | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
-    for n, row in by_length.items():
-        cells = [f"{row['ns_per_launch'][v]:.0f}" for v in variants]
-        cells += [f"{row['ratio_to_plain'][v]:.2f}" for v in variants[1:]]
-        cells += [f"{row['kprof/events']:.2f}"]
-        cells += [f"{row['kprof/intercept']:.2f}"] if "intercept" in variants else []
-        lines.append(f"| {int(n):,} | " + " | ".join(cells) + " |")
+def print_table(families: dict[str, dict[str, Any]]) -> None:
+    """A markdown table of both families' figures, to stderr (the JSON goes to stdout). Columns
+    are named as for C; in a Python row, plain is py_plain and so on; "-" where skipped."""
+    base = ["plain", "events", "kprof", "intercept"]
+    head = [f"{v} ns" for v in base] + [f"{v}/plain" for v in base[1:]]
+    head += ["kprof +ns", "kprof/events", "kprof/intercept"]
+    lines = ["| from | launches | " + " | ".join(head) + " |", "|---" * (len(head) + 2) + "|"]
+    for family, by_length in families.items():
+        prefix = "py_" if family == "Python" else ""
+        for n, row in by_length.items():
+            cells = [_cell(row["ns_per_launch"], prefix + v, ".0f") for v in base]
+            cells += [_cell(row["ratio_to_plain"], prefix + v, ".2f") for v in base[1:]]
+            cells += [_cell(row["added_ns"], prefix + "kprof", ".0f")]
+            cells += [_cell(row, k, ".2f") for k in ("kprof/events", "kprof/intercept")]
+            lines.append(f"| {family} | {int(n):,} | " + " | ".join(cells) + " |")
     print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def _cell(figures: dict[str, float], key: str, fmt: str) -> str:
+    return format(figures[key], fmt) if key in figures else "-"
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
         variant, n, so, loader_path = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
-        print(json.dumps(worker(variant, n, so, loader_path)), flush=True)
+        if variant.startswith("py_"):
+            print(json.dumps(py_worker(variant, n)), flush=True)
+        else:
+            print(json.dumps(worker(variant, n, so, loader_path)), flush=True)
     else:
         print(json.dumps(bench("--quick" in sys.argv), indent=2))
