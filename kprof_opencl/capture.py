@@ -94,6 +94,18 @@ def _dims(size: Any) -> tuple[Any, ...] | None:
         return (size,)
 
 
+def launched_config(global_size: Any, local_size: Any, g_times_l: bool) -> tuple[Any, Any] | None:
+    """The configuration of what PyOpenCL enqueued for these arguments, as the dispatch-table
+    hook sees it: the global size times the local size with ``g_times_l``; None for an empty
+    range (PyOpenCL enqueues a marker then: no kernel ran)."""
+    g, loc = _dims(global_size), _dims(local_size)
+    if g_times_l and g is not None and loc is not None:
+        g = tuple(a * b for a, b in zip(g, loc))
+    if g is not None and 0 in g:
+        return None
+    return (g, loc)
+
+
 def launch_config(global_size: Any, local_size: Any) -> tuple[Any, Any]:
     """A launch's configuration as kprof keeps it: ``(global size, local size)`` as tuples
     (``launch_config`` in plugin.py makes them text once per profile)."""
@@ -221,7 +233,12 @@ def kernel_wrapper(original: Callable[..., Any], backend: Any) -> Callable[..., 
         except AttributeError:
             prof = profiles(queue)
         # The launch configuration as the call has it (text once per profile: launch_config).
-        if type(global_work_size) is tuple and (
+        if g_times_l or allow_empty_ndrange:  # what was enqueued, as the hook records it
+            launched = launched_config(global_work_size, local_work_size, g_times_l)
+            if launched is None:  # an empty range: a marker, no kernel
+                return ev
+            cfg = launched
+        elif type(global_work_size) is tuple and (
             local_work_size is None or type(local_work_size) is tuple
         ):
             cfg = (global_work_size, local_work_size)

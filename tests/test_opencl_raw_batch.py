@@ -197,3 +197,32 @@ def test_both_recorder_paths_record_pyopencl_launches_alike(raw: Any, queue: Any
         got.append([(r.kind, r.thread, r.config, r.site and r.site.line) for r in rows])
     assert got[0] == got[1]
     assert [c for _, _, c, _ in got[0]] == ["global 8", "global 8", "global 16"]
+
+
+@pytest.mark.parametrize("path", ["hook", "launcher", "pure"])
+def test_every_path_records_what_was_enqueued(
+    raw: Any, queue: Any, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``g_times_l`` and an empty range (``allow_empty_ndrange``: PyOpenCL enqueues a marker)
+    are recorded as the dispatch-table hook sees them, on every capture path."""
+    from kprof_core.low_level import native
+
+    prg = cl.Program(queue.context, "__kernel void k3(__global float *x) { x[2] += 1; }").build()
+    k3 = cl.Kernel(prg, "k3")
+    buf = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, 64)  # alive while k3 uses it
+    k3.set_arg(0, buf)
+    if path == "launcher":  # the compiled wrapper: as where a platform cannot be hooked
+        monkeypatch.setattr(hook, "records_every_kernel", lambda *a: False)
+    native.use_compiled(path != "pure")
+    try:
+        with kprof.profile(backends=["opencl"]) as p:
+            cl.enqueue_nd_range_kernel(queue, k3, (8,), (4,), None, None, True)  # by position
+            cl.enqueue_nd_range_kernel(queue, k3, (2,), (4,), g_times_l=True)
+            cl.enqueue_nd_range_kernel(queue, k3, (0,), None, allow_empty_ndrange=True)
+            cl.enqueue_nd_range_kernel(queue, k3, (16,), None)
+            queue.finish()
+    finally:
+        native.use_compiled(True)
+    rows = [k for k in p.kernels if k.name == "k3"]
+    assert [r.config for r in rows] == ["global 32 local 4", "global 8 local 4", "global 16"]
+    assert not p.unresolved

@@ -224,6 +224,15 @@ ln_call(Launcher *self, PyObject *args, PyObject *kwargs)
     PyObject *lws = nargs >= 4 ? PyTuple_GetItem(args, 3) : NULL;
     if (profiles == 1 && (gws == NULL || !PyTuple_Check(gws) || (lws != Py_None && !PyTuple_Check(lws))))
         profiles = 0;
+    /* g_times_l or allow_empty_ndrange given (by position): what was enqueued differs from the
+     * sizes passed, and the Python wrapper works it out. */
+    for (Py_ssize_t i = 6; profiles == 1 && i < nargs && i < 8; i++) {
+        int set = PyObject_IsTrue(PyTuple_GetItem(args, i));
+        if (set != 0) {
+            PyErr_Clear();
+            profiles = 0;
+        }
+    }
     if (profiles != 1) {  /* not the common case: the Python wrapper does it all */
         Py_XDECREF(name);
         Py_DECREF(rec);
