@@ -6,8 +6,9 @@
  * is one pending entry (ENTRY_LAUNCH_BATCH) while no other entry follows it; the harvest
  * (recording/harvest_batch.py) makes rows of a batch's complete records column-wise, reading
  * their times through the plugin's KprofRawOps, and gives their tokens back in the same pass.
- * Anything unusual goes to the one-by-one route: the rest of the batch becomes the ordinary
- * entries LaunchPath.launch makes, with Python tokens (explode), in the batch's place.
+ * A record it cannot take goes to the one-by-one route as the ordinary entry LaunchPath.launch
+ * makes, with Python tokens (pop_entry), before the batch; where nothing more may be asked of
+ * the device, the whole rest does (explode), in the batch's place.
  *
  * Which launches come here is LaunchPath.launch's rule (kprof_lp_common): a timed backend of
  * a profile still open; every other case is the caller's to send through rec.launch.
@@ -16,6 +17,7 @@
 #include "_layout.h"
 #include "_crecorder.h"
 #include "_batch.h"
+#include "_columns.h"
 
 /* One raw launch as a batch keeps it: the objects owned (config None where there is none). */
 typedef struct {
@@ -212,18 +214,6 @@ fail:
     return -1;
 }
 
-static int
-get_i64(PyObject *o, int64_t *out)
-{
-    long long v = PyLong_AsLongLong(o);
-    if (v == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    *out = (int64_t)v;
-    return 1;
-}
-
 /* columns(fast_queues, thread_ids, name_ids, config_ids, known, backend, limit)
  * -> (k, why, names, kinds, queues, threads, h0s, h1s, nbytes, flags, sites, configs, flops,
  *     refb, host, begins, ends)
@@ -260,31 +250,26 @@ batch_columns(LaunchBatch *b, PyObject *args)
     for (; k < n; k++) {
         Raw *r = &b->recs[b->head + k];
         if (r->qk != last_qk) {
-            PyObject *q = PyDict_GetItemWithError(fast_queues, r->qk), *ref = NULL;
-            if (q != NULL && PyTuple_Check(q) && PyTuple_Size(q) == KPROF_FAST_QUEUE_LEN
-                && PyTuple_GetItem(q, KPROF_FQ_BACKEND) == backend)
-                ref = PyDict_GetItemWithError(known, PyTuple_GetItem(q, KPROF_FQ_DEVICE_KEY));
-            refb = 0;
-            if (ref == NULL || !get_i64(PyTuple_GetItem(q, KPROF_FQ_QID), &qid)
-                || (PyLong_Check(ref) && !get_i64(ref, &refb)))
+            PyObject *q = PyDict_GetItemWithError(fast_queues, r->qk);
+            if (!kprof_fast_queue(q, backend, known, &qid, &refb))
                 goto unknown;
             last_qk = r->qk;
         }
         if (r->who != last_who) {
             PyObject *v = PyDict_GetItemWithError(thread_ids, r->who);
-            if (v == NULL || !get_i64(v, &tid))
+            if (v == NULL || !kprof_as_i64(v, &tid))
                 goto unknown;
             last_who = r->who;
         }
         if (r->name != last_name) {
             PyObject *v = PyDict_GetItemWithError(name_ids, r->name);
-            if (v == NULL || !get_i64(v, &nid))
+            if (v == NULL || !kprof_as_i64(v, &nid))
                 goto unknown;
             last_name = r->name;
         }
         if (r->config != last_config) {
             PyObject *v = PyDict_GetItemWithError(config_ids, r->config);
-            if (v == NULL || !get_i64(v, &cid))
+            if (v == NULL || !kprof_as_i64(v, &cid))
                 goto unknown;
             last_config = r->config;
         }

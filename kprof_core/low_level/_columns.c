@@ -2,29 +2,28 @@
  * entries made columns (run_columns, the twin of harvest_columns.run_columns), the values
  * kprof keeps (checked_rel_dur), and placement's sums over int64 columns. */
 #include "_crecorder_unit.h"
-#include <limits.h>
 
 #include "_layout.h"
 #include "_columns.h"
 
 /* -- the harvest's bookkeeping, column-wise ------------------------------------------------ */
 
-static int
-as_i64(PyObject *o, int64_t *out)
+/* A fast-queue triple (layout.py's FAST_QUEUE_FIELDS) of `backend` on a device in `known`:
+ * its queue id and the device's reference begin time (0 where `known` holds no int); 0
+ * otherwise (no exception set). */
+int
+kprof_fast_queue(PyObject *q, PyObject *backend, PyObject *known, int64_t *qid, int64_t *refb)
 {
-#if LONG_MAX == INT64_MAX
-    /* PyLong_AsLong: CPython 3.11's PyLong_AsLongLong goes through _PyLong_AsByteArray for
-     * every int of more than one digit (the host times: two per launch). */
-    long v = PyLong_AsLong(o);
-#else
-    long long v = PyLong_AsLongLong(o);
-#endif
-    if (v == -1 && PyErr_Occurred()) {
+    if (q == NULL || !PyTuple_Check(q) || PyTuple_Size(q) != KPROF_FAST_QUEUE_LEN
+        || PyTuple_GetItem(q, KPROF_FQ_BACKEND) != backend)
+        return 0;
+    PyObject *ref = PyDict_GetItemWithError(known, PyTuple_GetItem(q, KPROF_FQ_DEVICE_KEY));
+    if (ref == NULL || !kprof_as_i64(PyTuple_GetItem(q, KPROF_FQ_QID), qid)) {
         PyErr_Clear();
         return 0;
     }
-    *out = (int64_t)v;
-    return 1;
+    *refb = 0;
+    return !PyLong_Check(ref) || kprof_as_i64(ref, refb);
 }
 
 /* run_columns(chunk, slot, backend, fast_queues, thread_ids, name_ids, config_ids, known,
@@ -83,16 +82,7 @@ run_columns(PyObject *module, PyObject *args)
             break;
         }
         if (q != last_q) {
-            if (!PyTuple_Check(q) || PyTuple_Size(q) != KPROF_FAST_QUEUE_LEN
-                || PyTuple_GetItem(q, KPROF_FQ_BACKEND) != backend)
-                break;
-            PyObject *ref = PyDict_GetItemWithError(known, PyTuple_GetItem(q, KPROF_FQ_DEVICE_KEY));
-            if (ref == NULL || !as_i64(PyTuple_GetItem(q, KPROF_FQ_QID), &last_qid)) {
-                PyErr_Clear();
-                break;
-            }
-            last_refb = 0;
-            if (PyLong_Check(ref) && !as_i64(ref, &last_refb))
+            if (!kprof_fast_queue(q, backend, known, &last_qid, &last_refb))
                 break;
             last_q = q;
         }
@@ -105,16 +95,18 @@ run_columns(PyObject *module, PyObject *args)
             break;
         }
         int64_t *row = cols;
-        if (!as_i64(nid, &row[NAME * n + m]) || !as_i64(f[KPROF_E_KIND], &row[KIND * n + m])
+        if (!kprof_as_i64(nid, &row[NAME * n + m])
+            || !kprof_as_i64(f[KPROF_E_KIND], &row[KIND * n + m])
             || row[KIND * n + m] < 0 || row[KIND * n + m] >= kind_bound  /* host, activity */
-            || !as_i64(tid, &row[THREAD * n + m]) || !as_i64(f[KPROF_E_H0], &row[H0 * n + m])
-            || !as_i64(f[KPROF_E_H1], &row[H1 * n + m])
-            || !as_i64(f[KPROF_E_NBYTES], &row[NBYTES * n + m])
-            || !as_i64(f[KPROF_E_FLAGS], &row[FLAGS * n + m])
+            || !kprof_as_i64(tid, &row[THREAD * n + m])
+            || !kprof_as_i64(f[KPROF_E_H0], &row[H0 * n + m])
+            || !kprof_as_i64(f[KPROF_E_H1], &row[H1 * n + m])
+            || !kprof_as_i64(f[KPROF_E_NBYTES], &row[NBYTES * n + m])
+            || !kprof_as_i64(f[KPROF_E_FLAGS], &row[FLAGS * n + m])
             || (row[FLAGS * n + m] != 0 && row[FLAGS * n + m] != KPROF_WITH_HOST)
-            || !as_i64(f[KPROF_E_SITE], &row[SITE * n + m])
-            || !as_i64(cid, &row[CONFIG * n + m])
-            || !as_i64(f[KPROF_E_FLOPS], &row[FLOPS * n + m]))
+            || !kprof_as_i64(f[KPROF_E_SITE], &row[SITE * n + m])
+            || !kprof_as_i64(cid, &row[CONFIG * n + m])
+            || !kprof_as_i64(f[KPROF_E_FLOPS], &row[FLOPS * n + m]))
             break;  /* flagged entries (approximate, observed on the host) are _take's */
         row[QUEUE * n + m] = last_qid;
         row[REFB * n + m] = last_refb;

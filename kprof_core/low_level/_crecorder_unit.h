@@ -9,6 +9,7 @@
 #define Py_LIMITED_API 0x030A0000
 #endif
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 
 /* What one unit defines for another (the kprof_ names) is hidden: the module exports its init
@@ -19,6 +20,26 @@
 #else
 #define KPROF_INTERNAL
 #endif
+
+/* An int as int64: 1, or 0 (the exception cleared) where it is not one or does not fit.
+ * Inline: the harvest converts several per record. PyLong_AsLong where long is 64 bits:
+ * CPython 3.11's PyLong_AsLongLong goes through _PyLong_AsByteArray for every int of more than
+ * one digit (the host times: two per launch). */
+static inline int
+kprof_as_i64(PyObject *o, int64_t *out)
+{
+#if LONG_MAX == INT64_MAX
+    long v = PyLong_AsLong(o);
+#else
+    long long v = PyLong_AsLongLong(o);
+#endif
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (int64_t)v;
+    return 1;
+}
 
 #ifndef Py_XSETREF  /* not in every version's limited-API headers */
 #define Py_XSETREF(op, op2)                     \

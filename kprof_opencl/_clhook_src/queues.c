@@ -115,23 +115,20 @@ static PyType_Spec seen_spec = {
     "kprof_opencl._clhook.Seen", sizeof(Seen), 0, Py_TPFLAGS_DEFAULT, seen_slots,
 };
 
-/* remember(queue, handle): the program's object for that queue handle, from now on. */
-PyObject *
-kprof_py_remember(PyObject *module, PyObject *args)
+/* The program's object for that queue handle (an int), from now on; -1 with an exception. */
+static int
+remember(PyObject *queue, PyObject *handle)
 {
-    PyObject *queue, *handle;
-    if (!PyArg_ParseTuple(args, "OO!:remember", &queue, &PyLong_Type, &handle))
-        return NULL;
     if (known == NULL && (known = PyDict_New()) == NULL)
-        return NULL;
+        return -1;
     PyObject *v = PyDict_GetItemWithError(known, handle);
     if (v != NULL && PyLong_AsVoidPtr(v) == (void *)queue)
-        Py_RETURN_NONE;
+        return 0;
     if (PyErr_Occurred())
-        return NULL;
+        return -1;
     Seen *seen = PyObject_New(Seen, (PyTypeObject *)SeenType);
     if (seen == NULL)
-        return NULL;
+        return -1;
     Py_INCREF(handle);
     seen->handle = handle;
     seen->queue = queue;
@@ -140,7 +137,17 @@ kprof_py_remember(PyObject *module, PyObject *args)
               || PyDict_SetItem(known, handle, addr) < 0;
     Py_XDECREF(addr);
     Py_DECREF(seen);
-    if (err)
+    return err ? -1 : 0;
+}
+
+/* remember(queue, handle): see remember() above. */
+PyObject *
+kprof_py_remember(PyObject *module, PyObject *args)
+{
+    PyObject *queue, *handle;
+    if (!PyArg_ParseTuple(args, "OO!:remember", &queue, &PyLong_Type, &handle))
+        return NULL;
+    if (remember(queue, handle) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -180,13 +187,9 @@ kprof_py_canonical(PyObject *module, PyObject *queue)
         Py_INCREF(q);
         return q;
     }
-    PyObject *args = PyErr_Occurred() || !PyLong_Check(h) ? NULL : PyTuple_Pack(2, queue, h);
-    PyObject *r = args == NULL ? NULL : kprof_py_remember(module, args);
-    Py_XDECREF(args);
-    Py_DECREF(h);
-    if (r == NULL)
+    if (PyErr_Occurred() || !PyLong_Check(h) || remember(queue, h) < 0)
         PyErr_Clear(); /* no __dict__ to carry its Seen: itself, unremembered */
-    Py_XDECREF(r);
+    Py_DECREF(h);
     Py_INCREF(queue);
     return queue;
 }
