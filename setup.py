@@ -41,6 +41,7 @@ else:
                 "kprof_core/low_level/_crecorder.c",
                 "kprof_core/low_level/_sites.c",
                 "kprof_core/low_level/_range.c",
+                "kprof_core/low_level/_stamp.c",
                 "kprof_core/low_level/_idle.c",
                 "kprof_core/low_level/_batch.c",
                 "kprof_core/low_level/_columns.c",
@@ -51,6 +52,7 @@ else:
                     "kprof_core/low_level/_crecorder.h",
                     "kprof_core/low_level/_sites.h",
                     "kprof_core/low_level/_range.h",
+                    "kprof_core/low_level/_stamp.h",
                     "kprof_core/low_level/_idle.h",
                     "kprof_core/low_level/_batch.h",
                     "kprof_core/low_level/_columns.h",
@@ -93,6 +95,7 @@ else:
                 "kprof_opencl/_clhook_src/queues.c",
                 "kprof_opencl/_clhook_src/kernel_names.c",
                 "kprof_opencl/_clhook_src/events.c",
+                "kprof_opencl/_clhook_src/ranges.c",
                 "kprof_opencl/_clhook_src/memory.c",
                 "kprof_opencl/_current_queue.c",  # the thread's current queue, as _clnative's
                 depends=(
@@ -105,6 +108,7 @@ else:
                     "kprof_opencl/_clhook_src/queues.h",
                     "kprof_opencl/_clhook_src/kernel_names.h",
                     "kprof_opencl/_clhook_src/events.h",
+                    "kprof_opencl/_clhook_src/ranges.h",
                     "kprof_opencl/_clhook_src/memory.h",
                     "kprof_opencl/_current_queue.h",
                     # The raw launch it hands the recorder (generated from layout.py).

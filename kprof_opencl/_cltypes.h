@@ -92,6 +92,7 @@ enum {
     SLOT_CREATE_IMAGE = 96,
     SLOT_ENQUEUE_FILL_BUFFER = 102,
     SLOT_ENQUEUE_FILL_IMAGE = 103,
+    SLOT_ENQUEUE_MARKER_WITH_WAIT_LIST = 105,
     SLOT_CREATE_COMMAND_QUEUE_WITH_PROPERTIES = 123,
     SLOT_SVM_ALLOC = 126,
     SLOT_SVM_FREE = 127,
@@ -177,6 +178,8 @@ typedef cl_int(CL_API_CALL *cl_api_clEnqueueFillBuffer)(cl_command_queue, cl_mem
 typedef cl_int(CL_API_CALL *cl_api_clEnqueueFillImage)(cl_command_queue, cl_mem, const void *,
                                                        const size_t *, const size_t *, cl_uint,
                                                        const cl_event *, cl_event *);
+typedef cl_int(CL_API_CALL *cl_api_clEnqueueMarkerWithWaitList)(cl_command_queue, cl_uint,
+                                                                const cl_event *, cl_event *);
 typedef cl_command_queue(CL_API_CALL *cl_api_clCreateCommandQueueWithProperties)(
     cl_context, cl_device_id, const cl_queue_properties *, cl_int *);
 typedef void *(CL_API_CALL *cl_api_clSVMAlloc)(cl_context, cl_svm_mem_flags, size_t,

@@ -129,11 +129,17 @@ def record_timestamp(backend: kp.Backend) -> Any:
 
 def _compiled_range_hooks() -> None:
     """kprof's compiled range calls a hook's ``kprof_compiled`` twin where it has one
-    (``_clnative.range_hook``: the same answers without a Python frame)."""
+    (``_clnative.range_hook``: the same answers without a Python frame), and before it the
+    timestamp's raw twin (``kprof_raw_stamp``, the hook's ``raw_stamp()``): on the queues
+    whose launches the hook records raw, a range's timestamps are raw events in the same
+    batch, read with them."""
     mod = kp.load_plugin_part("kprof_opencl", "_clnative")
     if mod is not None:
         for fn, stamp in ((current_queue, False), (record_timestamp, True)):
             fn.kprof_compiled = mod.range_hook(_current, fn, stamp)  # type: ignore[attr-defined]
+    clhook = hook.module()
+    if clhook is not None:
+        record_timestamp.kprof_raw_stamp = clhook.raw_stamp()  # type: ignore[attr-defined]
 
 
 @hookimpl
@@ -294,6 +300,9 @@ def remove_capture(backend: kp.Backend) -> None:
         compiled = getattr(fn, "kprof_compiled", None)
         if compiled is not None:
             compiled.forget()
+    clhook = hook.module()
+    if clhook is not None:
+        clhook.stamp_forget()
 
 
 @hookimpl

@@ -47,6 +47,7 @@ ENTRIES = {
     "SLOT_ENQUEUE_COPY_BUFFER_RECT": "clEnqueueCopyBufferRect",
     "SLOT_ENQUEUE_FILL_BUFFER": "clEnqueueFillBuffer",
     "SLOT_ENQUEUE_FILL_IMAGE": "clEnqueueFillImage",
+    "SLOT_ENQUEUE_MARKER_WITH_WAIT_LIST": "clEnqueueMarkerWithWaitList",
     "SLOT_CREATE_COMMAND_QUEUE_WITH_PROPERTIES": "clCreateCommandQueueWithProperties",
     "SLOT_SVM_ALLOC": "clSVMAlloc",
     "SLOT_SVM_FREE": "clSVMFree",

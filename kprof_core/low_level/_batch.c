@@ -19,11 +19,13 @@
 #include "_batch.h"
 #include "_columns.h"
 
-/* One raw launch as a batch keeps it: the objects owned (config None where there is none). */
+/* One raw record as a batch keeps it: the objects owned (config None where there is none).
+ * A launch's flags are 0 and its flops -1; a range's (kprof.range, _range.c) say whether it
+ * carries its host side (KPROF_WITH_HOST) and the work it said it does. */
 typedef struct {
     void *start, *stop;
     PyObject *name, *qk, *who, *config;
-    int64_t kind, h0, h1, nbytes, site;
+    int64_t kind, h0, h1, nbytes, site, flags, flops;
 } Raw;
 
 typedef struct {
@@ -42,7 +44,7 @@ typedef struct {
 #define BATCH_UNKNOWN 3
 
 static PyObject *BatchType;
-static PyObject *entry_kind, *minus_one, *zero;
+static PyObject *entry_kind;
 
 KprofPendingCount *
 kprof_count_new(void)
@@ -160,33 +162,28 @@ current_batch(LaunchPath *lp, PyObject *slot, const KprofRawOps *ops)
     return new_batch(lp, slot, ops);
 }
 
-/* KprofRawApi.append: see layout.py (RAW_LAUNCH_FIELDS). 1 taken (an exception may be set where
- * the harvest it started failed: the launch is recorded all the same), 0 not the common case,
- * -1 with an exception and nothing taken. */
-static int
-raw_append(PyObject *rec, PyObject *backend, const KprofRawOps *ops, const KprofRawLaunch *l)
+int
+kprof_batch_open(LaunchPath *lp)
 {
-    LaunchPath *lp = kprof_lp_of(rec);
-    if (lp == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    /* Closed (next_harvest 0): LaunchPath.launch drops it as late, through the Python path. */
-    if (lp->next_harvest <= 0 || l->start == NULL || l->stop == NULL || lp->count == NULL)
-        return 0;
-    PyObject *slot, *qk, *who;
-    Py_ssize_t site;
-    int common = kprof_lp_common(lp, backend, l->queue, &slot, &qk, &who, &site);
-    if (common <= 0)
-        return common;
+    /* Closed (next_harvest 0): LaunchPath.launch drops a launch as late, by the Python path. */
+    return lp->next_harvest > 0 && lp->count != NULL;
+}
+
+int
+kprof_batch_add(LaunchPath *lp, PyObject *slot, const KprofRawOps *ops, const KprofRawLaunch *l,
+                PyObject *qk, PyObject *who, Py_ssize_t site, int64_t flags, int64_t flops,
+                int *taken)
+{
+    *taken = 0;
     LaunchBatch *b = current_batch(lp, slot, ops);
-    Py_DECREF(slot);
     if (b == NULL)
-        goto fail;
+        return -1;
     if (b->n == b->cap) {
         Py_ssize_t cap = b->cap ? 2 * b->cap : 64;
         Raw *recs = (Raw *)PyMem_Realloc(b->recs, sizeof(Raw) * (size_t)cap);
         if (recs == NULL) {
             PyErr_NoMemory();
-            goto fail;
+            return -1;
         }
         b->recs = recs;
         b->cap = cap;
@@ -196,7 +193,9 @@ raw_append(PyObject *rec, PyObject *backend, const KprofRawOps *ops, const Kprof
     r->stop = l->stop;
     Py_INCREF(l->name);
     r->name = l->name;
+    Py_INCREF(qk);
     r->qk = qk;
+    Py_INCREF(who);
     r->who = who;
     r->config = l->config != NULL ? l->config : Py_None;
     Py_INCREF(r->config);
@@ -205,13 +204,35 @@ raw_append(PyObject *rec, PyObject *backend, const KprofRawOps *ops, const Kprof
     r->h1 = l->h1;
     r->nbytes = l->nbytes;
     r->site = site;
+    r->flags = flags;
+    r->flops = flops;
     b->count->extra += 1;
-    kprof_lp_pressure(lp);
-    return 1;
-fail:
+    *taken = 1;
+    return kprof_lp_pressure(lp);
+}
+
+/* KprofRawApi.append: see layout.py (RAW_LAUNCH_FIELDS). 1 taken (an exception may be set where
+ * the harvest it started failed: the launch is recorded all the same), 0 not the common case,
+ * -1 with an exception and nothing taken. */
+static int
+raw_append(PyObject *rec, PyObject *backend, const KprofRawOps *ops, const KprofRawLaunch *l)
+{
+    LaunchPath *lp = kprof_lp_of(rec);
+    if (lp == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!kprof_batch_open(lp) || l->start == NULL || l->stop == NULL)
+        return 0;
+    PyObject *slot, *qk, *who;
+    Py_ssize_t site;
+    int common = kprof_lp_common(lp, backend, l->queue, &slot, &qk, &who, &site);
+    if (common <= 0)
+        return common;
+    int taken;
+    kprof_batch_add(lp, slot, ops, l, qk, who, site, 0, -1, &taken);
+    Py_DECREF(slot);
     Py_DECREF(who);
     Py_DECREF(qk);
-    return -1;
+    return taken ? 1 : -1;
 }
 
 /* columns(fast_queues, thread_ids, name_ids, config_ids, known, backend, limit)
@@ -287,11 +308,12 @@ batch_columns(LaunchBatch *b, PyObject *args)
         row[H0 * n + k] = r->h0;
         row[H1 * n + k] = r->h1;
         row[NBYTES * n + k] = r->nbytes;
+        /* A range's host side travels as in run_columns: its flags 0, HOST 1. */
         row[FLAGS * n + k] = 0;
         row[SITE * n + k] = r->site;
-        row[FLOPS * n + k] = -1;
+        row[FLOPS * n + k] = r->flops;
         row[REFB * n + k] = refb;
-        row[HOST * n + k] = 0;
+        row[HOST * n + k] = r->flags == KPROF_WITH_HOST;
         continue;
     unknown:
         PyErr_Clear(); /* an unhashable configuration too: the one-by-one route keeps it */
@@ -357,7 +379,7 @@ first_entry(LaunchBatch *b)
     Raw *r = &b->recs[b->head];
     void *s0 = r->start, *s1 = r->stop;
     PyObject *start = b->ops->token(s0), *stop = NULL, *kind = NULL, *h0 = NULL, *h1 = NULL,
-             *nbytes = NULL, *site = NULL, *entry = NULL;
+             *nbytes = NULL, *site = NULL, *flags = NULL, *flops = NULL, *entry = NULL;
     if (start == NULL) {
         leave(b, 1, 1);
         return NULL;
@@ -376,9 +398,13 @@ first_entry(LaunchBatch *b)
     h1 = PyLong_FromLongLong(r->h1);
     nbytes = PyLong_FromLongLong(r->nbytes);
     site = PyLong_FromLongLong(r->site);
-    if (kind && h0 && h1 && nbytes && site)
+    flags = PyLong_FromLongLong(r->flags);
+    flops = PyLong_FromLongLong(r->flops);
+    if (kind && h0 && h1 && nbytes && site && flags && flops)
         entry = PyTuple_Pack(KPROF_ENTRY_LEN, b->slot, kind, r->name, r->qk, r->who, h0, h1,
-                             start, stop, nbytes, zero, site, r->config, minus_one);
+                             start, stop, nbytes, flags, site, r->config, flops);
+    Py_XDECREF(flags);
+    Py_XDECREF(flops);
     Py_XDECREF(kind);
     Py_XDECREF(h0);
     Py_XDECREF(h1);
@@ -475,9 +501,7 @@ int
 kprof_batch_init(PyObject *m)
 {
     entry_kind = PyLong_FromLong(KPROF_ENTRY_LAUNCH_BATCH);
-    minus_one = PyLong_FromLong(-1);
-    zero = PyLong_FromLong(0);
-    if (entry_kind == NULL || minus_one == NULL || zero == NULL)
+    if (entry_kind == NULL)
         return -1;
     BatchType = PyType_FromSpec(&batch_spec);
     if (BatchType == NULL)

@@ -180,6 +180,28 @@ done:
     return result;
 }
 
+PyObject *
+kprof_lp_queue_key(LaunchPath *self, PyObject *queue)
+{
+    if (queue == self->last_queue) {  /* kept in `live` already (and alive: we hold it) */
+        Py_INCREF(self->last_qk);
+        return self->last_qk;
+    }
+    PyObject *qk = PyLong_FromVoidPtr(queue);  /* id(queue) */
+    if (qk == NULL)
+        return NULL;
+    if (PyDict_GetItemWithError(self->live, qk) == NULL
+        && (PyErr_Occurred() || PyDict_SetItem(self->live, qk, queue) < 0)) {
+        Py_DECREF(qk);
+        return NULL;
+    }
+    Py_INCREF(queue);
+    Py_XSETREF(self->last_queue, queue);
+    Py_INCREF(qk);
+    Py_XSETREF(self->last_qk, qk);
+    return qk;
+}
+
 /* What every common launch needs, for LaunchPath.launch and a raw launch (_batch.c): the
  * backend's slot (1 where this profile times it, 0 where not: the caller takes the Python
  * path), id(queue) with the queue kept in `live`, the thread's key and the launch site. New
@@ -206,22 +228,9 @@ kprof_lp_common(LaunchPath *self, PyObject *backend, PyObject *queue, PyObject *
         Py_INCREF(slot);
         Py_XSETREF(self->last_slot, slot);
     }
-    if (queue == self->last_queue) {  /* kept in `live` already (and alive: we hold it) */
-        qk = self->last_qk;
-        Py_INCREF(qk);
-    } else {
-        qk = PyLong_FromVoidPtr(queue);  /* id(queue) */
-        if (qk == NULL)
-            goto fail;
-        if (PyDict_GetItemWithError(self->live, qk) == NULL) {
-            if (PyErr_Occurred() || PyDict_SetItem(self->live, qk, queue) < 0)
-                goto fail;
-        }
-        Py_INCREF(queue);
-        Py_XSETREF(self->last_queue, queue);
-        Py_INCREF(qk);
-        Py_XSETREF(self->last_qk, qk);
-    }
+    qk = kprof_lp_queue_key(self, queue);
+    if (qk == NULL)
+        goto fail;
     who = kprof_lp_who(self);
     if (who == NULL)
         goto fail;

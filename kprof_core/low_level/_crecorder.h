@@ -7,7 +7,7 @@
 #include "_crecorder_unit.h"
 #include "_batch.h"
 
-typedef struct {
+typedef struct KprofLaunchPath {
     PyObject_HEAD
     PyObject *incoming;     /* list: the recorder's pending entries */
     PyObject *live;         /* dict: id(queue) -> queue, kept alive while pending */
@@ -45,6 +45,10 @@ KPROF_INTERNAL PyObject *kprof_lp_who(LaunchPath *self);
 KPROF_INTERNAL int kprof_lp_common(LaunchPath *self, PyObject *backend, PyObject *queue,
                                    PyObject **slot, PyObject **qk, PyObject **who,
                                    Py_ssize_t *site);
+
+/* id(queue) (a new reference), the queue kept in the live queues while entries name it; NULL
+ * with an exception. */
+KPROF_INTERNAL PyObject *kprof_lp_queue_key(LaunchPath *self, PyObject *queue);
 
 /* Harvests once enough is pending; -1 with an exception. */
 KPROF_INTERNAL int kprof_lp_pressure(LaunchPath *self);

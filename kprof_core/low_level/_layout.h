@@ -42,6 +42,7 @@
 #define KPROF_RAW_NOT_DONE 1
 #define KPROF_RAW_FAILED 2
 #define KPROF_RAW_CAPSULE "kprof_core.low_level._crecorder._raw_launch"
+#define KPROF_RAW_STAMP_CAPSULE "kprof.raw_stamp"
 
 /* One launch a plugin's C hands the compiled recorder (layout.py: RAW_LAUNCH_FIELDS). */
 typedef struct {
@@ -77,6 +78,22 @@ typedef struct {
                   const KprofRawLaunch *launch);
 } KprofRawApi;
 
-#define KPROF_LAYOUT_SIGNATURE "entry:slot,kind,name,queue,who,h0,h1,start,stop,nbytes,flags,site,config,flops;activity:slot,kind,record,queue,who;fast_queue:backend,qid,device_key;first_host_kind:10;with_host:65536;batch:22;raw:void * start,void * stop,PyObject * name,PyObject * queue,PyObject * config,int64_t kind,int64_t h0,int64_t h1,int64_t nbytes;raw_status:0,1,2"
+/* A record_timestamp hook's C twin, for kprof.range (the capsule KPROF_RAW_STAMP_CAPSULE, the
+ * hook function's attribute `kprof_raw_stamp`): a range's timestamps recorded as raw tokens,
+ * its device side then kept with the launches in one batch and read by the same `ops`. */
+typedef struct {
+    const char *signature; /* KPROF_LAYOUT_SIGNATURE, as the plugin was built */
+    const KprofRawOps *ops;
+    /* A timestamp on `queue` (the backend's current queue): a raw token (one reference), whose
+     * work completes when everything enqueued before it did. NULL without an exception where
+     * the Python hook answers instead (a queue it does not know, or does not time); NULL with
+     * an exception where it failed. */
+    void *(*stamp)(PyObject *queue);
+    /* The raw token a Python token of ops->token holds, as a new reference; NULL (no
+     * exception) where `token` is not one. */
+    void *(*raw)(PyObject *token);
+} KprofRawStamp;
+
+#define KPROF_LAYOUT_SIGNATURE "entry:slot,kind,name,queue,who,h0,h1,start,stop,nbytes,flags,site,config,flops;activity:slot,kind,record,queue,who;fast_queue:backend,qid,device_key;first_host_kind:10;with_host:65536;batch:22;raw:void * start,void * stop,PyObject * name,PyObject * queue,PyObject * config,int64_t kind,int64_t h0,int64_t h1,int64_t nbytes;raw_status:0,1,2;raw_stamp:signature,ops,stamp,raw"
 
 #endif

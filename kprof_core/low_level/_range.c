@@ -11,7 +11,9 @@
  * calls the Python methods `_enter_py`/`_exit_py`, which do it all: both paths make the same
  * frame (name, t0, begun, who, recorder), register it in `open_ranges`, and append the same
  * entries to the pending list: one per backend timed, the last carrying the host range too
- * (WITH_HOST), or the host range's alone where there is none. */
+ * (WITH_HOST), or the host range's alone where there is none. A backend whose timestamp hook
+ * carries a raw stamp (_stamp.c) gets a raw record in the launches' batch instead of its
+ * entry: the same row at the harvest. */
 
 #include "_crecorder_unit.h"
 #include <structmember.h>
@@ -21,6 +23,7 @@
 #include "_layout.h"
 #include "_crecorder.h"
 #include "_sites.h"
+#include "_stamp.h"
 #include "_range.h"
 
 typedef struct {
@@ -40,6 +43,7 @@ static PyObject *rg_active, *rg_now, *rg_outside, *rg_said, *rg_enter_py, *rg_ex
 static PyObject *rg_kind_range, *rg_entry_host_range, *rg_flag_approximate, *rg_flag_host_timed;
 static PyObject *rg_with_host;  /* WITH_HOST, as an int */
 static int rg_clock;  /* rg_now is time.perf_counter_ns: read its clock directly */
+static int64_t rg_kind;  /* rg_kind_range, as an int64 (a raw record's kind) */
 static PyObject *str_native, *str_broken, *str_approximate, *str_hook_failed,
     *str_current_queue, *str_record_timestamp, *str_flops, *str_bytes, *str_where;
 static PyObject *minus_one, *zero;  /* an entry's "none" and "no flags" */
@@ -196,7 +200,7 @@ rg_python(PyObject *fn, RangeBase *self)
 }
 
 /* The plan's item for backend `b` (borrowed), or NULL. A plan item is (backend,
- * current_queue, record_timestamp or None, slot). */
+ * current_queue, record_timestamp or None, slot, raw stamp capsule or None). */
 static PyObject *
 rg_plan_item(LaunchPath *lp, PyObject *b)
 {
@@ -261,6 +265,21 @@ rg_enter(RangeBase *self, PyObject *unused)
         }
         PyObject *tok = Py_None;
         Py_INCREF(tok);
+        const KprofRawStamp *st = rt != Py_None ? kprof_stamp_of(item) : NULL;
+        if (st != NULL) {
+            PyObject *raw_tok = kprof_stamp_start(st, q);
+            if (raw_tok != NULL) {
+                Py_DECREF(tok);
+                tok = raw_tok;
+                rt = Py_None; /* done */
+            } else if (PyErr_Occurred()) {
+                Py_DECREF(q);
+                Py_DECREF(tok);
+                if (rg_hook_failed(rec, b, str_record_timestamp) < 0)
+                    goto done;
+                continue;
+            }
+        }
         if (rt != Py_None) {
             Py_DECREF(tok);
             tok = PyObject_CallFunctionObjArgs(rt, b, NULL);
@@ -321,38 +340,7 @@ static int
 rg_append(LaunchPath *lp, PyObject *entry)
 {
     PyObject_GC_UnTrack(entry);
-    if (PyList_Append(lp->incoming, entry) < 0)
-        return -1;
-    if (PyList_Size(lp->incoming) >= lp->next_harvest) {
-        PyObject *r = PyObject_CallNoArgs(lp->pressure);
-        if (r == NULL)
-            return -1;
-        Py_DECREF(r);
-    }
-    return 0;
-}
-
-/* id(q), kept in the recorder's live queues (the launch path's cache of the last queue). */
-static PyObject *
-rg_queue_key(LaunchPath *lp, PyObject *q)
-{
-    if (q == lp->last_queue) {
-        Py_INCREF(lp->last_qk);
-        return lp->last_qk;
-    }
-    PyObject *qk = PyLong_FromVoidPtr(q);
-    if (qk == NULL)
-        return NULL;
-    if (PyDict_GetItemWithError(lp->live, qk) == NULL
-        && (PyErr_Occurred() || PyDict_SetItem(lp->live, qk, q) < 0)) {
-        Py_DECREF(qk);
-        return NULL;
-    }
-    Py_INCREF(q);
-    Py_XSETREF(lp->last_queue, q);
-    Py_INCREF(qk);
-    Py_XSETREF(lp->last_qk, qk);
-    return qk;
+    return PyList_Append(lp->incoming, entry) < 0 ? -1 : kprof_lp_pressure(lp);
 }
 
 static PyObject *
@@ -403,6 +391,12 @@ rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
         return rg_python(rg_exit_py, self);
     }
     PyObject *result = NULL, *stops = NULL, *site = NULL, *end = NULL, *rec = NULL;
+    /* Where a plugin's raw stamp times the range (the first RG_RAW backends): its start and
+     * stop as raw tokens (new references) until they join a batch, stops[i] Py_Ellipsis. */
+    enum { RG_RAW = 8 };
+    void *raw_start[RG_RAW] = {NULL}, *raw_stop[RG_RAW] = {NULL};
+    const KprofRawStamp *raw_of[RG_RAW] = {NULL};
+    Py_ssize_t sid = -1;
     Py_INCREF(frame);  /* ours now: out of the range object and of open_ranges */
     Py_INCREF(begun);
     Py_CLEAR(self->top);
@@ -416,7 +410,7 @@ rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
         site = minus_one;
         Py_INCREF(site);
     } else {
-        Py_ssize_t sid = kprof_site_capture((SiteCatcher *)lp->sites);
+        sid = kprof_site_capture((SiteCatcher *)lp->sites);
         site = sid == -2 ? NULL : PyLong_FromSsize_t(sid);
         if (site == NULL)
             goto done;
@@ -428,8 +422,19 @@ rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < nb; i++) {
         PyObject *item = PyList_GetItem(begun, i);
         PyObject *b = PyTuple_GetItem(item, 0);
-        PyObject *rt = PyTuple_GetItem(rg_plan_item(lp, b), 2);
-        PyObject *stop = PyObject_CallFunctionObjArgs(rt, b, NULL);
+        PyObject *plan_item = rg_plan_item(lp, b);
+        PyObject *rt = PyTuple_GetItem(plan_item, 2);
+        const KprofRawStamp *st = i < RG_RAW && kprof_batch_open(lp) ? kprof_stamp_of(plan_item)
+                                                                       : NULL;
+        PyObject *stop = NULL;
+        if (st != NULL && kprof_stamp_stop(st, PyTuple_GetItem(item, 2), PyTuple_GetItem(item, 1),
+                                           &raw_start[i], &raw_stop[i])) {
+            raw_of[i] = st;
+            stop = Py_Ellipsis;
+            Py_INCREF(stop);
+        }
+        if (stop == NULL && !PyErr_Occurred())  /* (an exception: the plugin's stamp failed) */
+            stop = PyObject_CallFunctionObjArgs(rt, b, NULL);
         if (stop == NULL) {
             if (rg_hook_failed(rec, b, str_record_timestamp) < 0)
                 goto done;
@@ -453,6 +458,14 @@ rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *item = PyList_GetItem(begun, i);
         PyObject *b = PyTuple_GetItem(item, 0), *q = PyTuple_GetItem(item, 1);
         PyObject *tok = PyTuple_GetItem(item, 2);
+        if (i < RG_RAW && raw_of[i] != NULL) {  /* one raw record in the launches' batch */
+            if (kprof_stamp_record(lp, PyTuple_GetItem(rg_plan_item(lp, b), 3), raw_of[i],
+                                   &raw_start[i], &raw_stop[i], self->name, q, rg_kind, t0,
+                                   end, self->nbytes, self->flops, i == last, who, sid)
+                < 0)
+                goto done;
+            continue;
+        }
         long flags = 0;
         if (stop == Py_None) {
             /* No stop timestamp after all: the start one is given back and the range is
@@ -486,7 +499,7 @@ rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
             Py_INCREF(fl);
         else if ((fl = PyLong_FromLong(flags)) == NULL)
             goto done;
-        PyObject *qk = rg_queue_key(lp, q);
+        PyObject *qk = kprof_lp_queue_key(lp, q);
         if (qk == NULL) {
             Py_DECREF(fl);
             goto done;
@@ -522,6 +535,9 @@ rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
     result = Py_None;
     Py_INCREF(result);
 done:
+    for (int i = 0; i < RG_RAW; i++)  /* raw timestamps no batch took */
+        if (raw_of[i] != NULL && raw_start[i] != NULL)
+            raw_of[i]->ops->release(raw_start[i], raw_stop[i]);
     Py_XDECREF(end);
     Py_XDECREF(stops);
     Py_XDECREF(site);
@@ -580,6 +596,10 @@ range_bind(PyObject *module, PyObject *args)
     for (int i = 0; i < 10; i++) {
         Py_INCREF(o[i]);
         Py_XSETREF(*fields[i], o[i]);
+    }
+    if (!kprof_as_i64(rg_kind_range, &rg_kind)) {
+        PyErr_SetString(PyExc_TypeError, "range_bind: kind_range is not an int");
+        return NULL;
     }
     PyObject *time_mod = PyImport_ImportModule("time");
     PyObject *pc = time_mod == NULL ? NULL : PyObject_GetAttrString(time_mod, "perf_counter_ns");

@@ -170,8 +170,26 @@ typedef struct {
     int (*append)(PyObject *rec, PyObject *backend, const KprofRawOps *ops,
                   const KprofRawLaunch *launch);
 } KprofRawApi;
+
+/* A record_timestamp hook's C twin, for kprof.range (the capsule KPROF_RAW_STAMP_CAPSULE, the
+ * hook function's attribute `kprof_raw_stamp`): a range's timestamps recorded as raw tokens,
+ * its device side then kept with the launches in one batch and read by the same `ops`. */
+typedef struct {
+    const char *signature; /* KPROF_LAYOUT_SIGNATURE, as the plugin was built */
+    const KprofRawOps *ops;
+    /* A timestamp on `queue` (the backend's current queue): a raw token (one reference), whose
+     * work completes when everything enqueued before it did. NULL without an exception where
+     * the Python hook answers instead (a queue it does not know, or does not time); NULL with
+     * an exception where it failed. */
+    void *(*stamp)(PyObject *queue);
+    /* The raw token a Python token of ops->token holds, as a new reference; NULL (no
+     * exception) where `token` is not one. */
+    void *(*raw)(PyObject *token);
+} KprofRawStamp;
 """
 RAW_CAPSULE = "kprof_core.low_level._crecorder._raw_launch"
+#: The name of a ``KprofRawStamp`` capsule (a plugin's, on its ``record_timestamp`` hook).
+RAW_STAMP_CAPSULE = "kprof.raw_stamp"
 
 
 def _check_indexes() -> None:
@@ -195,7 +213,8 @@ SIGNATURE = (
     f"with_host:{WITH_HOST};"
     f"batch:{ENTRY_LAUNCH_BATCH};"
     f"raw:{','.join(f'{t.strip()} {n}' for t, n in RAW_LAUNCH_FIELDS)};"
-    f"raw_status:{RAW_DONE},{RAW_NOT_DONE},{RAW_FAILED}"
+    f"raw_status:{RAW_DONE},{RAW_NOT_DONE},{RAW_FAILED};"
+    "raw_stamp:signature,ops,stamp,raw"
 )
 
 
@@ -227,6 +246,7 @@ def c_header() -> str:
         f"#define KPROF_RAW_NOT_DONE {RAW_NOT_DONE}",
         f"#define KPROF_RAW_FAILED {RAW_FAILED}",
         f'#define KPROF_RAW_CAPSULE "{RAW_CAPSULE}"',
+        f'#define KPROF_RAW_STAMP_CAPSULE "{RAW_STAMP_CAPSULE}"',
         "",
         _RAW_API_C % {"fields": "\n".join(f"    {t}{n};" for t, n in RAW_LAUNCH_FIELDS)},
         f'#define KPROF_LAYOUT_SIGNATURE "{SIGNATURE}"',

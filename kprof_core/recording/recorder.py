@@ -382,10 +382,11 @@ class Recorder:
         self._native.forked_ranges = self.ranges.forked
         self._native.range_plan = self._range_plan()
 
-    def _range_plan(self) -> tuple[tuple[Backend, Any, Any, int], ...] | None:
+    def _range_plan(self) -> tuple[tuple[Backend, Any, Any, int, Any], ...] | None:
         """What ``kprof.range``'s compiled path (``_range.c``) asks of each backend: its
-        ``current_queue`` and its ``record_timestamp`` (None where it has no timestamps), and
-        its slot; None where every range takes the Python path: no device times, synchronized,
+        ``current_queue`` and its ``record_timestamp`` (None where it has no timestamps), its
+        slot, and the hook's raw stamp (``kprof_raw_stamp``: a ``KprofRawStamp`` capsule, or
+        None); None where every range takes the Python path: no device times, synchronized,
         closed, or a backend mirroring ranges to its vendor tool."""
         if not self.device or self.synchronize or self._closed:
             return None
@@ -404,6 +405,9 @@ class Recorder:
                     if b.has_timestamps
                     else None,
                     b.slot,
+                    getattr(b.record_timestamp, "kprof_raw_stamp", None)
+                    if b.has_timestamps
+                    else None,
                 )
                 for b in self.backends
             ]

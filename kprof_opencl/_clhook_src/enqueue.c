@@ -49,6 +49,12 @@ kprof_enqueue_bound(void)
     return py_active != NULL;
 }
 
+int
+kprof_enqueue_raw(void)
+{
+    return raw_api != NULL;
+}
+
 /* bind(active, backend, adopt, other, info, current, kinds, row_names, raw) */
 PyObject *
 kprof_py_bind(PyObject *module, PyObject *args)

@@ -11,6 +11,9 @@ KPROF_INTERNAL extern const KprofHookSet kprof_enqueue_set;
 /* Interns the names and makes the Quiet type; -1 with an exception. */
 KPROF_INTERNAL int kprof_enqueue_init(void);
 
+/* Whether launches are handed to the compiled recorder raw (bind()'s raw_launch). */
+KPROF_INTERNAL int kprof_enqueue_raw(void);
+
 /* Whether bind() gave the recording its callables. */
 KPROF_INTERNAL int kprof_enqueue_bound(void);
 

@@ -186,6 +186,17 @@ raw_token(void *token)
 
 const KprofRawOps kprof_event_ops = {raw_read, raw_release, raw_token};
 
+void *
+kprof_event_raw(PyObject *token)
+{
+    if (Py_TYPE(token) != (PyTypeObject *)EventType || ((Event *)token)->event == NULL)
+        return NULL;
+    cl_event ev = ((Event *)token)->event;
+    ((cl_api_clRetainEvent)kprof_original(ev, SLOT_RETAIN_EVENT))(ev);
+    n_raw++;
+    return ev;
+}
+
 long long
 kprof_events_live(void)
 {

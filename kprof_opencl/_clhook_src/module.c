@@ -20,6 +20,7 @@
  *   kernel_names.c  kernel names, cached per cl_kernel
  *   events.c        the Event token a recorded command carries, the raw events the
  *                   recorder's C batch keeps; stamp(), the driver's callbacks
+ *   ranges.c        kprof.range's timestamps as raw events (the KprofRawStamp capsule)
  *   memory.c        buffers and SVM allocations
  *   module.c        this: the module's functions, and fork
  *   ../_current_queue.c  the thread's current queue (a unit of _clnative too)
@@ -33,6 +34,7 @@
 #include "kernel_names.h"
 #include "memory.h"
 #include "queues.h"
+#include "ranges.h"
 #include "table.h"
 #include "../_current_queue.h"
 
@@ -128,6 +130,10 @@ static PyMethodDef methods[] = {
     {"canonical", kprof_py_canonical, METH_O,
      "canonical(queue) -> the object launches on its handle are recorded with"},
     {"slots", py_slots, METH_NOARGS, "{entry name: slot in the ICD dispatch table}"},
+    {"raw_stamp", kprof_py_raw_stamp, METH_NOARGS,
+     "raw_stamp() -> the record_timestamp hook's C twin for kprof.range (a capsule)"},
+    {"stamp_forget", kprof_py_stamp_forget, METH_NOARGS,
+     "stamp_forget(): drop the last queue kprof.range's timestamps were put on"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -140,7 +146,7 @@ PyMODINIT_FUNC
 PyInit__clhook(void)
 {
     if (kprof_enqueue_init() < 0 || kprof_events_init() < 0 || kprof_current_init() < 0
-        || kprof_queues_init() < 0)
+        || kprof_queues_init() < 0 || kprof_ranges_init() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)

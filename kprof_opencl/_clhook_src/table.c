@@ -132,6 +132,7 @@ kprof_table_hook(PyObject *addr, int version, const KprofHookSet *set, int (*rea
     }
     swap_in(t, h, set->hooks, set->n, version);
     h->in[set->which] = 1;
+    h->version = version;
     return done;
 }
 

@@ -39,6 +39,7 @@ typedef struct {
     void **table;
     void *orig[N_SLOTS];
     int in[KPROF_N_SETS]; /* which sets are swapped in */
+    int version;          /* the platform's OpenCL version (major*10+minor), once hooked */
 } KprofTable;
 
 KPROF_INTERNAL extern KprofTable kprof_tables[KPROF_MAX_TABLES];
