@@ -89,8 +89,9 @@ typedef struct {
      * the Python hook answers instead (a queue it does not know, or does not time); NULL with
      * an exception where it failed. */
     void *(*stamp)(PyObject *queue);
-    /* The raw token a Python token of ops->token holds, as a new reference; NULL (no
-     * exception) where `token` is not one. */
+    /* The raw token a Python token of ops->token holds, as a reference of its own (the
+     * plugin may move the token's out where the caller holds the only reference to the token,
+     * which is then not used again); NULL (no exception) where `token` is not one. */
     void *(*raw)(PyObject *token);
 } KprofRawStamp;
 

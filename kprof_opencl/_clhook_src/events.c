@@ -26,15 +26,27 @@ ev_dealloc(Event *self)
     Py_DECREF(tp);
 }
 
+/* A token whose event moved out (kprof_event_raw) has none left to read. */
+static int
+ev_handed_over(Event *self)
+{
+    if (self->event != NULL)
+        return 0;
+    PyErr_SetString(PyExc_ValueError, "this kprof Event handed its cl_event over");
+    return 1;
+}
+
 static PyObject *
 ev_int_ptr(Event *self, void *closure)
 {
-    return PyLong_FromVoidPtr(self->event);
+    return ev_handed_over(self) ? NULL : PyLong_FromVoidPtr(self->event);
 }
 
 static PyObject *
 ev_profiling_info(Event *self, PyObject *param)
 {
+    if (ev_handed_over(self))
+        return NULL;
     long p = PyLong_AsLong(param);
     if (p == -1 && PyErr_Occurred())
         return NULL;
@@ -53,6 +65,8 @@ ev_profiling_info(Event *self, PyObject *param)
 static PyObject *
 ev_info(Event *self, PyObject *param)
 {
+    if (ev_handed_over(self))
+        return NULL;
     long p = PyLong_AsLong(param);
     if (p == -1 && PyErr_Occurred())
         return NULL;
@@ -191,8 +205,14 @@ kprof_event_raw(PyObject *token)
 {
     if (Py_TYPE(token) != (PyTypeObject *)EventType || ((Event *)token)->event == NULL)
         return NULL;
-    cl_event ev = ((Event *)token)->event;
-    ((cl_api_clRetainEvent)kprof_original(ev, SLOT_RETAIN_EVENT))(ev);
+    Event *e = (Event *)token;
+    cl_event ev = e->event;
+    /* The caller's reference the only one: the event's moves out (a retain and a release are
+     * a lock each in the ICD, which contends with its worker at every range's exit). */
+    if (Py_REFCNT(token) == 1)
+        e->event = NULL;
+    else
+        ((cl_api_clRetainEvent)kprof_original(ev, SLOT_RETAIN_EVENT))(ev);
     n_raw++;
     return ev;
 }

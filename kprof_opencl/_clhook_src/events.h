@@ -24,8 +24,9 @@ KPROF_INTERNAL PyObject *kprof_event_token(cl_event ev, int own);
 KPROF_INTERNAL extern const KprofRawOps kprof_event_ops;
 KPROF_INTERNAL void kprof_event_raw_taken(void);
 
-/* The cl_event an Event token holds, as a new raw reference (counted as the batches'); NULL
- * where `token` is not an Event (KprofRawStamp.raw). */
+/* The cl_event an Event token holds, as a raw reference (counted as the batches'): moved out
+ * of the token where the caller holds the only reference to it, else a new one; NULL where
+ * `token` is not an Event holding one (KprofRawStamp.raw). */
 KPROF_INTERNAL void *kprof_event_raw(PyObject *token);
 
 /* How many Event tokens and raw references are alive (for stats()). */
