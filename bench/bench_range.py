@@ -11,8 +11,9 @@ from harness import on_path, opencl, recorder_paths
 
 
 def bench(quick: bool) -> dict[str, Any]:
-    """Target 3: kprof.range around one kernel ≤ the kernel + two native markers + 1.5 µs,
-    on each recorder path.
+    """kprof.range around one kernel ≤ the kernel + two native markers + 1.5 µs compiled, + 4
+    µs pure, until the times are known (``TARGET_EXTRA_NS``), on each recorder path against
+    the markers on the same path.
 
     Two figures each. "loop": the host cost inside the loop, with kprof's harvest deferred to
     the end of the profile (Recorder.harvest_every raised), which is what the launching code
@@ -66,8 +67,11 @@ def bench(quick: bool) -> dict[str, Any]:
     saved = Recorder.harvest_every
     Recorder.harvest_every = 10**9
     paths = recorder_paths()
-    variants: dict[str, Callable[[], tuple[float, float]]] = {"kernel_two_markers": kernel_markers}
+    # The markers on each recorder path too: the kernel inside is captured by that path, and
+    # its cost is not the range's.
+    variants: dict[str, Callable[[], tuple[float, float]]] = {}
     for label, compiled in paths.items():
+        variants[f"kernel_two_markers_{label}"] = on_path(compiled, kernel_markers)
         variants[f"range_around_kernel_{label}"] = on_path(compiled, kernel_range)
     try:
         for _ in range(2):
@@ -85,8 +89,13 @@ def bench(quick: bool) -> dict[str, Any]:
     }
     out: dict[str, Any] = {"ns_per_iteration": m}
     for label in paths:
-        r = m[f"range_around_kernel_{label}"]
-        out[f"range_minus_markers_loop_ns_{label}"] = r["loop"] - m["kernel_two_markers"]["loop"]
-        out[f"range_minus_markers_total_ns_{label}"] = r["total"] - m["kernel_two_markers"]["total"]
-    out["target_extra_ns"] = 1500
+        r, k = m[f"range_around_kernel_{label}"], m[f"kernel_two_markers_{label}"]
+        out[f"range_minus_markers_loop_ns_{label}"] = r["loop"] - k["loop"]
+        out[f"range_minus_markers_total_ns_{label}"] = r["total"] - k["total"]
+    out["target_extra_ns"] = TARGET_EXTRA_NS
     return out
+
+
+#: Issue 37: a range around a kernel, the profile's end included, at most the two markers plus
+#: this much.
+TARGET_EXTRA_NS = {"compiled": 1500, "pure": 4000}
