@@ -18,6 +18,8 @@ from .cupti_layout import OFFSETS
 
 __all__ = [
     "API",
+    "BATCH_DRIVER",
+    "BATCH_RUNTIME",
     "CALLBACK",
     "COPY_NAMES",
     "EXT",
@@ -30,6 +32,8 @@ __all__ = [
     "MEMORY_DRIVER",
     "MEMORY_RUNTIME",
     "MEMSET",
+    "SEVERAL_DRIVER",
+    "SEVERAL_RUNTIME",
     "WORK_DRIVER",
     "WORK_RUNTIME",
     "layout",
@@ -178,6 +182,15 @@ WORK_RUNTIME = frozenset(
 #: share their correlation id.
 GRAPH_DRIVER = frozenset((514, 515))
 GRAPH_RUNTIME = frozenset((311, 312))
+#: Batched copies (cuMemcpyBatchAsync, cuMemcpy3DBatchAsync and their _v2 and _ptsz forms;
+#: cudaMemcpyBatchAsync, cudaMemcpy3DBatchAsync of 12.8 and 13.0): a copy record per copy,
+#: all with the call's correlation id.
+BATCH_DRIVER = frozenset((776, 777, 778, 779, 796, 797, 798, 799))
+BATCH_RUNTIME = frozenset((482, 483, 484, 485, 509, 510, 511, 512))
+#: The calls whose records share one correlation id, however many (graphs and batches): the
+#: readers keep such a launch until its profile ends, every record of it a row.
+SEVERAL_DRIVER = GRAPH_DRIVER | BATCH_DRIVER
+SEVERAL_RUNTIME = GRAPH_RUNTIME | BATCH_RUNTIME
 
 
 # Callback ids of the calls that allocate or free memory (CUPTI writes a MEMORY2 record for

@@ -39,8 +39,9 @@ _MEM_DRIVER = np.array(sorted(abi.MEMORY_DRIVER), np.uint64)
 _MEM_RUNTIME = np.array(sorted(abi.MEMORY_RUNTIME), np.uint64)
 _WORK_DRIVER = np.array(sorted(abi.WORK_DRIVER), np.uint64)
 _WORK_RUNTIME = np.array(sorted(abi.WORK_RUNTIME), np.uint64)
-_GRAPH_DRIVER = np.array(sorted(abi.GRAPH_DRIVER), np.uint64)
-_GRAPH_RUNTIME = np.array(sorted(abi.GRAPH_RUNTIME), np.uint64)
+# Calls whose records share one correlation id (graph launches, batched copies).
+_SEVERAL_DRIVER = np.array(sorted(abi.SEVERAL_DRIVER), np.uint64)
+_SEVERAL_RUNTIME = np.array(sorted(abi.SEVERAL_RUNTIME), np.uint64)
 
 
 class PureReader(PureSites):
@@ -388,7 +389,7 @@ class PureReader(PureSites):
         ok = w32[(o + f["returnValue"]) >> 2] == 0
         work &= ok
         mem &= ok
-        graph = np.where(drv, np.isin(cbid, _GRAPH_DRIVER), np.isin(cbid, _GRAPH_RUNTIME))
+        graph = np.where(drv, np.isin(cbid, _SEVERAL_DRIVER), np.isin(cbid, _SEVERAL_RUNTIME))
         acorr = u32(o, f["correlationId"]).astype(np.uint64)
         return (
             rows,

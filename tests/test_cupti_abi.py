@@ -139,13 +139,25 @@ def test_offsets_match_the_headers(version: int, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", sorted(HEADERS))
 def test_work_callback_ids_match_the_headers(version: int) -> None:
-    """The calls that enqueue work (Launch but LaunchHostFunc, Memcpy, Memset) by name, and
-    the graph launches, have the ids cupti_abi lists (ids are only appended). Ids CUDA 13
+    """The calls that enqueue work (Launch but LaunchHostFunc, Memcpy, Memset) by name, the
+    graph launches and the batched copies, have the ids cupti_abi lists (ids are only appended). Ids CUDA 13
     retired (``cuda44``, once ``cu64MemcpyHtoD``) stay listed: never called, harmless."""
     d = HEADERS[version]
-    for header, prefix, work, graph in (
-        ("cupti_driver_cbid.h", "CUPTI_DRIVER_TRACE_CBID_", abi.WORK_DRIVER, abi.GRAPH_DRIVER),
-        ("cupti_runtime_cbid.h", "CUPTI_RUNTIME_TRACE_CBID_", abi.WORK_RUNTIME, abi.GRAPH_RUNTIME),
+    for header, prefix, work, graph, batch in (
+        (
+            "cupti_driver_cbid.h",
+            "CUPTI_DRIVER_TRACE_CBID_",
+            abi.WORK_DRIVER,
+            abi.GRAPH_DRIVER,
+            abi.BATCH_DRIVER,
+        ),
+        (
+            "cupti_runtime_cbid.h",
+            "CUPTI_RUNTIME_TRACE_CBID_",
+            abi.WORK_RUNTIME,
+            abi.GRAPH_RUNTIME,
+            abi.BATCH_RUNTIME,
+        ),
     ):
         ids = _enum_ids(d / header, prefix)
         known = set(ids.values())
@@ -158,6 +170,8 @@ def test_work_callback_ids_match_the_headers(version: int) -> None:
         extra = {n: v for n, v in ids.items() if v in work - want}
         assert all(re.fullmatch(r"cuda\d+", n) for n in extra), (header, extra)
         assert {v for n, v in ids.items() if "GraphLaunch" in n} == graph & known, header
+        batched = {v for n, v in ids.items() if re.search(r"Memcpy(3D)?Batch", n)}
+        assert batched == batch & known and batch <= work, header
 
 
 #: The names of the calls that allocate or free, whose API records carry a MEMORY2 record's

@@ -22,7 +22,8 @@ static uint32_t ext_kind = 5;
 size_t kprof_off[N_OFFSETS];
 
 #define MAX_CBID 8192
-static unsigned char work_api[2][MAX_CBID], graph_api[2][MAX_CBID]; /* [0] driver, [1] runtime */
+/* [0] driver, [1] runtime */
+static unsigned char work_api[2][MAX_CBID], several_api[2][MAX_CBID];
 /* Calls that allocate or free (MEMORY2 records): joined as work, never waited for. */
 static unsigned char mem_api[2][MAX_CBID];
 
@@ -63,7 +64,7 @@ void kprof_decode(uint8_t *buf, size_t valid) {
             }
             launch_t *l = kprof_get_launch(corr);
             if (!l) break;
-            l->flags |= L_API | (graph_api[rt][cbid] ? L_GRAPH : 0) |
+            l->flags |= L_API | (several_api[rt][cbid] ? L_SEVERAL : 0) |
                         (mem_api[rt][cbid] && !work_api[rt][cbid] ? L_MEM : 0);
             l->lb = (int64_t)U64(rec, off[O_API_START]);
             l->le = (int64_t)U64(rec, off[O_API_END]);
@@ -191,7 +192,7 @@ PyObject *kprof_py_configure(PyObject *m, PyObject *args) {
         if (PyErr_Occurred()) return NULL;
     }
     if (fill_table(wd, work_api[0]) || fill_table(wr, work_api[1]) ||
-        fill_table(gd, graph_api[0]) || fill_table(gr, graph_api[1]) ||
+        fill_table(gd, several_api[0]) || fill_table(gr, several_api[1]) ||
         fill_table(md, mem_api[0]) || fill_table(mr, mem_api[1]))
         return NULL;
     ext_kind = ek;

@@ -117,7 +117,7 @@ PyObject *kprof_py_graph_devices(PyObject *m, PyObject *args) {
     pthread_mutex_lock(&kprof_lock);
     for (size_t i = 0; i < kprof_cap_launches; i++) {
         launch_t *l = &kprof_launches[i];
-        if (l->corr && !l->tomb && (l->flags & L_GRAPH) && (l->flags & L_SCOPE) && l->nrows &&
+        if (l->corr && !l->tomb && (l->flags & L_SEVERAL) && (l->flags & L_SCOPE) && l->nrows &&
             in_scopes(l->scope, sc, n))
             mask |= l->devices;
     }

@@ -14,7 +14,9 @@
 typedef struct { row_t r; uint32_t ctx; } raw_t;
 
 /* ---- launches: correlation id -> scope, launch times (open addressing) -------------------- */
-enum { L_SCOPE = 1, L_API = 2, L_GRAPH = 4, L_MEM = 8 };
+/* L_SEVERAL: a call whose records share its correlation id, however many (a graph launch, a
+ * batched copy; cupti_abi.SEVERAL_*): kept until its profile ends. */
+enum { L_SCOPE = 1, L_API = 2, L_SEVERAL = 4, L_MEM = 8 };
 typedef struct {
     uint32_t corr; /* 0: empty slot */
     uint32_t flags;
@@ -117,7 +119,7 @@ static inline int kprof_resolve(raw_t *w, int final, const uint64_t *release, si
     if (done && l) {
         l->nrows++;
         if ((uint64_t)w->r.v[R_DEVICE] < 64) l->devices |= (uint64_t)1 << w->r.v[R_DEVICE];
-        if (!(l->flags & L_GRAPH)) kprof_drop_launch(l);
+        if (!(l->flags & L_SEVERAL)) kprof_drop_launch(l);
         return 1;
     }
     if (final) { kprof_c_foreign++; return 1; }

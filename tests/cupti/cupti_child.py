@@ -88,6 +88,7 @@ DRIVER, RUNTIME = 0, 1
 KERNEL_KIND = abi.KIND["CONCURRENT_KERNEL"]
 LAUNCH = 307  # CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel
 GRAPH = 514  # CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch
+BATCH_COPY = 776  # CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync
 RT_LAUNCH = 211  # CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000
 MEMCPY = 279  # CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2
 MEMSET = 216  # CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async
@@ -441,6 +442,32 @@ def graph_launch_records(env: Env) -> None:
             )
     assert [x["name"] for x in rows(p)] == ["node0", "node1", "node2"]
     assert cuda_activity._reader.stats()["launches"] == 0
+
+
+def a_batched_copy_is_every_copy_it_made(env: Env) -> None:
+    """cuMemcpyBatchAsync makes a copy record per copy, all with its correlation id, and they
+    may come in several buffers: each copy is a row, on both readers (they once disagreed:
+    one row and two foreign, or three only when one buffer held all)."""
+    foreign = cuda_activity._reader.stats()["foreign"]
+    with kprof.profile(backends=["cuda"]) as p:
+        t = lib.cuptidouble_now()
+        corr = lib.cuptidouble_api(DRIVER, BATCH_COPY, t, t + 1000)
+        for j, nbytes in enumerate((256, 512, 1024)):
+            lib.cuptidouble_memcpy(
+                corr, DTOH, nbytes, 0, 1, 13, t + 2000 + j * 1000, t + 2500 + j * 1000
+            )
+            if j == 0:  # the first copy's buffer is handed over and read on its own
+                lib.cuptidouble_complete_buffer()
+                lib.cuptiActivityFlushAll(0)
+                assert env.plugin.activity is not None
+                env.plugin.activity.drain.take()
+    assert [(x["kind"], x["nbytes"]) for x in rows(p)] == [
+        (COPY, 256),
+        (COPY, 512),
+        (COPY, 1024),
+    ], rows(p)
+    stats = cuda_activity._reader.stats()
+    assert stats["launches"] == 0 and stats["foreign"] == foreign, stats
 
 
 def every_graph_node_is_waited_for(env: Env) -> None:
@@ -966,6 +993,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         records_dropped_without_buffers_are_said,
         runtime_api_records,
         graph_launch_records,
+        a_batched_copy_is_every_copy_it_made,
         every_graph_node_is_waited_for,
         late_records_dropped_counted_said,
         subscriber_taken_falls_back_to_events,

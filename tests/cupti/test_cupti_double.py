@@ -26,6 +26,7 @@ SCENARIOS = (
     "records_dropped_without_buffers_are_said",
     "runtime_api_records",
     "graph_launch_records",
+    "a_batched_copy_is_every_copy_it_made",
     "every_graph_node_is_waited_for",
     "late_records_dropped_counted_said",
     "subscriber_taken_falls_back_to_events",
