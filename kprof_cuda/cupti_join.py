@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cupti_layout import ROW_COLUMNS
+from .cupti_layout import MAX_LAUNCHES, ROW_COLUMNS
 
 __all__ = ["RAW_COLUMNS", "TIME_COLUMNS", "Join", "rebase"]
-
-#: Launches kept while their records may still come (failed launches never get one).
-MAX_LAUNCHES = 1 << 20
 #: Work records kept while their correlation records have not come.
 MAX_PENDING_ROWS = 1 << 20
 
@@ -65,6 +62,8 @@ class Join:
         self.site = np.zeros(0, np.int64)  # the callback's raw launch site id, -1 none
         self.pending: dict[str, np.ndarray] = {c: np.zeros(0, np.int64) for c in RAW_COLUMNS}
         self.foreign = 0
+        self.max_launches = MAX_LAUNCHES
+        self.forgotten = 0  # launches forgotten past max_launches, the oldest first
 
     def add_launches(
         self,
@@ -110,8 +109,12 @@ class Join:
         if api_mem is not None:
             mem[c] = api_mem
         keep = ~np.isin(u, no_work) if len(no_work) else np.ones(len(u), bool)
-        if keep.sum() > MAX_LAUNCHES:  # oldest first: launches whose records never came
-            keep &= np.cumsum(keep) > keep.sum() - MAX_LAUNCHES
+        while keep.sum() > self.max_launches:  # launches whose records never came
+            # The oldest eighth (ids are sorted) are forgotten, as the compiled reader does.
+            n = int(keep.sum())
+            drop = n // 8 + 1
+            keep &= np.cumsum(keep) > drop
+            self.forgotten += drop
         self.corr, self.scope, self.api = u[keep], scope[keep], api[keep]
         self.lb, self.le, self.graph, self.rows = lb[keep], le[keep], graph[keep], rows[keep]
         self.devices, self.mem, self.site = devices[keep], mem[keep], sites[keep]

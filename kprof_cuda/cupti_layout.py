@@ -81,6 +81,11 @@ OFFSETS = (
     *(("CALLBACK", f) for f in ("callbackSite", "correlationId")),
 )  # fmt: skip
 
+#: Launches each reader keeps while their records may still come (a failed or lost one never
+#: gets one): past it the oldest eighth, by correlation id, are forgotten (``forgotten`` in
+#: the readers' stats), on both readers (``set_limits`` hands it to the compiled one).
+MAX_LAUNCHES = 1 << 20
+
 #: What a compiled reader built from this layout exports as ``LAYOUT``.
 SIGNATURE = "rows:{};offsets:{}".format(
     ",".join(ROW_COLUMNS), ",".join(f"{r}.{f}" for r, f in OFFSETS)

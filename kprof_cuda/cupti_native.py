@@ -10,7 +10,7 @@ from typing import Any
 from kprof import plugin as kp
 
 from . import cupti_abi as abi
-from .cupti_layout import ROW_COLUMNS, SIGNATURE
+from .cupti_layout import MAX_LAUNCHES, ROW_COLUMNS, SIGNATURE
 from .cupti_lib import Cupti
 from .cupti_records import Interner
 
@@ -36,6 +36,7 @@ class NativeReader:
         self.buffer_size = 1 << 20
         self.max_buffers = 64
         self.max_rows = 1 << 20
+        self.max_launches = MAX_LAUNCHES  # live launches kept (the oldest eighth go past it)
         self.refuse_ok = cupti.api_version >= abi.REFUSE_BUFFERS_FROM_API
         self.names = Interner()
         self.queues: list[tuple[int, int, int]] = []
@@ -81,7 +82,9 @@ class NativeReader:
         self._limits()
 
     def _limits(self) -> None:
-        self.mod.set_limits(self.buffer_size, self.max_buffers, self.max_rows, self.refuse_ok)
+        self.mod.set_limits(
+            self.buffer_size, self.max_buffers, self.max_rows, self.refuse_ok, self.max_launches
+        )
 
     def wait(self, timeout: float) -> None:
         self._limits()

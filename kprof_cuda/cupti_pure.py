@@ -156,6 +156,15 @@ class PureReader(PureSites):
     def apply_limits(self) -> None:
         """The limits are read where used: nothing to hand over (the compiled reader's twin)."""
 
+    @property
+    def max_launches(self) -> int:
+        """Live launches kept (``cupti_layout.MAX_LAUNCHES``): the join's."""
+        return self.join.max_launches
+
+    @max_launches.setter
+    def max_launches(self, n: int) -> None:
+        self.join.max_launches = n
+
     def backlog(self) -> int:
         return len(self._done)
 
@@ -181,14 +190,19 @@ class PureReader(PureSites):
     def stats(self) -> dict[str, int]:
         j = self.join
         return dict(
-            self.counts, foreign=j.foreign, launches=len(j.corr), pending=len(j.pending["kind"])
+            self.counts,
+            foreign=j.foreign,
+            forgotten=j.forgotten,
+            launches=len(j.corr),
+            pending=len(j.pending["kind"]),
         )
 
     def reset(self) -> None:
         """The last profile ended: launches and pending rows are forgotten (counts stay)."""
-        foreign = self.join.foreign
+        old = self.join
         self.join = Join()
-        self.join.foreign = foreign
+        self.join.foreign, self.join.forgotten = old.foreign, old.forgotten
+        self.join.max_launches = old.max_launches
         self._queues.clear()
         self.queues.clear()
 

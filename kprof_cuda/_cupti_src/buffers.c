@@ -3,6 +3,7 @@
  * lock (decode.c), and kept for reuse. */
 #include "reader.h"
 #include "buffers.h"
+#include "join.h"
 #include "decode.h"
 #include "rows.h"
 
@@ -86,11 +87,16 @@ PyObject *kprof_py_register_timestamp(PyObject *m, PyObject *noargs) {
     return PyLong_FromLong(register_timestamp(monotonic_ns));
 }
 
-/* set_limits(buffer_size, max_buffers, max_rows, refuse_ok): the rows' bound is rows.c's. */
+/* set_limits(buffer_size, max_buffers, max_rows, refuse_ok, max_launches): the rows' bound is
+ * rows.c's, the launches' join.c's. */
 PyObject *kprof_py_set_limits(PyObject *m, PyObject *args) {
-    Py_ssize_t bs, mb, mr;
+    Py_ssize_t bs, mb, mr, ml;
     int ro;
-    if (!PyArg_ParseTuple(args, "nnnp:set_limits", &bs, &mb, &mr, &ro)) return NULL;
+    if (!PyArg_ParseTuple(args, "nnnpn:set_limits", &bs, &mb, &mr, &ro, &ml)) return NULL;
+    if (ml < 8) {
+        PyErr_SetString(PyExc_ValueError, "set_limits: max_launches must be at least 8");
+        return NULL;
+    }
     pthread_mutex_lock(&kprof_lock);
     if ((size_t)bs != buffer_size) { /* kept buffers are of the old size */
         while (n_free) free(free_bufs[--n_free]);
@@ -99,6 +105,7 @@ PyObject *kprof_py_set_limits(PyObject *m, PyObject *args) {
     max_buffers = (long)mb;
     kprof_max_rows = (size_t)mr;
     refuse_ok = ro;
+    kprof_max_launches = (size_t)ml;
     pthread_mutex_unlock(&kprof_lock);
     Py_RETURN_NONE;
 }

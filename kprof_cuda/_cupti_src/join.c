@@ -8,6 +8,32 @@ size_t kprof_cap_launches, kprof_n_launches, kprof_n_used;
 raw_t *kprof_pending;
 size_t kprof_n_pending, kprof_cap_pending;
 long long kprof_c_foreign;
+size_t kprof_max_launches = MAX_LAUNCHES;
+long long kprof_c_forgotten;
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void kprof_launches_forget_oldest(void) {
+    size_t n = 0, k = kprof_n_launches / 8 + 1;
+    uint32_t *ids = malloc(kprof_n_launches * sizeof *ids);
+    if (!ids) return;
+    for (size_t i = 0; i < kprof_cap_launches; i++)
+        if (kprof_launches[i].corr && !kprof_launches[i].tomb) ids[n++] = kprof_launches[i].corr;
+    if (k > n) k = n;
+    qsort(ids, n, sizeof *ids, cmp_u32); /* rare: only a table full of launches never done */
+    uint32_t below = k < n ? ids[k] : UINT32_MAX;
+    free(ids);
+    for (size_t i = 0; i < kprof_cap_launches; i++) {
+        launch_t *l = &kprof_launches[i];
+        if (l->corr && !l->tomb && (l->corr < below || (k == n && l->corr == below))) {
+            kprof_drop_launch(l);
+            kprof_c_forgotten++;
+        }
+    }
+}
 
 /* Rehash into a table sized for the live launches (at most a quarter full): tombstones of
  * launches that got their records go, so probes stay short however many launches passed. */

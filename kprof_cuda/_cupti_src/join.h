@@ -31,10 +31,18 @@ typedef struct {
 KPROF_INTERNAL extern launch_t *kprof_launches;
 /* kprof_n_used counts tombstones too. */
 KPROF_INTERNAL extern size_t kprof_cap_launches, kprof_n_launches, kprof_n_used;
+/* At most this many live launches (MAX_LAUNCHES; set_max_launches() for the tests): past it
+ * the oldest eighth are forgotten (kprof_c_forgotten), as the pure reader does. */
+KPROF_INTERNAL extern size_t kprof_max_launches;
 #define MAX_LAUNCHES ((size_t)1 << 20)
+KPROF_INTERNAL extern long long kprof_c_forgotten;
 
 /* Rehashes into a table sized for the live launches; -1 without the memory. */
 KPROF_INTERNAL int kprof_launches_grow(void);
+
+/* Forgets the oldest eighth of the live launches (by correlation id): launches whose records
+ * never came (a lost buffer, a call CUPTI wrote no work for), so that new ones always fit. */
+KPROF_INTERNAL void kprof_launches_forget_oldest(void);
 
 static inline size_t kprof_hash32(uint32_t x) { return (size_t)(x * 2654435761u); }
 
@@ -53,7 +61,8 @@ static inline launch_t *kprof_find_launch(uint32_t corr) {
 static inline launch_t *kprof_get_launch(uint32_t corr) {
     launch_t *l = kprof_find_launch(corr);
     if (l) return l;
-    if (kprof_n_launches >= MAX_LAUNCHES) return NULL; /* launches whose records never came */
+    if (kprof_n_launches >= kprof_max_launches) kprof_launches_forget_oldest();
+    if (kprof_n_launches >= kprof_max_launches) return NULL;
     if ((kprof_n_used + 1) * 2 > kprof_cap_launches && kprof_launches_grow() < 0) return NULL;
     size_t mask = kprof_cap_launches - 1, i = kprof_hash32(corr) & mask;
     while (kprof_launches[i].corr && !kprof_launches[i].tomb) i = (i + 1) & mask;

@@ -54,14 +54,14 @@ static PyObject *stats(PyObject *m, PyObject *noargs) {
     pthread_mutex_lock(&kprof_lock);
     long long c[] = {kprof_c_buffers, kprof_c_decoded, kprof_c_refused, kprof_c_records,
                      kprof_c_unknown, kprof_c_foreign, kprof_c_dropped_rows,
-                     kprof_c_discarded_buffers};
+                     kprof_c_discarded_buffers, kprof_c_forgotten};
     Py_ssize_t launches = (Py_ssize_t)kprof_n_launches, pending = (Py_ssize_t)kprof_n_pending,
                rows = (Py_ssize_t)kprof_n_rows;
     pthread_mutex_unlock(&kprof_lock);
-    return Py_BuildValue("{sLsLsLsLsLsLsLsLsnsnsn}", "buffers", c[0], "decoded", c[1],
+    return Py_BuildValue("{sLsLsLsLsLsLsLsLsLsnsnsn}", "buffers", c[0], "decoded", c[1],
                          "refused", c[2], "records", c[3], "unknown_kinds", c[4], "foreign",
-                         c[5], "dropped_rows", c[6], "discarded_buffers", c[7], "launches",
-                         launches, "pending", pending, "rows", rows);
+                         c[5], "dropped_rows", c[6], "discarded_buffers", c[7], "forgotten",
+                         c[8], "launches", launches, "pending", pending, "rows", rows);
 }
 
 /* ---- fork: the child gets the lock free --------------------------------------------------
@@ -109,7 +109,7 @@ static PyMethodDef methods[] = {
     {"register_timestamp", kprof_py_register_timestamp, METH_NOARGS,
      "register_timestamp() -> CUptiResult (-1: this CUPTI has no timestamp callback)"},
     {"set_limits", kprof_py_set_limits, METH_VARARGS,
-     "set_limits(buffer_size, max_buffers, max_rows, refuse_ok)"},
+     "set_limits(buffer_size, max_buffers, max_rows, refuse_ok, max_launches)"},
     {"wait", kprof_py_wait, METH_VARARGS, "wait(timeout) -> rows ready (releases the GIL)"},
     {"wake", kprof_py_wake, METH_NOARGS, "wake(): end a wait() now"},
     {"take", kprof_py_take, METH_VARARGS,

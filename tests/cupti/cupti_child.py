@@ -42,6 +42,7 @@ from kprof_core.host.discovery import ENV_DISABLE_AUTOLOAD, registry  # noqa: E4
 from kprof_core.recording import activity as core_activity  # noqa: E402
 from kprof_cuda import activity as cuda_activity  # noqa: E402
 from kprof_cuda import cupti_abi as abi  # noqa: E402
+from kprof_cuda import cupti_layout  # noqa: E402
 from kprof_cuda.plugin import CudaPlugin  # noqa: E402
 
 os.environ[ENV_DISABLE_AUTOLOAD] = "1"
@@ -468,6 +469,33 @@ def a_batched_copy_is_every_copy_it_made(env: Env) -> None:
     ], rows(p)
     stats = cuda_activity._reader.stats()
     assert stats["launches"] == 0 and stats["foreign"] == foreign, stats
+
+
+def past_the_launch_limit_the_oldest_are_forgotten(env: Env) -> None:
+    """Launches whose records never come pile up; past the readers' limit the oldest eighth
+    are forgotten, on both readers: the newest launches still get their rows (the compiled
+    reader once refused new launches there instead, and lost their rows)."""
+    reader = cuda_activity._reader
+    before = reader.stats().get("forgotten", 0)
+    try:
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            with kprof.profile(backends=["cuda"], timeout=0.2) as p:
+                reader.max_launches = 64
+                reader.apply_limits()
+                launched = [launch(emit=False) for _ in range(100)]
+                lib.cuptidouble_complete_buffer()
+                lib.cuptiActivityFlushAll(0)
+                assert env.plugin.activity is not None
+                env.plugin.activity.drain.take()
+                assert reader.stats()["launches"] <= 64, reader.stats()
+                for (corr, begin), name in ((launched[-1], b"newest"), (launched[0], b"oldest")):
+                    lib.cuptidouble_kernel(corr, name, 0, 1, 13, 1, 1, 1, 1, 1, 1, begin, begin + 9)
+    finally:
+        reader.max_launches = cupti_layout.MAX_LAUNCHES
+        reader.apply_limits()
+    assert [x["name"] for x in rows(p)] == ["newest"], rows(p)
+    assert reader.stats()["forgotten"] > before, reader.stats()
 
 
 def every_graph_node_is_waited_for(env: Env) -> None:
@@ -994,6 +1022,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         runtime_api_records,
         graph_launch_records,
         a_batched_copy_is_every_copy_it_made,
+        past_the_launch_limit_the_oldest_are_forgotten,
         every_graph_node_is_waited_for,
         late_records_dropped_counted_said,
         subscriber_taken_falls_back_to_events,

@@ -27,6 +27,7 @@ SCENARIOS = (
     "runtime_api_records",
     "graph_launch_records",
     "a_batched_copy_is_every_copy_it_made",
+    "past_the_launch_limit_the_oldest_are_forgotten",
     "every_graph_node_is_waited_for",
     "late_records_dropped_counted_said",
     "subscriber_taken_falls_back_to_events",
