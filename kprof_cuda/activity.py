@@ -366,7 +366,16 @@ class CuptiActivity:
             warnings.warn(f"kprof: {FORKED}", RuntimeWarning, stacklevel=4)
         if not self.active or _reader is None:
             return 0
-        return self.drain.flush(scopes, timeout)
+        left = self.drain.flush(scopes, timeout)
+        if self.drain.no_work:
+            warnings.warn(
+                f"kprof: {self.drain.no_work} CUDA launch(es) of the profile made no device "
+                f"record though the devices finished their work (launched into a stream being "
+                f"captured into a CUDA graph, or an empty graph): no rows for them",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        return left
 
     def after_fork(self) -> None:
         """In a child made by ``os.fork()``: CUPTI's threads are gone and CUDA cannot be used

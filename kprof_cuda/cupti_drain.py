@@ -48,6 +48,11 @@ _DETAIL_COLUMNS = (
 )
 
 
+#: Flushes after the devices finished that find the same launches without a record before
+#: the end stops waiting for them (a few ms: CUPTI delivers a finished buffer at the next).
+_NO_WORK_FLUSHES = 10
+
+
 class Drain:
     """Takes one CUPTI client's rows from the process's reader to the running profiles.
 
@@ -69,6 +74,9 @@ class Drain:
         self.reader: Any = None  # the process's reader, once the kinds were enabled
         #: Why the last end could not wait for its devices (None: it could, or had none).
         self.idle_error: str | None = None
+        #: Launches the last end found without a record once its devices had finished: they
+        #: made no device work (captured into a CUDA graph, an empty graph), not waited for.
+        self.no_work = 0
         self.dropped_by_cupti = 0
         self.foreign = 0
         self.dropped_since_start = 0
@@ -90,10 +98,13 @@ class Drain:
         self._thread = None
 
     def reset(self, reader: Any) -> None:
-        """The kinds are being enabled with ``reader``: its queue indices start over."""
+        """The kinds are being enabled with ``reader``: its queue indices start over, and what
+        it discarded before is no loss of the profiles starting now."""
         self.reader = reader
         self._queues, self._reader_queues = [], 0
         self.dropped_since_start = 0
+        counts = reader.stats()
+        self._kprof_seen = counts["discarded_records"] + counts.get("dropped_rows", 0)
 
     def start(self) -> None:
         self._stop.clear()
@@ -127,7 +138,9 @@ class Drain:
         # devices instead, on a thread of its own, bounded by the timeout like the rest.
         idle, waited = self._wait_for_devices()
         pause = 1e-4
-        settled = 0
+        settled = stuck = 0
+        last_left = -1
+        self.no_work = 0
         while True:
             was_idle = idle.is_set()
             c.ActivityFlushAll(0)
@@ -154,6 +167,16 @@ class Drain:
             # Once idle, a few more flushes: CUPTI completes the last records as it learns
             # that their work is done.
             settled = settled + 1 if was_idle and not left else 0
+            # Launches still without a record, the same ones flush after flush, once every
+            # device they could have run on finished (it was waited for, without an error):
+            # they made no device work (a launch captured into a CUDA graph by stream capture,
+            # an empty graph launch), and no record will come. Not waited for the timeout.
+            known = bool(waited) and self.idle_error is None
+            stuck = stuck + 1 if was_idle and known and left and left == last_left else 0
+            last_left = left
+            if stuck >= _NO_WORK_FLUSHES:
+                self.no_work, left = left, 0
+                break
             if settled >= 3 or time.monotonic() >= deadline:
                 break
             time.sleep(pause)  # CUPTI's thread can deliver meanwhile

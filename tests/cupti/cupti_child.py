@@ -475,12 +475,13 @@ def past_the_launch_limit_the_oldest_are_forgotten(env: Env) -> None:
     """Launches whose records never come pile up; past the readers' limit the oldest eighth
     are forgotten, on both readers: the newest launches still get their rows (the compiled
     reader once refused new launches there instead, and lost their rows)."""
-    reader = cuda_activity._reader
-    before = reader.stats().get("forgotten", 0)
     try:
         with warnings.catch_warnings(record=True):
             warnings.simplefilter("always")
             with kprof.profile(backends=["cuda"], timeout=0.2) as p:
+                reader = cuda_activity._reader
+                assert reader is not None
+                before = reader.stats().get("forgotten", 0)
                 reader.max_launches = 64
                 reader.apply_limits()
                 launched = [launch(emit=False) for _ in range(100)]
@@ -492,8 +493,9 @@ def past_the_launch_limit_the_oldest_are_forgotten(env: Env) -> None:
                 for (corr, begin), name in ((launched[-1], b"newest"), (launched[0], b"oldest")):
                     lib.cuptidouble_kernel(corr, name, 0, 1, 13, 1, 1, 1, 1, 1, 1, begin, begin + 9)
     finally:
-        reader.max_launches = cupti_layout.MAX_LAUNCHES
-        reader.apply_limits()
+        if cuda_activity._reader is not None:
+            cuda_activity._reader.max_launches = cupti_layout.MAX_LAUNCHES
+            cuda_activity._reader.apply_limits()
     assert [x["name"] for x in rows(p)] == ["newest"], rows(p)
     assert reader.stats()["forgotten"] > before, reader.stats()
 
@@ -551,8 +553,18 @@ def late_records_dropped_counted_said(env: Env) -> None:
         late_before = core_activity.stats()["late"]
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with kprof.profile(timeout=0.2) as p:
-                corr, begin = launch(b"slow", emit=False)
+            # The slow kernel keeps its device busy past the timeout: the end's wait for the
+            # device does not return (a device idle with the launch still missing would mean
+            # the launch made no work, and the end would stop waiting at once).
+            busy = threading.Event()
+            waits = env.fake.on_synchronize
+            env.fake.on_synchronize = lambda device: busy.wait(5)
+            try:
+                with kprof.profile(timeout=0.2) as p:
+                    corr, begin = launch(b"slow", emit=False)
+            finally:
+                busy.set()
+                env.fake.on_synchronize = waits
             assert rows(p) == []
             assert any("had no device record after 0.2 s" in str(w.message) for w in caught), caught
             lib.cuptidouble_kernel(corr, b"slow", 0, 1, 13, 1, 1, 1, 1, 1, 1, begin, begin + 10)
@@ -823,6 +835,20 @@ def buffer_policy_by_api_version(env: Env) -> None:
         assert p.dropped["cuda"][0] == 3, p.dropped
     finally:
         cuda_activity.MAX_BUFFERS = 64
+    # A later capture is not told of those losses again, even by a new plugin instance over
+    # the process's reader (its first capture once counted every record kprof had ever
+    # discarded as lost while it ran).
+    env.close()
+    fresh = Env()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with kprof.profile() as p:
+                launch()
+    finally:
+        fresh.close()
+    assert len(rows(p)) == 1 and not p.dropped, p.dropped
+    assert not any("were lost" in str(w.message) for w in caught), [str(w.message) for w in caught]
 
 
 def forced_flush_at_the_last_end(env: Env) -> None:
@@ -938,6 +964,30 @@ def a_failed_launch_is_never_waited_for(env: Env) -> None:
     assert lib.cuptidouble_flushes() - flushes <= 10, lib.cuptidouble_flushes() - flushes
 
 
+def a_launch_that_made_no_work_is_not_waited_for(env: Env) -> None:
+    """A launch into a stream being captured into a CUDA graph (or an empty graph launch)
+    succeeds and enqueues nothing: no kernel record ever comes. The end waited for it the
+    whole timeout and blamed the device; once the devices finished and flushes find the same
+    launches still without a record, it says so in one line and stops."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with kprof.profile(timeout=5) as p:
+            launch(b"before")
+            launch(emit=False)  # captured: a successful call, no work
+            t = lib.cuptidouble_now()
+            lib.cuptidouble_api(DRIVER, GRAPH, t, t + 1000)  # an empty graph: no node
+            launch(b"after")
+            flushes = lib.cuptidouble_flushes()
+    assert sorted(x["name"] for x in rows(p)) == ["after", "before"], rows(p)
+    msgs = [str(w.message) for w in caught]
+    assert not any("device may be hung" in m for m in msgs), msgs
+    said = "2 CUDA launch(es) of the profile made no device record"
+    assert sum(said in m for m in msgs) == 1, msgs
+    assert env.fake.synchronized, "the end waited for the device before it gave up on them"
+    # Flushes counted, not time: the end's few and ten more, not a poll until the timeout.
+    assert lib.cuptidouble_flushes() - flushes <= 20, lib.cuptidouble_flushes() - flushes
+
+
 def memory_records_become_allocations(env: Env) -> None:
     """MEMORY2 records (with the API records of their calls, for their scope) become the
     profile's memory: exact sizes, addresses, devices, times on perf_counter_ns, peaks and
@@ -1040,6 +1090,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         kernels_running_at_the_end_are_waited_for,
         earlier_drops_never_cut_short_the_wait_for_running_kernels,
         a_failed_launch_is_never_waited_for,
+        a_launch_that_made_no_work_is_not_waited_for,
         memory_records_become_allocations,
         memory_outside_the_profile_is_not_recorded,
     )

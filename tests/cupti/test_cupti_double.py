@@ -45,6 +45,7 @@ SCENARIOS = (
     "kernels_running_at_the_end_are_waited_for",
     "earlier_drops_never_cut_short_the_wait_for_running_kernels",
     "a_failed_launch_is_never_waited_for",
+    "a_launch_that_made_no_work_is_not_waited_for",
     "memory_records_become_allocations",
     "memory_outside_the_profile_is_not_recorded",
 )
