@@ -1,5 +1,5 @@
 """The reference is complete: every hook has a docstring with a ``:param:`` field per argument,
-README.md names each one and points to that reference; every public name of ``kprof``
+the plugin tutorial names each one and points to that reference; every public name of ``kprof``
 and every public attribute of ``Profile``, the records and what plugins return is documented,
 and docstrings' references to attributes (``Profile.clocks``) resolve."""
 
@@ -23,6 +23,7 @@ from kprof_core.host.markers import PROJECT
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 DOCS = README.parent / "docs"
+TUTORIAL = DOCS / "plugins" / "tutorial.md"
 HOOKS = [
     fn
     for name, fn in vars(hookspecs).items()
@@ -52,16 +53,17 @@ def test_every_hookspec_documents_each_parameter(hook: object) -> None:
     assert not missing, f"hookspec {hook.__name__} has no ':param {missing[0]}:'"  # type: ignore[attr-defined]
 
 
-def test_readme_lists_every_hook_and_points_to_the_reference() -> None:
-    """README teaches (which hook for what, the example plugin) and links to the reference
-    rather than restating it: each hook is named there, none has a section of its own."""
-    text = README.read_text()
+def test_the_tutorial_lists_every_hook_and_points_to_the_reference() -> None:
+    """The plugin tutorial teaches (which hook for what, the example plugin) and links to the
+    reference rather than restating it: each hook is named there, none has a section of its
+    own. (This table was README.md's until the README became a front page.)"""
+    text = TUTORIAL.read_text()
     assert "kprof_core/host/hookspecs.py" in text
     for hook in HOOKS:
         name = hook.__name__  # type: ignore[attr-defined]
-        assert f"`{name}`" in text, f"README.md's table of hooks does not name {name}"
+        assert f"`{name}`" in text, f"the tutorial's table of hooks does not name {name}"
         assert not re.search(rf"^#+\s+`?{name}\(", text, re.MULTILINE), (
-            f"README.md restates {name}: its docstring in hookspecs.py is the reference"
+            f"the tutorial restates {name}: its docstring in hookspecs.py is the reference"
         )
 
 
