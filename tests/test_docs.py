@@ -253,35 +253,6 @@ def test_plugin_names_left_kprof_for_kprof_plugin_with_a_warning() -> None:
         kprof.hookspec  # type: ignore[attr-defined]  # noqa: B018
 
 
-def test_the_readmes_first_example_runs_as_shown(tmp_path: Path) -> None:
-    """The README's first code block is a whole program: it runs and prints exact rows."""
-    import os
-    import subprocess
-    import sys
-
-    pytest.importorskip("pyopencl")
-    import kprof_opencl
-
-    if kprof_opencl.default_device() is None:
-        pytest.skip("no OpenCL device")
-    text = README.read_text()
-    code = text[text.index("```python\n") + len("```python\n") :]
-    code = code[: code.index("```")]
-    (tmp_path / "first.py").write_text(code)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
-    r = subprocess.run(
-        [sys.executable, "first.py"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**env, "PYOPENCL_CTX": "0"},
-        cwd=tmp_path,
-    )
-    assert r.returncode == 0, r.stderr
-    assert "recording 10 ranges, 20 kernels and 0 copies" in r.stdout
-    assert " ~" not in r.stdout and "ProfilingDisabledWarning" not in r.stderr
-
-
 #: The marks a report puts on rows and notes (``renderers/console.py``).
 REPORT_MARKS = (" *", " ~", "!")
 
