@@ -81,6 +81,29 @@ def shape_mismatch(shown: str, printed: str) -> str | None:
     return None
 
 
+def _slug(heading: str) -> str:
+    """A Markdown heading's anchor as code hosts make it (GitHub, GitLab)."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_the_readmes_links_land_on_files_and_headings_that_exist() -> None:
+    """Relative links only, to files of the checkout (a code host renders them), and to pages
+    that read as Markdown there: not the reference's ``.rst`` pages of autodoc directives."""
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", README.read_text()):
+        assert "://" not in target, f"README.md links outside the checkout: {target}"
+        path, _, anchor = target.partition("#")
+        page = ROOT / path
+        if not page.is_file() or page.suffix == ".rst":
+            broken.append(target)
+        elif anchor:
+            headings = re.findall(r"^#+\s+(.+)$", page.read_text(), re.MULTILINE)
+            if anchor not in {_slug(h) for h in headings}:
+                broken.append(target)
+    assert not broken, f"README.md's links that land nowhere: {broken}"
+
+
 def test_the_readme_shows_a_cut_output_of_its_example() -> None:
     code, shown = example_and_output(README.read_text())
     assert "print(p)" in code and "kprof.profile(" in code
