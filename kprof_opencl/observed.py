@@ -17,7 +17,7 @@ clock, no thread polls, no GIL needed): ``end`` is when the driver completed the
 ``begin`` when it started running where the callback was registered before it did, else the
 later of its launch and the previous completion on an in-order queue. Polling was far off on
 real programs (a completion waits for the GIL, up to the 5 ms switch interval, and
-several completions seen in one poll got ~0 µs each); see BENCHMARKS.md for both, measured.
+several completions seen in one poll got ~0 µs each); see bench/HISTORY.md for both, measured.
 
 Why not ``Event.set_callback``: PyOpenCL starts a native thread per callback, which measured
 ~100 µs per launch here (a tiny launch is ~2.5 µs); tracking a token costs ~1 µs.
@@ -304,7 +304,7 @@ def method() -> str:
 def accuracy_note(stamped: int, polled: int) -> str | None:
     """The report's line on how ``stamped`` + ``polled`` commands on queues without profiling
     were observed, with what bench/bench_approximate.py measured of each way on PoCL (see
-    BENCHMARKS.md, "Approximate rows against exact ones"); None when there were none."""
+    bench/HISTORY.md, "Approximate rows against exact ones"); None when there were none."""
     out = []
     if stamped:
         out.append(
