@@ -205,7 +205,9 @@ class CuptiActivity:
         reader.buffer_size, reader.max_buffers = BUFFER_SIZE, MAX_BUFFERS
         c.refresh_version()
         reader.refuse_ok = c.api_version >= abi.REFUSE_BUFFERS_FROM_API
-        reader.restart_clock()
+        # At every capture's start (also restarts the clock): another tool may have replaced
+        # kprof's callbacks since the last one, and the capture would then be silently empty.
+        reader.register()
         if reader.compiled:
             reader.max_rows = MAX_ROWS
         self.drain.reset(reader)
@@ -423,8 +425,8 @@ def _compiled() -> Any:
 
 
 def _get_reader(c: Cupti) -> Any:
-    """The process's reader, registered with CUPTI once: compiled where built (and not
-    ``KPROF_PURE_PYTHON=1``), else pure Python."""
+    """The process's reader (registered with CUPTI at each capture's start, ``_enable``):
+    compiled where built (and not ``KPROF_PURE_PYTHON=1``), else pure Python."""
     global _reader
     if _reader is None:
         mod = _compiled()
@@ -436,7 +438,6 @@ def _get_reader(c: Cupti) -> Any:
             from .cupti_pure import PureReader
 
             reader = PureReader(c)
-        reader.register()
         _reader = reader
     return _reader
 

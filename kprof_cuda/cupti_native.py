@@ -4,6 +4,7 @@ taken by Python as whole columns (see ``_cupti_src/module.c``)."""
 
 from __future__ import annotations
 
+import time
 from types import ModuleType
 from typing import Any
 
@@ -64,13 +65,24 @@ class NativeReader:
         handler (``_cupti_src/module.c``); nothing here."""
 
     def register(self) -> None:
+        """kprof's callbacks, registered at every capture's start: CUPTI keeps one set per
+        process, and another tool (torch.profiler's Kineto registers at every trace) may have
+        replaced kprof's since the last capture."""
         self.cupti.check(self.mod.register(), "cuptiActivityRegisterCallbacks")
         # CUPTI's records on the host's monotonic clock; a CUPTI without the callback keeps
-        # its own clock, calibrated (Profile.clocks says which).
-        self.timestamp_callback = self.mod.register_timestamp() == 0
+        # its own clock, calibrated (Profile.clocks says which). Checked, not assumed: only
+        # the clock CUPTI actually reads is given that label.
+        self.timestamp_callback = self.mod.register_timestamp() == 0 and self.on_host_clock()
         # Without the callback CUPTI keeps its default clock (CLOCK_REALTIME), beyond kprof's
         # value limit: timestamps are handed relative to this base (cupti_clock adds it back).
         self.restart_clock()
+
+    def on_host_clock(self) -> bool:
+        """Whether CUPTI's timestamps are the host's monotonic clock now (kprof's callback, not
+        another tool's): cuptiGetTimestamp read between two readings of that clock."""
+        before = time.monotonic_ns()
+        t = self.cupti.timestamp()
+        return before - 1_000_000 <= t <= time.monotonic_ns() + 1_000_000
 
     def restart_clock(self) -> None:
         """The first profile starts: timestamps are handed relative to CUPTI's clock now

@@ -71,6 +71,7 @@ class PureReader(PureSites):
             "refused": 0,  # requests refused (CUPTI then drops records; API >= 27 only)
             "discarded_buffers": 0,  # completed buffers discarded past the memory bound
             "discarded_records": 0,
+            "foreign_buffers": 0,  # completed buffers that were another tool's: read, not kept
             "unknown_kinds": 0,  # records of kinds kprof does not read: skipped
             "records": 0,
         }
@@ -91,10 +92,13 @@ class PureReader(PureSites):
         self._lock = threading.Lock()
 
     def register(self) -> None:
+        """kprof's callbacks, registered at every capture's start (another tool may have
+        replaced them since the last one); the clock restarts with them."""
         self.cupti.check(
             self.cupti.ActivityRegisterCallbacks(self._request_cb, self._complete_cb),
             "cuptiActivityRegisterCallbacks",
         )
+        self.restart_clock()
 
     def _requested(self, buf: Any, size: Any, max_records: Any) -> None:
         lent = False
@@ -123,9 +127,15 @@ class PureReader(PureSites):
     def _completed(self, ctx: Any, stream: int, buf: Any, size: int, valid: int) -> None:
         try:
             with self._lock:
-                self._out = max(0, self._out - 1)
                 if not buf:
+                    self._out = max(0, self._out - 1)
                     return
+                if buf in self._bufs:
+                    self._out = max(0, self._out - 1)
+                else:
+                    # Another tool's buffer (lent before kprof's callbacks replaced its
+                    # own): read, never kept (_recycle keeps only kprof's own memory).
+                    self.counts["foreign_buffers"] += 1
                 self.counts["buffers"] += 1
                 if valid and len(self._done) >= self.max_buffers:
                     # Past the bound (CUPTI before API 27 must never be refused a buffer):

@@ -18,6 +18,35 @@ static uint8_t *free_bufs[FREE_KEPT];
 static int n_free;
 
 long long kprof_c_buffers, kprof_c_decoded, kprof_c_refused, kprof_c_discarded_buffers;
+long long kprof_c_foreign_buffers;
+
+/* The buffers lent to CUPTI and not given back yet: a completed buffer not among them is
+ * another tool's (its callbacks were registered before kprof's replaced them: CUPTI completes
+ * a buffer through the callbacks registered at that time). It is read, never freed nor kept:
+ * its memory is the other tool's allocator's. Lock held. */
+static uint8_t **lent;
+static size_t n_lent, cap_lent;
+
+static int lend(uint8_t *b) {
+    if (n_lent == cap_lent) {
+        size_t nc = cap_lent ? 2 * cap_lent : 64;
+        uint8_t **nl = realloc(lent, nc * sizeof *nl);
+        if (!nl) return -1;
+        lent = nl;
+        cap_lent = nc;
+    }
+    lent[n_lent++] = b;
+    return 0;
+}
+
+static int given_back(uint8_t *b) {
+    for (size_t i = 0; i < n_lent; i++)
+        if (lent[i] == b) {
+            lent[i] = lent[--n_lent];
+            return 1;
+        }
+    return 0;
+}
 
 void kprof_buffers_bind(cupti_register_t register_cb, register_ts_t register_ts) {
     register_callbacks = register_cb;
@@ -43,11 +72,13 @@ static void on_request(uint8_t **buf, size_t *size, size_t *max_records) {
         if (posix_memalign(&p, 8, bs) != 0) p = NULL;
         b = p;
     }
-    if (!b) { /* CUPTI gets none (drops records, counts them): none is out, none comes back */
-        pthread_mutex_lock(&kprof_lock);
-        outstanding--;
-        pthread_mutex_unlock(&kprof_lock);
+    pthread_mutex_lock(&kprof_lock);
+    if (b && lend(b) < 0) { /* (no memory to note it: CUPTI gets none) */
+        free(b);
+        b = NULL;
     }
+    if (!b) outstanding--; /* CUPTI gets none (drops records, counts them): none comes back */
+    pthread_mutex_unlock(&kprof_lock);
     *buf = b;
     *size = b ? bs : 0;
 }
@@ -55,15 +86,22 @@ static void on_request(uint8_t **buf, size_t *size, size_t *max_records) {
 static void on_complete(void *ctx, uint32_t stream, uint8_t *buf, size_t size, size_t valid) {
     (void)ctx; (void)stream;
     pthread_mutex_lock(&kprof_lock);
-    if (outstanding > 0) outstanding--;
+    int ours = buf && given_back(buf);
+    if (ours && outstanding > 0) outstanding--;
     if (buf) {
         kprof_c_buffers++;
+        if (!ours) kprof_c_foreign_buffers++;
         if (valid) {
             if (kprof_n_rows >= kprof_max_rows) kprof_c_discarded_buffers++;
             kprof_decode(buf, valid);
             kprof_c_decoded++;
         }
-        if (n_free < FREE_KEPT && size == buffer_size) { free_bufs[n_free++] = buf; buf = NULL; }
+        if (!ours)
+            buf = NULL; /* another tool's: neither kept nor freed */
+        else if (n_free < FREE_KEPT && size == buffer_size) {
+            free_bufs[n_free++] = buf;
+            buf = NULL;
+        }
     }
     kprof_rows_announce();
     pthread_mutex_unlock(&kprof_lock);

@@ -15,10 +15,10 @@ typedef cupti_result (*register_ts_t)(uint64_t (*)(void));
 KPROF_INTERNAL void kprof_buffers_bind(cupti_register_t register_callbacks,
                                        register_ts_t register_timestamp);
 
-/* Buffers completed, decoded, refused (max_buffers out, refusing safe), and decoded with the
- * rows full (for stats(), under the lock). */
+/* Buffers completed, decoded, refused (max_buffers out, refusing safe), decoded with the
+ * rows full, and completed that were another tool's (for stats(), under the lock). */
 KPROF_INTERNAL extern long long kprof_c_buffers, kprof_c_decoded, kprof_c_refused,
-    kprof_c_discarded_buffers;
+    kprof_c_discarded_buffers, kprof_c_foreign_buffers;
 
 KPROF_INTERNAL PyObject *kprof_py_register(PyObject *m, PyObject *noargs);
 KPROF_INTERNAL PyObject *kprof_py_register_timestamp(PyObject *m, PyObject *noargs);

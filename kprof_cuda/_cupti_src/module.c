@@ -54,14 +54,15 @@ static PyObject *stats(PyObject *m, PyObject *noargs) {
     pthread_mutex_lock(&kprof_lock);
     long long c[] = {kprof_c_buffers, kprof_c_decoded, kprof_c_refused, kprof_c_records,
                      kprof_c_unknown, kprof_c_foreign, kprof_c_dropped_rows,
-                     kprof_c_discarded_buffers, kprof_c_forgotten};
+                     kprof_c_discarded_buffers, kprof_c_forgotten, kprof_c_foreign_buffers};
     Py_ssize_t launches = (Py_ssize_t)kprof_n_launches, pending = (Py_ssize_t)kprof_n_pending,
                rows = (Py_ssize_t)kprof_n_rows;
     pthread_mutex_unlock(&kprof_lock);
-    return Py_BuildValue("{sLsLsLsLsLsLsLsLsLsnsnsn}", "buffers", c[0], "decoded", c[1],
+    return Py_BuildValue("{sLsLsLsLsLsLsLsLsLsLsnsnsn}", "buffers", c[0], "decoded", c[1],
                          "refused", c[2], "records", c[3], "unknown_kinds", c[4], "foreign",
                          c[5], "dropped_rows", c[6], "discarded_buffers", c[7], "forgotten",
-                         c[8], "launches", launches, "pending", pending, "rows", rows);
+                         c[8], "foreign_buffers", c[9], "launches", launches, "pending",
+                         pending, "rows", rows);
 }
 
 /* ---- fork: the child gets the lock free --------------------------------------------------

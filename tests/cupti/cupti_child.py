@@ -81,6 +81,8 @@ lib.cuptidouble_has_timestamp_callback.restype = ctypes.c_int
 lib.cuptidouble_forced_flushes.restype = ctypes.c_long
 lib.cuptidouble_flushes.restype = ctypes.c_long
 lib.cuptiActivityFlushAll.argtypes = [u32]
+lib.cuptidouble_other_client_records.restype = ctypes.c_long
+lib.cuptidouble_other_client_not_its_own.restype = ctypes.c_long
 lib.cuptidouble_memory.argtypes = [u32, ctypes.c_int, ctypes.c_int, u64, u64, u32, u32, u32, u64]
 
 # Values from CUPTI's public headers (cupti_activity.h, cupti_driver_cbid.h,
@@ -988,6 +990,46 @@ def a_launch_that_made_no_work_is_not_waited_for(env: Env) -> None:
     assert lib.cuptidouble_flushes() - flushes <= 20, lib.cuptidouble_flushes() - flushes
 
 
+def another_cupti_client_between_two_profiles(env: Env) -> None:
+    """torch.profiler's Kineto registers its own buffer and timestamp callbacks at each trace,
+    and CUPTI keeps one set per process. A kprof profile after such a trace registers kprof's
+    again at its start: its rows come (every later profile was silently empty, its end
+    waiting out the timeout), placed on the host's clock (the other tool's clock was still
+    labelled CLOCK_MONOTONIC)."""
+    with kprof.profile() as p:
+        launch(b"first")
+    assert [x["name"] for x in rows(p)] == ["first"], rows(p)
+    assert lib.cuptidouble_other_client_start() == 0  # a trace of the other tool's
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with kprof.profile(timeout=1) as p:
+            launch(b"second")
+    assert [x["name"] for x in rows(p)] == ["second"], ([str(w.message) for w in caught], rows(p))
+    (clock,) = p.clocks.values()
+    if cuda_activity._reader.compiled:  # kprof's timestamp callback is CUPTI's again
+        assert "timestamp callback" in clock.method and clock.error_ns == 0, clock
+    assert p.start_ns - clock.error_ns <= rows(p)[0]["start"] <= p.end_ns + clock.error_ns
+
+
+def a_buffer_of_another_client_is_read_never_freed(env: Env) -> None:
+    """A buffer the other tool lent CUPTI is completed through kprof's callbacks once kprof's
+    replaced its own, with kprof's profile's records in it. kprof reads it and neither frees
+    nor reuses it (the compiled reader freed it: another allocator's memory, a crash where
+    the other tool frees it too; the double's arena makes a free abort at once)."""
+    lib.cuptidouble_other_client_start()
+    for kind in (KERNEL_KIND, abi.KIND["DRIVER"]):  # the other tool's trace runs
+        lib.cuptiActivityEnable(kind)
+    # A call of theirs, in a buffer of the other tool's arena still being filled (its API
+    # record only: the double would take a kernel's end on the other tool's clock as work
+    # still running on kprof's).
+    launch(b"theirs", emit=False)
+    with kprof.profile() as p:
+        launch(b"mine")  # the same buffer: kprof's callbacks complete it
+    assert [x["name"] for x in rows(p)] == ["mine"], (rows(p), cuda_activity._reader.stats())
+    assert cuda_activity._reader.stats()["foreign_buffers"] >= 1, cuda_activity._reader.stats()
+    assert lib.cuptidouble_other_client_not_its_own() == 0  # nor did it get kprof's
+
+
 def memory_records_become_allocations(env: Env) -> None:
     """MEMORY2 records (with the API records of their calls, for their scope) become the
     profile's memory: exact sizes, addresses, devices, times on perf_counter_ns, peaks and
@@ -1093,6 +1135,8 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         a_launch_that_made_no_work_is_not_waited_for,
         memory_records_become_allocations,
         memory_outside_the_profile_is_not_recorded,
+        another_cupti_client_between_two_profiles,
+        a_buffer_of_another_client_is_read_never_freed,
     )
 }
 

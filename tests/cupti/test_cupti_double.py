@@ -48,6 +48,8 @@ SCENARIOS = (
     "a_launch_that_made_no_work_is_not_waited_for",
     "memory_records_become_allocations",
     "memory_outside_the_profile_is_not_recorded",
+    "another_cupti_client_between_two_profiles",
+    "a_buffer_of_another_client_is_read_never_freed",
 )
 
 

@@ -124,6 +124,7 @@ static int subscribed, taken_by_other;
 static unsigned char callback_on[CB_DOMAINS][MAX_CBID];
 static long callbacks_delivered, callbacks_enter;
 static CUpti_TimestampCallbackFunc timestamp_fn; /* cuptiActivityRegisterTimestampCallback */
+static uint64_t CUPTIAPI other_clock(void);     /* the other client's (see its section) */
 static uint32_t api_version = CUPTI_API_VERSION;   /* cuptidouble_set_version */
 static long refused;                                /* requests answered with no buffer */
 /* Sizes of records of other kinds (cuptidouble_other), as a newer CUPTI would write them. */
@@ -585,7 +586,9 @@ void cuptidouble_reset(void) {
     busy = CUPTI_SUCCESS;
     clock_offset = 0;
     /* A registered timestamp callback stays, as in CUPTI (nothing unregisters it): a tool's
-     * reader registers it once per process. */
+     * reader registers it once per process. The simulated other client's goes with it (each
+     * scenario starts without another tool). */
+    if (timestamp_fn == other_clock) timestamp_fn = NULL;
     api_version = CUPTI_API_VERSION;
     driver_cbid_size = CUPTI_DRIVER_TRACE_CBID_SIZE;
     runtime_cbid_size = CUPTI_RUNTIME_TRACE_CBID_SIZE;
@@ -937,3 +940,64 @@ int cuptidouble_memory(uint32_t corr, int operation, int memory_kind, uint64_t a
     pthread_mutex_unlock(&lock);
     return ok;
 }
+
+/* ---- another CUPTI client in the process, as torch.profiler's Kineto behaves ---------------
+ * At each trace start it registers its own buffer callbacks (CUPTI keeps one set per process
+ * and silently replaces the last: a buffer is completed through the callbacks registered when
+ * it completes) and its own timestamp callback (here CLOCK_REALTIME, not the host's
+ * monotonic clock). Its buffers come from a static arena: a tool that free()s one of them
+ * aborts the process, as freeing another allocator's memory would; one it does not own that
+ * comes back to it is counted, and dropped (it cannot free what is not its own either). */
+#define OTHER_BUFS 8
+#define OTHER_BUF_SIZE (64 * 1024)
+static uint8_t other_arena[OTHER_BUFS][OTHER_BUF_SIZE] __attribute__((aligned(8)));
+static int other_busy[OTHER_BUFS];
+static long other_records, other_not_its_own;
+static pthread_mutex_t other_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void CUPTIAPI other_request(uint8_t **buf, size_t *size, size_t *max_records) {
+    *buf = NULL;
+    *size = 0;
+    *max_records = 0;
+    pthread_mutex_lock(&other_lock);
+    for (int i = 0; i < OTHER_BUFS; i++)
+        if (!other_busy[i]) {
+            other_busy[i] = 1;
+            *buf = other_arena[i];
+            *size = OTHER_BUF_SIZE;
+            break;
+        }
+    pthread_mutex_unlock(&other_lock);
+}
+
+static void CUPTIAPI other_complete(CUcontext ctx, uint32_t stream, uint8_t *buf, size_t size,
+                                    size_t valid) {
+    (void)ctx; (void)stream; (void)size;
+    CUpti_Activity *rec = NULL;
+    long n = 0;
+    while (valid && cuptiActivityGetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) n++;
+    pthread_mutex_lock(&other_lock);
+    other_records += n;
+    int own = 0;
+    for (int i = 0; i < OTHER_BUFS; i++)
+        if (buf == other_arena[i]) { other_busy[i] = 0; own = 1; }
+    if (!own && buf) other_not_its_own++;
+    pthread_mutex_unlock(&other_lock);
+}
+
+static uint64_t CUPTIAPI other_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The other client starts a trace: its callbacks replace whatever was registered. */
+int cuptidouble_other_client_start(void) {
+    CUptiResult r = cuptiActivityRegisterCallbacks(other_request, other_complete);
+    if (r == CUPTI_SUCCESS) r = cuptiActivityRegisterTimestampCallback(other_clock);
+    return (int)r;
+}
+
+/* Records the other client got; buffers it got back that were not its own. */
+long cuptidouble_other_client_records(void) { return other_records; }
+long cuptidouble_other_client_not_its_own(void) { return other_not_its_own; }
