@@ -1,9 +1,10 @@
 """workqueue: a tiny "vendor library" for the example kprof plugin (not part of kprof).
 
 A ``Queue`` runs the functions launched on it in order, on its own worker thread: the device.
-``Queue.timestamp()`` enqueues a timestamp that the worker stamps, when it reaches it, with
-its own clock (``time.monotonic_ns``, not the host's ``perf_counter_ns``). ``with queue:``
-makes a queue the calling thread's current one.
+``Queue.write()`` and ``Queue.read()`` copy between the host and a ``Buffer`` (device memory)
+in the same order. ``Queue.timestamp()`` enqueues a timestamp that the worker stamps, when it
+reaches it, with the device's own clock (``device_clock()``, not the host's
+``perf_counter_ns``). ``with queue:`` makes a queue the calling thread's current one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ class Timestamp:
         self.reached = threading.Event()
 
 
+class Buffer:
+    """Device memory: ``nbytes`` bytes that only the device (the queue's worker) touches."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+        self.data = bytearray(nbytes)
+
+
 class Queue:
     def __init__(self, name: str = "queue") -> None:
         self.name = name
@@ -40,6 +49,14 @@ class Queue:
     def launch(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` on the device, after everything launched before it."""
         self._commands.put((fn, args))
+
+    def write(self, buffer: Buffer, data: bytes) -> None:
+        """Copy ``data`` from the host into ``buffer``, after everything launched before it."""
+        self._commands.put((_copy, (buffer.data, data)))
+
+    def read(self, buffer: Buffer, out: bytearray) -> None:
+        """Copy ``buffer`` into ``out`` on the host, after everything launched before it."""
+        self._commands.put((_copy, (out, buffer.data)))
 
     def timestamp(self, ts: Timestamp) -> Timestamp:
         """Enqueue ``ts``: it is stamped when the device reaches it."""
@@ -65,9 +82,18 @@ class Queue:
         _local.stack.pop()
 
 
+def device_clock() -> int:
+    """The device's clock now, in nanoseconds: the one timestamps are stamped with."""
+    return time.monotonic_ns()
+
+
 def _stamp(ts: Timestamp) -> None:
-    ts.device_ns = time.monotonic_ns()
+    ts.device_ns = device_clock()
     ts.reached.set()
+
+
+def _copy(dst: bytearray, src: bytes | bytearray) -> None:
+    dst[:] = src
 
 
 def current() -> Queue | None:
