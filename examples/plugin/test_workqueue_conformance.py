@@ -1,4 +1,7 @@
-"""The example plugin against kprof's conformance kit: ``python -m pytest examples/plugin``."""
+"""The example plugin against kprof's conformance kit.
+
+Run it with ``python -m pytest -v test_workqueue_conformance.py`` (pytest: ``pip install pytest``).
+"""
 
 from __future__ import annotations
 
