@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import importlib.util
 import re
 import subprocess
 import sys
@@ -37,6 +38,16 @@ def _examples() -> ModuleType:
         return importlib.import_module("run")
     finally:
         sys.path.remove(str(DOCS / "examples"))
+
+
+def _tutorial() -> ModuleType:
+    """The plugin tutorial's runner (``tests/test_plugin_tutorial.py`` runs its steps)."""
+    path = ROOT / "examples" / "plugin" / "tutorial" / "run.py"
+    spec = importlib.util.spec_from_file_location("kprof_plugin_tutorial_run", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class _Ids(HTMLParser):
@@ -316,6 +327,9 @@ RUN_ELSEWHERE = {
         "prof-{rank}.kprof",
     ),
     "kprof merge prof-*.kprof -o all.json --html all.html": ("tests/test_mpi.py", '"merge"'),
+    # The plugin tutorial's install: its runner builds the folder with pip (not editable: it
+    # keeps the .dist-info and imports the folder's modules, as an editable install does).
+    "pip install -e .": ("examples/plugin/tutorial/run.py", '"pip", "install"'),
     # The build command (docs/README.md): the ``site`` fixture above builds with these flags.
     "pip install -e '.[docs]' && python -m sphinx -n -W -b html docs docs/_build/html": (
         "tests/test_docs_site.py",
@@ -334,6 +348,8 @@ def _as_typed(argv: list[str]) -> str:
 def test_every_shell_command_on_a_page_is_run() -> None:
     run = _examples()
     typed = {_as_typed(argv) for argv in run.EXAMPLES.values()}
+    tutorial = _tutorial()
+    typed |= {tutorial.as_typed(argv) for _, argv in tutorial.STEPS.values()}
     unrun = []
     for where, block in _blocks("sh"):
         for line in block.splitlines():
