@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kprof's CUDA check on a machine with an NVIDIA GPU, from a plain checkout, in under 7 minutes.
+# kprof's CUDA check on a machine with an NVIDIA GPU, from a plain checkout, in under 9 minutes.
 #
 #   OUT=/some/dir scripts/gpu_check.sh
 #
@@ -84,6 +84,15 @@ KPROF_PURE_PYTHON=1 KPROF_GPU_FIGURES="$OUT/cuda_figures_pure.json" timeout 150 
   2>&1 | tee "$OUT/pytest_pure.log"
 rc_pure=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] && rc=$rc_pure
+
+# Then every launch outcome through kprof's CUPTI reader (tests/gpu/test_cuda_gpu_outcomes.py:
+# records per launch, a failed launch and a stream capture, drops then running kernels, a
+# million empty kernels, threads with sites while another releases the GIL, torch.profiler
+# beside kprof where PyTorch is installed); figures under "cupti_outcomes".
+timeout 300 "$PY" -m pytest tests/gpu/test_cuda_gpu_outcomes.py -m gpu -v -rs -p no:cacheprovider \
+  2>&1 | tee "$OUT/pytest_outcomes.log"
+rc_outcomes=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] && rc=$rc_outcomes
 
 "$PY" - "$OUT" "$rc" "$(( $(date +%s) - t_start ))" <<'EOF'
 import json, os, sys
