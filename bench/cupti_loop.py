@@ -8,7 +8,10 @@ It builds the double (tests/cupti_double), then runs, for each reader (the compi
 ``kprof_cuda._cupti`` and the pure-Python one, each in a child process of its own: CUPTI takes
 one reader per process):
 
-- ``loop``: W µs of Python work (W = 2, 7, 20, 100) plus one simulated launch per iteration:
+- ``loop``: W µs of Python work (W = 2, 7, 20, 100) plus one simulated launch per iteration.
+  The work is a fixed count of loop steps, calibrated once to take W µs unprofiled, not a spin
+  until a deadline: time the launching thread loses to kprof's threads (the GIL) during the
+  work then shows in the iteration's time, as it would in a real program. Each launch is
   ``cuptidouble_launch`` through ctypes, which releases the GIL, writes the launch's CUPTI
   records and a kernel record of 5 to 10 µs on the device clock. Profile off and on are
   measured in alternating rounds (the machine is shared: paired rounds, the median of the
@@ -80,14 +83,27 @@ def child(libdir: Path, quick: bool) -> dict[str, Any]:
         "cuda",
     )
 
-    def loop(n: int, work_ns: int) -> tuple[list[int], list[int]]:
-        """n iterations: Python work until work_ns passed, then one launch."""
+    def steps_for(work_ns: int) -> int:
+        """How many empty loop steps take ``work_ns`` here, unprofiled (the fastest of a few
+        timings: the work's own cost, without what else the machine did meanwhile)."""
+        k = 100_000
+        best = min(_timed(k) for _ in range(7))
+        return max(1, round(work_ns * k / best))
+
+    def _timed(k: int) -> int:
+        t = now()
+        for _ in range(k):
+            pass
+        return now() - t
+
+    def loop(n: int, steps: int) -> tuple[list[int], list[int]]:
+        """n iterations: a fixed amount of Python work (``steps`` loop steps), then one
+        launch."""
         times = [0] * n
         gil = [0] * n
         t_prev = now()
         for i in range(n):
-            until = t_prev + work_ns
-            while now() < until:
+            for _ in range(steps):
                 pass
             launch(name, 13, 5000 + (i % 6) * 1000, exit_ref)
             t = now()
@@ -115,13 +131,14 @@ def child(libdir: Path, quick: bool) -> dict[str, Any]:
     rounds = 3 if quick else 5
     for w in WORK_US:
         n = max(2000, min(100_000, int(0.4e6 / (w + 3)))) // (4 if quick else 1)
-        loop(min(n, 2000), w * 1000)  # warm
+        steps = steps_for(w * 1000)
+        loop(min(n, 2000), steps)  # warm
         ratios, offs, ons = [], [], []
         for _ in range(rounds):
-            t_off, g_off = loop(n, w * 1000)
+            t_off, g_off = loop(n, steps)
             before = reader_stats()
             with kprof.profile() as p:
-                t_on, g_on = loop(n, w * 1000)
+                t_on, g_on = loop(n, steps)
                 during = reader_stats()
                 t_end = now()
             end_ms = (now() - t_end) / 1e6
@@ -139,6 +156,7 @@ def child(libdir: Path, quick: bool) -> dict[str, Any]:
         med = sorted(range(rounds), key=lambda i: ratios[i])[rounds // 2]
         out["loop"][f"W={w}us"] = {
             "iterations": n,
+            "work_steps": steps,
             "rounds": rounds,
             "ratio_on_off_median": round(statistics.median(ratios), 3),
             "ratios": [round(r, 3) for r in ratios],
