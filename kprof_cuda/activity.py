@@ -105,6 +105,8 @@ class CuptiActivity:
         #: Calls of kprof's lists this CUPTI refused to enable one by one (not calls of its
         #: version), at the last enabling.
         self.apis_refused = 0
+        #: The reader's records and the rows taken when this capture started.
+        self._counted_from = (0, 0)
         self._memory_apis = False
         self.backend: kp.Backend | None = None
         self.runtime_records = True
@@ -220,6 +222,7 @@ class CuptiActivity:
         # work need them: enabled one by one (cuptiActivityEnable{Driver,Runtime}Api, CUDA
         # 12.6+), CUPTI writes no record for the many calls that enqueue nothing
         # (cuCtxGetCurrent, cudaGetDevice...), which kprof would decode only to drop.
+        self._counted_from = (reader.stats()["records"], self.drain.rows_taken)
         if self._enable_apis(True):
             return
         for kind in (_K["DRIVER"], _K["RUNTIME"]):
@@ -416,6 +419,39 @@ class CuptiActivity:
         of kprof's lists this CUPTI did not know (``apis_refused``)."""
         counts = {} if _reader is None else dict(_reader.stats())
         return {**counts, "apis_refused": self.apis_refused}
+
+    def records_per_row(self) -> float | None:
+        """CUPTI's records per kernel, copy or memset row since this capture started: 3 where
+        calls are enabled one by one (the call's API record, its external correlation, the
+        work's), more where whole API kinds are (a record for every CUDA call); None before
+        any row."""
+        if _reader is None:
+            return None
+        rows = self.drain.rows_taken - self._counted_from[1]
+        if rows <= 0:
+            return None
+        records: int = _reader.stats()["records"]
+        return (records - self._counted_from[0]) / rows
+
+    def notes(self) -> list[str]:
+        """What the report should say of how CUPTI was enabled: a line where every CUDA call
+        writes a record (this CUPTI cannot enable calls one by one), with the records per
+        launch this cost."""
+        if not self.active or self._apis_enabled:
+            return []
+        per = self.records_per_row()
+        cost = "" if per is None else f" ({per:.1f} records per kernel, copy or memset)"
+        return [
+            f"{self.version()} cannot enable CUDA calls one by one: every CUDA call of the "
+            f"process writes a CUPTI record{cost}, which costs the launching threads more"
+        ]
+
+    def enabling(self) -> str:
+        """How the calls' records are enabled, for ``kprof backends``."""
+        if self._apis_enabled:
+            refused = f"; {self.apis_refused} newer calls unknown here" if self.apis_refused else ""
+            return f"calls enabled one by one{refused}"
+        return "every CUDA call recorded (this CUPTI cannot enable calls one by one)"
 
 
 def _compiled() -> Any:

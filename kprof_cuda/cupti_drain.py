@@ -84,6 +84,8 @@ class Drain:
         self._take_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: Kernel, copy and memset rows handed to the core (records per row: ``CuptiActivity``).
+        self.rows_taken = 0
         self._queues: list[Any] = []  # reader's queue index -> the plugin's queue
         self._reader_queues = 0
         #: While MEMORY2 records are read (``CuptiActivity.memory_on``): a device id and
@@ -281,6 +283,7 @@ class Drain:
             cols = self._memory(cols, backend)
             if cols is None:
                 return
+            self.rows_taken += len(_ints(cols["kind"]))  # (bytes from the compiled reader)
             names = r.names.values
             queues = r.queues
             for dev, ctx, stream in queues[self._reader_queues :]:

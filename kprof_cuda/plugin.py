@@ -121,8 +121,8 @@ class CudaPlugin:
             return "CUDA events", "this plugin was built without the CUPTI path"
         if act.active:
             why = (
-                f"{act.version()}, read by {act.reader_name()}: every kernel, copy and memset; "
-                f"events time kprof.range"
+                f"{act.version()}, read by {act.reader_name()}: every kernel, copy and memset, "
+                f"{act.enabling()}; events time kprof.range"
             )
             if act.sites.reason is not None:
                 why += f"; no launch sites for them: {act.sites.reason}"
@@ -296,12 +296,18 @@ class CudaPlugin:
 
     @kp.hookimpl
     def report_notes(self, backend: kp.Backend) -> list[str] | None:
-        # A profile asked for launch sites that CUPTI's callback API could not give.
-        sites = None if self.activity is None else self.activity.sites
-        if sites is None or not sites.missed or sites.reason is None:
+        act = self.activity
+        if act is None:
             return None
-        sites.missed = False
-        return [f"CUDA kernels, copies and allocations have no launch site: {sites.reason}"]
+        notes = act.notes()
+        # A profile asked for launch sites that CUPTI's callback API could not give.
+        sites = act.sites
+        if sites.missed and sites.reason is not None:
+            sites.missed = False
+            notes.append(
+                f"CUDA kernels, copies and allocations have no launch site: {sites.reason}"
+            )
+        return notes or None
 
     # -- the demo -----------------------------------------------------------------------------
 

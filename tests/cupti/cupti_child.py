@@ -797,11 +797,21 @@ def calls_of_an_older_cupti_are_still_enabled_one_by_one(env: Env) -> None:
         newer = sum(1 for i in abi.WORK_DRIVER if i >= 700)
         newer += sum(1 for i in abi.WORK_RUNTIME if i >= 450)
         assert act.stats()["apis_refused"] == newer > 0, act.stats()
+        assert not any("one by one" in n for n in p.meta.get("notes", [])), p.meta
         lib.cuptidouble_set_cbid_sizes(0, 0)  # no call can be enabled one by one
         with kprof.profile() as p:
             launch()
+            t = lib.cuptidouble_now()
+            for _ in range(3):  # calls that enqueue nothing: records all the same now
+                lib.cuptidouble_api(DRIVER, GET_DEVICE, t, t + 100)
             assert lib.cuptidouble_enabled(abi.KIND["DRIVER"]) == 1
+            detail = kprof.get_backend("cuda").info(refresh=True).capture_detail or ""
         assert [x["name"] for x in rows(p)] == ["void scale<float>(float*, float, int)"]
+        # Said, with what it cost: 3 records for the launch (its API, external correlation and
+        # kernel records), 2 more for each call of nothing (API, external correlation).
+        notes = [n for n in p.meta.get("notes", []) if "cannot enable CUDA calls one by one" in n]
+        assert len(notes) == 1 and "(9.0 records per kernel, copy or memset)" in notes[0], notes
+        assert "every CUDA call recorded" in detail, detail
     finally:
         lib.cuptidouble_set_cbid_sizes(*sizes)
 
