@@ -48,9 +48,12 @@ _DETAIL_COLUMNS = (
 )
 
 
-#: Flushes after the devices finished that find the same launches without a record before
-#: the end stops waiting for them (a few ms: CUPTI delivers a finished buffer at the next).
+#: Flushes, and seconds, after the devices finished in which the same launches stay without
+#: a record before the end stops waiting for them. CUPTI hands over a finished buffer at the
+#: next flush, but may still be writing the records of a long burst: any progress restarts
+#: both (a stop here only ever costs rows that would come later than this).
 _NO_WORK_FLUSHES = 10
+_NO_WORK_S = 0.25
 
 
 class Drain:
@@ -142,6 +145,7 @@ class Drain:
         pause = 1e-4
         settled = stuck = 0
         last_left = -1
+        stuck_since = time.monotonic()
         self.no_work = 0
         while True:
             was_idle = idle.is_set()
@@ -174,9 +178,12 @@ class Drain:
             # they made no device work (a launch captured into a CUDA graph by stream capture,
             # an empty graph launch), and no record will come. Not waited for the timeout.
             known = bool(waited) and self.idle_error is None
-            stuck = stuck + 1 if was_idle and known and left and left == last_left else 0
+            if was_idle and known and left and left == last_left:
+                stuck += 1
+            else:
+                stuck, stuck_since = 0, time.monotonic()
             last_left = left
-            if stuck >= _NO_WORK_FLUSHES:
+            if stuck >= _NO_WORK_FLUSHES and time.monotonic() - stuck_since >= _NO_WORK_S:
                 self.no_work, left = left, 0
                 break
             if settled >= 3 or time.monotonic() >= deadline:

@@ -996,8 +996,9 @@ def a_launch_that_made_no_work_is_not_waited_for(env: Env) -> None:
     said = "2 CUDA launch(es) of the profile made no device record"
     assert sum(said in m for m in msgs) == 1, msgs
     assert env.fake.synchronized, "the end waited for the device before it gave up on them"
-    # Flushes counted, not time: the end's few and ten more, not a poll until the timeout.
-    assert lib.cuptidouble_flushes() - flushes <= 20, lib.cuptidouble_flushes() - flushes
+    # Flushes counted, not time: about a quarter second of them once the device is idle (at
+    # most 5 ms apart), not a poll until the 5 s timeout (about a thousand).
+    assert lib.cuptidouble_flushes() - flushes <= 300, lib.cuptidouble_flushes() - flushes
 
 
 def another_cupti_client_between_two_profiles(env: Env) -> None:
