@@ -92,39 +92,47 @@ from kprof_core.recording.activity import stats as activity_stats
 from kprof_core.recording.memory import allocated, freed
 from kprof_core.recording.recorder import COPY, KERNEL, Recorder, active, now
 
-__all__ = [
-    "COPY",
-    "KERNEL",
-    "ActivityColumns",
-    "Alignment",
-    "Backend",
-    "BackendInfo",
-    "DeviceRecord",
-    "KprofError",
-    "NeverSubmitted",
-    "Patcher",
-    "QueueInfo",
-    "Recorder",
-    "RowNames",
-    "TimestampsUnsupported",
-    "active",
-    "activity_stats",
-    "allocated",
-    "compiled_enabled",
-    "deliver",
-    "deliver_columns",
-    "deliver_memory",
-    "dropped",
-    "freed",
+# In the order a plugin's author meets them (the hooks' marker and what they receive, then
+# the capture API, activity tracers, memory and helpers): the plugin API reference
+# (docs/reference/plugin-api.rst, autodoc's "bysource" order) follows it, so it stays unsorted.
+__all__ = [  # noqa: RUF022
+    # Writing the hooks: their marker, contract, what they receive and return, what they raise
     "hookimpl",
     "hookspecs",
-    "launch_capsules",
-    "launch_site",
-    "load_plugin_part",
+    "Backend",
+    "BackendInfo",
+    "QueueInfo",
+    "Alignment",
+    "NeverSubmitted",
+    "TimestampsUnsupported",
+    "KprofError",
+    # Capturing launches
+    "active",
+    "Recorder",
+    "KERNEL",
+    "COPY",
     "now",
-    "raw_launch_capsule",
-    "recorder_description",
+    "Patcher",
+    "RowNames",
+    # Activity tracers (work reported after it ran)
+    "deliver",
+    "DeviceRecord",
+    "deliver_columns",
+    "ActivityColumns",
+    "dropped",
+    "launch_site",
+    "deliver_memory",
+    "activity_stats",
+    # Device memory
+    "allocated",
+    "freed",
+    # Helpers: settings and compiled parts
     "resolve_timeout",
+    "compiled_enabled",
+    "recorder_description",
+    "load_plugin_part",
+    "launch_capsules",
+    "raw_launch_capsule",
 ]
 
 
