@@ -55,6 +55,8 @@ class _Ids(HTMLParser):
         super().__init__()
         self.ids: set[str] = set()
         self.hrefs: list[str] = []
+        #: The targets of the page's object entries (``<dt id="kprof.profile">``), in page order.
+        self.entries: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         for k, v in attrs:
@@ -62,6 +64,9 @@ class _Ids(HTMLParser):
                 self.ids.add(v)
             if k == "href" and v and tag == "a":
                 self.hrefs.append(v)
+        found = dict(attrs)
+        if tag == "dt" and found.get("id") and "sig-object" in (found.get("class") or "").split():
+            self.entries.append(found["id"] or "")
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +99,9 @@ PAGES = {
     kprof.plugin: "reference/plugin-api.html",
     kprof.testing: "reference/plugin-api.html",
 }
+#: Names the reference pages document by hand, after the generated entries (data without a
+#: docstring of its own, and kprof.plugin's alias of kprof.KprofError).
+BY_HAND = {"KprofError", "hookimpl", "hookspecs", "KERNEL", "COPY", "RULES"}
 
 
 @pytest.mark.parametrize("module", list(PAGES), ids=lambda m: m.__name__)
@@ -106,6 +114,39 @@ def test_every_public_name_has_an_entry(site: Path, module: ModuleType) -> None:
     missing = [n for n in missing if f"module-{module.__name__}.{n}" not in ids]
     assert names and not missing, (
         f"docs/{page.replace('.html', '.rst')} renders no entry for {missing}"
+    )
+
+
+def _entries(site: Path, module: ModuleType) -> list[str]:
+    """The names of ``module`` that its reference page has entries for, in page order (their
+    members, ``kprof.Profile.save``, left out)."""
+    prefix = f"{module.__name__}."
+    return [
+        e.removeprefix(prefix)
+        for e in _page(site, PAGES[module]).entries
+        if e.startswith(prefix) and "." not in e.removeprefix(prefix)
+    ]
+
+
+def test_the_api_reference_starts_with_what_users_call_first(site: Path) -> None:
+    """The ``kprof`` page is read top down: ``profile``, ``range``, ``step`` and ``Profile``
+    come first, in that order, not the alphabet's ``Allocation``."""
+    first = _entries(site, kprof)[:4]
+    assert first == ["profile", "range", "step", "Profile"], (
+        f"docs/reference/api.rst now starts with {first}: keep kprof.__all__ in order of use"
+        " and autodoc_member_order = 'bysource' (docs/conf.py)"
+    )
+
+
+@pytest.mark.parametrize("module", list(PAGES), ids=lambda m: m.__name__)
+def test_the_reference_follows_the_order_of_all(site: Path, module: ModuleType) -> None:
+    """Each page lists a module's generated entries in its ``__all__`` order (the order of use,
+    written once there); the few written by hand aside."""
+    entries = _entries(site, module)
+    generated = [n for n in entries if n not in BY_HAND]
+    assert len(generated) >= 5, entries
+    assert generated == [n for n in module.__all__ if n in generated], (
+        f"{PAGES[module]} lists {module.__name__}'s names out of its __all__ order: {entries}"
     )
 
 
