@@ -254,6 +254,31 @@ def test_the_file_format_page_has_every_column_and_the_version(site: Path) -> No
     assert "shuffle8+zlib" in text  # the encodings, from fileformat.py's docstring
 
 
+# -- publishing ----------------------------------------------------------------------------------
+
+
+def test_read_the_docs_builds_as_documented() -> None:
+    """``.readthedocs.yaml`` publishes the site with the documented build: the docs extra
+    alone, docs/conf.py (nitpicky), warnings as errors; CONTRIBUTING.md says how."""
+    yaml = pytest.importorskip("yaml")  # myst-parser's dependency: in the docs extra
+    tomllib = pytest.importorskip("tomllib")
+    config = yaml.safe_load((ROOT / ".readthedocs.yaml").read_text())
+    assert config["version"] == 2
+    assert config["build"]["tools"]["python"] == "3.11"
+    install = config["python"]["install"]
+    assert install == [{"method": "pip", "path": ".", "extra_requirements": ["docs"]}]
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert "sphinx" in " ".join(extras["docs"])
+    sphinx = config["sphinx"]
+    assert sphinx["configuration"] == "docs/conf.py" and (ROOT / sphinx["configuration"]).exists()
+    assert sphinx["fail_on_warning"] is True
+    # Read the Docs passes -W but not -n: the config file itself must be nitpicky.
+    assert re.search(r"^nitpicky = True$", (DOCS / "conf.py").read_text(), re.MULTILINE)
+    assert ".readthedocs.yaml" in (ROOT / "CONTRIBUTING.md").read_text()
+
+
 # -- links ---------------------------------------------------------------------------------------
 
 
