@@ -228,9 +228,12 @@ kprof_lp_common(LaunchPath *self, PyObject *backend, PyObject *queue, PyObject *
         Py_INCREF(slot);
         Py_XSETREF(self->last_slot, slot);
     }
-    qk = kprof_lp_queue_key(self, queue);
-    if (qk == NULL)
+    if (queue == self->last_queue) {  /* most launches repeat it: no call */
+        qk = self->last_qk;
+        Py_INCREF(qk);
+    } else if ((qk = kprof_lp_queue_key(self, queue)) == NULL) {
         goto fail;
+    }
     who = kprof_lp_who(self);
     if (who == NULL)
         goto fail;
