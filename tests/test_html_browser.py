@@ -7,6 +7,7 @@ it the browser tests skip, unless ``KPROF_REQUIRE_BROWSER=1`` (set by CI) makes 
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -114,7 +115,9 @@ def chromium_fixture() -> str:
     pytest.skip("chromium is not installed (apt-get install -y --no-install-recommends chromium)")
 
 
-def browse(chromium: str, page: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def browse(
+    chromium: str, page: Path, tmp: Path, *args: str, size: tuple[int, int] = (1400, 900)
+) -> subprocess.CompletedProcess[str]:
     cmd = [
         chromium,
         "--headless",
@@ -127,7 +130,7 @@ def browse(chromium: str, page: Path, tmp: Path, *args: str) -> subprocess.Compl
         f"--user-data-dir={tmp / 'chromium-profile'}",
         "--enable-logging=stderr",
         "--v=0",
-        "--window-size=1400,900",
+        f"--window-size={size[0]},{size[1]}",
         *args,
         page.as_uri(),
     ]
@@ -336,3 +339,59 @@ def test_device_memory_is_a_counter_track_that_renders(
     assert dom.status.get("data-errors") == "0", dom.status
     assert dom.procs[-1] == "device memory" and dom.rows[-1] == "live bytes, testdev 0"
     screenshot(chromium, page, tmp_path)
+
+
+# What a reader sees of each label and how wide the label column is. The page runs in a frame
+# of the width under test (headless Chromium's window is at least 500 px wide) and writes what
+# it found into the frame's parent.
+FIT = """
+<script>
+(function () {
+  var out = {labels: [], window: window.innerWidth,
+             column: document.getElementById("kprof-labels").offsetWidth};
+  document.querySelectorAll(".kprof-row, .kprof-proc").forEach(function (el) {
+    out.labels.push({text: el.textContent, cut: el.scrollWidth > el.clientWidth ||
+                                                el.scrollHeight > el.clientHeight});
+  });
+  var el = parent.document.createElement("pre");
+  el.id = "kprof-probe";
+  el.textContent = JSON.stringify(out);
+  parent.document.body.appendChild(el);
+})();
+</script>
+"""
+
+LONG_DEVICE = "pthread-Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz"
+
+
+@pytest.mark.parametrize("width", [1400, 390], ids=["desktop", "phone"])
+def test_row_labels_are_shown_in_full(chromium: str, tmp_path: Path, width: int) -> None:
+    """A device's long name (PoCL's CPU device names its processor) is read in full in the
+    label column, at a desktop's and at a phone's width: the column grows to the longest label
+    up to a bound that leaves the timeline most of the window, and a longer label wraps onto
+    a taller row."""
+    from kprof_core.data.records import QueueRecord
+
+    p = synthetic(40, threads=2)
+    p.queues = [
+        QueueRecord("opencl", LONG_DEVICE, q.label, f"opencl:{LONG_DEVICE}") for q in p.queues
+    ]
+    page = tmp_path / "labels.html"
+    p.export_html(page)
+    probed = page.read_text().replace("</body>", FIT + "</body>")
+    frame = tmp_path / "frame.html"
+    frame.write_text(
+        f'<!DOCTYPE html><html><body style="margin:0"><iframe style="border:0;width:{width}px;'
+        f'height:900px" srcdoc="{html.escape(probed, quote=True)}"></iframe></body></html>'
+    )
+    r = browse(chromium, frame, tmp_path, "--dump-dom")
+    m = re.search(r'<pre id="kprof-probe">(.*?)</pre>', r.stdout, re.S)
+    assert m, r.stdout[-2000:]
+    out = json.loads(html.unescape(m.group(1)))
+    assert out["window"] == width
+    texts = [x["text"] for x in out["labels"]]
+    assert f"OpenCL {LONG_DEVICE}" in texts
+    cut = [x["text"] for x in out["labels"] if x["cut"]]
+    assert not cut, f"labels cut at {width} px: {cut}"
+    # The timeline keeps most of the window.
+    assert out["column"] <= max(140, 0.4 * width + 1), out

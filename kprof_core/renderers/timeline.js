@@ -66,39 +66,59 @@
   }
 
   // -- layout: a header per process, a row per track, each as tall as its nesting ------------
-  var rows = [], nItems = 0, span = data.span_ns, dataStart = Infinity, dataEnd = -Infinity;
-  var y = AXIS;
+  // Labels are shown in full: the label column is as wide as the longest label, up to
+  // labelBound(), and a label longer than that wraps, its row made as tall as its lines.
+  var rows = [], labelled = [], nItems = 0, span = data.span_ns;
+  var dataStart = Infinity, dataEnd = -Infinity, height = AXIS + 8;
+  function label(cls, kind, text, title) {
+    var el = document.createElement("div");
+    el.className = cls;
+    el.setAttribute("data-kind", kind);
+    el.textContent = text;
+    el.title = title;
+    labels.appendChild(el);
+    return el;
+  }
   data.profiles.forEach(function (prof) {
     prof.processes.forEach(function (proc) {
-      var head = document.createElement("div");
-      head.className = "kprof-proc";
-      head.setAttribute("data-kind", proc.kind);
-      head.textContent = proc.name;
-      head.title = proc.title || proc.name;
-      head.style.top = y + "px";
-      head.style.height = HEAD + "px";
-      labels.appendChild(head);
-      y += HEAD;
+      labelled.push({el: label("kprof-proc", proc.kind, proc.name, proc.title || proc.name)});
       proc.tracks.forEach(function (tr) {
-        var h = tr.depth * ROW + 2 * PAD;
-        var el = document.createElement("div");
-        el.className = "kprof-row";
-        el.setAttribute("data-kind", tr.kind);
-        el.textContent = tr.name;
-        el.title = proc.name + " — " + tr.name;
-        el.style.top = y + "px";
-        el.style.height = h + "px";
-        labels.appendChild(el);
-        rows.push({tr: tr, proc: proc, prof: prof, y: y, h: h});
+        var row = {tr: tr, proc: proc, prof: prof, y: 0, h: tr.depth * ROW + 2 * PAD};
+        row.el = label("kprof-row", tr.kind, tr.name, proc.name + " — " + tr.name);
+        labelled.push(row);
+        rows.push(row);
         nItems += tr.s.length;
         if (tr.s.length) dataStart = Math.min(dataStart, tr.s[0]);
         for (var i = 0; i < tr.s.length; i++) dataEnd = Math.max(dataEnd, tr.s[i] + (tr.d[i] || 0));
-        y += h;
       });
     });
   });
-  var height = y + 8;
-  labels.style.height = height + "px";
+  // At most 40 % of the window (a phone keeps most of its width for the timeline), at most
+  // 480 px, and never less than 140 px.
+  function labelBound() { return Math.max(140, Math.min(480, Math.round(window.innerWidth * 0.4))); }
+  function layOut() {
+    labels.className = "kprof-measure";  // labels on one line, as wide as their text
+    var need = labels.querySelector(".kprof-axis-label").offsetWidth;
+    labelled.forEach(function (x) { need = Math.max(need, x.el.offsetWidth); });
+    labels.className = "";
+    var w = Math.min(labelBound(), need + 2);
+    labels.style.flexBasis = w + "px";
+    labels.setAttribute("data-width", String(w));
+    var y = AXIS;
+    labelled.forEach(function (x) {
+      var base = x.tr ? x.tr.depth * ROW + 2 * PAD : HEAD;
+      x.el.style.top = y + "px";
+      x.el.style.height = "auto";
+      var h = Math.max(base, x.el.offsetHeight);
+      x.el.style.height = h + "px";
+      x.y = y;
+      x.h = h;
+      y += h;
+    });
+    height = y + 8;
+    labels.style.height = height + "px";
+  }
+  layOut();
 
   // -- the view: [t0, t1] in ns from the base ------------------------------------------------
   var t0, t1, width = 0, dpr = 1, pending = false, drawn = 0;
@@ -284,7 +304,7 @@
     redraw();
   }, {passive: false});
   view.addEventListener("dblclick", function () { reset(); redraw(); });
-  window.addEventListener("resize", function () { resize(); redraw(); });
+  window.addEventListener("resize", function () { layOut(); resize(); redraw(); });
 
   // For the console and for tests: the view (ns from the base), the rows, and the hit test.
   window.kprofTimeline = {
