@@ -341,17 +341,24 @@ def test_device_memory_is_a_counter_track_that_renders(
     screenshot(chromium, page, tmp_path)
 
 
-# What a reader sees of each label and how wide the label column is. The page runs in a frame
-# of the width under test (headless Chromium's window is at least 500 px wide) and writes what
-# it found into the frame's parent.
+# What a reader sees of each label, and whether the page itself is wider than its window. The
+# page runs in a frame of the width under test (headless Chromium's window is at least 500 px
+# wide) and writes what it found into the frame's parent.
 FIT = """
 <script>
 (function () {
   var out = {labels: [], window: window.innerWidth,
-             column: document.getElementById("kprof-labels").offsetWidth};
+             page: document.documentElement.scrollWidth,
+             column: document.getElementById("kprof-labels").offsetWidth,
+             tables: [], names: []};
   document.querySelectorAll(".kprof-row, .kprof-proc").forEach(function (el) {
     out.labels.push({text: el.textContent, cut: el.scrollWidth > el.clientWidth ||
                                                 el.scrollHeight > el.clientHeight});
+  });
+  document.querySelectorAll("#kprof-summary table, #kprof-summary .kprof-scroll").forEach(
+    function (el) { out.tables.push(getComputedStyle(el).overflowX); });
+  document.querySelectorAll(".kprof-tree .kn").forEach(function (el) {
+    if (el.scrollWidth > el.clientWidth) out.names.push(el.textContent);
   });
   var el = parent.document.createElement("pre");
   el.id = "kprof-probe";
@@ -365,11 +372,14 @@ LONG_DEVICE = "pthread-Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz"
 
 
 @pytest.mark.parametrize("width", [1400, 390], ids=["desktop", "phone"])
-def test_row_labels_are_shown_in_full(chromium: str, tmp_path: Path, width: int) -> None:
+def test_row_labels_are_shown_in_full_and_wide_tables_scroll(
+    chromium: str, tmp_path: Path, width: int
+) -> None:
     """A device's long name (PoCL's CPU device names its processor) is read in full in the
     label column, at a desktop's and at a phone's width: the column grows to the longest label
     up to a bound that leaves the timeline most of the window, and a longer label wraps onto
-    a taller row."""
+    a taller row. The summary's tables and the device-time tree scroll inside themselves
+    (names in full), so that the page is never wider than the window."""
     from kprof_core.data.records import QueueRecord
 
     p = synthetic(40, threads=2)
@@ -395,3 +405,6 @@ def test_row_labels_are_shown_in_full(chromium: str, tmp_path: Path, width: int)
     assert not cut, f"labels cut at {width} px: {cut}"
     # The timeline keeps most of the window.
     assert out["column"] <= max(140, 0.4 * width + 1), out
+    assert out["page"] <= width, "the page is wider than the window"
+    assert out["tables"] and set(out["tables"]) == {"auto"}, out["tables"]
+    assert not out["names"], f"names cut in the device-time tree: {out['names']}"

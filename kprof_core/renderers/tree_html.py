@@ -31,14 +31,16 @@ MIN_SHARE = 0.1
 LEVEL_PX = 18
 
 STYLE = """<style>
-.kprof-tree { font-variant-numeric: tabular-nums; margin: 4px 0 10px; }
+.kprof-tree { font-variant-numeric: tabular-nums; margin: 4px 0 10px; overflow-x: auto; }
 .kprof-tree details, .kprof-tree .kprof-leaf { margin: 0; }
 .kprof-tree summary { list-style: none; cursor: pointer; }
 .kprof-tree summary::-webkit-details-marker { display: none; }
-.kprof-tree .kprof-line { display: flex; gap: 10px; line-height: 18px; white-space: nowrap; }
+.kprof-tree .kprof-line { display: flex; gap: 10px; line-height: 18px; white-space: nowrap;
+  width: max-content; min-width: 100%; }
 .kprof-tree .kprof-line:hover { background: #f2f4f7; }
-.kprof-tree .kt, .kprof-tree .ks, .kprof-tree .kc { flex: 0 0 72px; text-align: right; }
-.kprof-tree .kn { font-family: ui-monospace, monospace; overflow: hidden; text-overflow: ellipsis; }
+.kprof-tree .kt, .kprof-tree .ks { flex: 0 0 72px; text-align: right; }
+.kprof-tree .kc { flex: 0 0 56px; text-align: right; }
+.kprof-tree .kn { font-family: ui-monospace, monospace; }
 .kprof-tree summary .kn::before { content: "\\25B8\\00A0"; color: #667085; }
 .kprof-tree details[open] > summary .kn::before { content: "\\25BE\\00A0"; }
 .kprof-tree .kprof-leaf .kn::before { content: "\\00A0\\00A0\\00A0"; }
@@ -155,7 +157,7 @@ def root_html(root: TreeNode) -> str:
     out = [
         STYLE,
         '<h3 class="kprof-tree-title">Device time by range, line and kernel</h3>',
-        '<div class="kprof-tree"><div class="kprof-line kprof-head"><span class="kt">Time</span>'
+        '<div class="kprof-tree kprof-scroll"><div class="kprof-line kprof-head"><span class="kt">Time</span>'
         '<span class="ks">Share</span><span class="kc">Calls</span>'
         '<span class="kn">Range › line › kernel</span></div>',
     ]
