@@ -37,6 +37,8 @@ myst_heading_anchors = 3
 html_theme = "furo"
 html_title = f"kprof {release}"
 html_static_path = ["_static"]
+# Wide tables and code blocks: see _static/kprof.css.
+html_css_files = ["kprof.css"]
 html_show_sourcelink = False
 
 nitpicky = True
