@@ -274,6 +274,12 @@ PROBE = """
   // Away from everything: no tooltip.
   window.dispatchEvent(new MouseEvent("mousemove", {clientX: r.left + 2, clientY: r.top + 2}));
   out.hidden = tip.style.display;
+  // Set from a script (docs/screenshots.py zooms to a range so).
+  tl.setView(v0[0] + 10, v0[0] + 30);
+  out.set = tl.view();
+  // Zoomed in far from the start, ticks a fraction of a millisecond apart.
+  tl.setView(179.6e6, 181.9e6);
+  out.ticks = tl.ticks();
   var el = document.createElement("pre");
   el.id = "kprof-probe";
   el.textContent = JSON.stringify(out);
@@ -306,6 +312,10 @@ def test_tooltip_zoom_and_pan(
     assert fixed == pytest.approx(t, abs=1), "the time under the cursor stays under it"
     assert out["pan"] == pytest.approx(100, rel=1e-6) and out["width"] == pytest.approx(0, abs=1e-3)
     assert out["hidden"] == "none"
+    assert out["set"][1] - out["set"][0] == pytest.approx(20)
+    # Each tick says where it is: 179.8 ms, 180.0 ms, ..., not "180 ms" for several.
+    assert len(out["ticks"]) > 5 and len(set(out["ticks"])) == len(out["ticks"]), out["ticks"]
+    assert "180.0 ms" in out["ticks"], out["ticks"]
 
 
 def test_device_memory_is_a_counter_track_that_renders(

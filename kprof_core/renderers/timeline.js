@@ -27,6 +27,14 @@
     if (a < 999.5e6) return sign + g3(a / 1e6) + " ms";
     return sign + g3(a / 1e9) + " s";
   }
+  // An axis tick: in the unit of the view's far end, with as many decimals as the step needs
+  // (zoomed in at 180 ms, ticks 0.5 ms apart read 179.5 ms, 180 ms, 180.5 ms, not 180 ms twice).
+  function fmtTick(ns, step, far) {
+    var units = [[1e9, " s"], [1e6, " ms"], [1e3, " µs"], [1, " ns"]], u = units[3];
+    for (var i = 0; i < units.length; i++) if (far >= units[i][0] * 0.9995) { u = units[i]; break; }
+    var places = Math.max(0, Math.min(6, Math.ceil(-Math.log10(step / u[0]) - 1e-9)));
+    return (ns / u[0]).toFixed(places) + u[1];
+  }
   function fmtBytes(n) {
     var units = ["B", "KiB", "MiB", "GiB", "TiB"];
     for (var i = 0; i < units.length; i++) {
@@ -121,7 +129,7 @@
   layOut();
 
   // -- the view: [t0, t1] in ns from the base ------------------------------------------------
-  var t0, t1, width = 0, dpr = 1, pending = false, drawn = 0;
+  var t0, t1, width = 0, dpr = 1, pending = false, drawn = 0, ticks = [];
   // The full view fits what was recorded (not the time before the first record, such as a
   // script's start-up), with a little room on each side.
   function reset() {
@@ -156,12 +164,15 @@
     var step = niceStep(t1 - t0, width);
     ctx.font = "11px system-ui, sans-serif";
     ctx.textBaseline = "middle";
+    ticks = [];
     for (var g = Math.ceil(t0 / step) * step; g <= t1; g += step) {
       var gx = Math.round((g - t0) * scale) + 0.5;
       ctx.fillStyle = "#eef0f3";
       ctx.fillRect(gx, AXIS, 1, height - AXIS);
       ctx.fillStyle = "#667085";
-      ctx.fillText(fmtTime(Math.round(g)), gx + 3, AXIS / 2);
+      var tick = fmtTick(g, step, Math.max(Math.abs(t0), Math.abs(t1)));
+      ticks.push(tick);
+      ctx.fillText(tick, gx + 3, AXIS / 2);
     }
     ctx.fillStyle = "#d9dde5";
     ctx.fillRect(0, AXIS - 1, width, 1);
@@ -306,10 +317,13 @@
   view.addEventListener("dblclick", function () { reset(); redraw(); });
   window.addEventListener("resize", function () { layOut(); resize(); redraw(); });
 
-  // For the console and for tests: the view (ns from the base), the rows, and the hit test.
+  // For the console, tests and docs/screenshots.py: the view (ns from the base) to read and to
+  // set, the rows, and the hit test.
   window.kprofTimeline = {
     view: function () { return [t0, t1]; },
+    setView: function (a, b) { if (b > a) { t0 = a; t1 = b; draw(); } },
     rows: rows,
+    ticks: function () { return ticks.slice(); },  // the axis's labels, as last drawn
     itemAt: itemAt,
     AXIS: AXIS, ROW: ROW, PAD: PAD
   };
