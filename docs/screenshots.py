@@ -5,12 +5,15 @@ kernel cache) (two threads, two queues, copies,
 kernels and ranges) with ``kprof run --html``, and again with launch sites on
 (``KPROF_SITES=1``: the page's device-time tree and flame graph, photographed where they are),
 writes ``kprof diff``'s page for the two runs in ``docs/examples/``, and photographs each page in headless Chromium (Debian's ``chromium``)
-at a fixed size into ``docs/_static/screenshots/``, where the docs and README.md take them.
+into ``docs/_static/screenshots/``, where the docs and README.md take them. ``timeline.png`` is
+a crop: the timeline alone, zoomed to the pipeline's first step (its copies and kernels wide
+enough to carry their names), at twice the pixels so that a page that shrinks it stays sharp.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,6 +46,52 @@ FROM = """<script>
 </script>"""
 
 
+# The timeline alone (no summary, no help line), zoomed to the first ``step`` range: on every
+# row its first ``step`` (the host's range and its device time on each queue), 3 % of that on
+# each side; the timeline's height written into the page, for the picture's size.
+ZOOM = """<script>
+(function () {
+  document.getElementById("kprof-summary").style.display = "none";
+  document.getElementById("kprof-help").style.display = "none";
+  var tl = window.kprofTimeline, a = Infinity, b = -Infinity;
+  tl.rows.forEach(function (row) {
+    var tr = row.tr, names = row.prof.names;
+    for (var i = 0; i < tr.s.length; i++) {
+      if (tr.k[i] !== 5 && names[tr.n[i]] === "step") {
+        a = Math.min(a, tr.s[i]);
+        b = Math.max(b, tr.s[i] + tr.d[i]);
+        break;
+      }
+    }
+  });
+  if (b > a) tl.setView(a - (b - a) * 0.03, b + (b - a) * 0.03);
+  var bottom = document.getElementById("kprof-timeline").getBoundingClientRect().bottom;
+  document.body.setAttribute("data-height", String(Math.ceil(bottom + window.scrollY)));
+})();
+</script>"""
+#: The cropped timeline's width in CSS pixels (about a README's or a docs page's column).
+CROP_WIDTH = 800
+
+
+def browse(page: Path, tmp: Path, size: tuple[int, int], *args: str) -> str:
+    cmd = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        f"--user-data-dir={tmp / 'chromium-profile'}",
+        f"--window-size={size[0]},{size[1]}",
+        "--virtual-time-budget=3000",  # the page draws its timeline from a script: let it run
+        *args,
+        page.as_uri(),
+    ]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=180).stdout
+
+
 def photograph(page: Path, png: Path, tmp: Path, anchor: str = "") -> None:
     """``page`` at ``SIZE``; from the first element of class ``anchor`` on, when given."""
     if anchor:
@@ -50,23 +99,20 @@ def photograph(page: Path, png: Path, tmp: Path, anchor: str = "") -> None:
         text = page.read_text(encoding="utf-8")
         shown.write_text(text.replace("</body>", FROM % anchor + "</body>"), encoding="utf-8")
         page = shown
-    cmd = [
-        chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--hide-scrollbars",
-        "--force-device-scale-factor=1",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        f"--user-data-dir={tmp / 'chromium-profile'}",
-        f"--window-size={SIZE[0]},{SIZE[1]}",
-        "--virtual-time-budget=3000",  # the page draws its timeline from a script: let it run
-        f"--screenshot={png}",
-        page.as_uri(),
-    ]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=180)
+    browse(page, tmp, SIZE, "--force-device-scale-factor=1", f"--screenshot={png}")
+
+
+def photograph_timeline(page: Path, png: Path, tmp: Path) -> None:
+    """The timeline of ``page`` alone, zoomed (``ZOOM``), ``CROP_WIDTH`` wide at 2x."""
+    shown = page.with_name(f"{page.stem}-zoomed.html")
+    text = page.read_text(encoding="utf-8")
+    shown.write_text(text.replace("</body>", ZOOM + "</body>"), encoding="utf-8")
+    dom = browse(shown, tmp, (CROP_WIDTH, 900), "--dump-dom")
+    m = re.search(r'data-height="(\d+)"', dom)
+    if not m:
+        sys.exit(f"{page.name}: the zoomed timeline did not say its height")
+    size = (CROP_WIDTH, int(m.group(1)))
+    browse(shown, tmp, size, "--force-device-scale-factor=2", f"--screenshot={png}")
 
 
 def kprof(
@@ -97,8 +143,10 @@ def main() -> int:
         examples = ROOT / "docs" / "examples"
         diff = ["diff", "base.kprof", "new.kprof", "--html", str(tmp / "diff.html")]
         kprof(*diff, cwd=examples, ok=(0, 1))
-        for page, anchor in (("timeline", ""), ("diff", ""), ("tree", "kprof-tree-title")):
+        photograph_timeline(tmp / "timeline.html", OUT / "timeline.png", tmp)
+        for page, anchor in (("diff", ""), ("tree", "kprof-tree-title")):
             photograph(tmp / f"{page}.html", OUT / f"{page}.png", tmp, anchor)
+        for page in ("timeline", "diff", "tree"):
             print(f"wrote {(OUT / f'{page}.png').relative_to(ROOT)}")
     return 0
 
