@@ -101,7 +101,9 @@ PAGES = {
 }
 #: Names the reference pages document by hand, after the generated entries (data without a
 #: docstring of its own, and kprof.plugin's alias of kprof.KprofError).
-BY_HAND = {"KprofError", "hookimpl", "hookspecs", "KERNEL", "COPY", "RULES"}
+#: Entries written by hand on the reference pages: names without a docstring of their own
+#: (``active`` and ``now`` are a context variable's ``get`` and ``time.perf_counter_ns``).
+BY_HAND = {"KprofError", "hookimpl", "hookspecs", "KERNEL", "COPY", "RULES", "active", "now"}
 
 
 @pytest.mark.parametrize("module", list(PAGES), ids=lambda m: m.__name__)
