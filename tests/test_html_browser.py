@@ -277,6 +277,35 @@ PROBE = """
   // Set from a script (docs/screenshots.py zooms to a range so).
   tl.setView(v0[0] + 10, v0[0] + 30);
   out.set = tl.view();
+  // Touch: a finger moved 100 px to the right pans as a drag does; two fingers moved apart
+  // to twice their distance zoom in by two around their midpoint; a tap shows the details.
+  tl.setView(v0[0], v0[1]);
+  function touches(points) {
+    return points.map(function (p, i) {
+      return new Touch({identifier: i, target: view, clientX: p[0], clientY: p[1]});
+    });
+  }
+  function touchEvent(type, points) {
+    view.dispatchEvent(new TouchEvent(type, {touches: touches(points), bubbles: true,
+                                             cancelable: true}));
+  }
+  touchEvent("touchstart", [[x, y]]);
+  touchEvent("touchmove", [[x + 100, y]]);
+  touchEvent("touchend", []);
+  var v3 = tl.view();
+  out.touchPan = (v0[0] - v3[0]) / ((v0[1] - v0[0]) / r.width);
+  var mid = Math.round(r.left + r.width / 2), tmid = v3[0] + (mid - r.left) * (v3[1] - v3[0]) / r.width;
+  touchEvent("touchstart", [[mid - 50, y], [mid + 50, y]]);
+  touchEvent("touchmove", [[mid - 100, y], [mid + 100, y]]);
+  touchEvent("touchend", []);
+  var v4 = tl.view();
+  out.pinch = (v4[1] - v4[0]) / (v3[1] - v3[0]);
+  out.pinchFixed = [tmid, v4[0] + (mid - r.left) * (v4[1] - v4[0]) / r.width];
+  tl.setView(v0[0], v0[1]);
+  tip.style.display = "none";
+  touchEvent("touchstart", [[x, y]]);
+  touchEvent("touchend", []);
+  out.tapped = tip.style.display;
   // Zoomed in far from the start, ticks a fraction of a millisecond apart.
   tl.setView(179.6e6, 181.9e6);
   out.ticks = tl.ticks();
@@ -313,6 +342,11 @@ def test_tooltip_zoom_and_pan(
     assert out["pan"] == pytest.approx(100, rel=1e-6) and out["width"] == pytest.approx(0, abs=1e-3)
     assert out["hidden"] == "none"
     assert out["set"][1] - out["set"][0] == pytest.approx(20)
+    assert out["touchPan"] == pytest.approx(100, rel=1e-6)
+    assert out["pinch"] == pytest.approx(0.5, rel=1e-6)
+    t, fixed = out["pinchFixed"]
+    assert fixed == pytest.approx(t, abs=1), "the time under the fingers stays under them"
+    assert out["tapped"] == "block"
     # Each tick says where it is: 179.8 ms, 180.0 ms, ..., not "180 ms" for several.
     assert len(out["ticks"]) > 5 and len(set(out["ticks"])) == len(out["ticks"]), out["ticks"]
     assert "180.0 ms" in out["ticks"], out["ticks"]

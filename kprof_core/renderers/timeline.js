@@ -1,4 +1,5 @@
-/* kprof's HTML timeline: rows per thread and per queue, zoom (wheel), pan (drag), tooltips.
+/* kprof's HTML timeline: rows per thread and per queue, zoom (wheel, pinch), pan (drag, one
+ * finger), tooltips (hover, tap).
  *
  * The data (in #kprof-data) is columnar, per track: s (start, ns from the trace's base), d
  * (duration, ns), n (name index), k (kind), z (nesting depth), optional b (bytes, -1: none),
@@ -315,6 +316,52 @@
     redraw();
   }, {passive: false});
   view.addEventListener("dblclick", function () { reset(); redraw(); });
+
+  // Touch screens: one finger pans sideways (the page still scrolls up and down: the view's
+  // touch-action is pan-y), two pinch to zoom around their midpoint, a tap shows the details.
+  var touch = null;
+  function touchStart(ts) {
+    var rect = canvas.getBoundingClientRect();
+    if (ts.length >= 2) {
+      var a = ts[0].clientX - rect.left, b = ts[1].clientX - rect.left;
+      return {n: 2, mid: (a + b) / 2, dist: Math.max(Math.abs(a - b), 1), t0: t0, t1: t1};
+    }
+    return {n: 1, x: ts[0].clientX, y: ts[0].clientY, t0: t0, t1: t1, moved: false};
+  }
+  view.addEventListener("touchstart", function (e) {
+    touch = e.touches.length ? touchStart(e.touches) : null;
+  });
+  view.addEventListener("touchmove", function (e) {
+    var ts = e.touches;
+    if (!touch || !ts.length) return;
+    if ((ts.length >= 2) !== (touch.n === 2)) touch = touchStart(ts);
+    var rect = canvas.getBoundingClientRect();
+    if (touch.n === 2) {
+      var a = ts[0].clientX - rect.left, b = ts[1].clientX - rect.left;
+      var span0 = touch.t1 - touch.t0;
+      var span = Math.max(span0 * touch.dist / Math.max(Math.abs(a - b), 1), 20);
+      var tm = touch.t0 + touch.mid * span0 / width;  // the time under the fingers at first
+      t0 = tm - ((a + b) / 2) * span / width;
+      t1 = t0 + span;
+    } else {
+      var dx = ts[0].clientX - touch.x;
+      if (Math.abs(dx) > 4) touch.moved = true;
+      var dt = dx * (touch.t1 - touch.t0) / width;
+      t0 = touch.t0 - dt; t1 = touch.t1 - dt;
+    }
+    if (e.cancelable) e.preventDefault();
+    tip.style.display = "none";
+    redraw();
+  }, {passive: false});
+  view.addEventListener("touchend", function (e) {
+    if (touch && touch.n === 1 && !touch.moved && !e.touches.length) {
+      var rect = canvas.getBoundingClientRect();
+      var px = touch.x - rect.left, py = touch.y - rect.top;
+      var hit = px >= 0 && px < width && py >= 0 && py < height ? itemAt(px, py) : null;
+      if (hit) showTip(hit, touch.x, touch.y); else tip.style.display = "none";
+    }
+    touch = e.touches.length ? touchStart(e.touches) : null;
+  });
   window.addEventListener("resize", function () { layOut(); resize(); redraw(); });
 
   // For the console, tests and docs/screenshots.py: the view (ns from the base) to read and to
