@@ -436,22 +436,42 @@ class CuptiActivity:
     def notes(self) -> list[str]:
         """What the report should say of how CUPTI was enabled: a line where every CUDA call
         writes a record (this CUPTI cannot enable calls one by one), with the records per
-        launch this cost."""
-        if not self.active or self._apis_enabled:
+        launch this cost; a line where this CUPTI is newer than any kprof was checked with."""
+        if not self.active:
             return []
-        per = self.records_per_row()
-        cost = "" if per is None else f" ({per:.1f} records per kernel, copy or memset)"
-        return [
-            f"{self.version()} cannot enable CUDA calls one by one: every CUDA call of the "
-            f"process writes a CUPTI record{cost}, which costs the launching threads more"
-        ]
+        out = []
+        if not self._apis_enabled:
+            per = self.records_per_row()
+            cost = "" if per is None else f" ({per:.1f} records per kernel, copy or memset)"
+            out.append(
+                f"{self.version()} cannot enable CUDA calls one by one: every CUDA call of the "
+                f"process writes a CUPTI record{cost}, which costs the launching threads more"
+            )
+        newer = self.newer()
+        if newer:
+            out.append(newer)
+        return out
+
+    def newer(self) -> str:
+        """Why to check the rows, where this CUPTI is newer than the newest kprof's record
+        offsets were checked against; else ""."""
+        c = self.cupti
+        if c is None or c.api_version <= abi.NEWEST_CHECKED_API:
+            return ""
+        return (
+            f"libcupti API {c.api_version} is newer than any kprof's record layout was checked "
+            f"against (API {abi.NEWEST_CHECKED_API}): its records are read at the offsets of "
+            f"those headers; check the rows against CUDA events once"
+        )
 
     def enabling(self) -> str:
-        """How the calls' records are enabled, for ``kprof backends``."""
+        """How the calls' records are enabled (and whether this CUPTI is newer than any kprof
+        was checked with), for ``kprof backends``."""
+        newer = f"; {self.newer()}" if self.newer() else ""
         if self._apis_enabled:
             refused = f"; {self.apis_refused} newer calls unknown here" if self.apis_refused else ""
-            return f"calls enabled one by one{refused}"
-        return "every CUDA call recorded (this CUPTI cannot enable calls one by one)"
+            return f"calls enabled one by one{refused}{newer}"
+        return f"every CUDA call recorded (this CUPTI cannot enable calls one by one){newer}"
 
 
 def _compiled() -> Any:

@@ -32,6 +32,7 @@ __all__ = [
     "MEMORY_DRIVER",
     "MEMORY_RUNTIME",
     "MEMSET",
+    "NEWEST_CHECKED_API",
     "SEVERAL_DRIVER",
     "SEVERAL_RUNTIME",
     "WORK_DRIVER",
@@ -55,6 +56,10 @@ EXT_KIND_CUSTOM2 = 5
 FLAG_FLUSH_FORCED = 1
 #: CUPTI API version from which refusing a buffer is safe (Kineto: before it, CUPTI crashed).
 REFUSE_BUFFERS_FROM_API = 27
+#: The newest CUPTI API version whose headers the offsets here were checked against
+#: (tests/test_cupti_abi.py fails until this is raised with a newer header). A newer CUPTI is
+#: still read, at these offsets, and kprof says so.
+NEWEST_CHECKED_API = 130500
 
 # Field offsets in bytes (every record starts with its uint32 kind at 0).
 #: CUpti_ActivityKernel9..13 (CONCURRENT_KERNEL).

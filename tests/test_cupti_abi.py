@@ -45,6 +45,12 @@ def _api_version(d: Path) -> int:
 HEADERS = {_api_version(d): d for d in _header_dirs()}
 
 
+def test_the_newest_checked_version_is_the_newest_header() -> None:
+    """cupti_abi.NEWEST_CHECKED_API names the newest header the offsets were checked against:
+    a newer header here means raising it (after the checks below pass with it)."""
+    assert max(HEADERS) == abi.NEWEST_CHECKED_API, (sorted(HEADERS), abi.NEWEST_CHECKED_API)
+
+
 def test_at_least_two_header_versions() -> None:
     """The check below is worth something only across versions (CUDA 12 and 13 at least)."""
     assert len(HEADERS) >= 2, f"CUPTI headers found: {HEADERS} (pip install -e '.[cuda,test]')"

@@ -816,6 +816,27 @@ def calls_of_an_older_cupti_are_still_enabled_one_by_one(env: Env) -> None:
         lib.cuptidouble_set_cbid_sizes(*sizes)
 
 
+def a_newer_cupti_than_any_checked_is_said(env: Env) -> None:
+    """A CUPTI newer than the newest headers kprof's offsets were checked against is read all
+    the same, and the report's notes and kprof backends say so; a checked one says nothing."""
+    with kprof.profile() as p:
+        launch()
+    assert not any("newer than any" in n for n in p.meta.get("notes", [])), p.meta
+    version = ctypes.c_uint32(0)
+    lib.cuptiGetVersion(ctypes.byref(version))
+    lib.cuptidouble_set_version(abi.NEWEST_CHECKED_API + 100)
+    try:
+        with kprof.profile() as p:
+            launch()
+            detail = kprof.get_backend("cuda").info(refresh=True).capture_detail or ""
+    finally:
+        lib.cuptidouble_set_version(version.value)
+    assert [x["name"] for x in rows(p)] == ["void scale<float>(float*, float, int)"]
+    said = f"API {abi.NEWEST_CHECKED_API + 100} is newer than any kprof's record layout"
+    assert sum(said in n for n in p.meta.get("notes", [])) == 1, p.meta
+    assert said in detail, detail
+
+
 def buffer_policy_by_api_version(env: Env) -> None:
     """Kineto's policy: CUPTI before API 27 is never refused a buffer (refusing crashed it);
     past the bound, completed buffers are discarded and counted instead. From 27 on, a buffer
@@ -1136,6 +1157,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         a_buffer_that_cannot_be_allocated_is_not_held_against_later_ones,
         a_fork_inside_a_profile_leaves_cupti_alone_in_the_child,
         calls_of_an_older_cupti_are_still_enabled_one_by_one,
+        a_newer_cupti_than_any_checked_is_said,
         buffer_policy_by_api_version,
         forced_flush_at_the_last_end,
         unknown_kinds_skipped_and_counted,

@@ -38,6 +38,7 @@ SCENARIOS = (
     "a_buffer_that_cannot_be_allocated_is_not_held_against_later_ones",
     "a_fork_inside_a_profile_leaves_cupti_alone_in_the_child",
     "calls_of_an_older_cupti_are_still_enabled_one_by_one",
+    "a_newer_cupti_than_any_checked_is_said",
     "buffer_policy_by_api_version",
     "forced_flush_at_the_last_end",
     "unknown_kinds_skipped_and_counted",
