@@ -467,7 +467,8 @@ class CuptiActivity:
     def enabling(self) -> str:
         """How the calls' records are enabled (and whether this CUPTI is newer than any kprof
         was checked with), for ``kprof backends``."""
-        newer = f"; {self.newer()}" if self.newer() else ""
+        newer = self.newer()
+        newer = f"; {newer}" if newer else ""
         if self._apis_enabled:
             refused = f"; {self.apis_refused} newer calls unknown here" if self.apis_refused else ""
             return f"calls enabled one by one{refused}{newer}"
