@@ -9,6 +9,8 @@ import os
 import warnings
 
 from kprof_core.host.backend import Backend
+from kprof_core.host.calls import InImport, NoAnswer, PluginRaised, bounded
+from kprof_core.host.discovery import in_import, registry
 from kprof_core.recording.threads import OwnedLock
 
 # A backend's capture is installed while any profile that uses it is active, anywhere in the
@@ -19,6 +21,7 @@ _capture_lock = OwnedLock()  # see threads.OwnedLock: a signal handler never wai
 _deferred_releases: list[list[Backend]] = []
 _capture_users: dict[Backend, int] = {}
 _installed: set[Backend] = set()  # remove_capture only what install_capture did install
+_answered: set[Backend] = set()  # an install_capture returned once: later ones not bounded
 _memory_on: set[Backend] = set()  # memory_remove only where memory_install returned True
 
 
@@ -50,24 +53,59 @@ def _install(backends: list[Backend]) -> bool:
                 if users or b.broken is not None:
                     continue
                 try:
-                    b.install_capture(b)
-                    _installed.add(b)
-                except Exception as exc:
+                    _install_capture(b)
+                except NoAnswer as exc:  # goes on in its thread: undone if it ends
+                    b.disable(f"install_capture {exc}")
+                    continue
+                except InImport as exc:
+                    b.disable(in_import("install_capture", b, exc.module))
+                    continue
+                except Exception as exc:  # undone
                     b.disable(f"install_capture raised {type(exc).__name__}: {exc}")
-                    _remove_quietly(b)  # undo whatever it did install
                     continue
                 if b.has_memory:
                     _install_memory(b)
         except BaseException:
-            # Interrupted (Ctrl-C in a slow install_capture): undo this profile's share
-            # entirely, the interrupted backend's partial install included, then go on up.
-            if counted and counted[-1] not in _installed and _capture_users.get(counted[-1]) == 1:
-                _remove_quietly(counted[-1])
+            # Interrupted (Ctrl-C in a slow install_capture, undone there): undo this
+            # profile's share entirely, then go on up.
             _release(counted)
             raise
         finally:
             _release_deferred()
     return True
+
+
+def _install_capture(b: Backend) -> None:
+    """``install_capture``, undone if it raises. The first one of a discovered plugin in the
+    process is bounded in time (``registry.bound``), where a wedged driver shows; once a
+    plugin's install answered, its later ones run on this thread, costing a profile's start
+    no thread. One given up on (it did not answer, it waits on the program's import, the wait
+    was interrupted) is undone by its own thread if it ends after all."""
+    timeout = None if b in _answered else registry.bound(b)
+    try:
+        if timeout is None:
+            b.install_capture(b)
+        else:
+            bounded(
+                lambda: b.install_capture(b),
+                timeout,
+                f"install_capture of {b.name}",
+                late=lambda ok, value: _remove_quietly(b),
+            )
+    except PluginRaised as exc:  # the plugin's own KeyboardInterrupt: as if on this thread
+        _remove_quietly(b)
+        raise exc.__cause__ or exc from None
+    except (NoAnswer, InImport):
+        raise  # still running: undone when it ends
+    except Exception:
+        _remove_quietly(b)
+        raise
+    except BaseException:
+        if timeout is None:  # interrupted on this thread; on another, undone when it ends
+            _remove_quietly(b)
+        raise
+    _installed.add(b)
+    _answered.add(b)
 
 
 def _install_memory(b: Backend) -> None:

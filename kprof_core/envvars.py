@@ -60,10 +60,11 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar(
         DISCOVERY_TIMEOUT,
         "20",
-        "Seconds a plugin's import, and then its ``describe_backend``, may take; a plugin that "
-        "does not answer in time is listed as ``error: did not answer in N s`` and not used. "
-        "``0`` waits without a bound (and imports the plugins in the calling thread, for a "
-        "plugin that must)." + _SECONDS,
+        "Seconds a plugin's import, its ``describe_backend``, and its first "
+        "``install_capture`` may each take, also when the program's import of a vendor "
+        "library starts the backend; a plugin that does not answer in time is listed as "
+        "``error: did not answer in N s`` and not used. ``0`` waits without a bound (and calls "
+        "the plugins in the calling thread, for a plugin that must)." + _SECONDS,
     ),
     EnvVar(
         RESOLVE_TIMEOUT,

@@ -218,6 +218,8 @@ class profile:
         result = Profile(trace=self.trace, backends=[b.name for b in backends])
         # Raises only after undoing itself: nothing to clean up here.
         self._counted = _install(backends)
+        # A backend whose install failed (disabled, said in a warning) recorded nothing.
+        result.backends = [b.name for b in backends if b.broken is None]
         self._recorder, self.result = rec, result
         result.start_ns = rec.start_ns = now()
         self._token = _ACTIVE.set(rec)
@@ -280,9 +282,15 @@ class profile:
         rec, result = self._recorder, self.result
         if rec is None or result is None or rec._closed or backend in rec.backends:
             return False
-        if backend.broken is not None or backend.info().status != "available":
+        # Described bounded in time (a discovered plugin): a hung describe_backend does not
+        # hang the program's import that starts the backend.
+        if backend.broken is not None or registry.describe(backend).status != "available":
             return False
         if self._counted and not _install([backend]):
+            return False
+        if backend.broken is not None:  # its install failed: disabled, said in a warning
+            if self._counted:
+                _uninstall([backend])
             return False
         rec.add_backend(backend)
         result.backends.append(backend.name)

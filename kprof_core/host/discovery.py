@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from collections.abc import Callable
 from importlib import metadata
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import pluggy
 
 from kprof_core import envvars
 from kprof_core.host import defaults, hookspecs
 from kprof_core.host.backend import Backend, BackendInfo, KprofError
+from kprof_core.host.calls import InImport, NoAnswer, PluginRaised, bounded
 from kprof_core.host.hookspecs import RESOLVED_HOOKS
 from kprof_core.host.markers import PROJECT
 from kprof_core.host.settings import env_flag, env_seconds
@@ -28,8 +28,6 @@ ENV_DISCOVERY_TIMEOUT = envvars.DISCOVERY_TIMEOUT
 DEFAULT_DISCOVERY_TIMEOUT = 20.0
 #: The distribution whose entry points are kprof's own backends (they win a name collision).
 OWN_DISTRIBUTION = "kprof"
-
-T = TypeVar("T")
 
 
 def env_plugin_names() -> list[str] | None:
@@ -55,53 +53,15 @@ def discovery_timeout() -> float | None:
     return value or None
 
 
-class _NoAnswer(Exception):
-    """A discovery call did not return in time (it goes on in its thread, ignored)."""
-
-
-def bounded(fn: Callable[[], T], timeout: float | None, what: str) -> T:
-    """``fn()``, run in a daemon thread and waited for at most ``timeout`` seconds.
-
-    Raises ``_NoAnswer`` when it did not return in time, and what ``fn`` raised otherwise, a
-    ``BaseException`` (``SystemExit`` from a plugin's import) as a ``PluginRaised``: a plugin
-    can neither hang nor exit the process that discovers it. A call that never returns keeps
-    its thread (a daemon: it does not keep the process alive) and whatever it holds: a hung
-    import holds that module's import lock, so importing that module again would hang too;
-    kprof never does (the backend is not used), and nothing else is blocked by it.
-    """
-    if timeout is None:
-        try:
-            return fn()
-        except Exception:
-            raise
-        except BaseException as exc:
-            raise PluginRaised(exc) from exc
-    box: list[Any] = []
-
-    def run() -> None:
-        try:
-            box.append((True, fn()))
-        except BaseException as exc:  # SystemExit, KeyboardInterrupt raised by the plugin
-            box.append((False, exc))
-
-    t = threading.Thread(target=run, name=f"kprof discovery: {what}", daemon=True)
-    t.start()
-    t.join(timeout)
-    if not box:
-        raise _NoAnswer(f"did not answer in {timeout:g} s")
-    ok, value = box[0]
-    if ok:
-        return cast("T", value)  # fn's result, through the thread's box
-    if isinstance(value, Exception):
-        raise value
-    raise PluginRaised(value) from value
-
-
-class PluginRaised(Exception):
-    """A plugin raised a ``BaseException`` that is not an ``Exception`` (``SystemExit``)."""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+def in_import(hook: str, backend: Backend, module: str) -> str:
+    """Why a backend started by an import was not used: its plugin imports a module the
+    program was importing on the same thread at that moment."""
+    return (
+        f"{hook} imports {module}, which the program was importing when kprof started the "
+        f"backend (from another thread, bounded in time, that waits for the program's import "
+        f"to end); import {module.split('.')[0]} before {module}, or name the backend "
+        f"(kprof run --backends {backend.name} / kprof.profile(backends=[{backend.name!r}]))"
+    )
 
 
 def installed_names() -> list[str]:
@@ -125,6 +85,8 @@ class Registry:
         #: Loaded from an entry point, not yet asked describe_backend (which imports the vendor
         #: library): described, bounded in time, on the first use that needs it.
         self._undescribed: list[Backend] = []
+        #: Loaded from an entry point: calls into them are bounded in time (``bound``).
+        self._discovered: set[Backend] = set()
         self._timeout: float | None = None
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
@@ -166,10 +128,11 @@ class Registry:
                 plugin = bounded(ep.load, timeout, f"import of {ep.value}")
                 backend = self._add(ep.name, plugin, dist_name, dist_version)
                 self._undescribed.append(backend)
+                self._discovered.add(backend)
             except Exception as exc:
                 error = (
                     str(exc)
-                    if isinstance(exc, (_NoAnswer, PluginRaised))
+                    if isinstance(exc, (NoAnswer, PluginRaised))
                     else f"{type(exc).__name__}: {exc}"
                 )
                 warnings.warn(
@@ -202,15 +165,17 @@ class Registry:
     @staticmethod
     def _describe(backend: Backend, timeout: float | None) -> None:
         """Ask a discovered plugin to describe itself now, bounded: a describe_backend that
-        hangs (a wedged driver) or exits must not take `kprof backends` or kprof.profile()
-        with it. (A backend registered in the program's own code is described when first
-        asked, in the program's thread.)"""
+        hangs (a wedged driver) or exits must not take `kprof backends`, kprof.profile() or
+        the program's import that starts it with it. (A backend registered in the program's
+        own code is described when first asked, in the program's thread.)"""
         try:
             bounded(backend.info, timeout, f"describe_backend of {backend.name}")
-        except (_NoAnswer, PluginRaised) as exc:
+        except (NoAnswer, PluginRaised) as exc:
             backend.disable(
                 f"describe_backend {exc}" if isinstance(exc, PluginRaised) else str(exc)
             )
+        except InImport as exc:
+            backend.disable(in_import("describe_backend", backend, exc.module))
 
     def _ensure(self, describe: bool = True) -> dict[str, Backend]:
         if self._backends is None:
@@ -248,12 +213,25 @@ class Registry:
             raise KprofError(
                 f"unknown backend {name!r}; known backends: {', '.join(backends) or 'none'}"
             ) from None
-        if b in self._undescribed:
-            with self._lock:
-                if b in self._undescribed:
-                    self._undescribed.remove(b)
-                    self._describe(b, self._timeout)
+        self.describe(b)
         return b
+
+    def describe(self, backend: Backend) -> BackendInfo:
+        """``backend.info()``, the first time bounded in time if ``backend`` was discovered (an
+        entry point), as ``get`` does; a plugin that did not answer is disabled, its status
+        the reason."""
+        if backend in self._undescribed:
+            with self._lock:
+                if backend in self._undescribed:
+                    self._undescribed.remove(backend)
+                    self._describe(backend, self._timeout)
+        return backend.info()
+
+    def bound(self, backend: Backend) -> float | None:
+        """How long a call into ``backend``'s plugin may take (``KPROF_DISCOVERY_TIMEOUT``),
+        or None (unbounded, on the caller's thread): for a backend the program registered in
+        its own code, as for every call where the timeout is 0."""
+        return self._timeout if backend in self._discovered else None
 
     def usable(self, names: list[str] | None = None) -> list[Backend]:
         """Backends a profile can use: available and not disabled after an error."""
@@ -288,6 +266,7 @@ class Registry:
                     self.pm.unregister(plugin, name)
             self._backends = None
             self._undescribed = []
+            self._discovered = set()
 
 
 def _chosen(eps: Any) -> list[Any]:

@@ -300,7 +300,10 @@ def install_capture(backend: Backend) -> None:
     """Start capturing the vendor library's launches and copies.
 
     Called when the first profile that uses this backend starts (again after the last one
-    ended and another starts). Patch the launch and copy entry points with
+    ended and another starts). A discovered plugin's first call in a process runs on a thread
+    of kprof's, bounded by ``KPROF_DISCOVERY_TIMEOUT`` (a wedged driver disables the backend
+    instead of hanging the profile's start); once it answered, later calls run on the
+    thread that starts the profile. Patch the launch and copy entry points with
     :class:`kprof.plugin.Patcher` (it restores the very same objects), with wrappers that keep
     ``backend`` in a closure and do::
 

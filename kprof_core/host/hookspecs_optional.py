@@ -71,6 +71,13 @@ def capture_modules(backend: Backend) -> list[str] | None:
     --backends NAME`` starts it at once, as ``kprof.profile()`` does every backend. Must not
     import anything itself.
 
+    A backend started by that import is described and installed on a thread of kprof's while
+    the program's import waits, at most ``KPROF_DISCOVERY_TIMEOUT`` seconds (then the backend
+    is disabled, with the reason). Its ``describe_backend`` and ``install_capture`` may
+    import the named module (it is complete by then), never a module the program may be
+    importing at that moment (the importing package's other submodules): that import would
+    wait for the program's, and the backend is disabled at once, saying so.
+
     :param backend: The plugin's :class:`kprof.plugin.Backend`.
     :returns: Module names, or ``None`` (start with the program, as before). Default: ``None``.
     """

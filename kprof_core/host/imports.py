@@ -46,7 +46,12 @@ class _Loader:
             spec = getattr(module, "__spec__", None)
             if spec is not None and spec.loader is self:
                 spec.loader = self.loader
-        _imported(self.name)  # only once the module ran to its end
+        # Only once the module ran to its end. It is complete: marked so now (importlib does
+        # after this returns), so that a plugin's thread importing it does not wait for the
+        # lock this import holds (calls.bounded).
+        if spec is not None:
+            spec._initializing = False
+        _imported(self.name)
 
     def __getattr__(self, attr: str) -> Any:  # get_resource_reader, is_package, ...
         return getattr(self.loader, attr)

@@ -6,8 +6,10 @@ OpenCL queue gives device timestamps only if it was created with ``PROFILING_ENA
 nearly every program creates its queue at the top, before ``with kprof.profile():``. An entry
 point of this group names a top-level module (the entry's name, ``pyopencl``) and a callable
 taking no arguments (its value); once both kprof and that module are imported, in either
-order, the callable runs once, on the importing thread, outside any profile. It must cost the
-program nothing per launch and never import another vendor library.
+order, the callable runs once, outside any profile, on a thread of kprof's while the
+importing thread waits for it, at most ``KPROF_DISCOVERY_TIMEOUT`` seconds. It must cost the
+program nothing per launch and never import another vendor library, nor kprof at its
+module's top (``import kprof`` may start it while kprof is still initializing).
 
 ``import kprof`` reads this group's entry points (no plugin is imported for it) and watches the
 named modules (:mod:`kprof_core.host.imports`). ``KPROF_DISABLE_PLUGIN_AUTOLOAD`` turns them
@@ -24,7 +26,14 @@ from typing import Any
 
 from kprof_core.host import imports
 from kprof_core.host.backend import KprofError
-from kprof_core.host.discovery import ENTRY_POINT_GROUP, ENV_DISABLE_AUTOLOAD, env_plugin_names
+from kprof_core.host.calls import InImport, NoAnswer, PluginRaised, bounded
+from kprof_core.host.discovery import (
+    DEFAULT_DISCOVERY_TIMEOUT,
+    ENTRY_POINT_GROUP,
+    ENV_DISABLE_AUTOLOAD,
+    discovery_timeout,
+    env_plugin_names,
+)
 from kprof_core.host.settings import env_flag
 
 GROUP = "kprof.on_import"
@@ -61,12 +70,23 @@ def _runner(ep: metadata.EntryPoint) -> Callable[[str], None]:
             return
         _done.add(key)
         try:
-            ep.load()()
+            timeout = discovery_timeout()
+        except KprofError:  # said when a profile or `kprof backends` loads plugins
+            timeout = DEFAULT_DISCOVERY_TIMEOUT
+        try:
+            # Bounded as a plugin's start is: the program's import never waits past it.
+            bounded(lambda: ep.load()(), timeout, f"{GROUP} entry point {ep.name}")
         except Exception as exc:  # a plugin's failure must not fail the program's import
+            why = (
+                f"it imports {exc.module}, which the program was importing"
+                if isinstance(exc, InImport)
+                else str(exc)
+                if isinstance(exc, (NoAnswer, PluginRaised))
+                else f"{type(exc).__name__}: {exc}"
+            )
             warnings.warn(
                 f"kprof: the {GROUP} entry point {ep.name} = {ep.value!r} failed after "
-                f"{module} was imported ({type(exc).__name__}: {exc}); profiles still run, "
-                f"without what it prepares",
+                f"{module} was imported ({why}); profiles still run, without what it prepares",
                 RuntimeWarning,
                 stacklevel=3,
             )
