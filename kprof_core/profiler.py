@@ -348,7 +348,7 @@ class profile:
                 activity.forget(rec)
             notes = _notes(rec)  # before remove_capture: what the capture could not see
             recording = rec.recording()
-            notes += queueless_notes(recording, rec.backends, rec.device)
+            notes += queueless_notes(recording, rec.backends, rec.device, rec.activity_backends)
             interrupted = _uninstall(rec.backends) if self._counted else None
             result._take(recording)
             if rec.bounds is not None:

@@ -122,7 +122,7 @@ class CudaPlugin:
         if act.active:
             why = (
                 f"{act.version()}, read by {act.reader_name()}: every kernel, copy and memset, "
-                f"{act.enabling()}; events time kprof.range"
+                f"{act.enabling()}; kprof.range spans the work inside it"
             )
             if act.sites.reason is not None:
                 why += f"; no launch sites for them: {act.sites.reason}"
@@ -131,7 +131,7 @@ class CudaPlugin:
         if reason is None:
             return "CUPTI activity records", (
                 f"{act.version()}, read by {act.reader_name()}, enabled while a profile runs; "
-                f"events time kprof.range"
+                f"kprof.range spans the work inside it"
             )
         return "CUDA events", f"{reason}; copies, kprof.range and kprof.kernel only"
 

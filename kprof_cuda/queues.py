@@ -102,11 +102,13 @@ class StreamQueues:
             else:
                 n = self._stream_numbers[dev] = self._stream_numbers.get(dev, 0) + 1
                 label = f"stream {n}"
-            self._clock.calibrate_first(dev)
+            cupti = self.activity is not None and self.activity.active
+            if not cupti:  # with CUPTI, no event times this queue's work or ranges
+                self._clock.calibrate_first(dev)
             # Holds the stream alive while capture is installed, so its handle (the key) is
             # not reused by another stream meanwhile; kprof's recorder holds it as long.
             q = self._queues[key] = Queue(dev, stream, label)
-            if self.activity is not None and self.activity.active:
+            if cupti:
                 q = self._queues[key] = self._share_with_cupti(q)
             return q
 

@@ -29,9 +29,12 @@ def tracer(fresh_registry: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any
     t.delivered_batches = 0
     t.delivery_threads.clear()
     t.columns = False
+    t.current = None
+    t.mirrored.clear()
     yield t
     t.release()
     t.columns = False
+    t.current = None
 
 
 def _rows(p: kprof.Profile) -> list[tuple[str, str, str]]:
@@ -239,17 +242,80 @@ def test_tool_switched_on_only_while_a_profile_runs(tracer: Any) -> None:
     assert tracer.foreign == 1
 
 
-def test_kernel_wrapper_is_a_range_when_the_backend_reports_kernels(tracer: Any) -> None:
-    """``kprof.kernel`` around work an activity backend reports itself is a range (no kernel is
-    counted twice). The tracer has no current queue, so here it is host-timed: the rule is
-    checked on the recorder directly."""
-    from kprof_core.recording.recorder import Recorder
+def test_ranges_on_a_backend_reporting_its_work_span_that_work(tracer: Any) -> None:
+    """A range puts no timestamps on a backend that reports its work itself: its device row
+    on each stream spans the work launched inside it there, nested ranges' work included,
+    with the bytes and flops the user said; a range without work has none. ``kprof.kernel``
+    around such work is a range (no kernel counted twice). The vendor tool is told of every
+    range at both ends, balanced."""
+    from kprof_testbackend.tracer import Stream
 
-    b = kprof.get_backend("testtrace")
-    rec = Recorder([b])
-    rec.activity_backends.add(b)
-    rec.device_range_end("wrapped", KERNEL, [(b, object(), None)], 0)
-    assert rec._incoming[-1][1] == RANGE
+    a, b = Stream("A"), Stream("B")
+    tracer.current = a
+    with kprof.profile() as p:
+        with kprof.range("outer", flops=7, bytes=64):
+            tracer.launch("k1", a, 1000)
+            with kprof.range("inner"):
+                tracer.launch("k2", a, 2000)
+                tracer.launch("kb", b, 300)
+            tracer.launch("k3", a, 500)
+        with kprof.range("empty"):
+            pass
+        kprof.kernel(lambda: tracer.launch("k4", a, 100), name="wrapped")()
+    t = p.table
+    row = {(p.names[t.name[i]], p.queues[t.queue[i]].label): i for i in range(len(t))}
+    assert sorted(n for n, _q in row) == [
+        "inner",
+        "inner",
+        "k1",
+        "k2",
+        "k3",
+        "k4",
+        "kb",
+        "outer",
+        "outer",
+        "wrapped",
+    ]
+    assert [k.name for k in p.kernels if k.kind != RANGE] == ["k1", "k2", "kb", "k3", "k4"]
+
+    def span(i: int) -> tuple[int, int]:
+        return t.start[i], t.start[i] + t.duration[i]
+
+    assert span(row["outer", "A"]) == (span(row["k1", "A"])[0], span(row["k3", "A"])[1])
+    assert span(row["inner", "A"]) == span(row["k2", "A"])
+    assert span(row["outer", "B"]) == span(row["inner", "B"]) == span(row["kb", "B"])
+    assert span(row["wrapped", "A"]) == span(row["k4", "A"])
+    o = row["outer", "A"]
+    assert (t.kind[o], t.nbytes[o], t.flops[o]) == (RANGE, 64, 7)
+    assert t.launch_start[o] <= t.launch_start[row["k1", "A"]]
+    assert t.launch_end[o] >= t.launch_end[row["k3", "A"]]
+    assert {r.name for r in p.ranges} >= {"outer", "inner", "empty"}
+    assert tracer.mirrored == [
+        ("push", "outer"), ("push", "inner"), ("pop",), ("pop",),
+        ("push", "empty"), ("pop",), ("push", "wrapped"), ("pop",),
+    ]  # fmt: skip
+    # The summary: a range's device time is its work's, its span the rows'.
+    ranges = {r.name: r for r in p.summary().device_ranges}
+    assert ranges["inner"].total_ns == 2300 and ranges["outer"].total_ns == 3800
+    assert "empty" not in ranges
+
+
+def test_a_range_open_at_the_end_has_no_device_row(tracer: Any) -> None:
+    """A range the profile's end cuts is host time only, as on every backend; the work
+    inside it is still recorded."""
+    from kprof_testbackend.tracer import Stream
+
+    tracer.current = s = Stream("A")
+    r = kprof.range("cut")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with kprof.profile() as p:
+            r.__enter__()
+            tracer.launch("k", s, 1000)
+    r.__exit__(None, None, None)
+    assert [k.name for k in p.kernels] == ["k"]
+    assert [x.name for x in p.ranges] == ["cut"]
+    assert tracer.mirrored == [("push", "cut"), ("pop",)]
 
 
 def test_a_failing_align_places_records_at_the_profile_start_and_says_so(

@@ -146,7 +146,10 @@ class ProfileData:
 
     @property
     def device_ranges(self) -> list[KernelRecord]:
-        """The device time of ``kprof.range``/``kprof.kernel`` blocks, one record per queue."""
+        """The device side of ``kprof.range``/``kprof.kernel`` blocks, one record per queue:
+        between the range's two timestamps, or, on a backend that reports its work itself
+        (CUDA with CUPTI), from the first start to the last end of the work launched inside
+        it on that queue (a range without work has none there)."""
         return self._device((RANGE,))
 
     @property

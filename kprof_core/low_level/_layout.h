@@ -36,6 +36,7 @@
 #define KPROF_FIRST_HOST_KIND 10
 #define KPROF_ENTRY_ACTIVITY 20
 #define KPROF_WITH_HOST 65536
+#define KPROF_ENTRY_WORK_RANGE 14
 #define KPROF_ENTRY_LAUNCH_BATCH 22
 
 #define KPROF_RAW_DONE 0
@@ -95,6 +96,6 @@ typedef struct {
     void *(*raw)(PyObject *token);
 } KprofRawStamp;
 
-#define KPROF_LAYOUT_SIGNATURE "entry:slot,kind,name,queue,who,h0,h1,start,stop,nbytes,flags,site,config,flops;activity:slot,kind,record,queue,who;fast_queue:backend,qid,device_key;first_host_kind:10;with_host:65536;batch:22;raw:void * start,void * stop,PyObject * name,PyObject * queue,PyObject * config,int64_t kind,int64_t h0,int64_t h1,int64_t nbytes;raw_status:0,1,2;raw_stamp:signature,ops,stamp,raw"
+#define KPROF_LAYOUT_SIGNATURE "entry:slot,kind,name,queue,who,h0,h1,start,stop,nbytes,flags,site,config,flops;activity:slot,kind,record,queue,who;fast_queue:backend,qid,device_key;first_host_kind:10;with_host:65536;work_range:14;batch:22;raw:void * start,void * stop,PyObject * name,PyObject * queue,PyObject * config,int64_t kind,int64_t h0,int64_t h1,int64_t nbytes;raw_status:0,1,2;raw_stamp:signature,ops,stamp,raw"
 
 #endif

@@ -4,8 +4,8 @@
  * `RangeBase` is the base class of kprof.range where the compiled recorder is loaded. Its
  * __enter__/__exit__ handle a range entered once (not re-entered before it exited) in a
  * profile whose recorder runs the compiled launch path and whose LaunchPath carries a range
- * plan (recorder.py `_range_plan`: the profile times on the device, does not synchronize, and
- * no backend mirrors ranges; cleared when the profile closes or the process forks). Everything
+ * plan (recorder.py `_range_plan`: the profile times on the device and does not synchronize;
+ * cleared when the profile closes or the process forks). Everything
  * else (outside that case, re-entry, a frame cut by the profile's end or a fork, a backend
  * that broke, a range without a start token on some backend)
  * calls the Python methods `_enter_py`/`_exit_py`, which do it all: both paths make the same
@@ -13,7 +13,9 @@
  * entries to the pending list: one per backend timed, the last carrying the host range too
  * (WITH_HOST), or the host range's alone where there is none. A backend whose timestamp hook
  * carries a raw stamp (_stamp.c) gets a raw record in the launches' batch instead of its
- * entry: the same row at the harvest. */
+ * entry: the same row at the harvest. A backend that reports its work itself (the plan's
+ * `by_work`) puts no timestamps: its entry is an ENTRY_WORK_RANGE, timed by that work at the
+ * profile's end. A backend mirroring ranges to its vendor tool (NVTX) is told at both ends. */
 
 #include "_crecorder_unit.h"
 #include <structmember.h>
@@ -24,6 +26,7 @@
 #include "_crecorder.h"
 #include "_sites.h"
 #include "_stamp.h"
+#include "_range_plan.h"
 #include "_range.h"
 
 typedef struct {
@@ -42,10 +45,11 @@ typedef struct {
 static PyObject *rg_active, *rg_now, *rg_outside, *rg_said, *rg_enter_py, *rg_exit_py;
 static PyObject *rg_kind_range, *rg_entry_host_range, *rg_flag_approximate, *rg_flag_host_timed;
 static PyObject *rg_with_host;  /* WITH_HOST, as an int */
+static PyObject *rg_kind_work;  /* ENTRY_WORK_RANGE, as an int */
 static int rg_clock;  /* rg_now is time.perf_counter_ns: read its clock directly */
 static int64_t rg_kind;  /* rg_kind_range, as an int64 (a raw record's kind) */
-static PyObject *str_native, *str_broken, *str_approximate, *str_hook_failed,
-    *str_current_queue, *str_record_timestamp, *str_flops, *str_bytes, *str_where;
+static PyObject *str_native, *str_broken, *str_approximate, *str_current_queue,
+    *str_record_timestamp, *str_flops, *str_bytes, *str_where;
 static PyObject *minus_one, *zero;  /* an entry's "none" and "no flags" */
 
 static PyObject *
@@ -164,54 +168,11 @@ rg_path(PyObject *rec)
     return path;
 }
 
-/* A hook that raised an Exception: rec._hook_failed(backend, hook, exc), as the Python path
- * reports it (0; the caller goes on). Anything else (KeyboardInterrupt, SystemExit) goes up,
- * as it does from the Python path: -1. */
-static int
-rg_hook_failed(PyObject *rec, PyObject *backend, PyObject *hook)
-{
-    if (!PyErr_ExceptionMatches(PyExc_Exception))
-        return -1;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (value == NULL) {
-        Py_XDECREF(type);
-        Py_XDECREF(tb);
-        return 0;
-    }
-    if (tb != NULL)
-        PyException_SetTraceback(value, tb);
-    PyObject *r = PyObject_CallMethodObjArgs(rec, str_hook_failed, backend, hook, value, NULL);
-    Py_XDECREF(type);
-    Py_DECREF(value);
-    Py_XDECREF(tb);
-    if (r == NULL)
-        return -1;
-    Py_DECREF(r);
-    return 0;
-}
-
 /* The Python twin, called as a function (no bound method made per call). */
 static PyObject *
 rg_python(PyObject *fn, RangeBase *self)
 {
     return PyObject_CallFunctionObjArgs(fn, (PyObject *)self, NULL);
-}
-
-/* The plan's item for backend `b` (borrowed), or NULL. A plan item is (backend,
- * current_queue, record_timestamp or None, slot, raw stamp capsule or None). */
-static PyObject *
-rg_plan_item(LaunchPath *lp, PyObject *b)
-{
-    PyObject *plan = lp->range_plan;
-    Py_ssize_t n = RG_NONE(plan) ? 0 : PyTuple_Size(plan);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GetItem(plan, i);
-        if (PyTuple_GetItem(item, 0) == b)
-            return item;
-    }
-    return NULL;
 }
 
 static PyObject *
@@ -234,7 +195,7 @@ rg_enter(RangeBase *self, PyObject *unused)
     }
     /* As device_range_begin: a timestamp on each backend with a current queue, the host
      * range's start taken before them (it encloses them). */
-    PyObject *plan = lp->range_plan;  /* tuple of (backend, current_queue, record_timestamp, slot) */
+    PyObject *plan = lp->range_plan;  /* tuple of plan items (RG_ITEM_LEN each) */
     Py_INCREF(plan);  /* (lp, ours: a hook may rebind the recorder's meanwhile) */
     PyObject *t0 = NULL, *begun = NULL, *who = NULL, *frame = NULL, *key = NULL, *result = NULL;
     t0 = rg_time();
@@ -255,12 +216,19 @@ rg_enter(RangeBase *self, PyObject *unused)
             continue;
         PyObject *q = PyObject_CallFunctionObjArgs(cq, b, NULL);
         if (q == NULL) {
-            if (rg_hook_failed(rec, b, str_current_queue) < 0)
+            if (kprof_plan_hook_failed(rec, b, str_current_queue) < 0)
                 goto done;
             continue;
         }
         if (q == Py_None) {
             Py_DECREF(q);
+            continue;
+        }
+        int pushed = kprof_plan_push(rec, item, self->name);
+        if (pushed <= 0) {
+            Py_DECREF(q);
+            if (pushed < 0)
+                goto done;
             continue;
         }
         PyObject *tok = Py_None;
@@ -275,7 +243,7 @@ rg_enter(RangeBase *self, PyObject *unused)
             } else if (PyErr_Occurred()) {
                 Py_DECREF(q);
                 Py_DECREF(tok);
-                if (rg_hook_failed(rec, b, str_record_timestamp) < 0)
+                if (kprof_plan_hook_failed(rec, b, str_record_timestamp) < 0 || kprof_plan_pop(rec, item) < 0)
                     goto done;
                 continue;
             }
@@ -283,9 +251,9 @@ rg_enter(RangeBase *self, PyObject *unused)
         if (rt != Py_None) {
             Py_DECREF(tok);
             tok = PyObject_CallFunctionObjArgs(rt, b, NULL);
-            if (tok == NULL) {  /* (no range_pop: a plan has no backend mirroring ranges) */
+            if (tok == NULL) {  /* the vendor tool's range stack kept balanced */
                 Py_DECREF(q);
-                if (rg_hook_failed(rec, b, str_record_timestamp) < 0)
+                if (kprof_plan_hook_failed(rec, b, str_record_timestamp) < 0 || kprof_plan_pop(rec, item) < 0)
                     goto done;
                 continue;
             }
@@ -343,6 +311,31 @@ rg_append(LaunchPath *lp, PyObject *entry)
     return PyList_Append(lp->incoming, entry) < 0 ? -1 : kprof_lp_pressure(lp);
 }
 
+/* Appends the range's device entry on the backend of `slot` (on queue `q`, its tokens, its
+ * flags as an int): 0, or -1 with an exception. */
+static int
+rg_entry(LaunchPath *lp, RangeBase *self, PyObject *slot, PyObject *kind, PyObject *q,
+         PyObject *who, PyObject *t0, PyObject *end, PyObject *tok, PyObject *stop, PyObject *fl,
+         PyObject *site)
+{
+    PyObject *qk = kprof_lp_queue_key(lp, q);
+    if (qk == NULL)
+        return -1;
+    PyObject *nbytes = PyLong_FromLongLong(self->nbytes);
+    PyObject *flops = nbytes == NULL ? NULL : PyLong_FromLongLong(self->flops);
+    PyObject *entry = flops == NULL ? NULL
+        : PyTuple_Pack(KPROF_ENTRY_LEN, slot, kind, self->name, qk, who, t0, end, tok, stop,
+                       nbytes, fl, site, Py_None, flops);  /* no launch configuration */
+    Py_XDECREF(nbytes);
+    Py_XDECREF(flops);
+    Py_DECREF(qk);
+    if (entry == NULL)
+        return -1;
+    int bad = rg_append(lp, entry);
+    Py_DECREF(entry);
+    return bad;
+}
+
 static PyObject *
 rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -374,8 +367,12 @@ rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; fast && i < nb; i++) {
         PyObject *item = PyList_GetItem(begun, i);
         PyObject *broken = PyObject_GetAttr(PyTuple_GetItem(item, 0), str_broken);
-        fast = broken == Py_None && PyTuple_GetItem(item, 2) != Py_None
-               && rg_plan_item(lp, PyTuple_GetItem(item, 0)) != NULL;
+        PyObject *plan_item = kprof_plan_item(lp->range_plan, PyTuple_GetItem(item, 0));
+        /* A token where the plan still stamps the backend; none where it is timed by work. */
+        fast = broken == Py_None && plan_item != NULL
+               && (PyTuple_GetItem(item, 2) != Py_None
+                       ? PyTuple_GetItem(plan_item, RG_RT) != Py_None
+                       : PyTuple_GetItem(plan_item, RG_BY_WORK) == Py_True);
         Py_XDECREF(broken);
         PyErr_Clear();
     }
@@ -391,6 +388,9 @@ rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
         return rg_python(rg_exit_py, self);
     }
     PyObject *result = NULL, *stops = NULL, *site = NULL, *end = NULL, *rec = NULL;
+    /* Ours: a hook called below may rebind the recorder's plan; its items are read here. */
+    PyObject *plan = lp->range_plan;
+    Py_INCREF(plan);
     /* Where a plugin's raw stamp times the range (the first RG_RAW backends): its start and
      * stop as raw tokens (new references) until they join a batch, stops[i] Py_Ellipsis. */
     enum { RG_RAW = 8 };
@@ -422,8 +422,14 @@ rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < nb; i++) {
         PyObject *item = PyList_GetItem(begun, i);
         PyObject *b = PyTuple_GetItem(item, 0);
-        PyObject *plan_item = rg_plan_item(lp, b);
-        PyObject *rt = PyTuple_GetItem(plan_item, 2);
+        PyObject *plan_item = kprof_plan_item(plan, b);
+        PyObject *rt = PyTuple_GetItem(plan_item, RG_RT);
+        if (PyTuple_GetItem(item, 2) == Py_None) {  /* by work: no stop timestamp */
+            Py_INCREF(Py_NotImplemented);
+            PyList_SetItem(stops, i, Py_NotImplemented);
+            last = i;
+            continue;
+        }
         const KprofRawStamp *st = i < RG_RAW && kprof_batch_open(lp) ? kprof_stamp_of(plan_item)
                                                                        : NULL;
         PyObject *stop = NULL;
@@ -436,13 +442,15 @@ rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
         if (stop == NULL && !PyErr_Occurred())  /* (an exception: the plugin's stamp failed) */
             stop = PyObject_CallFunctionObjArgs(rt, b, NULL);
         if (stop == NULL) {
-            if (rg_hook_failed(rec, b, str_record_timestamp) < 0)
+            if (kprof_plan_hook_failed(rec, b, str_record_timestamp) < 0)
                 goto done;
             PyObject *r = PyObject_CallMethod(rec, "_release", "OOO", b,
                                               PyTuple_GetItem(item, 2), Py_None);
             if (r == NULL)
                 goto done;
             Py_DECREF(r);
+            if (kprof_plan_pop(rec, plan_item) < 0)
+                goto done;
             continue;  /* left out below (its slot stays NULL) */
         }
         PyList_SetItem(stops, i, stop);
@@ -458,8 +466,18 @@ rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *item = PyList_GetItem(begun, i);
         PyObject *b = PyTuple_GetItem(item, 0), *q = PyTuple_GetItem(item, 1);
         PyObject *tok = PyTuple_GetItem(item, 2);
+        PyObject *plan_item = kprof_plan_item(plan, b);
+        if (kprof_plan_pop(rec, plan_item) < 0)
+            goto done;
+        if (stop == Py_NotImplemented) {  /* timed by its work at the end (work_ranges.py) */
+            if (rg_entry(lp, self, PyTuple_GetItem(plan_item, RG_SLOT), rg_kind_work, q, who, t0,
+                         end, Py_None, Py_None, i == last ? rg_with_host : zero, site)
+                < 0)
+                goto done;
+            continue;
+        }
         if (i < RG_RAW && raw_of[i] != NULL) {  /* one raw record in the launches' batch */
-            if (kprof_stamp_record(lp, PyTuple_GetItem(rg_plan_item(lp, b), 3), raw_of[i],
+            if (kprof_stamp_record(lp, PyTuple_GetItem(plan_item, RG_SLOT), raw_of[i],
                                    &raw_start[i], &raw_stop[i], self->name, q, rg_kind, t0,
                                    end, self->nbytes, self->flops, i == last, who, sid)
                 < 0)
@@ -499,25 +517,9 @@ rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
             Py_INCREF(fl);
         else if ((fl = PyLong_FromLong(flags)) == NULL)
             goto done;
-        PyObject *qk = kprof_lp_queue_key(lp, q);
-        if (qk == NULL) {
-            Py_DECREF(fl);
-            goto done;
-        }
-        PyObject *nbytes = PyLong_FromLongLong(self->nbytes);
-        PyObject *flops = nbytes == NULL ? NULL : PyLong_FromLongLong(self->flops);
-        PyObject *entry = flops == NULL ? NULL
-            : PyTuple_Pack(KPROF_ENTRY_LEN, PyTuple_GetItem(rg_plan_item(lp, b), 3),
-                           rg_kind_range, self->name, qk, who, t0, end, tok, stop, nbytes, fl,
-                           site, Py_None, flops);  /* no launch configuration */
-        Py_XDECREF(nbytes);
-        Py_XDECREF(flops);
-        Py_DECREF(qk);
+        int bad = rg_entry(lp, self, PyTuple_GetItem(plan_item, RG_SLOT), rg_kind_range, q, who,
+                           t0, end, tok, stop, fl, site);
         Py_DECREF(fl);
-        if (entry == NULL)
-            goto done;
-        int bad = rg_append(lp, entry);
-        Py_DECREF(entry);
         if (bad)
             goto done;
     }
@@ -541,6 +543,7 @@ done:
     Py_XDECREF(end);
     Py_XDECREF(stops);
     Py_XDECREF(site);
+    Py_DECREF(plan);
     Py_DECREF(begun);
     Py_DECREF(frame);
     Py_DECREF(lp);
@@ -625,18 +628,18 @@ kprof_range_init(PyObject *m)
     str_native = PyUnicode_InternFromString("_native");
     str_broken = PyUnicode_InternFromString("broken");
     str_approximate = PyUnicode_InternFromString("approximate");
-    str_hook_failed = PyUnicode_InternFromString("_hook_failed");
     str_current_queue = PyUnicode_InternFromString("current_queue");
     str_record_timestamp = PyUnicode_InternFromString("record_timestamp");
     str_flops = PyUnicode_InternFromString("flops");
     str_bytes = PyUnicode_InternFromString("bytes");
     str_where = PyUnicode_InternFromString("kprof.range");
     rg_with_host = PyLong_FromLong(KPROF_WITH_HOST);
+    rg_kind_work = PyLong_FromLong(KPROF_ENTRY_WORK_RANGE);
     minus_one = PyLong_FromLong(-1);
     zero = PyLong_FromLong(0);
-    if (!str_native || !str_broken || !str_approximate || !str_hook_failed || !str_current_queue
+    if (!str_native || !str_broken || !str_approximate || !str_current_queue
         || !str_record_timestamp || !str_flops || !str_bytes || !str_where || !rg_with_host
-        || !minus_one || !zero)
+        || !minus_one || !zero || !rg_kind_work || kprof_range_plan_init() < 0)
         return -1;
     RangeBaseType = PyType_FromSpec(&rg_spec);
     if (RangeBaseType == NULL)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "_batch.h"
+#include "_range_plan.h"
 
 /* The last capsule looked at and its verdict (held: its address is compared). */
 static PyObject *last_capsule;
@@ -17,7 +18,8 @@ static const KprofRawStamp *last_api;
 const KprofRawStamp *
 kprof_stamp_of(PyObject *plan_item)
 {
-    PyObject *cap = PyTuple_Size(plan_item) > 4 ? PyTuple_GetItem(plan_item, 4) : Py_None;
+    PyObject *cap = PyTuple_Size(plan_item) > RG_RAW_STAMP ? PyTuple_GetItem(plan_item, RG_RAW_STAMP)
+                                                          : Py_None;
     if (cap == NULL || cap == Py_None) {
         PyErr_Clear();
         return NULL;

@@ -7,8 +7,9 @@
 #include "_layout.h"
 #include "_crecorder.h"
 
-/* The raw stamp of a range plan item (its item 4, a capsule), or NULL: none, or one built for
- * another layout (the Python hook answers then, as where there is none). No exception. */
+/* The raw stamp of a range plan item (its RG_RAW_STAMP, a capsule), or NULL: none, or one
+ * built for another layout (the Python hook answers then, as where there is none). No
+ * exception. */
 KPROF_INTERNAL const KprofRawStamp *kprof_stamp_of(PyObject *plan_item);
 
 /* A range's start on `queue`: the plugin's Python token for it (the range's frame keeps it,

@@ -63,6 +63,12 @@ ENTRY_HOST_RANGE, ENTRY_MARK, ENTRY_HOST_LAUNCH = 10, 11, 12
 #: entry with its thread, host interval (h0, h1), ``nbytes`` and ``flops``; the harvest gives
 #: them to the last kernel that thread launched inside the interval.
 ENTRY_ANNOTATE = 13
+#: A range on a backend that reports its work itself (activity records): no timestamps, its
+#: device side the work inside it, derived at the profile's end (``recording/work_ranges.py``).
+#: The entry has the backend's ``slot``, the range's ``name``, ``queue``, ``who``, ``h0``,
+#: ``h1``, ``nbytes``, ``flags`` (``WITH_HOST`` where it carries the host range), ``site`` and
+#: ``flops``; no tokens.
+ENTRY_WORK_RANGE = 14
 #: Kinds from here on are host entries or activity entries, never a launch's.
 FIRST_HOST_KIND = ENTRY_HOST_RANGE
 #: An entry-only bit of ``flags`` (above every record flag; never stored in a table): this
@@ -212,6 +218,7 @@ SIGNATURE = (
     f"fast_queue:{','.join(FAST_QUEUE_FIELDS)};"
     f"first_host_kind:{FIRST_HOST_KIND};"
     f"with_host:{WITH_HOST};"
+    f"work_range:{ENTRY_WORK_RANGE};"
     f"batch:{ENTRY_LAUNCH_BATCH};"
     f"raw:{','.join(f'{t.strip()} {n}' for t, n in RAW_LAUNCH_FIELDS)};"
     f"raw_status:{RAW_DONE},{RAW_NOT_DONE},{RAW_FAILED};"
@@ -241,6 +248,7 @@ def c_header() -> str:
         f"#define KPROF_FIRST_HOST_KIND {FIRST_HOST_KIND}",
         f"#define KPROF_ENTRY_ACTIVITY {ENTRY_ACTIVITY}",
         f"#define KPROF_WITH_HOST {WITH_HOST}",
+        f"#define KPROF_ENTRY_WORK_RANGE {ENTRY_WORK_RANGE}",
         f"#define KPROF_ENTRY_LAUNCH_BATCH {ENTRY_LAUNCH_BATCH}",
         "",
         f"#define KPROF_RAW_DONE {RAW_DONE}",

@@ -134,7 +134,7 @@ def open_scope(rec: Recorder, only: list[Backend] | None = None) -> tuple[int, l
         try:
             if b.activity_scope_enter(b, scope):
                 opened.append(b)
-                rec.activity_backends.add(b)
+                rec.reports_work(b)
         except Exception as exc:
             rec._hook_failed(b, "activity_scope_enter", exc, disable=False)
     return scope, opened

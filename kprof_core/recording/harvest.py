@@ -36,7 +36,7 @@ from kprof_core.low_level.layout import (
     WITH_HOST,
     with_host,
 )
-from kprof_core.recording import harvest_batch, harvest_one
+from kprof_core.recording import harvest_batch, harvest_one, work_ranges
 from kprof_core.recording import harvest_take as take_route
 from kprof_core.recording.harvest_activity import take_activity_columns
 from kprof_core.recording.harvest_columns import Columns
@@ -282,6 +282,9 @@ class Harvest:
             for dkey, clock in self.delivered.clocks.items():
                 # A device timed both ways (events for ranges, records for kernels) has two.
                 self.clocks[dkey if dkey not in self.clocks else f"{dkey} (activity)"] = clock
+            # Ranges timed by their work: every record is in, on the host clock.
+            work_ranges.derive(t.table, t.queues, t.work_ranges)
+            t.work_ranges = []
             # Final: exactly sized columns (a million records' arrays over-allocate up to 5 MB).
             t.table.trim()
             t.host.trim()

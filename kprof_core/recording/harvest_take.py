@@ -23,6 +23,7 @@ from kprof_core.low_level.layout import (
     ENTRY_HOST_LAUNCH,
     ENTRY_HOST_RANGE,
     ENTRY_MARK,
+    ENTRY_WORK_RANGE,
     FLAGS,
     FLOPS,
     H0,
@@ -38,6 +39,7 @@ from kprof_core.low_level.layout import (
     with_host,
 )
 from kprof_core.recording.tokens import device_times, elapsed
+from kprof_core.recording.work_ranges import WorkRange
 
 if TYPE_CHECKING:
     from kprof_core.recording.tables import Tables
@@ -58,6 +60,8 @@ def take(t: Tables, k: Tokens, entry: tuple[Any, ...], deadline: float | None) -
     if entry[KIND] == ENTRY_ANNOTATE:
         annotate(t, entry)
         return True
+    if entry[KIND] == ENTRY_WORK_RANGE:
+        return work_range(t, k, entry)
     flags = entry[FLAGS]
     if type(flags) is int and flags & WITH_HOST and entry[KIND] not in HOST_KINDS:
         # A range's device entry carrying its host side: the device row, then the host one.
@@ -65,6 +69,30 @@ def take(t: Tables, k: Tokens, entry: tuple[Any, ...], deadline: float | None) -
             return False
         return take(t, k, host_entry(ENTRY_HOST_RANGE, *_host_side(entry)), deadline)
     return take_device(t, k, entry, deadline)
+
+
+def work_range(t: Tables, k: Tokens, entry: tuple[Any, ...]) -> bool:
+    """A range whose device side is its work's (``ENTRY_WORK_RANGE``): kept for the end
+    (``work_ranges.derive``), its host range made a row now where it carries it."""
+    backend, _kind, name, _queue, who, h0, h1, _start, _stop, nbytes, flags, site, _c, flops = (
+        t.decode(entry)
+    )
+    if is_time(h0) and is_time(h1) and h0 <= h1:  # kprof's own values: never, but never lost
+        t.work_ranges.append(
+            WorkRange(
+                backend.name,
+                t.names(name_of(name)),
+                t.thread_id(who),
+                h0,
+                h1,
+                nbytes if type(nbytes) is int and -1 <= nbytes < VALUE_LIMIT else -1,
+                flops if type(flops) is int and -1 <= flops < VALUE_LIMIT else -1,
+                site if type(site) is int and -1 <= site < VALUE_LIMIT else -1,
+            )
+        )
+    if type(flags) is int and flags & WITH_HOST:
+        return take(t, k, host_entry(ENTRY_HOST_RANGE, *_host_side(entry)), None)
+    return True
 
 
 def keep_host_side(t: Tables, k: Tokens, entry: tuple[Any, ...]) -> None:

@@ -62,11 +62,15 @@ class RangeBook:
         return cut
 
 
-def queueless_notes(rec: Recording, backends: Iterable[Backend], device: bool) -> list[str]:
+def queueless_notes(
+    rec: Recording, backends: Iterable[Backend], device: bool, by_work: Iterable[Backend] = ()
+) -> list[str]:
     """Why some ranges have no device time on a backend that did device work in the profile:
     counted at the end from the tables (host ranges of a name minus that backend's device
     ranges of it), so that entering a range costs nothing more. The usual cause is a range
-    entered before the thread had a current queue (OpenCL: before its first launch)."""
+    entered before the thread had a current queue (OpenCL: before its first launch). Not
+    for the backends ``by_work``, whose ranges' spans are their work's (a range without work
+    has none)."""
     if not device:
         return []
     table, host = rec.table, rec.host
@@ -76,7 +80,7 @@ def queueless_notes(rec: Recording, backends: Iterable[Backend], device: bool) -
             entered[name] = entered.get(name, 0) + 1
     if not entered:  # no range: no scan of the (maybe million-row) device table
         return []
-    timed = {b.name for b in backends if b.has_timestamps}
+    timed = {b.name for b in backends if b.has_timestamps} - {b.name for b in by_work}
     used = {rec.queues[q].backend for q in set(table.queue) if q >= 0}
     if not used & timed:
         return []

@@ -41,6 +41,7 @@ from kprof_core.low_level.layout import (
     ENTRY_HOST_LAUNCH,
     ENTRY_HOST_RANGE,
     ENTRY_MARK,
+    ENTRY_WORK_RANGE,
     WITH_HOST,
     host_entry,
 )
@@ -382,16 +383,17 @@ class Recorder:
         self._native.forked_ranges = self.ranges.forked
         self._native.range_plan = self._range_plan()
 
-    def _range_plan(self) -> tuple[tuple[Backend, Any, Any, int, Any], ...] | None:
+    def _range_plan(self) -> tuple[tuple[Any, ...], ...] | None:
         """What ``kprof.range``'s compiled path (``_range.c``) asks of each backend: its
-        ``current_queue`` and its ``record_timestamp`` (None where it has no timestamps), its
-        slot, and the hook's raw stamp (``kprof_raw_stamp``: a ``KprofRawStamp`` capsule, or
-        None); None where every range takes the Python path: no device times, synchronized,
-        closed, or a backend mirroring ranges to its vendor tool."""
+        ``current_queue`` and its ``record_timestamp`` (None where it puts no timestamps), its
+        slot, the hook's raw stamp (``kprof_raw_stamp``: a ``KprofRawStamp`` capsule, or
+        None), its ``range_push`` and ``range_pop`` where it mirrors ranges to its vendor
+        tool (else None), and whether its work times its ranges (it reports that work itself:
+        ``activity_backends``); None where every range takes the Python path: no device
+        times, synchronized, or closed. Made again when a backend starts reporting its work."""
         if not self.device or self.synchronize or self._closed:
             return None
-        if any(b.mirrors_ranges for b in self.backends):
-            return None
+        by_work = self.activity_backends
         # A hook function may carry its C twin (``kprof_compiled``: kprof_opencl's do).
         # Made from a list, not a generator: CPython builds a tuple from a generator at 10
         # items and shrinks it, and the shrunk tuple, freed at the profile's end, joins the
@@ -402,16 +404,28 @@ class Recorder:
                     b,
                     getattr(b.current_queue, "kprof_compiled", b.current_queue),
                     getattr(b.record_timestamp, "kprof_compiled", b.record_timestamp)
-                    if b.has_timestamps
+                    if b.has_timestamps and b not in by_work
                     else None,
                     b.slot,
                     getattr(b.record_timestamp, "kprof_raw_stamp", None)
-                    if b.has_timestamps
+                    if b.has_timestamps and b not in by_work
                     else None,
+                    b.range_push if b.mirrors_ranges else None,
+                    b.range_pop if b.mirrors_ranges else None,
+                    b in by_work,
                 )
                 for b in self.backends
             ]
         )
+
+    def reports_work(self, backend: Backend) -> None:
+        """``backend`` delivers the records of this profile's work from now on (its activity
+        scope opened): its ranges are timed by that work, not by timestamps."""
+        if backend in self.activity_backends:
+            return
+        self.activity_backends.add(backend)
+        if self._native is not None and self._native.range_plan is not None:
+            self._native.range_plan = self._range_plan()
 
     def launch_observed(
         self,
@@ -509,14 +523,17 @@ class Recorder:
                     self._hook_failed(b, "range_push", exc)
                     continue
             tok = None
-            if b in self._stamped:
+            # A backend reporting its work itself times the range by that work (no
+            # timestamps: work_ranges.py).
+            by_work = b in self.activity_backends
+            if b in self._stamped and not by_work:
                 try:
                     tok = b.record_timestamp(b)
                 except Exception as exc:
                     self._hook_failed(b, "record_timestamp", exc)
                     self._range_pop(b)  # keep the vendor tool's range stack balanced
                     continue
-            if tok is None and self.synchronize:
+            if tok is None and self.synchronize and not by_work:
                 self._sync(b, q)
             begun.append((b, q, tok))
         return begun
@@ -532,12 +549,12 @@ class Recorder:
         thread: Any = None,
         host: bool = False,
     ) -> int:
-        """Close what ``device_range_begin`` opened; host-time the backends without tokens.
-        ``nbytes`` and ``flops``: what the user said the range's work moves and computes
-        (``kprof.range(name, bytes=, flops=)``), -1 when not said. ``thread``: the key of the
-        thread that entered the range (default: the calling thread's). With ``host`` the
-        range's host side (``start_ns`` to the returned end) is recorded too: in the last
-        device entry (``WITH_HOST``), else in a host entry of its own.
+        """Close what ``device_range_begin`` opened; host-time the backends without tokens,
+        but those whose work times the range (``_work_range``). ``nbytes``, ``flops``: what
+        the user said the range's work moves and computes, -1 when not said. ``thread``: the
+        key of the thread that entered the range (default: the calling thread's). With
+        ``host`` the range's host side (``start_ns`` to the returned end) is recorded too: in
+        the last device entry (``WITH_HOST``), else in a host entry of its own.
 
         ``start_ns`` must be taken before ``device_range_begin``: no work of the range can
         start on the device before it (placement relies on that). Returns the range's host end,
@@ -553,6 +570,10 @@ class Recorder:
         incoming = self._incoming
         for i, (b, q, tok, stop) in enumerate(stops):
             flags = 0
+            if tok is None and b in self.activity_backends:
+                wh = WITH_HOST if host and i == last else 0
+                self._work_range(b, q, name, who, start_ns, end_ns, nbytes, wh, site, flops)
+                continue
             # Tokens that are host observations say so (see launch_observed).
             if getattr(stop, "approximate", False) is True:
                 flags = APPROXIMATE
@@ -597,6 +618,42 @@ class Recorder:
         if host and not stops:
             self._append(host_entry(ENTRY_HOST_RANGE, name, who, start_ns, end_ns, site))
         return end_ns
+
+    def _work_range(
+        self,
+        b: Backend,
+        q: Any,
+        name: str,
+        who: Any,
+        start_ns: int,
+        end_ns: int,
+        nbytes: int,
+        flags: int,
+        site: int,
+        flops: int,
+    ) -> None:
+        """A range's entry on a backend whose work times it at the profile's end
+        (``work_ranges.py``): no tokens; the vendor tool's range popped first."""
+        self._range_pop(b)
+        self._live_queues.setdefault(id(q), q)
+        self._append(
+            (
+                b.slot,
+                ENTRY_WORK_RANGE,
+                name,
+                id(q),
+                who,
+                start_ns,
+                end_ns,
+                None,
+                None,
+                nbytes,
+                flags,
+                site,
+                None,
+                flops,
+            )
+        )
 
     def _range_stops(
         self, begun: list[tuple[Backend, Any, Any]]

@@ -22,6 +22,7 @@ from kprof_core.data.records import (
 from kprof_core.host.backend import Backend, QueueInfo, checked_queue_info
 from kprof_core.recording.configs import Configs
 from kprof_core.recording.threads import thread_names
+from kprof_core.recording.work_ranges import WorkRange
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -55,6 +56,8 @@ class Tables:
         self.thread_ids: dict[Any, int] = {}
         self.thread_index: dict[ThreadRecord, int] = {}
         self.errors: dict[int, str] = {}  # row -> why it has no time
+        #: Ranges whose device side is the work inside them (work_ranges.py): rows at the end.
+        self.work_ranges: list[WorkRange] = []
         #: Row -> what an activity backend said about it (launch configuration, ...).
         self.details = Details()
         #: When the profile started (set by ``profile``): where a row whose times cannot be

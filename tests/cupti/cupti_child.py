@@ -649,6 +649,39 @@ def streams_share_rows_with_events(env: Env) -> None:
     assert {x["queue"] for x in r} == {"stream 1"} and len(r) == 2, r
 
 
+def ranges_span_their_work_without_events(env: Env) -> None:
+    """With CUPTI on, a range puts no CUDA event: its device row on a stream spans the
+    records of the work launched inside it there (a nested range's included), with the bytes
+    and flops the user said; a range without work has no device row."""
+    s = env.fake.stream()
+    sid = lib.cuptidouble_stream_id(s.ptr)
+    with kprof.profile() as p:
+        with env.fake.use(s):
+            with kprof.range("outer", flops=100, bytes=64):
+                launch(b"k1", stream=sid, duration=10_000)
+                with kprof.range("inner"):
+                    launch(b"k2", stream=sid, duration=20_000)
+            with kprof.range("empty"):
+                pass
+    assert env.plugin.stats().created == 0, env.plugin.stats()  # no event was made
+    r = {x["name"]: x for x in rows(p)}
+    assert sorted(r) == ["inner", "k1", "k2", "outer"], r
+    k1, k2, outer, inner = r["k1"], r["k2"], r["outer"], r["inner"]
+    assert (outer["kind"], inner["kind"]) == (RANGE, RANGE)
+    assert outer["start"] == k1["start"]
+    assert outer["start"] + outer["duration"] == k2["start"] + k2["duration"]
+    assert (inner["start"], inner["duration"]) == (k2["start"], k2["duration"])
+    assert outer["queue"] == inner["queue"] == k1["queue"] == "stream 1"
+    assert outer["nbytes"] == 64
+    assert p.table.flops[p.table.name.index(p.names.index("outer"))] == 100
+    assert [x.name for x in p.ranges] == ["inner", "outer", "empty"]
+    # The summary's device time of a range is its work's, as before; its span is the row's.
+    by_name = {row.name: row for row in p.summary().device_ranges}
+    assert by_name["outer"].total_ns == 30_000 and by_name["inner"].total_ns == 20_000
+    assert by_name["outer"].span_ns == outer["duration"], by_name["outer"]
+    assert "empty" not in by_name
+
+
 def order_independent_join(env: Env) -> None:
     """A work record decoded before its launch's correlation and API records (they came in a
     later buffer) is still attributed to its profile, with its launch times."""
@@ -1151,6 +1184,7 @@ SCENARIOS: dict[str, Callable[[Env], None]] = {
         late_records_dropped_counted_said,
         subscriber_taken_falls_back_to_events,
         no_double_counting_with_cupti,
+        ranges_span_their_work_without_events,
         streams_share_rows_with_events,
         order_independent_join,
         dropped_records_never_make_the_end_wait,

@@ -32,6 +32,7 @@ SCENARIOS = (
     "late_records_dropped_counted_said",
     "subscriber_taken_falls_back_to_events",
     "no_double_counting_with_cupti",
+    "ranges_span_their_work_without_events",
     "streams_share_rows_with_events",
     "order_independent_join",
     "dropped_records_never_make_the_end_wait",

@@ -48,6 +48,10 @@ class Tracer:
         self.delivered_batches = 0
         self.delivery_threads: set[str] = set()
         self.foreign = 0  # launches outside any kprof scope (never reported)
+        #: The stream ``current_queue`` answers (None: no current queue, so ranges have no
+        #: device side here), and what kprof mirrored to the tool: ("push", name) or ("pop",).
+        self.current: Stream | None = None
+        self.mirrored: list[tuple[str, ...]] = []
 
     # -- the user's side --------------------------------------------------------------------------
 
@@ -227,6 +231,18 @@ class Tracer:
         return kp.Alignment(device_ns - self.clock_offset, 0, "simulated tracer clock")
 
     @kp.hookimpl
+    def current_queue(self, backend: kp.Backend) -> Stream | None:
+        return self.current
+
+    @kp.hookimpl
+    def range_push(self, backend: kp.Backend, name: str) -> None:
+        self.mirrored.append(("push", name))
+
+    @kp.hookimpl
+    def range_pop(self, backend: kp.Backend) -> None:
+        self.mirrored.append(("pop",))
+
+    @kp.hookimpl
     def queue_info(self, backend: kp.Backend, queue: Stream) -> kp.QueueInfo:
         return kp.QueueInfo(
             device=f"testtrace {queue.device}", label=queue.name, device_key=queue.device
@@ -244,3 +260,6 @@ activity_scope_exit = tracer.activity_scope_exit
 activity_flush = tracer.activity_flush
 activity_align = tracer.activity_align
 queue_info = tracer.queue_info
+current_queue = tracer.current_queue
+range_push = tracer.range_push
+range_pop = tracer.range_pop
