@@ -1,8 +1,10 @@
 """kprof's ranges as NVTX ranges, so Nsight Systems shows them beside its own data.
 
-Used only when the ``nvtx`` package (``pip install nvtx``, or ``kprof[nvtx]``) is importable.
-Ranges go to the NVTX domain ``"kprof"``: Nsight Systems shows them in a row of that name.
-NVTX ranges are per thread (push/pop), as kprof's are.
+Used only when the ``nvtx`` package (``pip install nvtx``, or ``kprof[nvtx]``) is importable
+and a tool collects NVTX in the process (Nsight Systems injects one when it starts the
+program): without one, ``nvtx`` hands back its dummy domain and every range would be two
+calls for nothing. Ranges go to the NVTX domain ``"kprof"``: Nsight Systems shows them in a
+row of that name. NVTX ranges are per thread (push/pop), as kprof's are.
 """
 
 from __future__ import annotations
@@ -32,9 +34,13 @@ class Nvtx:
 
 
 def load() -> Nvtx | None:
-    """The NVTX bindings, or None when the ``nvtx`` package is not installed (or unusable)."""
+    """The NVTX bindings, or None when the ``nvtx`` package is not installed (or unusable),
+    or no tool collects NVTX ranges in this process."""
     try:
         module = importlib.import_module("nvtx")
+        get_domain = getattr(module, "get_domain", None)
+        if get_domain is not None and type(get_domain(DOMAIN)).__name__ == "DummyDomain":
+            return None  # nvtx's own answer when nothing is injected: nobody would see them
         return Nvtx(module)
     except Exception:  # not installed, or a broken install: ranges just don't go to NVTX
         return None

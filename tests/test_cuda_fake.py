@@ -765,6 +765,25 @@ def test_nvtx_absent_means_no_mirroring(monkeypatch: pytest.MonkeyPatch) -> None
     assert nvtx_mod.load() is None
 
 
+def test_nvtx_without_a_tool_means_no_mirroring(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``nvtx`` hands back its dummy domain when no tool (Nsight Systems) is injected: then
+    nobody sees the ranges, and kprof does not pay two calls per range for them."""
+    from kprof_cuda import nvtx as nvtx_mod
+
+    class DummyDomain:
+        pass
+
+    class Domain:
+        pass
+
+    fake_nvtx = FakeNvtx()
+    monkeypatch.setitem(sys.modules, "nvtx", fake_nvtx)  # type: ignore[arg-type]
+    fake_nvtx.get_domain = lambda name: DummyDomain()  # type: ignore[attr-defined]
+    assert nvtx_mod.load() is None
+    fake_nvtx.get_domain = lambda name: Domain()  # type: ignore[attr-defined]
+    assert nvtx_mod.load() is not None
+
+
 # -- device memory through CuPy's memory hook ----------------------------------------------------
 
 

@@ -33,6 +33,7 @@ LONG_FUNCTIONS: dict[str, str] = {
     "kprof_opencl.capture.kernel_wrapper": HOT + "; its closure is the wrapper",
     "kprof_cuda.cupti_pure._decode": HOT + " (the pure reader's record loop)",
     "kprof_core.recording.harvest_take.take_device": HOT,
+    "kprof_core.recording.harvest.harvest_locked": HOT + " (every entry kind's common case)",
     "kprof_hip.kernels.kernel_wrappers": "a factory of the launch wrappers, closures over state "
     "bound once (" + HOT + "); its length is theirs",
     "kprof_hip.kernels.hipExtLaunchKernel": HOT + " (a closure of kernel_wrappers)",

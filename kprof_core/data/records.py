@@ -240,23 +240,26 @@ class DeviceTable:
         flops: int = -1,
     ) -> int:
         # All or nothing: a value a column refuses (a plugin's float, an int past int64)
-        # raises before any column grew, so the columns never differ in length.
-        row = array("q", (name, kind, queue, thread, launch_start, launch_end, start, duration))
-        row.extend((nbytes, flags, site, config, flops))
-        self.name.append(row[0])
-        self.kind.append(row[1])
-        self.queue.append(row[2])
-        self.thread.append(row[3])
-        self.launch_start.append(row[4])
-        self.launch_end.append(row[5])
-        self.start.append(row[6])
-        self.duration.append(row[7])
-        self.nbytes.append(row[8])
-        self.flags.append(row[9])
-        self.site.append(row[10])
-        self.config.append(row[11])
-        self.flops.append(row[12])
-        return len(self.name) - 1
+        # takes back what the others grew, so the columns never differ in length.
+        n = len(self.name)
+        try:
+            self.name.append(name)
+            self.kind.append(kind)
+            self.queue.append(queue)
+            self.thread.append(thread)
+            self.launch_start.append(launch_start)
+            self.launch_end.append(launch_end)
+            self.start.append(start)
+            self.duration.append(duration)
+            self.nbytes.append(nbytes)
+            self.flags.append(flags)
+            self.site.append(site)
+            self.config.append(config)
+            self.flops.append(flops)
+        except BaseException:
+            _cut(self, self.COLUMNS, n)
+            raise
+        return n
 
     def __len__(self) -> int:
         return len(self.name)
@@ -304,16 +307,26 @@ class HostTable:
     def append(
         self, name: int, kind: int, thread: int, start: int, end: int, site: int = -1
     ) -> None:
-        row = array("q", (name, kind, thread, start, end, site))  # all or nothing, as above
-        self.name.append(row[0])
-        self.kind.append(row[1])
-        self.thread.append(row[2])
-        self.start.append(row[3])
-        self.end.append(row[4])
-        self.site.append(row[5])
+        n = len(self.name)
+        try:  # all or nothing, as DeviceTable.append
+            self.name.append(name)
+            self.kind.append(kind)
+            self.thread.append(thread)
+            self.start.append(start)
+            self.end.append(end)
+            self.site.append(site)
+        except BaseException:
+            _cut(self, self.COLUMNS, n)
+            raise
 
     def __len__(self) -> int:
         return len(self.name)
+
+
+def _cut(table: Any, columns: tuple[str, ...], n: int) -> None:
+    """Every column back to ``n`` rows (an append that failed part way)."""
+    for c in columns:
+        del getattr(table, c)[n:]
 
 
 def _trim(table: Any, columns: tuple[str, ...]) -> None:

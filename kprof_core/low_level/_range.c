@@ -214,13 +214,15 @@ rg_enter(RangeBase *self, PyObject *unused)
         Py_DECREF(broken);
         if (skip)
             continue;
-        PyObject *q = PyObject_CallFunctionObjArgs(cq, b, NULL);
+        /* A backend whose work times the range is asked for no queue (the work's own). */
+        int by_work = PyTuple_GetItem(item, RG_BY_WORK) == Py_True;
+        PyObject *q = by_work ? Py_NewRef(Py_None) : PyObject_CallFunctionObjArgs(cq, b, NULL);
         if (q == NULL) {
             if (kprof_plan_hook_failed(rec, b, str_current_queue) < 0)
                 goto done;
             continue;
         }
-        if (q == Py_None) {
+        if (q == Py_None && !by_work) {
             Py_DECREF(q);
             continue;
         }
@@ -311,14 +313,14 @@ rg_append(LaunchPath *lp, PyObject *entry)
     return PyList_Append(lp->incoming, entry) < 0 ? -1 : kprof_lp_pressure(lp);
 }
 
-/* Appends the range's device entry on the backend of `slot` (on queue `q`, its tokens, its
- * flags as an int): 0, or -1 with an exception. */
+/* Appends the range's device entry on the backend of `slot` (on queue `q`, None for none; its
+ * tokens; its flags as an int): 0, or -1 with an exception. */
 static int
 rg_entry(LaunchPath *lp, RangeBase *self, PyObject *slot, PyObject *kind, PyObject *q,
          PyObject *who, PyObject *t0, PyObject *end, PyObject *tok, PyObject *stop, PyObject *fl,
          PyObject *site)
 {
-    PyObject *qk = kprof_lp_queue_key(lp, q);
+    PyObject *qk = q == Py_None ? Py_NewRef(Py_None) : kprof_lp_queue_key(lp, q);
     if (qk == NULL)
         return -1;
     PyObject *nbytes = PyLong_FromLongLong(self->nbytes);
@@ -470,8 +472,8 @@ rg_exit(RangeBase *self, PyObject *const *args, Py_ssize_t nargs)
         if (kprof_plan_pop(rec, plan_item) < 0)
             goto done;
         if (stop == Py_NotImplemented) {  /* timed by its work at the end (work_ranges.py) */
-            if (rg_entry(lp, self, PyTuple_GetItem(plan_item, RG_SLOT), rg_kind_work, q, who, t0,
-                         end, Py_None, Py_None, i == last ? rg_with_host : zero, site)
+            if (rg_entry(lp, self, PyTuple_GetItem(plan_item, RG_SLOT), rg_kind_work, Py_None,
+                         who, t0, end, Py_None, Py_None, i == last ? rg_with_host : zero, site)
                 < 0)
                 goto done;
             continue;

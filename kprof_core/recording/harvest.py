@@ -13,7 +13,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from kprof_core import _clock
-from kprof_core.data.records import DeviceClock
+from kprof_core.data.records import DeviceClock, HostTable
 from kprof_core.host.backend import Backend
 from kprof_core.low_level import native
 from kprof_core.low_level.layout import (
@@ -22,12 +22,15 @@ from kprof_core.low_level.layout import (
     ENTRY_ACTIVITY,
     ENTRY_ACTIVITY_COLUMNS,
     ENTRY_LAUNCH_BATCH,
+    ENTRY_WORK_RANGE,
     FIRST_HOST_KIND,
     FLAGS,
+    FLOPS,
     H0,
     H1,
     KIND,
     NAME,
+    NBYTES,
     SITE,
     SLOT,
     START,
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 HOST_KINDS = take_route.HOST_KINDS
+HOST_RANGE = HostTable.RANGE
 
 
 class Harvest:
@@ -113,6 +117,7 @@ class Harvest:
         tables, tokens, columns = self.tables, self.tokens, self.columns
         thread_ids, name_ids = tables.thread_ids, tables.names.index
         host_append, one = tables.host.append, harvest_one.one
+        work_append = tables.work_ranges.append
         # Past the deadline nothing more is asked of any device (each question may be slow):
         # _take marks what is left unresolved. The clock is read before each column-wise or
         # one-by-one call (~85 ns); a column-wise call makes one batch call or at most 8.
@@ -129,6 +134,21 @@ class Harvest:
                     nid = name_ids.get(name) if type(name) is str else None
                     if tid is not None and nid is not None:
                         host_append(nid, HOST_KINDS[kind], tid, entry[H0], entry[H1], entry[SITE])
+                        taken += 1
+                        continue
+                elif kind == ENTRY_WORK_RANGE and (flags := entry[FLAGS]) in (0, WITH_HOST):
+                    # A range its work times (work_ranges.py): kept for the end, its host
+                    # range a row now (the common case; anything else by take's route).
+                    who, name = entry[WHO], entry[NAME]
+                    tid = thread_ids.get(who)
+                    nid = name_ids.get(name) if type(name) is str else None
+                    if tid is not None and nid is not None:
+                        h0, h1, site = entry[H0], entry[H1], entry[SITE]
+                        work_append(
+                            (entry[SLOT], nid, tid, h0, h1, entry[NBYTES], entry[FLOPS], site)
+                        )
+                        if flags:
+                            host_append(nid, HOST_RANGE, tid, h0, h1, site)
                         taken += 1
                         continue
                 elif kind == ENTRY_LAUNCH_BATCH:
@@ -283,8 +303,9 @@ class Harvest:
                 # A device timed both ways (events for ranges, records for kernels) has two.
                 self.clocks[dkey if dkey not in self.clocks else f"{dkey} (activity)"] = clock
             # Ranges timed by their work: every record is in, on the host clock.
-            work_ranges.derive(t.table, t.queues, t.work_ranges)
-            t.work_ranges = []
+            names = {slot: b.name for slot, b in t.by_slot.items()}
+            work_ranges.derive(t.table, t.queues, t.work_ranges, names)
+            t.work_ranges.clear()
             # Final: exactly sized columns (a million records' arrays over-allocate up to 5 MB).
             t.table.trim()
             t.host.trim()

@@ -39,11 +39,11 @@ from kprof_core.low_level.layout import (
     with_host,
 )
 from kprof_core.recording.tokens import device_times, elapsed
-from kprof_core.recording.work_ranges import WorkRange
 
 if TYPE_CHECKING:
     from kprof_core.recording.tables import Tables
     from kprof_core.recording.tokens import Tokens
+    from kprof_core.recording.work_ranges import WorkRange
 
 
 # Host-only entries travel through the same list as launches, tagged with their entry kinds.
@@ -73,23 +73,23 @@ def take(t: Tables, k: Tokens, entry: tuple[Any, ...], deadline: float | None) -
 
 def work_range(t: Tables, k: Tokens, entry: tuple[Any, ...]) -> bool:
     """A range whose device side is its work's (``ENTRY_WORK_RANGE``): kept for the end
-    (``work_ranges.derive``), its host range made a row now where it carries it."""
+    (``work_ranges.derive``), its host range made a row now where it carries it. The route
+    for one the harvest's fast path did not take (its values checked here)."""
     backend, _kind, name, _queue, who, h0, h1, _start, _stop, nbytes, flags, site, _c, flops = (
         t.decode(entry)
     )
     if is_time(h0) and is_time(h1) and h0 <= h1:  # kprof's own values: never, but never lost
-        t.work_ranges.append(
-            WorkRange(
-                backend.name,
-                t.names(name_of(name)),
-                t.thread_id(who),
-                h0,
-                h1,
-                nbytes if type(nbytes) is int and -1 <= nbytes < VALUE_LIMIT else -1,
-                flops if type(flops) is int and -1 <= flops < VALUE_LIMIT else -1,
-                site if type(site) is int and -1 <= site < VALUE_LIMIT else -1,
-            )
+        kept: WorkRange = (
+            backend.slot,
+            t.names(name_of(name)),
+            t.thread_id(who),
+            h0,
+            h1,
+            nbytes if type(nbytes) is int and -1 <= nbytes < VALUE_LIMIT else -1,
+            flops if type(flops) is int and -1 <= flops < VALUE_LIMIT else -1,
+            site if type(site) is int and -1 <= site < VALUE_LIMIT else -1,
         )
+        t.work_ranges.append(kept)
     if type(flags) is int and flags & WITH_HOST:
         return take(t, k, host_entry(ENTRY_HOST_RANGE, *_host_side(entry)), None)
     return True

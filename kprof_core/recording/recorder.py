@@ -509,13 +509,19 @@ class Recorder:
         for b in self.backends:
             if b.broken is not None:
                 continue
-            try:
-                q = b.current_queue(b)
-            except Exception as exc:
-                self._hook_failed(b, "current_queue", exc)
-                continue
-            if q is None:
-                continue
+            # A backend reporting its work itself times the range by that work, whichever
+            # queue it ran on (work_ranges.py): no queue asked for, no timestamps put.
+            by_work = b in self.activity_backends
+            if by_work:
+                q = None
+            else:
+                try:
+                    q = b.current_queue(b)
+                except Exception as exc:
+                    self._hook_failed(b, "current_queue", exc)
+                    continue
+                if q is None:
+                    continue
             if b.mirrors_ranges:
                 try:
                     b.range_push(b, name)
@@ -523,9 +529,6 @@ class Recorder:
                     self._hook_failed(b, "range_push", exc)
                     continue
             tok = None
-            # A backend reporting its work itself times the range by that work (no
-            # timestamps: work_ranges.py).
-            by_work = b in self.activity_backends
             if b in self._stamped and not by_work:
                 try:
                     tok = b.record_timestamp(b)
@@ -572,7 +575,7 @@ class Recorder:
             flags = 0
             if tok is None and b in self.activity_backends:
                 wh = WITH_HOST if host and i == last else 0
-                self._work_range(b, q, name, who, start_ns, end_ns, nbytes, wh, site, flops)
+                self._work_range(b, name, who, start_ns, end_ns, nbytes, wh, site, flops)
                 continue
             # Tokens that are host observations say so (see launch_observed).
             if getattr(stop, "approximate", False) is True:
@@ -622,7 +625,6 @@ class Recorder:
     def _work_range(
         self,
         b: Backend,
-        q: Any,
         name: str,
         who: Any,
         start_ns: int,
@@ -635,13 +637,12 @@ class Recorder:
         """A range's entry on a backend whose work times it at the profile's end
         (``work_ranges.py``): no tokens; the vendor tool's range popped first."""
         self._range_pop(b)
-        self._live_queues.setdefault(id(q), q)
         self._append(
             (
                 b.slot,
                 ENTRY_WORK_RANGE,
                 name,
-                id(q),
+                None,  # no queue: the work's own
                 who,
                 start_ns,
                 end_ns,

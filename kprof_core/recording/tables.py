@@ -22,12 +22,12 @@ from kprof_core.data.records import (
 from kprof_core.host.backend import Backend, QueueInfo, checked_queue_info
 from kprof_core.recording.configs import Configs
 from kprof_core.recording.threads import thread_names
-from kprof_core.recording.work_ranges import WorkRange
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from kprof_core.recording.problems import Problems
+    from kprof_core.recording.work_ranges import WorkRange
 
 HOST_QUEUE = QueueRecord("host", "host", "host", "host")
 

@@ -16,7 +16,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from itertools import compress, pairwise
 from operator import add, eq, ne
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from kprof_core.data.records import APPROXIMATE, HOST_TIMED, PLACED, RANGE, UNRESOLVED
 
@@ -27,23 +27,19 @@ if TYPE_CHECKING:
 _INHERITED = APPROXIMATE | HOST_TIMED
 
 
-class WorkRange(NamedTuple):
-    """One range on one backend, waiting for its work's records."""
-
-    backend: str
-    name: int
-    thread: int
-    h0: int
-    h1: int
-    nbytes: int
-    flops: int
-    site: int
+#: One range on one backend, waiting for its work's records: ``(slot, name, thread, h0, h1,
+#: nbytes, flops, site)``: the backend's slot, the name's and thread's ids in the tables, the
+#: range's host start and end, what the user said of its work (-1: not said), its site. A plain
+#: tuple: the harvest makes one per range.
+WorkRange = tuple[int, int, int, int, int, int, int, int]
 
 
-def derive(table: DeviceTable, queues: list[QueueRecord], ranges: list[WorkRange]) -> int:
+def derive(
+    table: DeviceTable, queues: list[QueueRecord], ranges: list[WorkRange], names: dict[int, str]
+) -> int:
     """Append the device rows of ``ranges`` to ``table``, from the resolved work rows already
-    there (placed on the host clock; ``queues``: the table's queue ids); how many rows were
-    appended."""
+    there (placed on the host clock; ``queues``: the table's queue ids; ``names``: backend
+    slot -> name); how many rows were appended."""
     if not ranges:
         return 0
     n = len(table)
@@ -70,12 +66,12 @@ def derive(table: DeviceTable, queues: list[QueueRecord], ranges: list[WorkRange
             order = sorted(range(len(rows)), key=starts.__getitem__)
             work[key] = (array("q", [starts[j] for j in order]), [rows[j] for j in order])
     start, end = table.start, list(map(add, table.start, table.duration))
-    for r in ranges:
-        got = work.get((r.backend, r.thread))
+    for slot, name, thread, h0, h1, nbytes, flops, site in ranges:
+        got = work.get((names.get(slot, ""), thread))
         if got is None:
             continue
         starts, rows = got
-        lo, hi = bisect_left(starts, r.h0), bisect_right(starts, r.h1)
+        lo, hi = bisect_left(starts, h0), bisect_right(starts, h1)
         if lo == hi:
             continue
         inside = rows[lo:hi]
@@ -86,19 +82,19 @@ def derive(table: DeviceTable, queues: list[QueueRecord], ranges: list[WorkRange
             for i in mine:
                 flags |= table.flags[i] & _INHERITED
             table.append(
-                r.name,
+                name,
                 RANGE,
                 qid,
-                r.thread,
-                r.h0,
-                r.h1,
+                thread,
+                h0,
+                h1,
                 first,
                 max(end[i] for i in mine) - first,
-                r.nbytes,
+                nbytes,
                 flags,
-                r.site,
+                site,
                 -1,
-                r.flops,
+                flops,
             )
             added += 1
     return added
