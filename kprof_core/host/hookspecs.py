@@ -110,7 +110,9 @@ def record_timestamp(backend: Backend) -> Any | None:
     """Put a timestamp on the calling thread's current queue, without blocking.
 
     Called for ``kprof.range`` and ``kprof.kernel`` only, on backends where ``current_queue``
-    returned a queue: at entry (the range's ``start``) and at exit (its ``stop``). The range's
+    returned a queue: at entry (the range's ``start``) and at exit (its ``stop``); not where
+    the backend delivers the profile's activity records (its work then times the range). The
+    range's
     host interval encloses both calls, however long they take. Capture wrappers do not use it
     (it takes no queue): they put timestamps on their launch's queue with the plugin's code.
     Draw tokens from a pool: a device event created per call cost the reference

@@ -26,7 +26,10 @@ if TYPE_CHECKING:
 # an ended profile are dropped and counted (``kprof.plugin.activity_stats()``); records of no
 # kprof scope are not kprof's. Switch the tool on in ``install_capture``, off in
 # ``remove_capture``. ``kprof_cuda.activity`` is a real one, ``kprof_testbackend.tracer`` a
-# simulated one.
+# simulated one. In a profile where ``activity_scope_enter`` answered True, ranges on the
+# backend put no timestamps and ask no ``current_queue``: a range's device row on each queue
+# spans the records of the work launched inside it there (``range_push``/``range_pop`` still
+# mirror it to the tool).
 
 
 @hookspec(firstresult=True)
