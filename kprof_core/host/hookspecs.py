@@ -112,9 +112,9 @@ def record_timestamp(backend: Backend) -> Any | None:
     Called for ``kprof.range`` and ``kprof.kernel`` only, on backends where ``current_queue``
     returned a queue: at entry (the range's ``start``) and at exit (its ``stop``); not where
     the backend delivers the profile's activity records (its work then times the range). The
-    range's
-    host interval encloses both calls, however long they take. Capture wrappers do not use it
-    (it takes no queue): they put timestamps on their launch's queue with the plugin's code.
+    range's host interval encloses both calls, however long they take. Capture wrappers do not
+    use it (it takes no queue): they put timestamps on their launch's queue with the plugin's
+    code.
     Draw tokens from a pool: a device event created per call cost the reference
     implementation 6 µs per launch. A token with an attribute ``approximate = True`` is read
     as host-observed times (see ``install_capture``), and its range is marked ``~``.
