@@ -134,7 +134,13 @@ class Cupti:
         return t.value
 
     def dropped(self) -> int:
-        """Records CUPTI dropped since the last call (it resets the count when read)."""
+        """Records CUPTI dropped since the last call (it resets the count when read).
+
+        Read from the global queue (context NULL, stream 0) only: since CUDA 6.0 every
+        activity buffer is global (cupti_activity.h, ``CUpti_BuffersCallbackCompleteFunc``:
+        its context and stream are deprecated and always NULL), and that queue's count
+        includes the records CUPTI had no buffer for and the CDP records the device buffer
+        could not hold (``cuptiActivityGetNumDroppedRecords``)."""
         n = sz(0)
         if self.ActivityGetNumDroppedRecords(None, 0, ctypes.byref(n)) != 0:
             return 0
