@@ -542,7 +542,15 @@ def test_pool_counts_and_trim() -> None:
 
 def test_threads_on_their_own_streams_are_separate_rows_side_by_side(env: Any) -> None:
     fake = env.fake
-    k = kern(fake, "work", 0.03)
+    # Each stream's kernel runs until all three are running (not for a fixed time, which a
+    # loaded machine can serialize): they overlap whatever the scheduling.
+    running = threading.Barrier(3, timeout=60)
+
+    def work() -> None:
+        s = fake.current_stream()
+        fake.worker(s.ptr, s.device_id).commands.put(running.wait)
+
+    k = kprof_cuda.kernel(work)
     barrier = threading.Barrier(3)
 
     def worker() -> None:
