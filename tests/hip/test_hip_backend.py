@@ -58,6 +58,10 @@ def exact(ns: int, us: int) -> bool:
     return abs(ns - us * US) <= EXACT_NS
 
 
+#: ``at_least``'s slack where the time includes the host's own scheduling.
+NO_BOUND = 1 << 62
+
+
 def at_least(ns: int, us: int, slack: int = IDLE_SLACK_NS) -> bool:
     return us * US - EXACT_NS <= ns <= us * US + slack
 
@@ -183,9 +187,10 @@ def test_capture_names_kinds_bytes_and_device_times(batch: Results) -> None:
     for ns, us in zip(durations[1:10], [500, 500, 500, 300, 400, 250, 100, 100, 100]):
         assert exact(ns, us), (ns, us)
     # Copies last bytes / (1000 bytes/µs) plus the real memmove (and, for the synchronous
-    # hipMemcpy on the idle NULL stream, the Python gap).
-    assert at_least(durations[10], 100) and at_least(durations[11], 20)
-    assert at_least(durations[12], 50)
+    # hipMemcpy on the idle NULL stream, the Python gap): at least that. No upper bound: the
+    # gap is the host's scheduling (20 ms once under 8 busy processes on 2 cores).
+    assert at_least(durations[10], 100, NO_BOUND) and at_least(durations[11], 20, NO_BOUND)
+    assert at_least(durations[12], 50, NO_BOUND)
     assert data["user_event_ms"] == pytest.approx(0.25, abs=1e-6)  # the user's events untouched
     assert data["copied"] and data["zeroed"]  # arguments reached the runtime intact
 
