@@ -3,8 +3,8 @@ CUPTI): no timestamps are put for them; a range's device row on each queue spans
 launched inside it there, from the first record's start to the last one's end.
 
 The range path appends an ``ENTRY_WORK_RANGE`` entry per such backend (``layout.py``); the
-harvest keeps it here (``keep``), and at the profile's end, once every record was delivered
-and placed on the host clock, ``derive`` turns each into rows. Work belongs to a range when
+harvest keeps it as a ``WorkRange`` in ``Tables.work_ranges``, and at the profile's end, once
+every record was delivered and placed on the host clock, ``derive`` turns each into rows. Work belongs to a range when
 it was launched on the range's thread between the range's host start and end (a nested
 range's work included), as the summary's range times count it (``data/tree.range_instances``).
 A range without work gets no device row.
